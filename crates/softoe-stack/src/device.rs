@@ -1,0 +1,118 @@
+//! The boundary between the stack and the port that moves its frames.
+//!
+//! The stack is sans-IO: it neither reads nor writes a device. Frames come in
+//! through [`Stack::receive`](crate::Stack::receive) as borrowed bytes with
+//! [`RxMeta`]; frames go out through a [`Device`] the caller passes to every
+//! entry point. A transmitted frame is a header the stack built in its own
+//! scratch memory plus a list of [`PayloadRef`]s — the payload is never copied
+//! by the stack. What the port can do for it (segmentation, checksums) is
+//! described once by [`DeviceCaps`] and per frame by [`TxOffload`].
+
+use crate::payload::PayloadRef;
+
+/// What the port under the stack can do. Fixed for the life of a [`Stack`](crate::Stack).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceCaps {
+    /// The IP MTU: the largest IPv4 packet (header included) one wire frame carries.
+    pub mtu: usize,
+    /// TCP segmentation offload: the port accepts TCP super-segments whose IPv4
+    /// packet is up to this many bytes (at most 65,535) and cuts them into
+    /// MTU-sized segments. `None`: no TSO.
+    pub tso_max: Option<usize>,
+    /// Transmit checksum offload: the port completes TCP and UDP checksums
+    /// from the pseudo-header sum the stack leaves in the field.
+    pub tx_csum: bool,
+}
+
+impl Default for DeviceCaps {
+    fn default() -> DeviceCaps {
+        DeviceCaps {
+            mtu: 1500,
+            tso_max: None,
+            tx_csum: false,
+        }
+    }
+}
+
+/// Facts the port knows about a received frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RxMeta {
+    /// The port verified (or vouches for) the transport checksum; the stack
+    /// skips its own check. Set for TAP frames marked `DATA_VALID` or
+    /// `NEEDS_CSUM`.
+    pub csum_verified: bool,
+    /// The frame is a receive-coalesced (GRO/LRO) frame built from segments of
+    /// this payload size. The stack accounts for it as several segments (for
+    /// delayed ACK) but processes it as one.
+    pub gso_size: Option<u16>,
+}
+
+/// A partial-checksum request: the port sums the frame from `start` to its end
+/// and stores the folded, complemented sum at `start + offset`. The field
+/// already holds the pseudo-header sum, as virtio-net's `NEEDS_CSUM` expects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartialCsum {
+    /// Offset from the start of the frame (Ethernet header included) where
+    /// summing starts: the transport header.
+    pub start: u16,
+    /// Offset of the checksum field from `start` (16 for TCP, 6 for UDP).
+    pub offset: u16,
+}
+
+/// Offload work the port must do for one outgoing frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct TxOffload {
+    /// The frame is a TCP super-segment: cut its payload into segments of this
+    /// many bytes, replicating and fixing up the headers (as TSO does).
+    pub gso_size: Option<u16>,
+    /// The transport checksum is left to the port.
+    pub csum: Option<PartialCsum>,
+}
+
+/// One frame the stack asks the port to send.
+#[derive(Debug)]
+pub struct TxFrame<'a> {
+    /// Ethernet, IPv4 and transport headers, complete but for offloaded checksums.
+    pub header: &'a [u8],
+    /// The payload, in order, by reference. Often empty (ACKs, control).
+    pub payload: &'a [PayloadRef],
+    /// What the port must finish.
+    pub offload: TxOffload,
+}
+
+impl TxFrame<'_> {
+    /// Total length of the frame in bytes.
+    pub fn len(&self) -> usize {
+        self.header.len() + self.payload_len()
+    }
+
+    /// Whether the frame has no bytes at all (never true for frames the stack emits).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Payload length in bytes.
+    pub fn payload_len(&self) -> usize {
+        self.payload.iter().map(PayloadRef::len).sum()
+    }
+}
+
+/// The port refused a frame for now (its queue is full). The stack keeps the
+/// data and tries again on a later poll.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxBusy;
+
+/// The runtime side of the stack's I/O: resolves payload references and takes
+/// frames.
+pub trait Device {
+    /// The bytes `r` names. Called only when the stack must read payload itself
+    /// (to compute a checksum the port will not). Must return exactly `r.len`
+    /// bytes for every reference the runtime handed the stack and that the
+    /// stack still holds.
+    fn payload(&self, r: &PayloadRef) -> &[u8];
+
+    /// Send one frame. The frame's memory is only borrowed for the call: a port
+    /// that queues must copy the header (payload references stay valid until
+    /// acknowledged).
+    fn transmit(&mut self, frame: &TxFrame<'_>) -> Result<(), TxBusy>;
+}
