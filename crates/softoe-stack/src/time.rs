@@ -109,7 +109,12 @@ impl Sub<Duration> for Instant {
 
 impl fmt::Debug for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{:09}s", self.nanos / 1_000_000_000, self.nanos % 1_000_000_000)
+        write!(
+            f,
+            "{}.{:09}s",
+            self.nanos / 1_000_000_000,
+            self.nanos % 1_000_000_000
+        )
     }
 }
 

@@ -1,0 +1,221 @@
+//! Configuration of a [`Stack`](crate::Stack) and of its sockets.
+//!
+//! Everything a socket will ever need is sized here, up front: buffers are
+//! allocated when a socket is created and never grow, so steady-state transfer
+//! allocates nothing.
+
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
+
+use crate::device::DeviceCaps;
+use crate::tcp::congestion::Algorithm;
+
+/// Keepalive parameters (`TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Idle time before the first probe.
+    pub idle: Duration,
+    /// Time between unanswered probes.
+    pub interval: Duration,
+    /// Unanswered probes before the connection is aborted.
+    pub count: u32,
+}
+
+impl Default for Keepalive {
+    /// Linux's defaults: 2 hours, 75 seconds, 9 probes.
+    fn default() -> Keepalive {
+        Keepalive {
+            idle: Duration::from_secs(7200),
+            interval: Duration::from_secs(75),
+            count: 9,
+        }
+    }
+}
+
+/// Per-socket TCP settings. The stack's [`StackConfig::tcp`] is the default
+/// for new sockets; each can be changed per socket before it connects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TcpConfig {
+    /// Receive buffer in bytes; also bounds the advertised window and the
+    /// out-of-order data held.
+    pub rx_buffer: usize,
+    /// Most payload bytes queued for sending (unsent plus unacknowledged).
+    pub tx_buffer: usize,
+    /// Most payload references queued for sending (each `send` is one).
+    pub tx_max_chunks: usize,
+    /// Disable Nagle's algorithm (`TCP_NODELAY`).
+    pub nodelay: bool,
+    /// Delayed-ACK timer; `None` acknowledges every segment at once.
+    pub delayed_ack: Option<Duration>,
+    /// Acknowledge at once after this many full-sized segments (2 per RFC 5681).
+    pub ack_every: u32,
+    /// Congestion control algorithm.
+    pub congestion: Algorithm,
+    /// Offer and use SACK (RFC 2018).
+    pub sack: bool,
+    /// Offer and use timestamps and PAWS (RFC 7323).
+    pub timestamps: bool,
+    /// Offer and use window scaling (RFC 7323).
+    pub window_scaling: bool,
+    /// Clamp the MSS this side sends and announces (`TCP_MAXSEG`).
+    pub mss_clamp: Option<u16>,
+    /// Keepalive probing (`SO_KEEPALIVE`); `None` = off.
+    pub keepalive: Option<Keepalive>,
+    /// Abort when sent data stays unacknowledged this long (`TCP_USER_TIMEOUT`).
+    pub user_timeout: Option<Duration>,
+    /// Retransmission timeout before the first RTT sample (RFC 6298: 1 s).
+    pub initial_rto: Duration,
+    /// Lower bound of the RTO (Linux: 200 ms).
+    pub min_rto: Duration,
+    /// Upper bound of the RTO, backoff included.
+    pub max_rto: Duration,
+    /// Time spent in TIME-WAIT (2 × MSL).
+    pub time_wait: Duration,
+    /// SYN retransmissions before `connect` fails.
+    pub syn_retries: u32,
+    /// Retransmissions of the same data before the connection is aborted.
+    pub max_retries: u32,
+    /// Out-of-order ranges held in reassembly (and SACK ranges tracked).
+    pub max_ooo_ranges: usize,
+    /// Lower bound on the peer's MSS (guards against tiny or zero MSS).
+    pub min_mss: u16,
+}
+
+impl Default for TcpConfig {
+    fn default() -> TcpConfig {
+        TcpConfig {
+            rx_buffer: 256 * 1024,
+            tx_buffer: 1024 * 1024,
+            tx_max_chunks: 1024,
+            nodelay: false,
+            delayed_ack: Some(Duration::from_millis(40)),
+            ack_every: 2,
+            congestion: Algorithm::default(),
+            sack: true,
+            timestamps: true,
+            window_scaling: true,
+            mss_clamp: None,
+            keepalive: None,
+            user_timeout: None,
+            initial_rto: Duration::from_secs(1),
+            min_rto: Duration::from_millis(200),
+            max_rto: Duration::from_secs(60),
+            time_wait: Duration::from_secs(60),
+            syn_retries: 6,
+            max_retries: 15,
+            max_ooo_ranges: 32,
+            min_mss: 88,
+        }
+    }
+}
+
+/// Per-socket UDP settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UdpConfig {
+    /// Bytes of received payload buffered.
+    pub rx_buffer: usize,
+    /// Received datagrams buffered.
+    pub rx_datagrams: usize,
+    /// Datagrams queued for sending.
+    pub tx_datagrams: usize,
+}
+
+impl Default for UdpConfig {
+    fn default() -> UdpConfig {
+        UdpConfig {
+            rx_buffer: 256 * 1024,
+            rx_datagrams: 256,
+            tx_datagrams: 256,
+        }
+    }
+}
+
+/// ARP settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ArpConfig {
+    /// How long a learned entry stays valid.
+    pub entry_ttl: Duration,
+    /// Most entries held; the oldest is evicted past this.
+    pub max_entries: usize,
+    /// Most frames held while their next hop is being resolved.
+    pub pending_frames: usize,
+    /// Largest frame (bytes) that may wait for resolution; larger ones are
+    /// dropped and left to the transport to retransmit.
+    pub pending_frame_size: usize,
+    /// Time between ARP requests for the same address.
+    pub request_interval: Duration,
+    /// Requests sent for one address before its waiting frames are dropped.
+    pub max_requests: u32,
+}
+
+impl Default for ArpConfig {
+    fn default() -> ArpConfig {
+        ArpConfig {
+            entry_ttl: Duration::from_secs(60),
+            max_entries: 1024,
+            pending_frames: 16,
+            pending_frame_size: 256,
+            request_interval: Duration::from_secs(1),
+            max_requests: 3,
+        }
+    }
+}
+
+/// Everything a [`Stack`](crate::Stack) is built from.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct StackConfig {
+    /// The port's MAC address.
+    pub mac: EthernetAddress,
+    /// IPv4 addresses with their prefixes. The first is the source address
+    /// for destinations outside every prefix.
+    pub addrs: Vec<Ipv4Cidr>,
+    /// Next hop for destinations outside every prefix.
+    pub gateway: Option<Ipv4Address>,
+    /// What the port can do.
+    pub caps: DeviceCaps,
+    /// Secret key for ISNs (RFC 6528). Keep it secret and random.
+    pub secret: [u8; 16],
+    /// Seed of the stack's PRNG (ephemeral ports, timestamp offsets).
+    pub seed: u64,
+    /// Defaults for new TCP sockets.
+    pub tcp: TcpConfig,
+    /// Defaults for new UDP sockets.
+    pub udp: UdpConfig,
+    /// ARP behaviour.
+    pub arp: ArpConfig,
+    /// Most sockets (connections, listeners, UDP) at once.
+    pub max_sockets: usize,
+    /// Ephemeral port range for `connect` without a local port.
+    pub ephemeral_ports: (u16, u16),
+    /// Challenge ACKs (RFC 5961) sent per second at most, stack-wide.
+    pub challenge_ack_limit: u32,
+    /// ICMP errors (port unreachable) sent per second at most.
+    pub icmp_error_limit: u32,
+}
+
+impl StackConfig {
+    /// A configuration with one address and defaults for everything else.
+    pub fn new(mac: EthernetAddress, addr: Ipv4Cidr) -> StackConfig {
+        StackConfig {
+            mac,
+            addrs: alloc::vec![addr],
+            gateway: None,
+            caps: DeviceCaps::default(),
+            secret: [0x5a; 16],
+            seed: 0,
+            tcp: TcpConfig::default(),
+            udp: UdpConfig::default(),
+            arp: ArpConfig::default(),
+            max_sockets: 65_536,
+            ephemeral_ports: (32_768, 60_999),
+            challenge_ack_limit: 1000,
+            icmp_error_limit: 1000,
+        }
+    }
+}

@@ -1,0 +1,508 @@
+//! The socket table: a slab of sockets with generation-checked handles, hash
+//! indices for demultiplexing, and the queues that let the stack touch only
+//! the sockets that need it.
+//!
+//! - Lookup is by hash (four-tuple for connections, address and port for
+//!   listeners and UDP), never by walking a list: the engine carries thousands
+//!   of connections.
+//! - A timer heap holds each socket's next deadline (lazily invalidated: an
+//!   entry that no longer matches the socket's armed deadline is skipped).
+//! - A ready queue holds sockets with work to do now (data queued by the
+//!   application, an ACK owed).
+//! - An event queue tells the runtime which sockets became readable,
+//!   writable, acknowledged data, connected or closed.
+
+pub(crate) mod udp;
+
+use alloc::boxed::Box;
+use alloc::collections::{BinaryHeap, VecDeque};
+use alloc::vec::Vec;
+use core::cmp::Reverse;
+use core::fmt;
+
+use hashbrown::HashMap;
+use softoe_wire::Ipv4Address;
+
+use crate::tcp::Endpoint;
+use crate::tcp::listener::TcpListener;
+use crate::tcp::socket::TcpSocket;
+use crate::time::Instant;
+use udp::UdpSocket;
+
+/// A reference to a socket. Stale handles (to a freed socket whose slot was
+/// reused) are detected by a generation count and rejected.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SocketHandle {
+    index: u32,
+    generation: u32,
+}
+
+impl SocketHandle {
+    /// The slot index (stable for the socket's life; reused after it).
+    pub fn index(self) -> usize {
+        self.index as usize
+    }
+
+    /// A handle as a single `u64` (for carrying through an ABI).
+    pub fn to_bits(self) -> u64 {
+        (u64::from(self.generation) << 32) | u64::from(self.index)
+    }
+
+    /// The handle `to_bits` produced. Any value is accepted; invalid ones are
+    /// rejected when used.
+    pub fn from_bits(bits: u64) -> SocketHandle {
+        SocketHandle {
+            index: bits as u32,
+            generation: (bits >> 32) as u32,
+        }
+    }
+}
+
+impl fmt::Debug for SocketHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}.{}", self.index, self.generation)
+    }
+}
+
+impl fmt::Display for SocketHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// What happened to a socket (a set of flags).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Events(u8);
+
+impl Events {
+    /// Data (or end of stream, or a connection to accept) can be read.
+    pub const READABLE: Events = Events(1);
+    /// Send-buffer space is free.
+    pub const WRITABLE: Events = Events(2);
+    /// The peer acknowledged data: payload references up to
+    /// [`Stack::tcp_acked`](crate::Stack::tcp_acked) are released.
+    pub const ACKED: Events = Events(4);
+    /// The handshake completed.
+    pub const CONNECTED: Events = Events(8);
+    /// The connection closed (normally or by error).
+    pub const CLOSED: Events = Events(16);
+    /// The socket is gone: the handle is dead and every payload reference
+    /// the socket held is released.
+    pub const RELEASED: Events = Events(32);
+
+    /// No flags.
+    pub const fn empty() -> Events {
+        Events(0)
+    }
+    /// Whether no flag is set.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+    /// Whether every flag of `other` is set.
+    pub const fn contains(self, other: Events) -> bool {
+        self.0 & other.0 == other.0
+    }
+    /// Whether any flag of `other` is set.
+    pub const fn intersects(self, other: Events) -> bool {
+        self.0 & other.0 != 0
+    }
+    /// Sets the flags of `other`.
+    pub fn insert(&mut self, other: Events) {
+        self.0 |= other.0;
+    }
+    /// The raw bits.
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+}
+
+impl core::ops::BitOr for Events {
+    type Output = Events;
+    fn bitor(self, rhs: Events) -> Events {
+        Events(self.0 | rhs.0)
+    }
+}
+
+impl fmt::Debug for Events {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = [
+            (Events::READABLE, "READABLE"),
+            (Events::WRITABLE, "WRITABLE"),
+            (Events::ACKED, "ACKED"),
+            (Events::CONNECTED, "CONNECTED"),
+            (Events::CLOSED, "CLOSED"),
+            (Events::RELEASED, "RELEASED"),
+        ];
+        let mut first = true;
+        for (e, n) in names {
+            if self.contains(e) {
+                if !first {
+                    f.write_str("|")?;
+                }
+                f.write_str(n)?;
+                first = false;
+            }
+        }
+        if first {
+            f.write_str("(none)")?;
+        }
+        Ok(())
+    }
+}
+
+/// A socket of any kind.
+#[derive(Debug)]
+pub(crate) enum Socket {
+    Tcp(Box<TcpSocket>),
+    Listener(Box<TcpListener>),
+    Udp(Box<UdpSocket>),
+}
+
+impl Socket {
+    pub(crate) fn events_mut(&mut self) -> &mut Events {
+        match self {
+            Socket::Tcp(s) => &mut s.events,
+            Socket::Listener(l) => &mut l.events,
+            Socket::Udp(u) => &mut u.events,
+        }
+    }
+
+    pub(crate) fn poll_at(&self) -> Option<Instant> {
+        match self {
+            Socket::Tcp(s) => s.poll_at(),
+            Socket::Listener(_) => None,
+            Socket::Udp(u) => (!u.tx.is_empty()).then_some(Instant::ZERO),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Slot {
+    generation: u32,
+    socket: Option<Socket>,
+    /// The deadline this slot has in the timer heap (`MAX`: none).
+    armed: Instant,
+    in_ready: bool,
+    in_events: bool,
+}
+
+/// Four-tuple key of a connection: (local, remote).
+pub(crate) type ConnKey = (Endpoint, Endpoint);
+
+type Map<K> = HashMap<K, usize, foldhash::fast::FixedState>;
+
+/// The table.
+#[derive(Debug)]
+pub(crate) struct SocketSet {
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    live: usize,
+    max: usize,
+    pub(crate) conns: Map<ConnKey>,
+    pub(crate) listeners: Map<Endpoint>,
+    pub(crate) udp: Map<Endpoint>,
+    timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+    ready: VecDeque<usize>,
+    events: VecDeque<usize>,
+    released: VecDeque<SocketHandle>,
+}
+
+impl SocketSet {
+    pub(crate) fn new(max: usize, seed: u64) -> SocketSet {
+        let hasher = |k: u64| foldhash::fast::FixedState::with_seed(seed ^ k);
+        SocketSet {
+            slots: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            max: max.max(1),
+            conns: HashMap::with_hasher(hasher(1)),
+            listeners: HashMap::with_hasher(hasher(2)),
+            udp: HashMap::with_hasher(hasher(3)),
+            timers: BinaryHeap::new(),
+            ready: VecDeque::new(),
+            events: VecDeque::new(),
+            released: VecDeque::new(),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.live
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.live >= self.max
+    }
+
+    /// Adds a socket; `None` when the table is full.
+    pub(crate) fn insert(&mut self, socket: Socket) -> Option<SocketHandle> {
+        if self.is_full() {
+            return None;
+        }
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    socket: None,
+                    armed: Instant::MAX,
+                    in_ready: false,
+                    in_events: false,
+                });
+                self.slots.len() - 1
+            }
+        };
+        let slot = self.slots.get_mut(index)?;
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.socket = Some(socket);
+        slot.armed = Instant::MAX;
+        self.live += 1;
+        Some(SocketHandle {
+            index: index as u32,
+            generation: slot.generation,
+        })
+    }
+
+    /// Removes a socket (the caller has already unlinked it from the maps).
+    /// A `RELEASED` event is queued for its handle.
+    pub(crate) fn remove(&mut self, index: usize) -> Option<Socket> {
+        let slot = self.slots.get_mut(index)?;
+        let socket = slot.socket.take()?;
+        let handle = SocketHandle {
+            index: index as u32,
+            generation: slot.generation,
+        };
+        slot.armed = Instant::MAX;
+        self.free.push(index);
+        self.live -= 1;
+        self.released.push_back(handle);
+        Some(socket)
+    }
+
+    /// The slot index of `h`, if it is live.
+    pub(crate) fn index_of(&self, h: SocketHandle) -> Option<usize> {
+        let slot = self.slots.get(h.index as usize)?;
+        (slot.generation == h.generation && slot.socket.is_some()).then_some(h.index as usize)
+    }
+
+    pub(crate) fn handle_of(&self, index: usize) -> Option<SocketHandle> {
+        let slot = self.slots.get(index)?;
+        slot.socket.as_ref()?;
+        Some(SocketHandle {
+            index: index as u32,
+            generation: slot.generation,
+        })
+    }
+
+    pub(crate) fn get(&self, index: usize) -> Option<&Socket> {
+        self.slots.get(index)?.socket.as_ref()
+    }
+
+    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut Socket> {
+        self.slots.get_mut(index)?.socket.as_mut()
+    }
+
+    pub(crate) fn tcp(&self, index: usize) -> Option<&TcpSocket> {
+        match self.get(index)? {
+            Socket::Tcp(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn tcp_mut(&mut self, index: usize) -> Option<&mut TcpSocket> {
+        match self.get_mut(index)? {
+            Socket::Tcp(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn listener_mut(&mut self, index: usize) -> Option<&mut TcpListener> {
+        match self.get_mut(index)? {
+            Socket::Listener(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn udp_mut(&mut self, index: usize) -> Option<&mut UdpSocket> {
+        match self.get_mut(index)? {
+            Socket::Udp(u) => Some(u),
+            _ => None,
+        }
+    }
+
+    /// Finds the listener for a local endpoint: exact address first, then
+    /// the wildcard.
+    pub(crate) fn find_listener(&self, local: Endpoint) -> Option<usize> {
+        self.listeners
+            .get(&local)
+            .or_else(|| {
+                self.listeners
+                    .get(&Endpoint::new(Ipv4Address::UNSPECIFIED, local.port))
+            })
+            .copied()
+    }
+
+    /// Finds the UDP socket for a local endpoint.
+    pub(crate) fn find_udp(&self, local: Endpoint) -> Option<usize> {
+        self.udp
+            .get(&local)
+            .or_else(|| {
+                self.udp
+                    .get(&Endpoint::new(Ipv4Address::UNSPECIFIED, local.port))
+            })
+            .copied()
+    }
+
+    /// Whether a local port is used by any listener, UDP socket or connection
+    /// of the given kind.
+    pub(crate) fn port_in_use(&self, port: u16) -> bool {
+        self.listeners.keys().any(|e| e.port == port)
+    }
+
+    /// After a socket changed: queue its events and (re)schedule its work.
+    pub(crate) fn touch(&mut self, index: usize) {
+        let Some(slot) = self.slots.get_mut(index) else {
+            return;
+        };
+        let Some(socket) = slot.socket.as_mut() else {
+            return;
+        };
+        let has_events = !socket.events_mut().is_empty();
+        let at = socket.poll_at();
+        if has_events && !slot.in_events {
+            slot.in_events = true;
+            self.events.push_back(index);
+        }
+        match at {
+            Some(t) if t == Instant::ZERO => {
+                if !slot.in_ready {
+                    slot.in_ready = true;
+                    self.ready.push_back(index);
+                }
+            }
+            Some(t) if t < slot.armed => {
+                slot.armed = t;
+                self.timers.push(Reverse((t, index, slot.generation)));
+                if self.timers.len() > 4 * self.live + 64 {
+                    self.rebuild_timers();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Drops stale heap entries.
+    fn rebuild_timers(&mut self) {
+        let slots = &self.slots;
+        self.timers.retain(|Reverse((t, i, g))| {
+            slots
+                .get(*i)
+                .is_some_and(|s| s.generation == *g && s.socket.is_some() && s.armed == *t)
+        });
+    }
+
+    /// The next socket with immediate work.
+    pub(crate) fn pop_ready(&mut self) -> Option<usize> {
+        while let Some(i) = self.ready.pop_front() {
+            if let Some(slot) = self.slots.get_mut(i) {
+                slot.in_ready = false;
+                if slot.socket.is_some() {
+                    return Some(i);
+                }
+            }
+        }
+        None
+    }
+
+    /// Puts a socket back at the front of the ready queue (the port was busy).
+    pub(crate) fn push_ready_front(&mut self, index: usize) {
+        if let Some(slot) = self.slots.get_mut(index) {
+            if !slot.in_ready {
+                slot.in_ready = true;
+                self.ready.push_front(index);
+            }
+        }
+    }
+
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// The next socket whose deadline has passed.
+    pub(crate) fn pop_expired(&mut self, now: Instant) -> Option<usize> {
+        while let Some(Reverse((t, i, g))) = self.timers.peek().copied() {
+            if t > now {
+                return None;
+            }
+            self.timers.pop();
+            let Some(slot) = self.slots.get_mut(i) else {
+                continue;
+            };
+            if slot.generation != g || slot.socket.is_none() || slot.armed != t {
+                continue;
+            }
+            slot.armed = Instant::MAX;
+            return Some(i);
+        }
+        None
+    }
+
+    /// The earliest deadline in the heap (possibly a stale one: an early
+    /// wake-up is harmless).
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    /// The next event for the runtime.
+    pub(crate) fn pop_event(&mut self) -> Option<(SocketHandle, Events)> {
+        if let Some(h) = self.released.pop_front() {
+            return Some((h, Events::RELEASED));
+        }
+        while let Some(i) = self.events.pop_front() {
+            let Some(slot) = self.slots.get_mut(i) else {
+                continue;
+            };
+            slot.in_events = false;
+            let Some(socket) = slot.socket.as_mut() else {
+                continue;
+            };
+            let ev = core::mem::take(socket.events_mut());
+            if ev.is_empty() {
+                continue;
+            }
+            return Some((
+                SocketHandle {
+                    index: i as u32,
+                    generation: slot.generation,
+                },
+                ev,
+            ));
+        }
+        None
+    }
+
+    /// Indices of every live socket, in slot order.
+    pub(crate) fn indices(&self) -> impl Iterator<Item = usize> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.socket.is_some())
+            .map(|(i, _)| i)
+    }
+
+    /// Marks every TCP socket ready (a next hop got resolved).
+    pub(crate) fn wake_all_tcp(&mut self) {
+        for i in 0..self.slots.len() {
+            if matches!(
+                self.slots.get(i).and_then(|s| s.socket.as_ref()),
+                Some(Socket::Tcp(_))
+            ) {
+                if let Some(slot) = self.slots.get_mut(i) {
+                    if !slot.in_ready {
+                        slot.in_ready = true;
+                        self.ready.push_back(i);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,1339 @@
+//! [`Stack`]: one interface, its sockets, and the sans-IO entry points.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::fmt;
+use core::time::Duration;
+
+use softoe_wire::{
+    ArpOperation, ArpPacket, ArpRepr, Checksum, ChecksumCaps, EtherType, EthernetFrame,
+    Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr,
+    TcpControl, TcpPacket, TcpRepr, TcpSeqNumber, UdpPacket, UdpRepr,
+};
+
+use crate::config::{Keepalive, StackConfig, TcpConfig, UdpConfig};
+use crate::device::{Device, RxMeta};
+use crate::iface::arp::ArpCache;
+use crate::iface::{ETH_HEADER, Egress, IPV4_HEADER, Iface};
+use crate::isn::IsnGenerator;
+use crate::payload::PayloadRef;
+use crate::rand::Rand;
+use crate::socket::udp::UdpSocket;
+use crate::socket::{Events, Socket, SocketHandle, SocketSet};
+use crate::stats::StackStats;
+use crate::tcp::input::{Ctx, RateLimiter, Reply, rst_for};
+use crate::tcp::listener::TcpListener;
+use crate::tcp::output::{MAX_REFS_PER_FRAME, SinkError};
+use crate::tcp::socket::{PathCaps, TcpSocket};
+use crate::tcp::{Endpoint, RecvError, SendError, State, TcpInfo};
+use crate::time::Instant;
+
+/// A configuration the stack cannot run with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No IPv4 address was given.
+    NoAddress,
+    /// The MAC address is not a unicast address.
+    BadMac,
+    /// The MTU is below 68 bytes (RFC 791's minimum) or above 65,535.
+    BadMtu,
+    /// The ephemeral port range is empty or includes port 0.
+    BadPortRange,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConfigError::NoAddress => "the interface needs at least one IPv4 address",
+            ConfigError::BadMac => "the MAC address must be a unicast address",
+            ConfigError::BadMtu => "the MTU must be between 68 and 65535 bytes",
+            ConfigError::BadPortRange => "the ephemeral port range must be non-empty and exclude 0",
+        })
+    }
+}
+
+impl core::error::Error for ConfigError {}
+
+/// Why a handle could not be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HandleError {
+    /// The handle names no live socket (closed and released, or never valid).
+    Invalid,
+    /// The socket is of another kind than the operation needs.
+    WrongKind,
+}
+
+impl fmt::Display for HandleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HandleError::Invalid => "no such socket",
+            HandleError::WrongKind => "operation not supported on this kind of socket",
+        })
+    }
+}
+
+impl core::error::Error for HandleError {}
+
+/// Why a connection could not be started, or a socket not bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BindError {
+    /// The address is not one of ours, or the remote address is not unicast,
+    /// or a port is 0 where one is needed.
+    Unaddressable,
+    /// No route to the destination.
+    NoRoute,
+    /// The local endpoint (or four-tuple) is taken.
+    AddrInUse,
+    /// No ephemeral port is free.
+    NoPorts,
+    /// The socket table is full.
+    TooManySockets,
+}
+
+impl fmt::Display for BindError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BindError::Unaddressable => "address not available",
+            BindError::NoRoute => "network unreachable",
+            BindError::AddrInUse => "address already in use",
+            BindError::NoPorts => "no free ephemeral port",
+            BindError::TooManySockets => "socket table full",
+        })
+    }
+}
+
+impl core::error::Error for BindError {}
+
+/// Why a datagram could not be sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UdpSendError {
+    /// The handle names no live UDP socket.
+    InvalidHandle,
+    /// The destination is not a unicast or broadcast address, or port 0.
+    Unaddressable,
+    /// The datagram does not fit in one IP packet of the MTU.
+    TooLarge,
+    /// The send queue is full; try after the next poll.
+    Full,
+}
+
+impl fmt::Display for UdpSendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            UdpSendError::InvalidHandle => "no such UDP socket",
+            UdpSendError::Unaddressable => "destination address not usable",
+            UdpSendError::TooLarge => "datagram larger than the MTU allows",
+            UdpSendError::Full => "send queue full",
+        })
+    }
+}
+
+impl core::error::Error for UdpSendError {}
+
+/// A TCP/IP stack for one Ethernet interface: the sans-IO core of softoe.
+///
+/// Drive it with three calls, in any order, as often as needed:
+/// [`receive`](Stack::receive) for every frame that arrives,
+/// [`poll`](Stack::poll) when [`poll_at`](Stack::poll_at) says so (or after
+/// the application queued work), and [`poll_event`](Stack::poll_event) to
+/// learn which sockets changed. Each takes the current time; none blocks,
+/// reads a clock, or allocates in steady state.
+pub struct Stack {
+    iface: Iface,
+    cfg: StackConfig,
+    path: PathCaps,
+    sockets: SocketSet,
+    arp: ArpCache,
+    isn: IsnGenerator,
+    rand: Rand,
+    challenge: RateLimiter,
+    icmp_limit: RateLimiter,
+    buf: Vec<u8>,
+    refs: Vec<PayloadRef>,
+    arp_requests: Vec<Ipv4Address>,
+    ident: u16,
+    stats: StackStats,
+    next_port: u16,
+}
+
+impl fmt::Debug for Stack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stack")
+            .field("mac", &self.iface.mac)
+            .field("addrs", &self.iface.addrs)
+            .field("sockets", &self.sockets.len())
+            .field("arp", &self.arp)
+            .finish_non_exhaustive()
+    }
+}
+
+macro_rules! egress {
+    ($self:ident, $now:expr, $dev:expr) => {
+        Egress {
+            now: $now,
+            dev: $dev,
+            iface: &$self.iface,
+            arp: &mut $self.arp,
+            buf: &mut $self.buf,
+            ident: &mut $self.ident,
+            stats: &mut $self.stats,
+        }
+    };
+}
+
+impl Stack {
+    /// Builds a stack. Fails on a configuration it cannot run with.
+    pub fn new(cfg: StackConfig) -> Result<Stack, ConfigError> {
+        if cfg.addrs.is_empty() {
+            return Err(ConfigError::NoAddress);
+        }
+        if !cfg.mac.is_unicast() {
+            return Err(ConfigError::BadMac);
+        }
+        if !(68..=65_535).contains(&cfg.caps.mtu) {
+            return Err(ConfigError::BadMtu);
+        }
+        let (lo, hi) = cfg.ephemeral_ports;
+        if lo == 0 || hi < lo {
+            return Err(ConfigError::BadPortRange);
+        }
+        let mut rand = Rand::new(cfg.seed);
+        let span = u32::from(hi - lo) + 1;
+        let next_port = lo + rand.below(span) as u16;
+        let buf_size = (cfg.caps.mtu + ETH_HEADER)
+            .max(cfg.arp.pending_frame_size)
+            .max(256);
+        Ok(Stack {
+            iface: Iface {
+                mac: cfg.mac,
+                addrs: cfg.addrs.clone(),
+                gateway: cfg.gateway,
+                tx_csum: cfg.caps.tx_csum,
+            },
+            path: PathCaps::from_device(&cfg.caps),
+            sockets: SocketSet::new(cfg.max_sockets, cfg.seed),
+            arp: ArpCache::new(cfg.arp, cfg.seed),
+            isn: IsnGenerator::new(cfg.secret),
+            rand,
+            challenge: RateLimiter::new(cfg.challenge_ack_limit),
+            icmp_limit: RateLimiter::new(cfg.icmp_error_limit),
+            buf: Vec::with_capacity(buf_size),
+            refs: Vec::with_capacity(MAX_REFS_PER_FRAME),
+            arp_requests: Vec::with_capacity(16),
+            ident: (cfg.seed >> 16) as u16,
+            stats: StackStats::default(),
+            next_port,
+            cfg,
+        })
+    }
+
+    /// The configuration the stack was built with.
+    pub fn config(&self) -> &StackConfig {
+        &self.cfg
+    }
+
+    /// Stack-wide counters.
+    pub fn stats(&self) -> &StackStats {
+        &self.stats
+    }
+
+    /// Number of live sockets of every kind.
+    pub fn socket_count(&self) -> usize {
+        self.sockets.len()
+    }
+
+    /// Handles of every live socket, in table order.
+    pub fn sockets(&self) -> impl Iterator<Item = SocketHandle> + '_ {
+        self.sockets
+            .indices()
+            .filter_map(|i| self.sockets.handle_of(i))
+    }
+
+    // ---- driving the stack -------------------------------------------------------
+
+    /// When the stack next needs [`poll`](Stack::poll) if no frame arrives.
+    /// `Some(Instant::ZERO)` means "now"; `None` means "only when a frame
+    /// arrives or the application acts".
+    pub fn poll_at(&self) -> Option<Instant> {
+        if self.sockets.has_ready() {
+            return Some(Instant::ZERO);
+        }
+        match (self.sockets.next_deadline(), self.arp.poll_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Does all the work that is due: queued application data, ACKs owed,
+    /// expired timers, ARP retries. Calling it early is harmless.
+    pub fn poll<D: Device>(&mut self, now: Instant, dev: &mut D) {
+        let dropped = self.arp.poll(now, &mut self.arp_requests);
+        self.stats.arp_drops += dropped as u64;
+        if !self.arp_requests.is_empty() {
+            let reqs = core::mem::take(&mut self.arp_requests);
+            {
+                let mut eg = egress!(self, now, dev);
+                for ip in &reqs {
+                    eg.arp_request(*ip);
+                }
+            }
+            self.arp_requests = reqs;
+        }
+        while let Some(i) = self.sockets.pop_ready() {
+            if !self.service(now, i, dev) {
+                self.sockets.push_ready_front(i);
+                return;
+            }
+        }
+        while let Some(i) = self.sockets.pop_expired(now) {
+            if !self.service(now, i, dev) {
+                self.sockets.push_ready_front(i);
+                return;
+            }
+        }
+    }
+
+    /// The next socket event for the runtime: which socket, and what happened.
+    pub fn poll_event(&mut self) -> Option<(SocketHandle, Events)> {
+        self.sockets.pop_event()
+    }
+
+    /// Sends a gratuitous ARP for each address (announce, or update peers'
+    /// caches after a MAC change).
+    pub fn announce<D: Device>(&mut self, now: Instant, dev: &mut D) {
+        let addrs = self.iface.addrs.clone();
+        let mut eg = egress!(self, now, dev);
+        for c in addrs {
+            let repr = ArpRepr {
+                operation: ArpOperation::Request,
+                source_hardware_addr: eg.iface.mac,
+                source_protocol_addr: c.address(),
+                target_hardware_addr: softoe_wire::EthernetAddress([0; 6]),
+                target_protocol_addr: c.address(),
+            };
+            let _ = eg.send_arp(&repr, softoe_wire::EthernetAddress::BROADCAST);
+        }
+    }
+
+    /// Runs one socket's due work. Returns false if the port was busy.
+    fn service<D: Device>(&mut self, now: Instant, i: usize, dev: &mut D) -> bool {
+        let ok = match self.sockets.get_mut(i) {
+            Some(Socket::Tcp(_)) => self.service_tcp(now, i, dev, false),
+            Some(Socket::Udp(_)) => self.service_udp(now, i, dev),
+            _ => true,
+        };
+        self.sockets.touch(i);
+        ok
+    }
+
+    fn service_tcp<D: Device>(
+        &mut self,
+        now: Instant,
+        i: usize,
+        dev: &mut D,
+        skip_timers: bool,
+    ) -> bool {
+        let Some(sock) = self.sockets.tcp_mut(i) else {
+            return true;
+        };
+        let prev = sock.state;
+        if !skip_timers {
+            sock.on_timers(now);
+        }
+        let mut eg = Egress {
+            now,
+            dev,
+            iface: &self.iface,
+            arp: &mut self.arp,
+            buf: &mut self.buf,
+            ident: &mut self.ident,
+            stats: &mut self.stats,
+        };
+        let r = sock.dispatch(now, &mut eg, &mut self.refs);
+        self.after_tcp(now, i, prev);
+        !matches!(r, Err(SinkError::Busy))
+    }
+
+    fn service_udp<D: Device>(&mut self, now: Instant, i: usize, dev: &mut D) -> bool {
+        let Some(Socket::Udp(sock)) = self.sockets.get_mut(i) else {
+            return true;
+        };
+        let mut eg = Egress {
+            now,
+            dev,
+            iface: &self.iface,
+            arp: &mut self.arp,
+            buf: &mut self.buf,
+            ident: &mut self.ident,
+            stats: &mut self.stats,
+        };
+        while let Some(&(to, payload)) = sock.tx.front() {
+            let local = sock.local;
+            let Some(src) = (if local.addr.is_unspecified() {
+                eg.iface.src_for(to.addr)
+            } else {
+                Some(local.addr)
+            }) else {
+                sock.tx.pop_front();
+                sock.tx_done += 1;
+                eg.stats.no_route += 1;
+                continue;
+            };
+            let repr = UdpRepr {
+                src_port: local.port,
+                dst_port: to.port,
+            };
+            let plen = payload.len();
+            let r = eg.send_ipv4(
+                src,
+                to.addr,
+                IpProtocol::Udp,
+                8,
+                |buf| {
+                    let mut pkt = UdpPacket::new_unchecked(buf);
+                    pkt.set_src_port(repr.src_port);
+                    pkt.set_dst_port(repr.dst_port);
+                    pkt.set_len((8 + plen) as u16);
+                    pkt.set_checksum(0);
+                },
+                core::slice::from_ref(&payload),
+                plen,
+                Some(6),
+                None,
+            );
+            match r {
+                Err(SinkError::Busy) => return false,
+                _ => {
+                    sock.tx.pop_front();
+                    sock.tx_done += 1;
+                    eg.stats.udp_tx += 1;
+                    sock.events.insert(Events::ACKED | Events::WRITABLE);
+                }
+            }
+        }
+        true
+    }
+
+    /// Bookkeeping after a TCP socket changed: listener queues, the
+    /// connection table, freeing finished orphans.
+    fn after_tcp(&mut self, now: Instant, i: usize, prev: State) {
+        let _ = now;
+        let Some(sock) = self.sockets.tcp_mut(i) else {
+            return;
+        };
+        let state = sock.state;
+        let parent = sock.parent;
+        let key = (sock.local, sock.remote);
+        if prev == State::SynReceived && state != State::SynReceived {
+            if let Some(l) = parent {
+                if state == State::Closed {
+                    if let Some(lst) = self.sockets.listener_mut(l) {
+                        lst.forget_embryo(i);
+                    }
+                    self.sockets.conns.remove(&key);
+                    self.sockets.remove(i);
+                    return;
+                }
+                let handle = self.sockets.handle_of(i);
+                if let (Some(lst), Some(h)) = (self.sockets.listener_mut(l), handle) {
+                    lst.forget_embryo(i);
+                    lst.accept_queue.push_back(h);
+                    lst.events.insert(Events::READABLE);
+                }
+                if let Some(sock) = self.sockets.tcp_mut(i) {
+                    sock.queued_for_accept = true;
+                }
+                self.stats.tcp_passive_opens += 1;
+                self.sockets.touch(l);
+            }
+        }
+        if state == State::Closed {
+            if self.sockets.conns.get(&key) == Some(&i) {
+                self.sockets.conns.remove(&key);
+            }
+            let orphan = self
+                .sockets
+                .tcp(i)
+                .is_some_and(|s| s.orphan && !s.rst_pending);
+            if orphan {
+                self.sockets.remove(i);
+            }
+        }
+    }
+
+    // ---- frames in -----------------------------------------------------------------
+
+    /// Processes one received frame; answers (ACKs, ARP replies, echo
+    /// replies, resets) go out through `dev` at once.
+    pub fn receive<D: Device>(&mut self, now: Instant, frame: &[u8], meta: RxMeta, dev: &mut D) {
+        self.stats.rx_frames += 1;
+        self.stats.rx_bytes += frame.len() as u64;
+        if meta.gso_size.is_some() {
+            self.stats.rx_coalesced += 1;
+        }
+        if meta.csum_verified {
+            self.stats.rx_csum_offloaded += 1;
+        }
+        let Ok(eth) = EthernetFrame::new_checked(frame) else {
+            self.stats.rx_malformed += 1;
+            return;
+        };
+        let dst = eth.dst_addr();
+        if eth.vlan_tci().is_some() || !(dst == self.iface.mac || dst.is_broadcast()) {
+            self.stats.rx_not_for_us += 1;
+            return;
+        }
+        match eth.ethertype() {
+            EtherType::Arp => self.receive_arp(now, eth.payload(), dev),
+            EtherType::Ipv4 => self.receive_ipv4(now, eth.payload(), meta, dst.is_broadcast(), dev),
+            _ => self.stats.rx_not_for_us += 1,
+        }
+    }
+
+    fn receive_arp<D: Device>(&mut self, now: Instant, bytes: &[u8], dev: &mut D) {
+        let Ok(pkt) = ArpPacket::new_checked(bytes) else {
+            self.stats.rx_malformed += 1;
+            return;
+        };
+        let Ok(repr) = ArpRepr::parse(&pkt) else {
+            self.stats.rx_malformed += 1;
+            return;
+        };
+        self.stats.arp_rx += 1;
+        let for_us = self.iface.has_addr(repr.target_protocol_addr);
+        let resolved = self.arp.fill(
+            now,
+            repr.source_protocol_addr,
+            repr.source_hardware_addr,
+            for_us,
+        );
+        let mut eg = egress!(self, now, dev);
+        if for_us && repr.operation == ArpOperation::Request {
+            let reply = ArpRepr {
+                operation: ArpOperation::Reply,
+                source_hardware_addr: eg.iface.mac,
+                source_protocol_addr: repr.target_protocol_addr,
+                target_hardware_addr: repr.source_hardware_addr,
+                target_protocol_addr: repr.source_protocol_addr,
+            };
+            if repr.source_hardware_addr.is_unicast() {
+                let _ = eg.send_arp(&reply, repr.source_hardware_addr);
+            }
+        }
+        if resolved {
+            eg.flush_arp_queue();
+            // Connections whose frames could not wait may go now.
+            self.sockets.wake_all_tcp();
+        }
+    }
+
+    fn receive_ipv4<D: Device>(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+        meta: RxMeta,
+        l2_broadcast: bool,
+        dev: &mut D,
+    ) {
+        let Ok(pkt) = Ipv4Packet::new_checked(bytes) else {
+            self.stats.rx_malformed += 1;
+            return;
+        };
+        if pkt.is_fragment() {
+            self.stats.rx_fragments += 1;
+            return;
+        }
+        let Ok(ip) = Ipv4Repr::parse(&pkt, &ChecksumCaps::default()) else {
+            self.stats.rx_malformed += 1;
+            return;
+        };
+        let to_us = self.iface.has_addr(ip.dst_addr);
+        let broadcast = self.iface.is_broadcast(ip.dst_addr);
+        if !to_us && !broadcast {
+            self.stats.rx_not_for_us += 1;
+            return;
+        }
+        let l4_caps = if meta.csum_verified {
+            ChecksumCaps {
+                ipv4: Checksum::Both,
+                udp: Checksum::Tx,
+                tcp: Checksum::Tx,
+                icmpv4: Checksum::Tx,
+            }
+        } else {
+            ChecksumCaps::default()
+        };
+        let payload = pkt.payload();
+        match ip.next_header {
+            IpProtocol::Tcp if to_us && !l2_broadcast => {
+                self.receive_tcp(now, &ip, payload, &l4_caps, meta, dev)
+            }
+            IpProtocol::Udp => self.receive_udp(now, &ip, bytes, payload, &l4_caps, to_us, dev),
+            IpProtocol::Icmp if to_us => self.receive_icmp(now, &ip, payload, &l4_caps, dev),
+            _ => self.stats.rx_not_for_us += 1,
+        }
+    }
+
+    fn receive_icmp<D: Device>(
+        &mut self,
+        now: Instant,
+        ip: &Ipv4Repr,
+        bytes: &[u8],
+        caps: &ChecksumCaps,
+        dev: &mut D,
+    ) {
+        let Ok(pkt) = Icmpv4Packet::new_checked(bytes) else {
+            self.stats.rx_malformed += 1;
+            return;
+        };
+        let Ok(repr) = Icmpv4Repr::parse(&pkt, caps) else {
+            self.stats.rx_malformed += 1;
+            return;
+        };
+        match repr {
+            Icmpv4Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            } => {
+                let reply = Icmpv4Repr::EchoReply {
+                    ident,
+                    seq_no,
+                    data,
+                };
+                let len = reply.buffer_len();
+                if len + IPV4_HEADER > self.cfg.caps.mtu {
+                    return;
+                }
+                self.stats.icmp_echo += 1;
+                let mut eg = egress!(self, now, dev);
+                let _ = eg.send_ipv4(
+                    ip.dst_addr,
+                    ip.src_addr,
+                    IpProtocol::Icmp,
+                    len,
+                    |buf| {
+                        let mut p = Icmpv4Packet::new_unchecked(buf);
+                        reply.emit(&mut p, &ChecksumCaps::default());
+                    },
+                    &[],
+                    0,
+                    None,
+                    None,
+                );
+            }
+            Icmpv4Repr::DstUnreachable { .. } => self.stats.icmp_errors_rx += 1,
+            _ => {}
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn receive_udp<D: Device>(
+        &mut self,
+        now: Instant,
+        ip: &Ipv4Repr,
+        ip_bytes: &[u8],
+        bytes: &[u8],
+        caps: &ChecksumCaps,
+        to_us: bool,
+        dev: &mut D,
+    ) {
+        let Ok(pkt) = UdpPacket::new_checked(bytes) else {
+            self.stats.rx_malformed += 1;
+            return;
+        };
+        let Ok(repr) = UdpRepr::parse(&pkt, &ip.src_addr, &ip.dst_addr, caps) else {
+            self.stats.rx_malformed += 1;
+            return;
+        };
+        let local = Endpoint::new(ip.dst_addr, repr.dst_port);
+        let from = Endpoint::new(ip.src_addr, repr.src_port);
+        let found = if to_us {
+            self.sockets.find_udp(local)
+        } else {
+            self.sockets
+                .find_udp(Endpoint::new(Ipv4Address::UNSPECIFIED, repr.dst_port))
+        };
+        if let Some(i) = found {
+            if let Some(sock) = self.sockets.udp_mut(i) {
+                if sock.deliver(from, pkt.payload()) {
+                    self.stats.udp_rx += 1;
+                } else {
+                    self.stats.udp_drops += 1;
+                }
+            }
+            self.sockets.touch(i);
+            return;
+        }
+        if !to_us || !self.icmp_limit.allow(now) {
+            return;
+        }
+        // RFC 1122 §3.2.2.1: port unreachable, quoting the IP header and 8 bytes.
+        let quote_len =
+            (usize::from(ip_bytes.get(0).map_or(5, |b| b & 0x0f)) * 4 + 8).min(ip_bytes.len());
+        let quote = ip_bytes.get(..quote_len).unwrap_or(&[]);
+        let icmp = Icmpv4Repr::DstUnreachable {
+            reason: Icmpv4DstUnreachable::PortUnreachable,
+            data: quote,
+        };
+        let len = icmp.buffer_len();
+        self.stats.icmp_unreachable_tx += 1;
+        let mut eg = egress!(self, now, dev);
+        let _ = eg.send_ipv4(
+            ip.dst_addr,
+            ip.src_addr,
+            IpProtocol::Icmp,
+            len,
+            |buf| {
+                let mut p = Icmpv4Packet::new_unchecked(buf);
+                icmp.emit(&mut p, &ChecksumCaps::default());
+            },
+            &[],
+            0,
+            None,
+            None,
+        );
+    }
+
+    fn receive_tcp<D: Device>(
+        &mut self,
+        now: Instant,
+        ip: &Ipv4Repr,
+        bytes: &[u8],
+        caps: &ChecksumCaps,
+        meta: RxMeta,
+        dev: &mut D,
+    ) {
+        let Ok(pkt) = TcpPacket::new_checked(bytes) else {
+            self.stats.rx_malformed += 1;
+            return;
+        };
+        let Ok(seg) = TcpRepr::parse(&pkt, &ip.src_addr, &ip.dst_addr, caps) else {
+            self.stats.rx_malformed += 1;
+            if !caps.tcp.rx() || pkt.verify_checksum(&ip.src_addr, &ip.dst_addr) {
+                return;
+            }
+            self.stats.rx_bad_checksum += 1;
+            return;
+        };
+        let local = Endpoint::new(ip.dst_addr, seg.dst_port);
+        let remote = Endpoint::new(ip.src_addr, seg.src_port);
+        let gso = meta
+            .gso_size
+            .filter(|&g| g > 0 && seg.payload.len() > usize::from(g));
+
+        if let Some(&i) = self.sockets.conns.get(&(local, remote)) {
+            let reply = self.process_tcp(now, i, &seg, gso, dev);
+            match reply {
+                Reply::None => return,
+                Reply::Rst { seq, ack } => {
+                    self.send_rst(now, local, remote, seq, ack, dev);
+                    return;
+                }
+                Reply::Reopen => {
+                    // The old incarnation in TIME-WAIT makes way for the new.
+                    self.sockets.conns.remove(&(local, remote));
+                    if let Some(sock) = self.sockets.tcp_mut(i) {
+                        sock.set_state(State::Closed);
+                    }
+                    self.after_tcp(now, i, State::TimeWait);
+                    self.sockets.touch(i);
+                }
+            }
+        }
+
+        // No connection: a listener, or a reset.
+        let listener = self.sockets.find_listener(local);
+        let is_syn = seg.control == TcpControl::Syn && seg.ack_number.is_none();
+        match listener {
+            Some(l) if is_syn => self.accept_syn(now, l, local, remote, &seg, dev),
+            Some(_) if seg.control != TcpControl::Rst && seg.ack_number.is_some() => {
+                // An ACK for a connection we do not know (e.g. a stale embryo).
+                if let Some(Reply::Rst { seq, ack }) = rst_for(&seg) {
+                    self.send_rst(now, local, remote, seq, ack, dev);
+                }
+            }
+            Some(_) => {}
+            None => {
+                if let Some(Reply::Rst { seq, ack }) = rst_for(&seg) {
+                    self.send_rst(now, local, remote, seq, ack, dev);
+                }
+            }
+        }
+    }
+
+    fn process_tcp<D: Device>(
+        &mut self,
+        now: Instant,
+        i: usize,
+        seg: &TcpRepr<'_>,
+        gso: Option<u16>,
+        dev: &mut D,
+    ) -> Reply {
+        let accept_ok = match self.sockets.tcp(i).and_then(|s| s.parent) {
+            Some(l) => match self.sockets.get(l) {
+                Some(Socket::Listener(lst)) => lst.accept_room(),
+                _ => true,
+            },
+            None => true,
+        };
+        let Some(sock) = self.sockets.tcp_mut(i) else {
+            return Reply::None;
+        };
+        let prev = sock.state;
+        let mut cx = Ctx {
+            now,
+            challenge: &mut self.challenge,
+            accept_ok,
+        };
+        let reply = sock.process(&mut cx, seg, gso);
+        if reply == Reply::Reopen {
+            return reply;
+        }
+        let mut eg = Egress {
+            now,
+            dev,
+            iface: &self.iface,
+            arp: &mut self.arp,
+            buf: &mut self.buf,
+            ident: &mut self.ident,
+            stats: &mut self.stats,
+        };
+        let r = sock.dispatch(now, &mut eg, &mut self.refs);
+        self.after_tcp(now, i, prev);
+        if matches!(r, Err(SinkError::Busy)) {
+            self.sockets.push_ready_front(i);
+        }
+        self.sockets.touch(i);
+        reply
+    }
+
+    fn accept_syn<D: Device>(
+        &mut self,
+        now: Instant,
+        l: usize,
+        local: Endpoint,
+        remote: Endpoint,
+        syn: &TcpRepr<'_>,
+        dev: &mut D,
+    ) {
+        let full = self.sockets.is_full();
+        let Some(lst) = self.sockets.listener_mut(l) else {
+            return;
+        };
+        if full || !lst.syn_room() {
+            lst.syn_drops += 1;
+            self.stats.tcp_syn_drops += 1;
+            return;
+        }
+        let cfg = lst.cfg;
+        let iss = self
+            .isn
+            .isn(now, (local.addr, local.port), (remote.addr, remote.port));
+        let mut sock = Box::new(TcpSocket::new(cfg, self.path, now));
+        sock.accept_syn(now, local, remote, syn, iss, &mut self.rand);
+        sock.parent = Some(l);
+        let Some(h) = self.sockets.insert(Socket::Tcp(sock)) else {
+            self.stats.tcp_syn_drops += 1;
+            return;
+        };
+        let i = h.index();
+        if let Some(lst) = self.sockets.listener_mut(l) {
+            lst.embryos.push(i);
+        }
+        self.sockets.conns.insert((local, remote), i);
+        self.service_tcp(now, i, dev, true);
+        self.sockets.touch(i);
+    }
+
+    fn send_rst<D: Device>(
+        &mut self,
+        now: Instant,
+        local: Endpoint,
+        remote: Endpoint,
+        seq: TcpSeqNumber,
+        ack: Option<TcpSeqNumber>,
+        dev: &mut D,
+    ) {
+        let repr = TcpRepr {
+            src_port: local.port,
+            dst_port: remote.port,
+            control: TcpControl::Rst,
+            psh: false,
+            seq_number: seq,
+            ack_number: ack,
+            window_len: 0,
+            window_scale: None,
+            max_seg_size: None,
+            sack_permitted: false,
+            sack_ranges: [None; 4],
+            timestamp: None,
+            payload: &[],
+        };
+        self.stats.tcp_rst_tx += 1;
+        let mut eg = egress!(self, now, dev);
+        let _ = eg.send_ipv4(
+            local.addr,
+            remote.addr,
+            IpProtocol::Tcp,
+            repr.header_len(),
+            |buf| {
+                let mut p = TcpPacket::new_unchecked(buf);
+                repr.emit_header(&mut p, 0);
+            },
+            &[],
+            0,
+            Some(16),
+            None,
+        );
+    }
+
+    // ---- TCP API ----------------------------------------------------------------------
+
+    fn tcp_index(&self, h: SocketHandle) -> Result<usize, HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        match self.sockets.get(i) {
+            Some(Socket::Tcp(_)) => Ok(i),
+            _ => Err(HandleError::WrongKind),
+        }
+    }
+
+    fn pick_port(&mut self, local_addr: Ipv4Address, remote: Endpoint) -> Option<u16> {
+        let (lo, hi) = self.cfg.ephemeral_ports;
+        let span = u32::from(hi - lo) + 1;
+        for _ in 0..span {
+            let p = self.next_port;
+            self.next_port = if p >= hi { lo } else { p + 1 };
+            let key = (Endpoint::new(local_addr, p), remote);
+            if !self.sockets.conns.contains_key(&key) && !self.sockets.port_in_use(p) {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// Starts a connection to `remote` (an active open). `local` picks the
+    /// source address and/or port (port 0: an ephemeral one); `cfg` overrides
+    /// the stack's TCP defaults. The SYN goes out on the next
+    /// [`poll`](Stack::poll); [`Events::CONNECTED`] or [`Events::CLOSED`]
+    /// reports the outcome.
+    pub fn tcp_connect(
+        &mut self,
+        now: Instant,
+        remote: Endpoint,
+        local: Option<Endpoint>,
+        cfg: Option<TcpConfig>,
+    ) -> Result<SocketHandle, BindError> {
+        if remote.port == 0 || !remote.addr.is_unicast() || self.iface.is_broadcast(remote.addr) {
+            return Err(BindError::Unaddressable);
+        }
+        if self.iface.route(remote.addr).is_none() {
+            return Err(BindError::NoRoute);
+        }
+        let local_addr = match local {
+            Some(l) if !l.addr.is_unspecified() => {
+                if !self.iface.has_addr(l.addr) {
+                    return Err(BindError::Unaddressable);
+                }
+                l.addr
+            }
+            _ => self.iface.src_for(remote.addr).ok_or(BindError::NoRoute)?,
+        };
+        let port = match local.map(|l| l.port) {
+            Some(p) if p != 0 => p,
+            _ => self
+                .pick_port(local_addr, remote)
+                .ok_or(BindError::NoPorts)?,
+        };
+        let local = Endpoint::new(local_addr, port);
+        if self.sockets.conns.contains_key(&(local, remote)) {
+            return Err(BindError::AddrInUse);
+        }
+        if self.sockets.is_full() {
+            return Err(BindError::TooManySockets);
+        }
+        let cfg = cfg.unwrap_or(self.cfg.tcp);
+        let iss = self
+            .isn
+            .isn(now, (local.addr, local.port), (remote.addr, remote.port));
+        let mut sock = Box::new(TcpSocket::new(cfg, self.path, now));
+        sock.connect(now, local, remote, iss, &mut self.rand);
+        let h = self
+            .sockets
+            .insert(Socket::Tcp(sock))
+            .ok_or(BindError::TooManySockets)?;
+        self.sockets.conns.insert((local, remote), h.index());
+        self.stats.tcp_active_opens += 1;
+        self.sockets.touch(h.index());
+        self.mark_ready(h.index());
+        Ok(h)
+    }
+
+    /// Listens on `local` (address unspecified: all of ours) with room for
+    /// `backlog` connections waiting to be accepted.
+    pub fn tcp_listen(
+        &mut self,
+        local: Endpoint,
+        backlog: usize,
+        cfg: Option<TcpConfig>,
+    ) -> Result<SocketHandle, BindError> {
+        if local.port == 0 || !(local.addr.is_unspecified() || self.iface.has_addr(local.addr)) {
+            return Err(BindError::Unaddressable);
+        }
+        if self.sockets.listeners.contains_key(&local) {
+            return Err(BindError::AddrInUse);
+        }
+        let cfg = cfg.unwrap_or(self.cfg.tcp);
+        let lst = Box::new(TcpListener::new(local, cfg, backlog));
+        let h = self
+            .sockets
+            .insert(Socket::Listener(lst))
+            .ok_or(BindError::TooManySockets)?;
+        self.sockets.listeners.insert(local, h.index());
+        Ok(h)
+    }
+
+    /// Takes one established connection from a listener's accept queue.
+    pub fn tcp_accept(
+        &mut self,
+        listener: SocketHandle,
+    ) -> Result<Option<SocketHandle>, HandleError> {
+        let l = self
+            .sockets
+            .index_of(listener)
+            .ok_or(HandleError::Invalid)?;
+        let lst = self.sockets.listener_mut(l).ok_or(HandleError::WrongKind)?;
+        let Some(h) = lst.accept_queue.pop_front() else {
+            return Ok(None);
+        };
+        if let Some(i) = self.sockets.index_of(h) {
+            if let Some(sock) = self.sockets.tcp_mut(i) {
+                sock.parent = None;
+                sock.queued_for_accept = false;
+                // Report what happened while it waited.
+                let r = sock.readiness();
+                sock.events.insert(r);
+            }
+            self.sockets.touch(i);
+        }
+        Ok(Some(h))
+    }
+
+    /// Queues payload for sending, by reference: the bytes must stay valid
+    /// until [`tcp_acked`](Stack::tcp_acked) passes them (or the socket is
+    /// released). Returns how many bytes were taken (a prefix of `data`;
+    /// 0 when the send buffer is full — wait for [`Events::WRITABLE`]).
+    pub fn tcp_send(&mut self, h: SocketHandle, data: PayloadRef) -> Result<usize, SendError> {
+        let i = self.tcp_index(h).map_err(|_| SendError::InvalidHandle)?;
+        let sock = self.sockets.tcp_mut(i).ok_or(SendError::InvalidHandle)?;
+        let n = sock.send(data)?;
+        self.sockets.touch(i);
+        if n > 0 {
+            self.mark_ready(i);
+        }
+        Ok(n)
+    }
+
+    fn mark_ready(&mut self, i: usize) {
+        self.sockets.push_ready_front(i);
+    }
+
+    /// Bytes `tcp_send` would take now.
+    pub fn tcp_send_space(&self, h: SocketHandle) -> Result<usize, HandleError> {
+        let i = self.tcp_index(h)?;
+        Ok(self.sockets.tcp(i).map_or(0, TcpSocket::send_space))
+    }
+
+    /// Total payload bytes the peer has acknowledged on this connection. A
+    /// runtime releases send buffers (zero-copy) up to this stream offset.
+    pub fn tcp_acked(&self, h: SocketHandle) -> Result<u64, HandleError> {
+        let i = self.tcp_index(h)?;
+        Ok(self.sockets.tcp(i).map_or(0, |s| s.tx.acked_total()))
+    }
+
+    /// Copies received bytes into `buf`. `Ok(0)`: nothing yet (wait for
+    /// [`Events::READABLE`]); `Err(RecvError::Finished)`: end of stream.
+    pub fn tcp_recv(&mut self, h: SocketHandle, buf: &mut [u8]) -> Result<usize, RecvError> {
+        let i = self.tcp_index(h).map_err(|_| RecvError::InvalidHandle)?;
+        let sock = self.sockets.tcp_mut(i).ok_or(RecvError::InvalidHandle)?;
+        let n = sock.recv(buf)?;
+        let update = sock.window_update;
+        self.sockets.touch(i);
+        if update {
+            self.mark_ready(i);
+        }
+        Ok(n)
+    }
+
+    /// Zero-copy receive: `f` sees the readable bytes (at most two slices, in
+    /// order) and returns how many it consumed, plus a result.
+    pub fn tcp_recv_with<R>(
+        &mut self,
+        h: SocketHandle,
+        f: impl FnOnce(&[u8], &[u8]) -> (usize, R),
+    ) -> Result<R, RecvError> {
+        let i = self.tcp_index(h).map_err(|_| RecvError::InvalidHandle)?;
+        let sock = self.sockets.tcp_mut(i).ok_or(RecvError::InvalidHandle)?;
+        let r = sock.recv_with(f)?;
+        let update = sock.window_update;
+        self.sockets.touch(i);
+        if update {
+            self.mark_ready(i);
+        }
+        Ok(r)
+    }
+
+    /// Copies readable bytes without consuming them (`MSG_PEEK`).
+    pub fn tcp_peek(&self, h: SocketHandle, buf: &mut [u8]) -> Result<usize, RecvError> {
+        let i = self.tcp_index(h).map_err(|_| RecvError::InvalidHandle)?;
+        self.sockets
+            .tcp(i)
+            .ok_or(RecvError::InvalidHandle)?
+            .peek(buf)
+    }
+
+    /// Closes the sending half (`shutdown(SHUT_WR)`): a FIN follows the data.
+    pub fn tcp_shutdown(&mut self, h: SocketHandle) -> Result<(), HandleError> {
+        let i = self.tcp_index(h)?;
+        if let Some(s) = self.sockets.tcp_mut(i) {
+            s.shutdown_send();
+        }
+        self.sockets.touch(i);
+        self.mark_ready(i);
+        Ok(())
+    }
+
+    /// Closes the socket and gives up the handle (`close`). The connection
+    /// finishes in the background (FIN, TIME-WAIT) and the socket is freed
+    /// when it ends, with an [`Events::RELEASED`] event. Unread data, or data
+    /// that arrives later, resets the connection instead. Works on listeners
+    /// (pending connections are reset) and UDP sockets too.
+    pub fn close(&mut self, now: Instant, h: SocketHandle) -> Result<(), HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        match self.sockets.get_mut(i) {
+            Some(Socket::Tcp(s)) => {
+                s.orphan = true;
+                let prev = s.state;
+                s.close();
+                if s.parent.is_some() && s.state == State::Closed {
+                    // Never accepted; the listener no longer tracks it.
+                    s.parent = None;
+                }
+                self.after_tcp(now, i, prev);
+                if self.sockets.get(i).is_some() {
+                    self.sockets.touch(i);
+                    self.mark_ready(i);
+                }
+            }
+            Some(Socket::Listener(_)) => self.close_listener(now, i),
+            Some(Socket::Udp(u)) => {
+                let local = u.local;
+                self.sockets.udp.remove(&local);
+                self.sockets.remove(i);
+            }
+            None => return Err(HandleError::Invalid),
+        }
+        Ok(())
+    }
+
+    fn close_listener(&mut self, now: Instant, l: usize) {
+        let (local, embryos, queued) = match self.sockets.listener_mut(l) {
+            Some(lst) => (
+                lst.local,
+                core::mem::take(&mut lst.embryos),
+                core::mem::take(&mut lst.accept_queue),
+            ),
+            None => return,
+        };
+        self.sockets.listeners.remove(&local);
+        let children = embryos
+            .into_iter()
+            .chain(queued.into_iter().filter_map(|h| self.sockets.index_of(h)));
+        let children: Vec<usize> = children.collect();
+        for i in children {
+            if let Some(s) = self.sockets.tcp_mut(i) {
+                s.parent = None;
+                s.orphan = true;
+                let prev = s.state;
+                s.abort();
+                self.after_tcp(now, i, prev);
+                if self.sockets.get(i).is_some() {
+                    self.sockets.touch(i);
+                    self.mark_ready(i);
+                }
+            }
+        }
+        self.sockets.remove(l);
+    }
+
+    /// Aborts the connection: a RST goes out and everything queued is dropped.
+    /// The handle stays valid (state CLOSED) until [`close`](Stack::close).
+    pub fn tcp_abort(&mut self, h: SocketHandle) -> Result<(), HandleError> {
+        let i = self.tcp_index(h)?;
+        if let Some(s) = self.sockets.tcp_mut(i) {
+            s.abort();
+        }
+        self.sockets.touch(i);
+        self.mark_ready(i);
+        Ok(())
+    }
+
+    /// The connection's state.
+    pub fn tcp_state(&self, h: SocketHandle) -> Result<State, HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        match self.sockets.get(i) {
+            Some(Socket::Tcp(s)) => Ok(s.state),
+            Some(Socket::Listener(_)) => Ok(State::Listen),
+            _ => Err(HandleError::WrongKind),
+        }
+    }
+
+    /// An `ss -ti`-style snapshot of the connection.
+    pub fn tcp_info(&self, h: SocketHandle) -> Result<TcpInfo, HandleError> {
+        let i = self.tcp_index(h)?;
+        self.sockets
+            .tcp(i)
+            .map(TcpSocket::info)
+            .ok_or(HandleError::Invalid)
+    }
+
+    /// The readiness of a socket now (level-triggered view).
+    pub fn readiness(&self, h: SocketHandle) -> Result<Events, HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        Ok(match self.sockets.get(i) {
+            Some(Socket::Tcp(s)) => s.readiness(),
+            Some(Socket::Listener(l)) => {
+                if l.accept_queue.is_empty() {
+                    Events::empty()
+                } else {
+                    Events::READABLE
+                }
+            }
+            Some(Socket::Udp(u)) => u.readiness(),
+            None => return Err(HandleError::Invalid),
+        })
+    }
+
+    fn tcp_cfg_mut(&mut self, h: SocketHandle) -> Result<&mut TcpSocket, HandleError> {
+        let i = self.tcp_index(h)?;
+        self.sockets.tcp_mut(i).ok_or(HandleError::Invalid)
+    }
+
+    /// `TCP_NODELAY`.
+    pub fn tcp_set_nodelay(&mut self, h: SocketHandle, on: bool) -> Result<(), HandleError> {
+        self.tcp_cfg_mut(h)?.cfg.nodelay = on;
+        let i = self.tcp_index(h)?;
+        self.mark_ready(i);
+        Ok(())
+    }
+
+    /// `SO_KEEPALIVE` with its parameters (`None`: off).
+    pub fn tcp_set_keepalive(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        ka: Option<Keepalive>,
+    ) -> Result<(), HandleError> {
+        let s = self.tcp_cfg_mut(h)?;
+        s.cfg.keepalive = ka;
+        s.arm_keepalive(now);
+        let i = self.tcp_index(h)?;
+        self.sockets.touch(i);
+        Ok(())
+    }
+
+    /// `TCP_USER_TIMEOUT` (`None`: off).
+    pub fn tcp_set_user_timeout(
+        &mut self,
+        h: SocketHandle,
+        t: Option<Duration>,
+    ) -> Result<(), HandleError> {
+        self.tcp_cfg_mut(h)?.cfg.user_timeout = t;
+        Ok(())
+    }
+
+    /// The delayed-ACK timer (`None`: acknowledge every segment at once).
+    pub fn tcp_set_delayed_ack(
+        &mut self,
+        h: SocketHandle,
+        t: Option<Duration>,
+    ) -> Result<(), HandleError> {
+        self.tcp_cfg_mut(h)?.cfg.delayed_ack = t;
+        Ok(())
+    }
+
+    // ---- UDP API ----------------------------------------------------------------------
+
+    /// Binds a UDP socket to `local` (address unspecified: all of ours).
+    pub fn udp_bind(
+        &mut self,
+        local: Endpoint,
+        cfg: Option<UdpConfig>,
+    ) -> Result<SocketHandle, BindError> {
+        if local.port == 0 || !(local.addr.is_unspecified() || self.iface.has_addr(local.addr)) {
+            return Err(BindError::Unaddressable);
+        }
+        if self.sockets.udp.contains_key(&local) {
+            return Err(BindError::AddrInUse);
+        }
+        let sock = Box::new(UdpSocket::new(local, cfg.unwrap_or(self.cfg.udp)));
+        let h = self
+            .sockets
+            .insert(Socket::Udp(sock))
+            .ok_or(BindError::TooManySockets)?;
+        self.sockets.udp.insert(local, h.index());
+        Ok(h)
+    }
+
+    /// Queues a datagram; it goes out on the next poll, after which its
+    /// payload reference is released ([`Events::ACKED`]).
+    pub fn udp_send_to(
+        &mut self,
+        h: SocketHandle,
+        to: Endpoint,
+        data: PayloadRef,
+    ) -> Result<(), UdpSendError> {
+        if to.port == 0 || to.addr.is_unspecified() || to.addr.is_multicast() {
+            return Err(UdpSendError::Unaddressable);
+        }
+        if data.len() + 8 + IPV4_HEADER > self.cfg.caps.mtu {
+            return Err(UdpSendError::TooLarge);
+        }
+        let i = self
+            .sockets
+            .index_of(h)
+            .ok_or(UdpSendError::InvalidHandle)?;
+        let sock = self.sockets.udp_mut(i).ok_or(UdpSendError::InvalidHandle)?;
+        if !sock.send(to, data) {
+            return Err(UdpSendError::Full);
+        }
+        self.sockets.touch(i);
+        Ok(())
+    }
+
+    /// Takes the oldest received datagram: copies what fits in `buf` and
+    /// returns its full length and source; `Ok(None)` if none is waiting.
+    pub fn udp_recv_from(
+        &mut self,
+        h: SocketHandle,
+        buf: &mut [u8],
+    ) -> Result<Option<(usize, Endpoint)>, HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        let sock = self.sockets.udp_mut(i).ok_or(HandleError::WrongKind)?;
+        Ok(sock.recv(buf))
+    }
+
+    /// Datagrams handed to the port so far on this socket: their payload
+    /// references are released.
+    pub fn udp_sent(&self, h: SocketHandle) -> Result<u64, HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        match self.sockets.get(i) {
+            Some(Socket::Udp(u)) => Ok(u.tx_done),
+            _ => Err(HandleError::WrongKind),
+        }
+    }
+}

@@ -1,0 +1,625 @@
+//! Segment arrival: RFC 9293 §3.10.7, hardened by RFC 5961 and PAWS (RFC 7323).
+//!
+//! The order of checks follows the RFC — sequence acceptability (after
+//! PAWS), RST, SYN, ACK, data, FIN — so each can be read beside its section.
+//! No bad segment ever aborts a connection by itself: an unacceptable
+//! segment is answered with an ACK (rate-limited where RFC 5961 asks) and
+//! dropped.
+
+use core::time::Duration;
+
+use softoe_wire::{TcpControl, TcpRepr, TcpSeqNumber};
+
+use super::congestion::CongestionControl;
+use super::seq;
+use super::socket::{TcpSocket, Timer, Timestamps};
+use super::{Endpoint, State, TcpError};
+use crate::rand::Rand;
+use crate::socket::Events;
+use crate::time::Instant;
+
+/// PAWS: a TS.Recent older than this is no longer trusted (RFC 7323 §5.5).
+const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
+
+/// A token bucket for challenge ACKs (RFC 5961 §7), shared by all connections.
+#[derive(Debug)]
+pub(crate) struct RateLimiter {
+    per_second: u32,
+    tokens: u32,
+    window_start: Instant,
+}
+
+impl RateLimiter {
+    pub(crate) fn new(per_second: u32) -> RateLimiter {
+        RateLimiter {
+            per_second,
+            tokens: per_second,
+            window_start: Instant::ZERO,
+        }
+    }
+
+    /// Takes a token if one is left in the current second.
+    pub(crate) fn allow(&mut self, now: Instant) -> bool {
+        if now.saturating_duration_since(self.window_start) >= Duration::from_secs(1) {
+            self.window_start = now;
+            self.tokens = self.per_second;
+        }
+        if self.tokens > 0 {
+            self.tokens -= 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// What the stack around a connection provides while it processes a segment.
+pub(crate) struct Ctx<'a> {
+    pub(crate) now: Instant,
+    pub(crate) challenge: &'a mut RateLimiter,
+    /// Whether the listener's accept queue has room (for SYN-RECEIVED).
+    pub(crate) accept_ok: bool,
+}
+
+/// What the stack must do for the segment beyond the connection itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// Nothing.
+    None,
+    /// Send a RST to the segment's source, with this sequence number and, if
+    /// given, an ACK of this number.
+    Rst {
+        seq: TcpSeqNumber,
+        ack: Option<TcpSeqNumber>,
+    },
+    /// A SYN may start a new incarnation of this TIME-WAIT connection: free
+    /// this socket and hand the SYN to the listener.
+    Reopen,
+}
+
+/// The RST that answers `seg` when no connection wants it (RFC 9293 §3.10.7.1).
+pub(crate) fn rst_for(seg: &TcpRepr<'_>) -> Option<Reply> {
+    if seg.control == TcpControl::Rst {
+        return None;
+    }
+    Some(match seg.ack_number {
+        Some(ack) => Reply::Rst {
+            seq: ack,
+            ack: None,
+        },
+        None => Reply::Rst {
+            seq: TcpSeqNumber(0),
+            ack: Some(seq::add(seg.seq_number, seg_len(seg))),
+        },
+    })
+}
+
+/// Sequence space a segment occupies.
+pub(crate) fn seg_len(seg: &TcpRepr<'_>) -> u32 {
+    let ctl = u32::from(matches!(seg.control, TcpControl::Syn | TcpControl::Fin));
+    (seg.payload.len() as u32).saturating_add(ctl)
+}
+
+impl TcpSocket {
+    /// An active open: SYN-SENT, the SYN goes out on the next dispatch.
+    pub(crate) fn connect(
+        &mut self,
+        now: Instant,
+        local: Endpoint,
+        remote: Endpoint,
+        iss: TcpSeqNumber,
+        rand: &mut Rand,
+    ) {
+        self.local = local;
+        self.remote = remote;
+        self.init_send(now, iss, rand);
+        self.set_state(State::SynSent);
+    }
+
+    /// A passive open from a SYN: SYN-RECEIVED, the SYN-ACK goes out on the
+    /// next dispatch.
+    pub(crate) fn accept_syn(
+        &mut self,
+        now: Instant,
+        local: Endpoint,
+        remote: Endpoint,
+        syn: &TcpRepr<'_>,
+        iss: TcpSeqNumber,
+        rand: &mut Rand,
+    ) {
+        self.local = local;
+        self.remote = remote;
+        self.init_send(now, iss, rand);
+        self.irs = syn.seq_number;
+        self.rcv_nxt = seq::add(syn.seq_number, 1);
+        self.negotiate(now, syn);
+        self.snd_wnd = u32::from(syn.window_len);
+        self.max_snd_wnd = self.snd_wnd;
+        self.snd_wl1 = syn.seq_number;
+        self.last_rx = now;
+        self.set_state(State::SynReceived);
+    }
+
+    fn init_send(&mut self, now: Instant, iss: TcpSeqNumber, rand: &mut Rand) {
+        self.iss = iss;
+        self.snd_una = iss;
+        self.snd_nxt = iss;
+        self.snd_max = iss;
+        self.snd_wl2 = iss;
+        self.tx_seq0 = seq::add(iss, 1);
+        self.last_progress = now;
+        self.last_send = now;
+        if self.offer_ts {
+            // Kept until the peer's SYN says whether it does timestamps.
+            self.ts = Some(Timestamps {
+                recent: 0,
+                recent_at: now,
+                offset: rand.next_u32(),
+            });
+        }
+    }
+
+    /// Applies the options of the peer's SYN (or SYN-ACK).
+    fn negotiate(&mut self, now: Instant, syn: &TcpRepr<'_>) {
+        self.wscale_ok = self.offer_wscale && syn.window_scale.is_some();
+        if self.wscale_ok {
+            self.snd_wscale = syn.window_scale.unwrap_or(0).min(14);
+        } else {
+            self.snd_wscale = 0;
+            self.rcv_wscale = 0;
+        }
+        self.sack_ok = self.offer_sack && syn.sack_permitted;
+        self.ts = match (self.ts, syn.timestamp) {
+            (Some(mut ts), Some(peer)) => {
+                ts.recent = peer.tsval;
+                ts.recent_at = now;
+                Some(ts)
+            }
+            _ => None,
+        };
+        let peer_mss = u32::from(syn.max_seg_size.unwrap_or(536).max(self.cfg.min_mss));
+        let ours = u32::from(self.adv_mss);
+        let opts = self.option_overhead() as u32;
+        self.snd_mss = peer_mss.min(ours).saturating_sub(opts).max(1);
+        self.rcv_mss = self.snd_mss;
+        self.cc.set_mss(self.snd_mss);
+        self.rec.set_mss(self.snd_mss);
+    }
+
+    /// Processes one arriving segment addressed to this connection. `gso_size`
+    /// is set for receive-coalesced frames.
+    pub(crate) fn process(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        seg: &TcpRepr<'_>,
+        gso_size: Option<u16>,
+    ) -> Reply {
+        self.counters.segs_in += 1;
+        match self.state {
+            State::Closed | State::Listen => return rst_for(seg).unwrap_or(Reply::None),
+            State::SynSent => return self.process_syn_sent(cx, seg),
+            _ => {}
+        }
+        let now = cx.now;
+
+        if self.state == State::TimeWait
+            && seg.control == TcpControl::Syn
+            && seg.ack_number.is_none()
+        {
+            // RFC 6191: a new SYN beyond the old incarnation may reopen.
+            let newer_ts = match (self.ts, seg.timestamp) {
+                (Some(ts), Some(peer)) => seq::ts_lt(ts.recent, peer.tsval),
+                _ => false,
+            };
+            if seq::gt(seg.seq_number, self.rcv_nxt) || newer_ts {
+                return Reply::Reopen;
+            }
+        }
+
+        if self.state == State::SynReceived && seg.control == TcpControl::Syn {
+            if seg.seq_number == self.irs && seg.ack_number.is_none() {
+                // The peer did not get our SYN-ACK: send it again.
+                self.snd_nxt = self.iss;
+                return Reply::None;
+            }
+            if let Some(ack) = seg.ack_number {
+                // Simultaneous open: the peer's SYN-ACK completes ours.
+                if seg.seq_number == self.irs
+                    && seq::gt(ack, self.snd_una)
+                    && seq::le(ack, self.snd_max)
+                {
+                    self.snd_una = ack;
+                    self.snd_wnd = u32::from(seg.window_len);
+                    self.snd_wl1 = seg.seq_number;
+                    self.snd_wl2 = ack;
+                    self.establish(now);
+                    self.ack_now = true;
+                    return Reply::None;
+                }
+            }
+        }
+
+        // PAWS (RFC 7323 §5.3 R1), before the window check.
+        if let (Some(ts), Some(peer)) = (self.ts, seg.timestamp) {
+            if seg.control != TcpControl::Rst
+                && seq::ts_lt(peer.tsval, ts.recent)
+                && now.saturating_duration_since(ts.recent_at) < PAWS_IDLE
+            {
+                self.counters.dup_segments += 1;
+                self.ack_now = true;
+                return Reply::None;
+            }
+        }
+
+        // Sequence acceptability (RFC 9293 §3.10.7.4, first).
+        let len = seg_len(seg);
+        let wnd = seq::dist(self.rcv_adv_edge, self.rcv_nxt);
+        let s = seg.seq_number;
+        let acceptable = if len == 0 {
+            if wnd == 0 {
+                s == self.rcv_nxt
+            } else {
+                seq::in_range(s, self.rcv_nxt, self.rcv_adv_edge)
+            }
+        } else if wnd == 0 {
+            // A bare FIN at the window's edge is taken even at zero window.
+            s == self.rcv_nxt && seg.payload.is_empty() && seg.control == TcpControl::Fin
+        } else {
+            let last = seq::add(s, len - 1);
+            seq::in_range(s, self.rcv_nxt, self.rcv_adv_edge)
+                || seq::in_range(last, self.rcv_nxt, self.rcv_adv_edge)
+        };
+        if !acceptable {
+            if seg.control != TcpControl::Rst {
+                if seq::lt(s, self.rcv_nxt) && len > 0 {
+                    self.counters.dup_segments += 1;
+                }
+                if self.state == State::TimeWait && seg.control == TcpControl::Fin {
+                    // A retransmitted FIN: our ACK was lost. Restart 2 MSL.
+                    self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
+                }
+                self.ack_now = true;
+            }
+            return Reply::None;
+        }
+
+        // RST (RFC 5961 §3.2): exact match resets, in-window gets a challenge.
+        if seg.control == TcpControl::Rst {
+            if s == self.rcv_nxt {
+                self.on_reset();
+            } else {
+                self.challenge_ack(cx);
+            }
+            return Reply::None;
+        }
+
+        // SYN in a synchronized state (RFC 5961 §4): challenge ACK.
+        if seg.control == TcpControl::Syn {
+            self.challenge_ack(cx);
+            return Reply::None;
+        }
+
+        // Update TS.Recent (RFC 7323 §4.3): the segment covers last_ack_sent.
+        if let (Some(ts), Some(peer)) = (self.ts.as_mut(), seg.timestamp) {
+            if seq::le(s, self.rcv_nxt) && !seq::ts_lt(peer.tsval, ts.recent) {
+                ts.recent = peer.tsval;
+                ts.recent_at = now;
+            }
+        }
+
+        self.last_rx = now;
+        self.keepalive_sent = 0;
+
+        // ACK.
+        let Some(ack) = seg.ack_number else {
+            return Reply::None;
+        };
+        if self.state == State::SynReceived {
+            if seq::gt(ack, self.snd_una) && seq::le(ack, self.snd_max) {
+                if !cx.accept_ok {
+                    // Accept queue full: act as if the ACK was lost (as Linux).
+                    return Reply::None;
+                }
+                self.snd_wnd = u32::from(seg.window_len) << self.snd_wscale;
+                self.snd_wl1 = s;
+                self.snd_wl2 = ack;
+                self.establish(now);
+            } else {
+                return Reply::Rst {
+                    seq: ack,
+                    ack: None,
+                };
+            }
+        }
+        if !self.on_ack(cx, seg, ack) {
+            return Reply::None;
+        }
+
+        // Transitions driven by the ACK of our FIN.
+        if self.fin_acked() {
+            match self.state {
+                State::FinWait1 => {
+                    self.set_state(State::FinWait2);
+                    if self.orphan {
+                        self.timers.set(Timer::FinWait2, now + self.cfg.time_wait);
+                    }
+                }
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => {
+                    self.set_state(State::Closed);
+                    return Reply::None;
+                }
+                _ => {}
+            }
+        }
+
+        // Data and FIN.
+        match self.state {
+            State::Established | State::FinWait1 | State::FinWait2 => {
+                if self.rx_shutdown
+                    && !seg.payload.is_empty()
+                    && seq::gt(seq::add(s, seg.payload.len() as u32), self.rcv_nxt)
+                {
+                    // Data for a socket nobody will read: reset (as Linux).
+                    self.rst_pending = true;
+                    self.fail(TcpError::Aborted);
+                    return Reply::None;
+                }
+                self.receive_data(
+                    now,
+                    s,
+                    seg.payload,
+                    seg.control == TcpControl::Fin,
+                    gso_size,
+                );
+            }
+            State::TimeWait => {
+                if seg.control == TcpControl::Fin {
+                    self.ack_now = true;
+                    self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
+                }
+            }
+            _ => {}
+        }
+        Reply::None
+    }
+
+    fn process_syn_sent(&mut self, cx: &mut Ctx<'_>, seg: &TcpRepr<'_>) -> Reply {
+        let now = cx.now;
+        if let Some(ack) = seg.ack_number {
+            if seq::le(ack, self.iss) || seq::gt(ack, self.snd_max) {
+                if seg.control == TcpControl::Rst {
+                    return Reply::None;
+                }
+                return Reply::Rst {
+                    seq: ack,
+                    ack: None,
+                };
+            }
+        }
+        if seg.control == TcpControl::Rst {
+            if seg.ack_number.is_some() {
+                self.fail(TcpError::Refused);
+            }
+            return Reply::None;
+        }
+        if seg.control != TcpControl::Syn {
+            return Reply::None;
+        }
+        self.irs = seg.seq_number;
+        self.rcv_nxt = seq::add(seg.seq_number, 1);
+        self.negotiate(now, seg);
+        self.last_rx = now;
+        match seg.ack_number {
+            Some(ack) => {
+                self.snd_wnd = u32::from(seg.window_len);
+                self.max_snd_wnd = self.snd_wnd;
+                self.snd_wl1 = seg.seq_number;
+                self.snd_wl2 = ack;
+                // Our SYN is acknowledged: an RTT sample unless it was resent.
+                if let Some((end, t)) = self.rtt_timing.take() {
+                    if seq::ge(ack, end) {
+                        self.rtt.on_sample(now.saturating_duration_since(t));
+                    }
+                }
+                self.snd_una = ack;
+                if seq::lt(self.snd_nxt, ack) {
+                    self.snd_nxt = ack;
+                }
+                self.retries = 0;
+                self.rtt.reset_backoff();
+                self.timers.clear(Timer::Retransmit);
+                self.establish(now);
+                self.ack_now = true;
+                if !seg.payload.is_empty() {
+                    let s = seq::add(seg.seq_number, 1);
+                    self.receive_data(now, s, seg.payload, false, None);
+                }
+            }
+            None => {
+                // Simultaneous open (RFC 9293 §3.5): answer with a SYN-ACK.
+                self.snd_nxt = self.iss;
+                self.snd_wnd = u32::from(seg.window_len);
+                self.max_snd_wnd = self.snd_wnd;
+                self.snd_wl1 = seg.seq_number;
+                self.set_state(State::SynReceived);
+            }
+        }
+        Reply::None
+    }
+
+    /// The handshake completed.
+    fn establish(&mut self, now: Instant) {
+        // The peer may fill the (unscaled) window our SYN announced.
+        let syn_wnd = self.rx_free().min(65_535);
+        self.rcv_adv_edge = seq::add(self.rcv_nxt, syn_wnd);
+        self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+        self.last_progress = now;
+        self.set_state(State::Established);
+        if self.fin_queued {
+            self.set_state(State::FinWait1);
+        }
+        self.arm_keepalive(now);
+    }
+
+    fn on_reset(&mut self) {
+        match self.state {
+            State::SynReceived if self.parent.is_some() => {
+                // Passive open: the embryo just disappears.
+                self.error = Some(TcpError::Reset);
+                self.set_state(State::Closed);
+            }
+            State::TimeWait => self.set_state(State::Closed),
+            _ => self.fail(TcpError::Reset),
+        }
+    }
+
+    /// Sends a challenge ACK if the stack-wide budget allows (RFC 5961 §7).
+    fn challenge_ack(&mut self, cx: &mut Ctx<'_>) {
+        if cx.challenge.allow(cx.now) {
+            self.challenge_pending = true;
+            self.counters.challenge_acks += 1;
+        }
+    }
+
+    pub(crate) fn enter_time_wait(&mut self, now: Instant) {
+        self.set_state(State::TimeWait);
+        self.timers.clear_all();
+        self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
+    }
+
+    /// Places segment data in the receive buffer (RFC 9293 §3.10.7.4, seventh)
+    /// and processes a FIN (eighth).
+    fn receive_data(
+        &mut self,
+        now: Instant,
+        seg_seq: TcpSeqNumber,
+        payload: &[u8],
+        fin: bool,
+        gso_size: Option<u16>,
+    ) {
+        let mut s = seg_seq;
+        let mut data = payload;
+        let mut fin = fin;
+        // Trim what we already have.
+        if seq::lt(s, self.rcv_nxt) {
+            let skip = seq::dist(self.rcv_nxt, s) as usize;
+            if skip > data.len() {
+                // Only a FIN could remain, and it is old too.
+                self.counters.dup_segments += 1;
+                self.ack_now = true;
+                return;
+            }
+            data = data.get(skip..).unwrap_or(&[]);
+            s = self.rcv_nxt;
+            if data.is_empty() && !fin {
+                self.counters.dup_segments += 1;
+                self.ack_now = true;
+                return;
+            }
+        }
+        let offset = seq::dist(s, self.rcv_nxt) as usize;
+        // Trim to the window we advertised and the space we have.
+        let wnd_room = seq::dist(self.rcv_adv_edge, s) as usize;
+        let buf_room = self.rx.window().saturating_sub(offset);
+        let room = if seq::lt(self.rcv_adv_edge, s) {
+            0
+        } else {
+            wnd_room.min(buf_room)
+        };
+        if data.len() > room {
+            data = data.get(..room).unwrap_or(&[]);
+            fin = false;
+        }
+        if !data.is_empty() {
+            let seg_size = gso_size
+                .map_or(data.len(), usize::from)
+                .min(usize::from(self.adv_mss));
+            self.rcv_mss = self.rcv_mss.max(seg_size as u32);
+        }
+        if offset == 0 {
+            let had_ooo = !self.ooo.is_empty();
+            let n = self.rx.enqueue_slice(data);
+            let mut advanced = n;
+            self.ooo.advance(n as u32);
+            if let Some(more) = self.ooo.pop_front_if_starts_at_zero() {
+                let more = self.rx.enqueue_unallocated(more as usize);
+                self.ooo.advance(more as u32);
+                advanced += more;
+            }
+            if self.ooo.is_empty() {
+                self.last_ooo = None;
+            }
+            self.rcv_nxt = seq::add(self.rcv_nxt, advanced as u32);
+            self.counters.bytes_received += advanced as u64;
+            if advanced > 0 {
+                self.events.insert(Events::READABLE);
+            }
+            if had_ooo {
+                // Filling a hole: acknowledge at once (RFC 5681 §4.2).
+                self.ack_now = true;
+            } else if n > 0 {
+                self.unacked_bytes = self.unacked_bytes.saturating_add(n as u32);
+                let full = self.rcv_mss.saturating_mul(self.cfg.ack_every.max(1));
+                match self.cfg.delayed_ack {
+                    Some(d) if self.unacked_bytes < full => {
+                        self.timers.set_if_idle(Timer::DelayedAck, now + d);
+                    }
+                    _ => self.ack_now = true,
+                }
+            }
+        } else if !data.is_empty() {
+            // Out of order: store in place, remember the range, ACK at once.
+            let written = self.rx.write_unallocated(offset, data);
+            let start = offset as u32;
+            if written > 0 && self.ooo.insert(start, start + written as u32).is_ok() {
+                self.last_ooo = Some(start);
+            }
+            self.counters.ooo_segments += 1;
+            self.ack_now = true;
+        }
+        if fin {
+            let fin_seq = seq::add(s, data.len() as u32);
+            self.rx_fin = Some(fin_seq);
+            if fin_seq != self.rcv_nxt {
+                self.ack_now = true;
+            }
+        }
+        if self.rx_fin == Some(self.rcv_nxt) && self.ooo.is_empty() {
+            self.accept_fin(now);
+        }
+    }
+
+    fn accept_fin(&mut self, now: Instant) {
+        self.rx_fin = None;
+        self.rx_closed = true;
+        self.rcv_nxt = seq::add(self.rcv_nxt, 1);
+        self.ack_now = true;
+        self.events.insert(Events::READABLE);
+        self.timers.clear(Timer::Keepalive);
+        match self.state {
+            State::SynReceived | State::Established => self.set_state(State::CloseWait),
+            State::FinWait1 => {
+                if self.fin_acked() {
+                    self.enter_time_wait(now);
+                } else {
+                    self.set_state(State::Closing);
+                }
+            }
+            State::FinWait2 => self.enter_time_wait(now),
+            _ => {}
+        }
+    }
+
+    /// (Re)arms keepalive: the first probe is due `idle` after the last
+    /// received segment. (The timer checks again when it fires, so it need not
+    /// be moved on every segment.)
+    pub(crate) fn arm_keepalive(&mut self, _now: Instant) {
+        match (self.cfg.keepalive, self.state) {
+            (Some(ka), State::Established | State::CloseWait) => {
+                self.timers.set(Timer::Keepalive, self.last_rx + ka.idle);
+            }
+            _ => self.timers.clear(Timer::Keepalive),
+        }
+    }
+}

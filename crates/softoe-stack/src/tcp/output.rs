@@ -1,0 +1,590 @@
+//! What a connection sends next.
+//!
+//! [`TcpSocket::dispatch`] plans a segment without changing any state,
+//! hands it to the sink, and commits the plan only once the sink took it — a
+//! busy port loses nothing. Plans come, in order of precedence, from: a
+//! pending RST; the SYN or SYN-ACK; loss recovery (the first lost segment,
+//! then RFC 6675 `NextSeg`); new data within the congestion and receive
+//! windows, as TSO super-segments when the port can cut them, held back by
+//! Nagle and sender-side silly-window avoidance; a FIN; and finally a bare
+//! ACK, window update or probe.
+
+use alloc::vec::Vec;
+
+use softoe_wire::{TcpControl, TcpRepr, TcpSackRanges, TcpSeqNumber, TcpTimestamp};
+
+use super::congestion::CongestionControl;
+use super::seq;
+use super::socket::{TcpSocket, Timer};
+use super::{Endpoint, State};
+use crate::payload::PayloadRef;
+use crate::time::Instant;
+
+/// Most payload references in one frame (a `writev` of headers + refs).
+pub(crate) const MAX_REFS_PER_FRAME: usize = 64;
+
+/// Why a segment did not go out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SinkError {
+    /// The port is busy; try again later. Nothing was sent.
+    Busy,
+    /// The next hop is being resolved and the frame could not be queued.
+    /// Nothing was sent; the stack wakes the connection on resolution.
+    Unresolved,
+}
+
+/// A segment ready for IP and Ethernet framing.
+#[derive(Debug)]
+pub(crate) struct Segment<'a> {
+    pub(crate) local: Endpoint,
+    pub(crate) remote: Endpoint,
+    /// Header fields and options; `payload` is empty.
+    pub(crate) repr: TcpRepr<'a>,
+    /// Payload by reference.
+    pub(crate) refs: &'a [PayloadRef],
+    pub(crate) payload_len: usize,
+    /// Set for TSO super-segments.
+    pub(crate) gso_size: Option<u16>,
+}
+
+/// Where a connection's segments go (the stack's framing and port).
+pub(crate) trait SegmentSink {
+    fn send(&mut self, seg: &Segment<'_>) -> Result<(), SinkError>;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// SYN or SYN-ACK.
+    Syn,
+    /// Data and/or FIN from `snd_nxt` (new, or resent after an RTO).
+    Sequential,
+    /// A retransmission chosen by loss recovery.
+    Recovery,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    seq: TcpSeqNumber,
+    len: u32,
+    fin: bool,
+    kind: Kind,
+}
+
+impl TcpSocket {
+    /// Sends everything the connection may send now. Returns `Err(())` if the
+    /// sink was busy (the rest waits for the next poll).
+    pub(crate) fn dispatch(
+        &mut self,
+        now: Instant,
+        sink: &mut impl SegmentSink,
+        refs: &mut Vec<PayloadRef>,
+    ) -> Result<(), SinkError> {
+        if self.rst_pending {
+            let repr = self.control_repr(TcpControl::Rst, self.snd_max, now);
+            self.emit_control(sink, repr)?;
+            self.rst_pending = false;
+            return Ok(());
+        }
+        if matches!(self.state, State::Closed | State::Listen) {
+            return Ok(());
+        }
+        if self.snd_una == self.snd_max
+            && self.state.is_synchronized()
+            && now.saturating_duration_since(self.last_send) > self.rtt.rto()
+            && self.tx.len() > 0
+        {
+            // RFC 5681 §4.1: restart from a small window after an idle period.
+            self.cc.on_idle_restart(now);
+            self.last_send = now;
+        }
+
+        while let Some(plan) = self.plan(now) {
+            refs.clear();
+            let mut len = plan.len;
+            if len > 0 {
+                let offset = seq::dist(plan.seq, self.tx_seq0) as usize;
+                let got = self
+                    .tx
+                    .gather(offset, len as usize, refs, MAX_REFS_PER_FRAME);
+                len = got as u32;
+                if len == 0 && !plan.fin {
+                    break;
+                }
+            }
+            let fin = plan.fin && len == plan.len;
+            let control = match plan.kind {
+                Kind::Syn => TcpControl::Syn,
+                _ if fin => TcpControl::Fin,
+                _ => TcpControl::None,
+            };
+            let mut repr = if plan.kind == Kind::Syn {
+                self.syn_repr(now)
+            } else {
+                self.control_repr(control, plan.seq, now)
+            };
+            repr.psh = len > 0
+                && seq::dist(seq::add(plan.seq, len), self.tx_seq0) as usize >= self.tx.len();
+            let gso_size =
+                (len > self.snd_mss).then_some(self.snd_mss.min(u32::from(u16::MAX)) as u16);
+            let seg = Segment {
+                local: self.local,
+                remote: self.remote,
+                repr,
+                refs: refs.as_slice(),
+                payload_len: len as usize,
+                gso_size,
+            };
+            sink.send(&seg)?;
+            self.commit(now, Plan { len, fin, ..plan });
+        }
+
+        if self.ack_now || self.window_update || self.challenge_pending {
+            let repr = self.control_repr(TcpControl::None, self.ack_seq(), now);
+            self.emit_control(sink, repr)?;
+            self.counters.segs_out += 1;
+            self.ack_sent();
+        }
+        if self.probe_pending {
+            // Zero-window and keepalive probes: an old sequence number that
+            // the peer must answer with an ACK (as Linux does).
+            let repr = self.control_repr(TcpControl::None, seq::sub(self.snd_una, 1), now);
+            self.emit_control(sink, repr)?;
+            self.counters.segs_out += 1;
+            self.probe_pending = false;
+        }
+        self.arm_persist(now);
+        Ok(())
+    }
+
+    fn emit_control(
+        &mut self,
+        sink: &mut impl SegmentSink,
+        repr: TcpRepr<'_>,
+    ) -> Result<(), SinkError> {
+        let seg = Segment {
+            local: self.local,
+            remote: self.remote,
+            repr,
+            refs: &[],
+            payload_len: 0,
+            gso_size: None,
+        };
+        sink.send(&seg)
+    }
+
+    /// The sequence number for a bare ACK: the highest sent (as Linux, whose
+    /// `snd_nxt` never moves back).
+    fn ack_seq(&self) -> TcpSeqNumber {
+        self.snd_max
+    }
+
+    /// Starts the persist timer when data waits behind a zero window and
+    /// nothing is in flight to bring a window update.
+    fn arm_persist(&mut self, now: Instant) {
+        if !self.state.is_synchronized() {
+            return;
+        }
+        let unsent = self.unsent();
+        if self.snd_wnd == 0 && unsent > 0 && self.flight() == 0 {
+            let backoff = self.persist_backoff.min(16);
+            let t = self
+                .rtt
+                .rto()
+                .checked_mul(1u32 << backoff)
+                .unwrap_or(self.cfg.max_rto)
+                .min(self.cfg.max_rto);
+            self.timers.set_if_idle(Timer::Persist, now + t);
+        } else {
+            self.timers.clear(Timer::Persist);
+        }
+    }
+
+    /// Payload bytes queued but never sent.
+    pub(crate) fn unsent(&self) -> usize {
+        let sent = if seq::gt(self.snd_max, self.tx_seq0) {
+            seq::dist(self.snd_max, self.tx_seq0) as usize
+        } else {
+            0
+        };
+        self.tx.len().saturating_sub(sent)
+    }
+
+    /// Decides the next segment, changing nothing.
+    fn plan(&self, now: Instant) -> Option<Plan> {
+        let _ = now;
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                return (self.snd_nxt == self.iss).then_some(Plan {
+                    seq: self.iss,
+                    len: 0,
+                    fin: false,
+                    kind: Kind::Syn,
+                });
+            }
+            State::Closed | State::Listen | State::TimeWait => return None,
+            _ => {}
+        }
+        let mss = self.snd_mss.max(1);
+        let cwnd = self.cwnd();
+
+        // Loss recovery first.
+        if let Some(phase) = self.rec.phase {
+            if self.rec.rtx_first {
+                if let Some(p) = self.rtx_at(self.snd_una, mss) {
+                    return Some(p);
+                }
+            }
+            let pipe = if phase.sack {
+                self.rec.pipe(self.snd_una, self.snd_max)
+            } else {
+                self.flight()
+            };
+            let room = cwnd.saturating_sub(pipe);
+            if room < mss {
+                return None;
+            }
+            if phase.sack {
+                if let Some(p) = self.next_lost_hole(mss, true) {
+                    return Some(p);
+                }
+            }
+            if let Some(p) = self.plan_sequential(room.min(mss * 4), mss) {
+                return Some(p);
+            }
+            if phase.sack {
+                // RFC 6675 NextSeg rule 3: a hole not yet deemed lost.
+                return self.next_lost_hole(mss, false);
+            }
+            return None;
+        }
+
+        let in_flight = seq::dist(self.snd_nxt, self.snd_una);
+        let room = cwnd.saturating_sub(in_flight);
+        self.plan_sequential(room, mss)
+    }
+
+    /// A recovery retransmission of up to one MSS at `at`.
+    fn rtx_at(&self, at: TcpSeqNumber, mss: u32) -> Option<Plan> {
+        let off = seq::dist(at, self.tx_seq0) as usize;
+        let data_left = self.tx.len().saturating_sub(off) as u32;
+        // Stop at the next SACKed range.
+        let una_off = seq::dist(at, self.snd_una);
+        let to_sacked = self
+            .rec
+            .scoreboard
+            .iter()
+            .find(|&(s, _)| s > una_off)
+            .map_or(u32::MAX, |(s, _)| s - una_off);
+        let len = data_left.min(mss).min(to_sacked);
+        let fin = self.fin_queued && seq::add(at, len) == self.fin_seq() && self.fin_sent();
+        if len == 0 && !fin {
+            return None;
+        }
+        Some(Plan {
+            seq: at,
+            len,
+            fin,
+            kind: Kind::Recovery,
+        })
+    }
+
+    /// RFC 6675 NextSeg rules 1 (`lost_only`) and 3: the first hole at or
+    /// above HighRxt.
+    fn next_lost_hole(&self, mss: u32, lost_only: bool) -> Option<Plan> {
+        let top = seq::dist(self.snd_max, self.snd_una);
+        let lost = self.rec.lost_boundary();
+        let rxt = if seq::lt(self.rec.high_rxt, self.snd_una) {
+            0
+        } else {
+            seq::dist(self.rec.high_rxt, self.snd_una).min(top)
+        };
+        for (hs, he) in self.rec.scoreboard.holes_before(top) {
+            let start = hs.max(rxt);
+            let end = if lost_only { he.min(lost) } else { he };
+            if start >= end {
+                continue;
+            }
+            let at = seq::add(self.snd_una, start);
+            if let Some(mut p) = self.rtx_at(at, mss) {
+                p.len = p.len.min(end - start);
+                if p.len == 0 && !p.fin {
+                    continue;
+                }
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// Data (and FIN) from `snd_nxt`: new data, or data resent after an RTO.
+    fn plan_sequential(&self, cwnd_room: u32, mss: u32) -> Option<Plan> {
+        let mut at = self.snd_nxt;
+        let mut sacked_limit = u32::MAX;
+        if seq::lt(at, self.snd_max) {
+            // After an RTO, skip what the receiver has since SACKed, and stop
+            // before the next SACKed range.
+            for (s, e) in self.rec.scoreboard.iter() {
+                let off = seq::dist(at, self.snd_una);
+                if s <= off && off < e {
+                    at = seq::add(self.snd_una, e);
+                } else if s > off {
+                    sacked_limit = s - off;
+                    break;
+                }
+            }
+        }
+        let resending = seq::lt(at, self.snd_max);
+        if seq::lt(at, self.tx_seq0) {
+            return None;
+        }
+        let offset = seq::dist(at, self.tx_seq0) as usize;
+        let queued = self.tx.len().saturating_sub(offset) as u32;
+        let wnd_end = seq::add(self.snd_una, self.snd_wnd);
+        let wnd_room = if seq::lt(at, wnd_end) {
+            seq::dist(wnd_end, at)
+        } else {
+            0
+        };
+        let len = queued
+            .min(wnd_room)
+            .min(cwnd_room)
+            .min(self.max_frame_payload())
+            .min(sacked_limit);
+        let all_sent_after = len == queued;
+        let fin = self.fin_queued
+            && all_sent_after
+            && (!resending || seq::add(at, len) == self.fin_seq());
+        if len == 0 {
+            if fin && (!self.fin_sent() || resending) {
+                return Some(Plan {
+                    seq: at,
+                    len: 0,
+                    fin,
+                    kind: Kind::Sequential,
+                });
+            }
+            return None;
+        }
+        if len < mss && !resending {
+            if len < queued {
+                // Sender-side SWS avoidance (RFC 9293 §3.8.6.2.1).
+                if len < self.max_snd_wnd / 2 || self.max_snd_wnd == 0 {
+                    return None;
+                }
+            } else if !(self.cfg.nodelay || self.fin_queued || self.snd_una == self.snd_max) {
+                // Nagle: a small segment waits while data is unacknowledged.
+                return None;
+            }
+        }
+        // A TSO frame carries whole segments unless it ends the queued data.
+        let len = if len > mss && !all_sent_after {
+            len / mss * mss
+        } else {
+            len
+        };
+        Some(Plan {
+            seq: at,
+            len,
+            fin: fin && len == queued,
+            kind: Kind::Sequential,
+        })
+    }
+
+    /// Updates the state after a planned segment went out.
+    fn commit(&mut self, now: Instant, plan: Plan) {
+        let ctl = u32::from(plan.kind == Kind::Syn) + u32::from(plan.fin);
+        let end = seq::add(plan.seq, plan.len + ctl);
+        let retransmission = seq::lt(plan.seq, self.snd_max);
+        if retransmission {
+            self.counters.retransmits += 1;
+            self.counters.bytes_retrans += u64::from(plan.len);
+            if let Some((e, _)) = self.rtt_timing {
+                if seq::gt(e, plan.seq) {
+                    self.rtt_timing = None;
+                }
+            }
+        } else if self.rtt_timing.is_none() {
+            self.rtt_timing = Some((end, now));
+        }
+        if plan.kind == Kind::Recovery {
+            if seq::gt(end, self.rec.high_rxt) {
+                self.rec.high_rxt = end;
+            }
+            self.rec.rtx_first = false;
+        }
+        if (plan.kind != Kind::Recovery && seq::ge(plan.seq, self.snd_nxt))
+            || plan.kind == Kind::Syn
+        {
+            self.snd_nxt = end;
+        }
+        if self.snd_una == self.snd_max {
+            self.last_progress = now;
+        }
+        if seq::gt(end, self.snd_max) {
+            self.snd_max = end;
+        }
+        if plan.len > 0 || ctl > 0 {
+            self.timers
+                .set_if_idle(Timer::Retransmit, now + self.rtt.rto());
+        }
+        let segs = plan.len.div_ceil(self.snd_mss.max(1)).max(1);
+        self.counters.segs_out += u64::from(segs);
+        self.counters.bytes_sent += u64::from(plan.len);
+        self.last_send = now;
+        if plan.kind != Kind::Syn || self.state == State::SynReceived {
+            self.ack_sent();
+        }
+    }
+
+    /// Every segment but the first SYN carries an ACK.
+    fn ack_sent(&mut self) {
+        self.ack_now = false;
+        self.unacked_bytes = 0;
+        self.window_update = false;
+        self.challenge_pending = false;
+        self.timers.clear(Timer::DelayedAck);
+    }
+
+    /// The window field for a non-SYN segment; records the advertised edge.
+    /// Receiver-side SWS avoidance: the right edge moves only by at least
+    /// min(buffer / 2, MSS), and never moves left.
+    fn select_window(&mut self) -> u16 {
+        let free = self.rx_free();
+        let cand = seq::add(self.rcv_nxt, free);
+        let cur = if seq::lt(self.rcv_adv_edge, self.rcv_nxt) {
+            self.rcv_nxt
+        } else {
+            self.rcv_adv_edge
+        };
+        let cap = self.rx.capacity().min(u32::MAX as usize) as u32;
+        let threshold = (cap / 2).min(self.rcv_mss).max(1);
+        let edge = if seq::gt(cand, cur) && seq::dist(cand, cur) >= threshold {
+            cand
+        } else {
+            cur
+        };
+        let wnd = seq::dist(edge, self.rcv_nxt);
+        let scale = self.rcv_wscale;
+        // Round up so the scaled edge never falls short of one already promised.
+        let field = (u64::from(wnd) + (1u64 << scale) - 1) >> scale;
+        let field = field.min(u64::from(u16::MAX)) as u16;
+        let promised = seq::add(self.rcv_nxt, u32::from(field) << scale);
+        if seq::gt(promised, self.rcv_adv_edge) {
+            self.rcv_adv_edge = promised;
+        }
+        field
+    }
+
+    fn timestamp(&self, now: Instant) -> Option<TcpTimestamp> {
+        self.ts.map(|ts| TcpTimestamp {
+            tsval: self.ts_now(now),
+            tsecr: ts.recent,
+        })
+    }
+
+    /// SACK blocks for an outgoing ACK: the most recent block first
+    /// (RFC 2018 §4), then the others in order.
+    fn sack_blocks(&self) -> TcpSackRanges {
+        let mut out: TcpSackRanges = [None; 4];
+        if !self.sack_ok || self.ooo.is_empty() {
+            return out;
+        }
+        let max = if self.ts.is_some() { 3 } else { 4 };
+        let mut n = 0;
+        let to_seq =
+            |(s, e): (u32, u32)| (seq::add(self.rcv_nxt, s).0, seq::add(self.rcv_nxt, e).0);
+        let first = self
+            .last_ooo
+            .and_then(|o| self.ooo.iter().find(|&(s, e)| s <= o && o < e));
+        if let Some(r) = first {
+            if let Some(slot) = out.get_mut(0) {
+                *slot = Some(to_seq(r));
+                n = 1;
+            }
+        }
+        for r in self.ooo.iter() {
+            if n >= max {
+                break;
+            }
+            if Some(r) == first {
+                continue;
+            }
+            if let Some(slot) = out.get_mut(n) {
+                *slot = Some(to_seq(r));
+                n += 1;
+            }
+        }
+        out
+    }
+
+    /// A non-SYN segment's header.
+    fn control_repr(
+        &mut self,
+        control: TcpControl,
+        seq_number: TcpSeqNumber,
+        now: Instant,
+    ) -> TcpRepr<'static> {
+        let window_len = if self.state.is_synchronized() || self.state == State::Closed {
+            self.select_window()
+        } else {
+            self.rx_free().min(65_535) as u16
+        };
+        let ack_number = (self.state != State::SynSent).then_some(self.rcv_nxt);
+        TcpRepr {
+            src_port: self.local.port,
+            dst_port: self.remote.port,
+            control,
+            psh: false,
+            seq_number,
+            ack_number,
+            window_len,
+            window_scale: None,
+            max_seg_size: None,
+            sack_permitted: false,
+            sack_ranges: if control == TcpControl::Rst {
+                [None; 4]
+            } else {
+                self.sack_blocks()
+            },
+            timestamp: self.timestamp(now),
+            payload: &[],
+        }
+    }
+
+    /// The SYN (SYN-SENT) or SYN-ACK (SYN-RECEIVED) with our options.
+    fn syn_repr(&mut self, now: Instant) -> TcpRepr<'static> {
+        let syn_ack = self.state == State::SynReceived;
+        let window_len = self.rx_free().min(65_535) as u16;
+        let (ws, sack, ts) = if syn_ack {
+            (self.wscale_ok, self.sack_ok, self.ts.is_some())
+        } else {
+            (self.offer_wscale, self.offer_sack, self.offer_ts)
+        };
+        TcpRepr {
+            src_port: self.local.port,
+            dst_port: self.remote.port,
+            control: TcpControl::Syn,
+            psh: false,
+            seq_number: self.iss,
+            ack_number: syn_ack.then_some(self.rcv_nxt),
+            window_len,
+            window_scale: ws.then_some(self.rcv_wscale),
+            max_seg_size: Some(self.adv_mss),
+            sack_permitted: sack,
+            sack_ranges: [None; 4],
+            timestamp: if ts {
+                Some(TcpTimestamp {
+                    tsval: self.ts_now(now),
+                    tsecr: if syn_ack {
+                        self.ts.map_or(0, |t| t.recent)
+                    } else {
+                        0
+                    },
+                })
+            } else {
+                None
+            },
+            payload: &[],
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! A bounded, sorted set of byte ranges.
+//!
+//! Used twice: by the receiver as the out-of-order assembler (ranges held
+//! past `rcv_nxt`, as offsets from it) and by the sender as the SACK
+//! scoreboard (ranges SACKed past `snd_una`). The number of ranges is fixed
+//! when the set is made, so a flood of scattered segments cannot grow memory:
+//! an insert that would need one range too many is refused and the caller
+//! drops the segment.
+
+use alloc::vec::Vec;
+
+/// The set would need more ranges than it may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TooManyRanges;
+
+/// Sorted, non-overlapping, non-adjacent half-open ranges `[start, end)`.
+#[derive(Clone, Debug)]
+pub(crate) struct RangeSet {
+    ranges: Vec<(u32, u32)>,
+    max: usize,
+}
+
+impl RangeSet {
+    pub(crate) fn new(max_ranges: usize) -> RangeSet {
+        let max = max_ranges.max(1);
+        RangeSet {
+            ranges: Vec::with_capacity(max + 1),
+            max,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.ranges.clear();
+    }
+
+    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = (u32, u32)> + '_ {
+        self.ranges.iter().copied()
+    }
+
+    /// Adds `[start, end)`, merging with what it touches.
+    pub(crate) fn insert(&mut self, start: u32, end: u32) -> Result<(), TooManyRanges> {
+        if start >= end {
+            return Ok(());
+        }
+        // First range that ends at or after `start` (could merge).
+        let first = self.ranges.partition_point(|&(_, e)| e < start);
+        // First range that starts after `end` (cannot merge).
+        let last = self.ranges.partition_point(|&(s, _)| s <= end);
+        if first == last {
+            // Touches nothing: a new range.
+            if self.ranges.len() >= self.max {
+                return Err(TooManyRanges);
+            }
+            self.ranges.insert(first, (start, end));
+            return Ok(());
+        }
+        let (s0, _) = self.ranges.get(first).copied().unwrap_or((start, end));
+        let (_, e1) = self.ranges.get(last - 1).copied().unwrap_or((start, end));
+        let merged = (s0.min(start), e1.max(end));
+        if let Some(r) = self.ranges.get_mut(first) {
+            *r = merged;
+        }
+        self.ranges.drain(first + 1..last);
+        Ok(())
+    }
+
+    /// Moves the origin forward by `by`: ranges below it are dropped or cut.
+    pub(crate) fn advance(&mut self, by: u32) {
+        if by == 0 {
+            return;
+        }
+        self.ranges.retain_mut(|r| {
+            if r.1 <= by {
+                return false;
+            }
+            r.0 = r.0.saturating_sub(by);
+            r.1 -= by;
+            true
+        });
+    }
+
+    /// Removes a range starting at offset 0 and returns its length.
+    pub(crate) fn pop_front_if_starts_at_zero(&mut self) -> Option<u32> {
+        match self.ranges.first() {
+            Some(&(0, e)) => {
+                self.ranges.remove(0);
+                Some(e)
+            }
+            _ => None,
+        }
+    }
+
+    pub(crate) fn contains(&self, offset: u32) -> bool {
+        self.ranges.iter().any(|&(s, e)| s <= offset && offset < e)
+    }
+
+    /// Total bytes covered.
+    pub(crate) fn covered_bytes(&self) -> u32 {
+        self.ranges
+            .iter()
+            .map(|&(s, e)| e - s)
+            .fold(0u32, u32::saturating_add)
+    }
+
+    /// Bytes covered at or above `offset`.
+    pub(crate) fn bytes_above(&self, offset: u32) -> u32 {
+        self.ranges
+            .iter()
+            .filter(|&&(_, e)| e > offset)
+            .map(|&(s, e)| e - s.max(offset))
+            .fold(0u32, u32::saturating_add)
+    }
+
+    /// The end of the highest range.
+    pub(crate) fn highest_end(&self) -> Option<u32> {
+        self.ranges.last().map(|&(_, e)| e)
+    }
+
+    /// The gaps in `[0, limit)` not covered by any range, in order.
+    pub(crate) fn holes_before(&self, limit: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let mut prev = 0u32;
+        let mut done = false;
+        let mut it = self.ranges.iter();
+        core::iter::from_fn(move || {
+            if done {
+                return None;
+            }
+            loop {
+                match it.next() {
+                    Some(&(s, e)) => {
+                        let hole = (prev, s.min(limit));
+                        prev = prev.max(e);
+                        if hole.0 < hole.1 {
+                            return Some(hole);
+                        }
+                        if prev >= limit {
+                            done = true;
+                            return None;
+                        }
+                    }
+                    None => {
+                        done = true;
+                        return (prev < limit).then_some((prev, limit));
+                    }
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::collections::BTreeSet;
+
+    fn set(r: &[(u32, u32)]) -> RangeSet {
+        let mut s = RangeSet::new(8);
+        for &(a, b) in r {
+            s.insert(a, b).unwrap();
+        }
+        s
+    }
+
+    #[test]
+    fn merges_and_bounds() {
+        let s = set(&[(10, 20), (30, 40), (20, 30)]);
+        assert_eq!(s.iter().collect::<Vec<_>>(), [(10, 40)]);
+        let mut s = RangeSet::new(2);
+        s.insert(0, 1).unwrap();
+        s.insert(5, 6).unwrap();
+        assert_eq!(s.insert(10, 11), Err(TooManyRanges));
+        assert_eq!(s.len(), 2, "unchanged");
+        s.insert(1, 5).unwrap();
+        assert_eq!(s.iter().collect::<Vec<_>>(), [(0, 6)]);
+    }
+
+    #[test]
+    fn holes_and_advance() {
+        let mut s = set(&[(10, 20), (30, 40)]);
+        assert_eq!(
+            s.holes_before(50).collect::<Vec<_>>(),
+            [(0, 10), (20, 30), (40, 50)]
+        );
+        assert_eq!(s.holes_before(25).collect::<Vec<_>>(), [(0, 10), (20, 25)]);
+        assert_eq!(s.holes_before(15).collect::<Vec<_>>(), [(0, 10)]);
+        assert_eq!(s.bytes_above(15), 15);
+        s.advance(15);
+        assert_eq!(s.iter().collect::<Vec<_>>(), [(0, 5), (15, 25)]);
+        assert_eq!(s.pop_front_if_starts_at_zero(), Some(5));
+        assert_eq!(s.highest_end(), Some(25));
+        assert!(s.contains(15) && !s.contains(25));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn matches_a_model(ops in proptest::collection::vec((0u8..3, 0u32..64, 0u32..16), 1..60)) {
+            let mut s = RangeSet::new(4);
+            let mut model: BTreeSet<u32> = BTreeSet::new();
+            for (op, a, b) in ops {
+                match op {
+                    0 | 1 => {
+                        let before: Vec<_> = s.iter().collect();
+                        match s.insert(a, a + b) {
+                            Ok(()) => model.extend(a..a + b),
+                            Err(TooManyRanges) => proptest::prop_assert_eq!(s.iter().collect::<Vec<_>>(), before),
+                        }
+                    }
+                    _ => {
+                        let by = b;
+                        s.advance(by);
+                        model = model.into_iter().filter(|&x| x >= by).map(|x| x - by).collect();
+                    }
+                }
+                let covered: BTreeSet<u32> = s.iter().flat_map(|(a, b)| a..b).collect();
+                proptest::prop_assert_eq!(&covered, &model);
+                proptest::prop_assert!(s.len() <= 4);
+                let v: Vec<_> = s.iter().collect();
+                for w in v.windows(2) {
+                    proptest::prop_assert!(w[0].1 < w[1].0, "sorted, non-adjacent");
+                }
+                let holes: BTreeSet<u32> = s.holes_before(80).flat_map(|(a, b)| a..b).collect();
+                let want: BTreeSet<u32> = (0..80).filter(|x| !model.contains(x)).collect();
+                proptest::prop_assert_eq!(holes, want);
+                proptest::prop_assert_eq!(s.bytes_above(20) as usize, model.iter().filter(|&&x| x >= 20).count());
+            }
+        }
+    }
+}

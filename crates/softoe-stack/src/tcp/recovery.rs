@@ -1,0 +1,469 @@
+//! Loss recovery and the retransmission timer.
+//!
+//! With SACK (the normal case against Linux) recovery follows RFC 6675: a
+//! scoreboard of SACKed ranges, `IsLost` by the duplicate threshold, `pipe`
+//! as the estimate of data in the network, and `NextSeg` choosing lost holes
+//! first, then new data, then other holes. Without SACK it is NewReno
+//! (RFC 6582): fast retransmit after three duplicate ACKs, window inflation,
+//! one retransmission per partial ACK. Both enter through the congestion
+//! controller's `on_congestion_event` and leave through `on_recovery_exit`.
+//! The RTO (RFC 6298) backs off exponentially, resets the scoreboard
+//! (RFC 2018 §8: the receiver may have reneged) and goes back to `snd_una`.
+
+use softoe_wire::{TcpControl, TcpRepr, TcpSeqNumber};
+
+use super::congestion::CongestionControl;
+use super::input::Ctx;
+use super::rangeset::RangeSet;
+use super::seq;
+use super::socket::{TcpSocket, Timer};
+use super::{State, TcpError};
+use crate::socket::Events;
+use crate::time::Instant;
+
+/// RFC 5681's duplicate-ACK threshold.
+pub(crate) const DUP_THRESH: u32 = 3;
+
+/// An active loss-recovery phase.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Phase {
+    /// RFC 6675 RecoveryPoint: recovery ends when this is acknowledged.
+    pub(crate) point: TcpSeqNumber,
+    /// Driven by SACK (RFC 6675) rather than NewReno.
+    pub(crate) sack: bool,
+}
+
+/// Loss-recovery state of one connection.
+#[derive(Debug)]
+pub(crate) struct Recovery {
+    /// SACKed ranges above `snd_una`, as offsets from it.
+    pub(crate) scoreboard: RangeSet,
+    pub(crate) dupacks: u32,
+    pub(crate) phase: Option<Phase>,
+    /// RFC 6675 HighRxt: everything below was retransmitted in this phase.
+    pub(crate) high_rxt: TcpSeqNumber,
+    /// RFC 6582 `recover`: no new phase until the ACK passes it.
+    pub(crate) recover: Option<TcpSeqNumber>,
+    /// The segment at `snd_una` must be retransmitted next (fast retransmit,
+    /// NewReno partial ACK), whatever the window says.
+    pub(crate) rtx_first: bool,
+    /// NewReno window inflation, bytes.
+    pub(crate) inflation: u32,
+    mss: u32,
+}
+
+impl Recovery {
+    pub(crate) fn new(max_ranges: usize) -> Recovery {
+        Recovery {
+            scoreboard: RangeSet::new(max_ranges),
+            dupacks: 0,
+            phase: None,
+            high_rxt: TcpSeqNumber(0),
+            recover: None,
+            rtx_first: false,
+            inflation: 0,
+            mss: 536,
+        }
+    }
+
+    pub(crate) fn set_mss(&mut self, mss: u32) {
+        self.mss = mss.max(1);
+    }
+
+    /// The lowest offset (from `snd_una`) not considered lost: every hole
+    /// below it is lost by RFC 6675's `IsLost` — more than
+    /// `(DupThresh - 1) * SMSS` bytes, or `DupThresh` ranges, SACKed above it.
+    pub(crate) fn lost_boundary(&self) -> u32 {
+        let limit = (DUP_THRESH - 1).saturating_mul(self.mss);
+        let mut bytes = 0u32;
+        let mut ranges = 0u32;
+        let mut best = 0u32;
+        // Walk the ranges from the top down.
+        let n = self.scoreboard.len();
+        for i in (0..n).rev() {
+            let Some((s, e)) = self.scoreboard.iter().nth(i) else {
+                continue;
+            };
+            ranges += 1;
+            if ranges >= DUP_THRESH {
+                best = best.max(s);
+            }
+            let after = bytes.saturating_add(e - s);
+            if after > limit {
+                // Offsets below `e - (limit - bytes)` have more than `limit` above.
+                best = best.max(e - (limit - bytes));
+                break;
+            }
+            bytes = after;
+        }
+        best
+    }
+
+    /// RFC 6675 `pipe`: bytes presumed in the network.
+    pub(crate) fn pipe(&self, snd_una: TcpSeqNumber, snd_max: TcpSeqNumber) -> u32 {
+        let top = seq::dist(snd_max, snd_una);
+        let lost = self.lost_boundary();
+        let rxt = seq::dist(self.high_rxt, snd_una).min(top);
+        let rxt = if seq::lt(self.high_rxt, snd_una) {
+            0
+        } else {
+            rxt
+        };
+        let mut pipe = 0u32;
+        for (hs, he) in self.scoreboard.holes_before(top) {
+            // Not lost: still in flight.
+            if he > lost {
+                pipe = pipe.saturating_add(he - hs.max(lost));
+            }
+            // Retransmitted: that copy is in flight too.
+            if hs < rxt {
+                pipe = pipe.saturating_add(he.min(rxt) - hs);
+            }
+        }
+        pipe
+    }
+}
+
+impl TcpSocket {
+    /// Processes the ACK field and SACK blocks of an acceptable segment.
+    /// Returns false when the segment must be dropped (RFC 5961 §5).
+    pub(crate) fn on_ack(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        seg: &TcpRepr<'_>,
+        ack: TcpSeqNumber,
+    ) -> bool {
+        let now = cx.now;
+        if seq::gt(ack, self.snd_max) {
+            // Acknowledges something never sent: answer with an ACK, drop.
+            self.ack_now = true;
+            return false;
+        }
+        let oldest_ok = seq::sub(self.snd_una, self.max_snd_wnd);
+        if seq::lt(ack, oldest_ok) {
+            if cx.challenge.allow(now) {
+                self.challenge_pending = true;
+                self.counters.challenge_acks += 1;
+            }
+            return false;
+        }
+        let window = u32::from(seg.window_len) << self.snd_wscale;
+        let flight_before = self.flight();
+
+        // SACK blocks update the scoreboard (RFC 6675 Update()).
+        let mut new_sack = false;
+        if self.sack_ok && flight_before > 0 {
+            let before = self.rec.scoreboard.covered_bytes();
+            let base = seq::max(ack, self.snd_una);
+            for (l, r) in seg.sack_ranges.iter().flatten() {
+                let (l, r) = (TcpSeqNumber(*l), TcpSeqNumber(*r));
+                if !seq::lt(l, r) || !seq::gt(r, base) || seq::gt(r, self.snd_max) {
+                    continue;
+                }
+                let start = seq::dist(seq::max(l, base), self.snd_una);
+                let end = seq::dist(r, self.snd_una);
+                // A full scoreboard keeps what it has: losing a block only
+                // makes recovery more conservative.
+                let _ = self.rec.scoreboard.insert(start, end);
+            }
+            new_sack = self.rec.scoreboard.covered_bytes() > before;
+        }
+
+        if seq::gt(ack, self.snd_una) {
+            self.ack_advanced(now, ack, flight_before);
+        } else if ack == self.snd_una && flight_before > 0 {
+            let is_dup = if self.sack_ok {
+                new_sack
+            } else {
+                seg.payload.is_empty() && seg.control == TcpControl::None && window == self.snd_wnd
+            };
+            if is_dup {
+                self.on_dupack(now);
+            }
+        }
+
+        // Window update (RFC 9293 §3.10.7.4, SND.WL1/WL2).
+        if seq::lt(self.snd_wl1, seg.seq_number)
+            || (self.snd_wl1 == seg.seq_number && seq::le(self.snd_wl2, ack))
+        {
+            let opened = window > self.snd_wnd;
+            self.snd_wnd = window;
+            self.snd_wl1 = seg.seq_number;
+            self.snd_wl2 = ack;
+            self.max_snd_wnd = self.max_snd_wnd.max(window);
+            if window > 0 {
+                self.timers.clear(Timer::Persist);
+                self.persist_backoff = 0;
+            }
+            if opened {
+                self.events.insert(Events::WRITABLE);
+            }
+        }
+        true
+    }
+
+    fn ack_advanced(&mut self, now: Instant, ack: TcpSeqNumber, flight_before: u32) {
+        let acked = seq::dist(ack, self.snd_una);
+        // Payload bytes acknowledged (the SYN and FIN occupy sequence space too).
+        let data = if seq::gt(ack, self.tx_seq0) {
+            (seq::dist(ack, self.tx_seq0) as usize).min(self.tx.len())
+        } else {
+            0
+        };
+        self.tx.ack(data);
+        self.tx_seq0 = seq::add(self.tx_seq0, data as u32);
+        self.snd_una = ack;
+        if seq::lt(self.snd_nxt, ack) {
+            self.snd_nxt = ack;
+        }
+        self.rec.scoreboard.advance(acked);
+        if seq::lt(self.rec.high_rxt, ack) {
+            self.rec.high_rxt = ack;
+        }
+
+        // RTT sample from the timed segment (Karn: retransmissions cleared it).
+        if let Some((end, t)) = self.rtt_timing {
+            if seq::ge(ack, end) {
+                self.rtt.on_sample(now.saturating_duration_since(t));
+                self.rtt_timing = None;
+            }
+        }
+        self.retries = 0;
+        self.rtt.reset_backoff();
+        self.last_progress = now;
+        self.persist_backoff = 0;
+
+        match self.rec.phase {
+            Some(p) if seq::ge(ack, p.point) => {
+                self.rec.phase = None;
+                self.rec.inflation = 0;
+                self.rec.dupacks = 0;
+                self.rec.rtx_first = false;
+                self.cc.on_recovery_exit(now, self.flight());
+            }
+            Some(p) => {
+                // Partial ACK.
+                if !p.sack {
+                    // RFC 6582 §3.2 step 3: retransmit the next hole, deflate.
+                    self.rec.rtx_first = true;
+                    self.rec.inflation = self.rec.inflation.saturating_sub(acked);
+                    if acked >= self.snd_mss {
+                        self.rec.inflation = self.rec.inflation.saturating_add(self.snd_mss);
+                    }
+                }
+            }
+            None => {
+                self.rec.dupacks = 0;
+                let cc_acked = data as u32;
+                if cc_acked > 0 {
+                    self.cc.on_ack(
+                        now,
+                        cc_acked,
+                        flight_before,
+                        self.rtt.srtt(),
+                        self.rtt.min_rtt(),
+                    );
+                }
+            }
+        }
+
+        if self.snd_una == self.snd_max {
+            self.timers.clear(Timer::Retransmit);
+        } else {
+            self.timers.set(Timer::Retransmit, now + self.rtt.rto());
+        }
+        if data > 0 {
+            self.events.insert(Events::ACKED | Events::WRITABLE);
+        }
+        self.sample_rate(now);
+    }
+
+    fn on_dupack(&mut self, now: Instant) {
+        self.rec.dupacks = self.rec.dupacks.saturating_add(1);
+        if let Some(p) = self.rec.phase {
+            if !p.sack {
+                self.rec.inflation = self.rec.inflation.saturating_add(self.snd_mss);
+            }
+            return;
+        }
+        let trigger =
+            self.rec.dupacks >= DUP_THRESH || (self.sack_ok && self.rec.lost_boundary() > 0);
+        // RFC 6582 §3.2 step 1 / RFC 6675 §5.1: one reduction per window.
+        let allowed = self.rec.recover.is_none_or(|r| seq::gt(self.snd_una, r));
+        if trigger && allowed {
+            self.enter_recovery(now);
+        }
+    }
+
+    fn enter_recovery(&mut self, now: Instant) {
+        let flight = self.flight();
+        self.cc.on_congestion_event(now, flight);
+        self.rec.phase = Some(Phase {
+            point: self.snd_max,
+            sack: self.sack_ok,
+        });
+        self.rec.recover = Some(self.snd_max);
+        self.rec.high_rxt = self.snd_una;
+        self.rec.rtx_first = true;
+        self.rec.inflation = if self.sack_ok {
+            0
+        } else {
+            DUP_THRESH * self.snd_mss
+        };
+        self.counters.fast_retransmits += 1;
+        if self.sack_ok {
+            self.counters.sack_recoveries += 1;
+        }
+        self.rtt_timing = None;
+    }
+
+    /// Runs the timers that expired by `now`.
+    pub(crate) fn on_timers(&mut self, now: Instant) {
+        if self.timers.expired(Timer::TimeWait, now) || self.timers.expired(Timer::FinWait2, now) {
+            self.set_state(State::Closed);
+            return;
+        }
+        if self.timers.expired(Timer::Retransmit, now) {
+            self.timers.clear(Timer::Retransmit);
+            self.on_rto(now);
+            if self.state == State::Closed {
+                return;
+            }
+        }
+        if self.timers.expired(Timer::DelayedAck, now) {
+            self.timers.clear(Timer::DelayedAck);
+            self.ack_now = true;
+        }
+        if self.timers.expired(Timer::Persist, now) {
+            self.timers.clear(Timer::Persist);
+            if self.user_timed_out(now) {
+                self.fail(TcpError::TimedOut);
+                return;
+            }
+            self.probe_pending = true;
+            self.counters.zero_window_probes += 1;
+            self.persist_backoff = self.persist_backoff.saturating_add(1);
+        }
+        if self.timers.expired(Timer::Keepalive, now) {
+            self.timers.clear(Timer::Keepalive);
+            self.on_keepalive(now);
+        }
+    }
+
+    fn user_timed_out(&self, now: Instant) -> bool {
+        self.cfg
+            .user_timeout
+            .is_some_and(|ut| now.saturating_duration_since(self.last_progress) >= ut)
+    }
+
+    fn on_rto(&mut self, now: Instant) {
+        if self.snd_una == self.snd_max
+            && !matches!(self.state, State::SynSent | State::SynReceived)
+        {
+            return;
+        }
+        let limit = match self.state {
+            State::SynSent | State::SynReceived => self.cfg.syn_retries,
+            _ => self.cfg.max_retries,
+        };
+        if self.retries >= limit || self.user_timed_out(now) {
+            self.fail(TcpError::TimedOut);
+            return;
+        }
+        self.retries += 1;
+        self.counters.rto_count += 1;
+        self.rtt.backoff();
+        self.rtt_timing = None;
+        if self.state.is_synchronized() {
+            self.cc.on_rto(now, self.flight());
+            self.rec.phase = None;
+            self.rec.inflation = 0;
+            self.rec.dupacks = 0;
+            self.rec.rtx_first = false;
+            self.rec.recover = Some(self.snd_max);
+            self.rec.scoreboard.clear();
+            self.rec.high_rxt = self.snd_una;
+            // Go back N: resend from the first unacknowledged byte.
+            self.snd_nxt = self.snd_una;
+        } else {
+            // Resend the SYN (or SYN-ACK).
+            self.snd_nxt = self.iss;
+        }
+    }
+
+    fn on_keepalive(&mut self, now: Instant) {
+        let Some(ka) = self.cfg.keepalive else { return };
+        if !matches!(self.state, State::Established | State::CloseWait) {
+            return;
+        }
+        let idle_since = self.last_rx;
+        let due = if self.keepalive_sent == 0 {
+            idle_since + ka.idle
+        } else {
+            now
+        };
+        if due > now {
+            // Something arrived since the timer was set.
+            self.timers.set(Timer::Keepalive, due);
+            return;
+        }
+        if self.flight() > 0 || self.tx.len() > 0 {
+            // The retransmission timer is in charge while data is out.
+            self.timers.set(Timer::Keepalive, now + ka.interval);
+            return;
+        }
+        if self.keepalive_sent >= ka.count {
+            self.fail(TcpError::TimedOut);
+            return;
+        }
+        self.keepalive_sent += 1;
+        self.counters.keepalive_probes += 1;
+        self.probe_pending = true;
+        self.timers.set(Timer::Keepalive, now + ka.interval);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(ranges: &[(u32, u32)]) -> Recovery {
+        let mut r = Recovery::new(8);
+        r.set_mss(100);
+        for &(s, e) in ranges {
+            r.scoreboard.insert(s, e).unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn is_lost_by_bytes_and_by_ranges() {
+        // 250 bytes SACKed above 0..100: more than 2 × MSS, so 0..50 is lost.
+        assert_eq!(rec(&[(100, 350)]).lost_boundary(), 150);
+        // Exactly 2 × MSS is not enough.
+        assert_eq!(rec(&[(100, 300)]).lost_boundary(), 0);
+        // Three separate ranges above: everything below the lowest is lost.
+        assert_eq!(
+            rec(&[(100, 110), (200, 210), (300, 310)]).lost_boundary(),
+            100
+        );
+        assert_eq!(rec(&[]).lost_boundary(), 0);
+    }
+
+    #[test]
+    fn pipe_counts_unlost_holes_and_retransmissions() {
+        let una = TcpSeqNumber(1000);
+        let max = TcpSeqNumber(1000 + 1000);
+        // SACKed 500..1000: 0..300 lost (500 bytes above > 200 ... boundary = 1000 - 200 = 800, capped by range start 500..)
+        let mut r = rec(&[(500, 1000)]);
+        // Holes: 0..500. Boundary: 800 → whole hole lost → pipe 0.
+        assert_eq!(r.lost_boundary(), 800);
+        assert_eq!(r.pipe(una, max), 0);
+        // Retransmitted 0..100 → 100 in flight.
+        r.high_rxt = TcpSeqNumber(1100);
+        assert_eq!(r.pipe(una, max), 100);
+        // No SACK at all: everything is in flight.
+        let r = rec(&[]);
+        assert_eq!(r.pipe(una, max), 1000);
+    }
+}

@@ -1,0 +1,651 @@
+//! A TCP connection: its state, its buffers, and what the application asks of it.
+//!
+//! Segment arrival lives in [`input`](super::input), transmission in
+//! [`output`](super::output), loss recovery and the RTO in
+//! [`recovery`](super::recovery); this file holds the state they share, the
+//! timer table, and the application-facing operations.
+
+use core::time::Duration;
+
+use softoe_wire::TcpSeqNumber;
+
+use super::congestion::{CongestionControl, Controller};
+use super::rangeset::RangeSet;
+use super::recovery::Recovery;
+use super::ring::RingBuffer;
+use super::rtt::RttEstimator;
+use super::send_queue::SendQueue;
+use super::seq;
+use super::{Endpoint, RecvError, SendError, State, TcpError, TcpInfo};
+use crate::config::TcpConfig;
+use crate::device::DeviceCaps;
+use crate::payload::PayloadRef;
+use crate::socket::Events;
+use crate::time::Instant;
+
+/// IPv4 header plus TCP header without options.
+pub(crate) const IP_TCP_HEADER: usize = 40;
+/// The NOP NOP TIMESTAMP block on every segment once timestamps are on.
+pub(crate) const TS_OPTION_LEN: usize = 12;
+/// Largest IPv4 packet.
+const MAX_IP_PACKET: usize = 65_535;
+
+/// The timers of a connection, as a fixed table (no allocation per segment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// Retransmission of data, SYN or FIN (RFC 6298).
+    Retransmit = 0,
+    /// Delayed ACK.
+    DelayedAck = 1,
+    /// Zero-window probe.
+    Persist = 2,
+    /// Keepalive probe.
+    Keepalive = 3,
+    /// End of TIME-WAIT.
+    TimeWait = 4,
+    /// An orphaned connection stuck in FIN-WAIT-2.
+    FinWait2 = 5,
+}
+
+const TIMERS: usize = 6;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Timers {
+    deadline: [Option<Instant>; TIMERS],
+}
+
+impl Timers {
+    pub(crate) fn set(&mut self, t: Timer, at: Instant) {
+        if let Some(d) = self.deadline.get_mut(t as usize) {
+            *d = Some(at);
+        }
+    }
+    /// Sets `t` unless it is already running.
+    pub(crate) fn set_if_idle(&mut self, t: Timer, at: Instant) {
+        if self.get(t).is_none() {
+            self.set(t, at);
+        }
+    }
+    pub(crate) fn clear(&mut self, t: Timer) {
+        if let Some(d) = self.deadline.get_mut(t as usize) {
+            *d = None;
+        }
+    }
+    pub(crate) fn get(&self, t: Timer) -> Option<Instant> {
+        self.deadline.get(t as usize).copied().flatten()
+    }
+    pub(crate) fn expired(&self, t: Timer, now: Instant) -> bool {
+        self.get(t).is_some_and(|d| d <= now)
+    }
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.deadline.iter().flatten().min().copied()
+    }
+    pub(crate) fn clear_all(&mut self) {
+        self.deadline = [None; TIMERS];
+    }
+}
+
+/// Timestamp state (RFC 7323).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timestamps {
+    /// TS.Recent: the peer's timestamp to echo.
+    pub(crate) recent: u32,
+    /// When `recent` was last updated (PAWS's 24-day rule).
+    pub(crate) recent_at: Instant,
+    /// Our clock's random offset for this connection.
+    pub(crate) offset: u32,
+}
+
+/// Counters for [`TcpInfo`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) bytes_received: u64,
+    pub(crate) bytes_sent: u64,
+    pub(crate) bytes_retrans: u64,
+    pub(crate) segs_out: u64,
+    pub(crate) segs_in: u64,
+    pub(crate) retransmits: u64,
+    pub(crate) rto_count: u32,
+    pub(crate) fast_retransmits: u32,
+    pub(crate) sack_recoveries: u32,
+    pub(crate) ooo_segments: u64,
+    pub(crate) dup_segments: u64,
+    pub(crate) challenge_acks: u32,
+    pub(crate) zero_window_probes: u32,
+    pub(crate) keepalive_probes: u32,
+}
+
+/// Delivery-rate sampling: bytes acknowledged over roughly one round trip.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RateSample {
+    pub(crate) start: Instant,
+    pub(crate) acked_at_start: u64,
+    pub(crate) rate: u64,
+}
+
+/// Derived segment sizes for this connection's path.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PathCaps {
+    /// IP MTU.
+    pub(crate) mtu: usize,
+    /// Largest IPv4 packet for a TSO super-segment (`None`: no TSO).
+    pub(crate) tso_max: Option<usize>,
+}
+
+impl PathCaps {
+    pub(crate) fn from_device(caps: &DeviceCaps) -> PathCaps {
+        PathCaps {
+            mtu: caps.mtu.clamp(IP_TCP_HEADER + 8, MAX_IP_PACKET),
+            // TSO needs checksum offload: the port computes each segment's sum.
+            tso_max: caps
+                .tso_max
+                .filter(|_| caps.tx_csum)
+                .map(|m| m.min(MAX_IP_PACKET)),
+        }
+    }
+}
+
+/// A TCP connection.
+#[derive(Debug)]
+pub(crate) struct TcpSocket {
+    pub(crate) state: State,
+    pub(crate) local: Endpoint,
+    pub(crate) remote: Endpoint,
+    pub(crate) cfg: TcpConfig,
+    pub(crate) path: PathCaps,
+
+    // Send sequence space (RFC 9293 §3.3.1).
+    pub(crate) iss: TcpSeqNumber,
+    pub(crate) snd_una: TcpSeqNumber,
+    /// Next sequence number to send; pulled back to `snd_una` after an RTO.
+    pub(crate) snd_nxt: TcpSeqNumber,
+    /// Highest sequence number sent, plus one.
+    pub(crate) snd_max: TcpSeqNumber,
+    /// Peer's window, in bytes (scaled).
+    pub(crate) snd_wnd: u32,
+    pub(crate) snd_wl1: TcpSeqNumber,
+    pub(crate) snd_wl2: TcpSeqNumber,
+    pub(crate) max_snd_wnd: u32,
+    /// Shift the peer applies to the windows it sends.
+    pub(crate) snd_wscale: u8,
+    pub(crate) tx: SendQueue,
+    /// Sequence number of the send queue's first byte.
+    pub(crate) tx_seq0: TcpSeqNumber,
+    /// The application finished sending: a FIN follows the queued data.
+    pub(crate) fin_queued: bool,
+
+    // Receive sequence space.
+    pub(crate) irs: TcpSeqNumber,
+    pub(crate) rcv_nxt: TcpSeqNumber,
+    /// Shift we apply to the windows we send.
+    pub(crate) rcv_wscale: u8,
+    pub(crate) rx: RingBuffer,
+    /// Out-of-order data held past `rcv_nxt`, as offsets from it.
+    pub(crate) ooo: RangeSet,
+    /// Sequence number of a FIN that arrived ahead of missing data.
+    pub(crate) rx_fin: Option<TcpSeqNumber>,
+    /// The peer's FIN has been received in order.
+    pub(crate) rx_closed: bool,
+    /// The right edge of the window we last advertised (never moves left).
+    pub(crate) rcv_adv_edge: TcpSeqNumber,
+    /// The start of the most recently received out-of-order block, for the
+    /// first SACK block (RFC 2018 §4).
+    pub(crate) last_ooo: Option<u32>,
+
+    // Negotiated options.
+    /// Payload bytes per segment we send.
+    pub(crate) snd_mss: u32,
+    /// Largest segment payload received (for delayed-ACK accounting).
+    pub(crate) rcv_mss: u32,
+    /// MSS we announce.
+    pub(crate) adv_mss: u16,
+    pub(crate) ts: Option<Timestamps>,
+    pub(crate) sack_ok: bool,
+    pub(crate) wscale_ok: bool,
+    /// Our SYN offered these; the peer's SYN decides.
+    pub(crate) offer_ts: bool,
+    pub(crate) offer_sack: bool,
+    pub(crate) offer_wscale: bool,
+
+    // Reliability.
+    pub(crate) rtt: RttEstimator,
+    pub(crate) cc: Controller,
+    /// The segment being timed for an RTT sample: its end and send time (Karn).
+    pub(crate) rtt_timing: Option<(TcpSeqNumber, Instant)>,
+    pub(crate) rec: Recovery,
+    /// Consecutive retransmission timeouts without progress.
+    pub(crate) retries: u32,
+    /// Last time the peer acknowledged new data, or data first went out.
+    pub(crate) last_progress: Instant,
+    /// Last time anything was sent (idle restart).
+    pub(crate) last_send: Instant,
+
+    // What to send next besides data.
+    pub(crate) ack_now: bool,
+    /// Bytes received since the last ACK we sent.
+    pub(crate) unacked_bytes: u32,
+    pub(crate) challenge_pending: bool,
+    pub(crate) probe_pending: bool,
+    pub(crate) rst_pending: bool,
+    pub(crate) window_update: bool,
+
+    pub(crate) timers: Timers,
+    pub(crate) last_rx: Instant,
+    pub(crate) keepalive_sent: u32,
+    pub(crate) persist_backoff: u32,
+
+    pub(crate) error: Option<TcpError>,
+    /// The application gave up its handle: free the socket when it closes.
+    pub(crate) orphan: bool,
+    /// The application will read no more: arriving data resets the connection.
+    pub(crate) rx_shutdown: bool,
+    /// The listener this connection came from, until it is accepted.
+    pub(crate) parent: Option<usize>,
+    /// Whether it sits in the parent's accept queue.
+    pub(crate) queued_for_accept: bool,
+    pub(crate) events: Events,
+    pub(crate) counters: Counters,
+    pub(crate) rate: RateSample,
+}
+
+impl TcpSocket {
+    /// A closed socket with its buffers allocated.
+    pub(crate) fn new(cfg: TcpConfig, path: PathCaps, now: Instant) -> TcpSocket {
+        let adv_mss = {
+            let m = path
+                .mtu
+                .saturating_sub(IP_TCP_HEADER)
+                .min(usize::from(u16::MAX)) as u16;
+            cfg.mss_clamp
+                .map_or(m, |c| m.min(c))
+                .max(cfg.min_mss.min(m))
+        };
+        let rcv_wscale = if cfg.window_scaling {
+            let mut s = 0u8;
+            while s < 14 && (65_535usize << s) < cfg.rx_buffer {
+                s += 1;
+            }
+            s
+        } else {
+            0
+        };
+        let snd_mss = u32::from(adv_mss).min(536).max(1);
+        TcpSocket {
+            state: State::Closed,
+            local: Endpoint::default(),
+            remote: Endpoint::default(),
+            cfg,
+            path,
+            iss: TcpSeqNumber(0),
+            snd_una: TcpSeqNumber(0),
+            snd_nxt: TcpSeqNumber(0),
+            snd_max: TcpSeqNumber(0),
+            snd_wnd: 0,
+            snd_wl1: TcpSeqNumber(0),
+            snd_wl2: TcpSeqNumber(0),
+            max_snd_wnd: 0,
+            snd_wscale: 0,
+            tx: SendQueue::new(cfg.tx_buffer, cfg.tx_max_chunks),
+            tx_seq0: TcpSeqNumber(0),
+            fin_queued: false,
+            irs: TcpSeqNumber(0),
+            rcv_nxt: TcpSeqNumber(0),
+            rcv_wscale,
+            rx: RingBuffer::new(cfg.rx_buffer),
+            ooo: RangeSet::new(cfg.max_ooo_ranges.max(1)),
+            rx_fin: None,
+            rx_closed: false,
+            rcv_adv_edge: TcpSeqNumber(0),
+            last_ooo: None,
+            snd_mss,
+            rcv_mss: snd_mss,
+            adv_mss,
+            ts: None,
+            sack_ok: false,
+            wscale_ok: false,
+            offer_ts: cfg.timestamps,
+            offer_sack: cfg.sack,
+            offer_wscale: cfg.window_scaling,
+            rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
+            cc: Controller::new(cfg.congestion, snd_mss),
+            rtt_timing: None,
+            rec: Recovery::new(cfg.max_ooo_ranges.max(1)),
+            retries: 0,
+            last_progress: now,
+            last_send: now,
+            ack_now: false,
+            unacked_bytes: 0,
+            challenge_pending: false,
+            probe_pending: false,
+            rst_pending: false,
+            window_update: false,
+            timers: Timers::default(),
+            last_rx: now,
+            keepalive_sent: 0,
+            persist_backoff: 0,
+            error: None,
+            orphan: false,
+            rx_shutdown: false,
+            parent: None,
+            queued_for_accept: false,
+            events: Events::empty(),
+            counters: Counters::default(),
+            rate: RateSample::default(),
+        }
+    }
+
+    // ---- sequence-space helpers -------------------------------------------------
+
+    /// Sequence number of our FIN (valid once `fin_queued`).
+    pub(crate) fn fin_seq(&self) -> TcpSeqNumber {
+        seq::add(self.tx_seq0, self.tx.len() as u32)
+    }
+
+    /// Whether our FIN has been sent at least once.
+    pub(crate) fn fin_sent(&self) -> bool {
+        self.fin_queued && seq::gt(self.snd_max, self.fin_seq())
+    }
+
+    /// Whether our FIN has been acknowledged.
+    pub(crate) fn fin_acked(&self) -> bool {
+        self.fin_queued && seq::gt(self.snd_una, self.fin_seq())
+    }
+
+    /// Bytes of sequence space sent and not acknowledged.
+    pub(crate) fn flight(&self) -> u32 {
+        seq::dist(self.snd_max, self.snd_una)
+    }
+
+    /// Bytes we may still receive: free space in the receive buffer, capped
+    /// by what the window field can say.
+    pub(crate) fn rx_free(&self) -> u32 {
+        let max = 65_535u32 << self.rcv_wscale;
+        (self.rx.window().min(u32::MAX as usize) as u32).min(max)
+    }
+
+    /// Our timestamp clock: milliseconds, offset per connection.
+    pub(crate) fn ts_now(&self, now: Instant) -> u32 {
+        let off = self.ts.map_or(0, |t| t.offset);
+        (now.total_millis() as u32).wrapping_add(off)
+    }
+
+    /// Bytes of options every non-SYN segment carries.
+    pub(crate) fn option_overhead(&self) -> usize {
+        if self.ts.is_some() { TS_OPTION_LEN } else { 0 }
+    }
+
+    /// The largest payload one frame may carry: one MSS, or a TSO super-segment.
+    pub(crate) fn max_frame_payload(&self) -> u32 {
+        let mss = self.snd_mss.max(1);
+        match self.path.tso_max {
+            Some(max) => {
+                let room = max.saturating_sub(IP_TCP_HEADER + self.option_overhead()) as u32;
+                (room / mss * mss).max(mss)
+            }
+            None => mss,
+        }
+    }
+
+    /// Effective congestion window, NewReno inflation included.
+    pub(crate) fn cwnd(&self) -> u32 {
+        self.cc.cwnd().saturating_add(self.rec.inflation)
+    }
+
+    pub(crate) fn set_state(&mut self, state: State) {
+        if self.state == state {
+            return;
+        }
+        self.state = state;
+        match state {
+            State::Established => self.events.insert(Events::WRITABLE | Events::CONNECTED),
+            State::Closed => {
+                self.events
+                    .insert(Events::CLOSED | Events::READABLE | Events::WRITABLE);
+                self.timers.clear_all();
+            }
+            _ => {}
+        }
+    }
+
+    /// Ends the connection with `err`.
+    pub(crate) fn fail(&mut self, err: TcpError) {
+        if self.error.is_none() {
+            self.error = Some(err);
+        }
+        self.tx.clear();
+        self.set_state(State::Closed);
+    }
+
+    // ---- application operations --------------------------------------------------
+
+    /// Queues payload for sending; returns the bytes taken (maybe fewer, maybe 0
+    /// when the send buffer is full).
+    pub(crate) fn send(&mut self, data: PayloadRef) -> Result<usize, SendError> {
+        if let Some(e) = self.error {
+            return Err(SendError::Failed(e));
+        }
+        match self.state {
+            State::SynSent | State::SynReceived | State::Established | State::CloseWait
+                if !self.fin_queued =>
+            {
+                Ok(self.tx.push(data))
+            }
+            _ => Err(SendError::InvalidState),
+        }
+    }
+
+    /// Bytes that can be queued right now.
+    pub(crate) fn send_space(&self) -> usize {
+        match self.state {
+            State::SynSent | State::SynReceived | State::Established | State::CloseWait
+                if !self.fin_queued && self.error.is_none() =>
+            {
+                self.tx.space()
+            }
+            _ => 0,
+        }
+    }
+
+    /// Copies received bytes into `out`.
+    pub(crate) fn recv(&mut self, out: &mut [u8]) -> Result<usize, RecvError> {
+        self.check_recv()?;
+        let n = self.rx.dequeue_slice(out);
+        self.after_read(n);
+        Ok(n)
+    }
+
+    /// Hands the readable bytes (at most two slices) to `f`, which returns how
+    /// many it consumed.
+    pub(crate) fn recv_with<R>(
+        &mut self,
+        f: impl FnOnce(&[u8], &[u8]) -> (usize, R),
+    ) -> Result<R, RecvError> {
+        self.check_recv()?;
+        let (a, b) = self.rx.peek();
+        let (n, r) = f(a, b);
+        let n = self.rx.consume(n);
+        self.after_read(n);
+        Ok(r)
+    }
+
+    /// Copies up to `out.len()` readable bytes without consuming them.
+    pub(crate) fn peek(&self, out: &mut [u8]) -> Result<usize, RecvError> {
+        self.check_recv()?;
+        Ok(self.rx.peek_at(0, out))
+    }
+
+    fn check_recv(&self) -> Result<(), RecvError> {
+        if !self.rx.is_empty() {
+            return Ok(());
+        }
+        if let Some(e) = self.error {
+            return Err(RecvError::Failed(e));
+        }
+        if self.rx_closed {
+            return Err(RecvError::Finished);
+        }
+        match self.state {
+            State::Closed | State::Listen => Err(RecvError::InvalidState),
+            _ => Ok(()),
+        }
+    }
+
+    /// After the application read `n` bytes: maybe open the window (Linux's
+    /// rule: when the advertised window is at most half the buffer and would
+    /// at least double).
+    fn after_read(&mut self, n: usize) {
+        if n == 0 || !self.state.is_synchronized() || self.rx_closed {
+            return;
+        }
+        let cur = seq::dist(self.rcv_adv_edge, self.rcv_nxt);
+        let free = self.rx_free();
+        let cap = self.rx.capacity().min(u32::MAX as usize) as u32;
+        if cur <= cap / 2 && free >= cur.saturating_mul(2) && free >= self.rcv_mss.min(cap / 2) {
+            self.window_update = true;
+        }
+    }
+
+    /// Bytes readable now.
+    pub(crate) fn recv_queue(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// Closes the sending half: a FIN follows the queued data. Before the
+    /// handshake completes, the FIN waits for it.
+    pub(crate) fn shutdown_send(&mut self) {
+        match self.state {
+            State::SynSent | State::SynReceived => self.fin_queued = true,
+            State::Established => {
+                self.fin_queued = true;
+                self.set_state(State::FinWait1);
+            }
+            State::CloseWait => {
+                self.fin_queued = true;
+                self.set_state(State::LastAck);
+            }
+            _ => {}
+        }
+    }
+
+    /// Full close by the application: shut down both halves. Unread data, or
+    /// data arriving later, resets the connection (RFC 9293 §3.10.4, as Linux).
+    /// A connection still in SYN-SENT is simply forgotten.
+    pub(crate) fn close(&mut self) {
+        self.rx_shutdown = true;
+        if self.state == State::SynSent {
+            self.set_state(State::Closed);
+            return;
+        }
+        if !self.rx.is_empty() && self.state.is_synchronized() {
+            self.abort();
+            return;
+        }
+        self.shutdown_send();
+    }
+
+    /// Aborts: a RST goes out if the peer knows of us, everything is dropped.
+    pub(crate) fn abort(&mut self) {
+        if matches!(
+            self.state,
+            State::SynReceived
+                | State::Established
+                | State::FinWait1
+                | State::FinWait2
+                | State::CloseWait
+        ) {
+            self.rst_pending = true;
+        }
+        self.fail(TcpError::Aborted);
+    }
+
+    /// Readiness for the application.
+    pub(crate) fn readiness(&self) -> Events {
+        let mut e = Events::empty();
+        if !self.rx.is_empty() || self.rx_closed || self.error.is_some() {
+            e.insert(Events::READABLE);
+        }
+        if self.send_space() > 0 || self.error.is_some() {
+            e.insert(Events::WRITABLE);
+        }
+        if self.state == State::Closed {
+            e.insert(Events::CLOSED);
+        }
+        e
+    }
+
+    /// When the stack must next call this socket.
+    pub(crate) fn poll_at(&self) -> Option<Instant> {
+        if self.has_immediate_work() {
+            return Some(Instant::ZERO);
+        }
+        self.timers.next()
+    }
+
+    /// Something is ready to go without waiting for a timer.
+    pub(crate) fn has_immediate_work(&self) -> bool {
+        self.ack_now
+            || self.challenge_pending
+            || self.probe_pending
+            || self.rst_pending
+            || self.window_update
+    }
+
+    /// The `ss -ti` snapshot.
+    pub(crate) fn info(&self) -> TcpInfo {
+        TcpInfo {
+            state: self.state,
+            local: self.local,
+            remote: self.remote,
+            snd_mss: self.snd_mss,
+            rcv_mss: self.rcv_mss,
+            cwnd: self.cwnd(),
+            ssthresh: self.cc.ssthresh(),
+            srtt: self.rtt.srtt(),
+            rttvar: self.rtt.rttvar(),
+            min_rtt: self.rtt.min_rtt(),
+            rto: self.rtt.rto(),
+            wscale: self.wscale_ok.then_some((self.rcv_wscale, self.snd_wscale)),
+            timestamps: self.ts.is_some(),
+            sack: self.sack_ok,
+            snd_wnd: self.snd_wnd,
+            rcv_wnd: seq::dist(self.rcv_adv_edge, self.rcv_nxt),
+            bytes_in_flight: self.flight(),
+            bytes_acked: self.tx.acked_total(),
+            bytes_received: self.counters.bytes_received,
+            bytes_sent: self.counters.bytes_sent,
+            bytes_retrans: self.counters.bytes_retrans,
+            segs_out: self.counters.segs_out,
+            segs_in: self.counters.segs_in,
+            retransmits: self.counters.retransmits,
+            rto_count: self.counters.rto_count,
+            fast_retransmits: self.counters.fast_retransmits,
+            sack_recoveries: self.counters.sack_recoveries,
+            ooo_segments: self.counters.ooo_segments,
+            dup_segments: self.counters.dup_segments,
+            challenge_acks: self.counters.challenge_acks,
+            zero_window_probes: self.counters.zero_window_probes,
+            keepalive_probes: self.counters.keepalive_probes,
+            send_queue: self.tx.len().min(u32::MAX as usize) as u32,
+            recv_queue: self.rx.len().min(u32::MAX as usize) as u32,
+            delivery_rate: self.rate.rate,
+            error: self.error,
+        }
+    }
+
+    /// Updates the delivery-rate sample after an ACK.
+    pub(crate) fn sample_rate(&mut self, now: Instant) {
+        let srtt = self.rtt.srtt().max(Duration::from_micros(10));
+        let elapsed = now.saturating_duration_since(self.rate.start);
+        if elapsed >= srtt {
+            let acked = self
+                .tx
+                .acked_total()
+                .saturating_sub(self.rate.acked_at_start);
+            let nanos = elapsed.as_nanos().max(1);
+            self.rate.rate =
+                (u128::from(acked) * 1_000_000_000 / nanos).min(u128::from(u64::MAX)) as u64;
+            self.rate.start = now;
+            self.rate.acked_at_start = self.tx.acked_total();
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! The test peer: builds frames from `TcpRepr`s, feeds them to a [`Stack`],
+//! and parses what the stack transmits back into owned segments.
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use softoe_wire::{
+    ArpOperation, ArpPacket, ArpRepr, ChecksumCaps, EtherType, EthernetAddress, EthernetFrame,
+    EthernetRepr, IpProtocol, Ipv4Address, Ipv4Cidr, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket,
+    TcpRepr, TcpSeqNumber,
+};
+
+use crate::{Device, Endpoint, Instant, PayloadRef, RxMeta, Stack, StackConfig, TxBusy, TxFrame};
+
+pub(crate) const LOCAL_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
+pub(crate) const REMOTE_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
+pub(crate) const LOCAL_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
+pub(crate) const REMOTE_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+pub(crate) const LOCAL_PORT: u16 = 80;
+pub(crate) const REMOTE_PORT: u16 = 49500;
+pub(crate) const REMOTE_SEQ: TcpSeqNumber = TcpSeqNumber(10_000);
+
+pub(crate) fn local() -> Endpoint {
+    Endpoint::new(LOCAL_IP, LOCAL_PORT)
+}
+pub(crate) fn remote() -> Endpoint {
+    Endpoint::new(REMOTE_IP, REMOTE_PORT)
+}
+
+/// A segment from the peer: fields as a `TcpRepr` with a static payload.
+pub(crate) const SEND_TEMPL: TcpRepr<'static> = TcpRepr {
+    src_port: REMOTE_PORT,
+    dst_port: LOCAL_PORT,
+    control: TcpControl::None,
+    psh: false,
+    seq_number: REMOTE_SEQ,
+    ack_number: None,
+    window_len: 65_535,
+    window_scale: None,
+    max_seg_size: None,
+    sack_permitted: false,
+    sack_ranges: [None; 4],
+    timestamp: None,
+    payload: &[],
+};
+
+/// A segment the stack sent, with its payload copied out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Sent {
+    pub(crate) repr: TcpRepr<'static>,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) gso_size: Option<u16>,
+}
+
+impl Sent {
+    pub(crate) fn seq(&self) -> TcpSeqNumber {
+        self.repr.seq_number
+    }
+    pub(crate) fn ack(&self) -> Option<TcpSeqNumber> {
+        self.repr.ack_number
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.payload.len()
+    }
+}
+
+/// The port under test: payload refs resolve into `mem`; frames are kept.
+pub(crate) struct TestDev {
+    pub(crate) mem: Vec<u8>,
+    pub(crate) frames: Vec<(Vec<u8>, Option<u16>)>,
+    pub(crate) busy: bool,
+}
+
+impl Device for TestDev {
+    fn payload(&self, r: &PayloadRef) -> &[u8] {
+        let s = r.offset as usize;
+        &self.mem[s..s + r.len()]
+    }
+    fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
+        if self.busy {
+            return Err(TxBusy);
+        }
+        let mut bytes = f.header.to_vec();
+        for r in f.payload {
+            bytes.extend_from_slice(self.payload(r));
+        }
+        if let Some(pc) = f.offload.csum {
+            // Finish the checksum as a port would.
+            let start = usize::from(pc.start);
+            let off = start + usize::from(pc.offset);
+            let mut acc = softoe_wire::checksum::Accumulator::new();
+            acc.add(&bytes[start..]);
+            let sum = !acc.finish();
+            bytes[off..off + 2].copy_from_slice(&sum.to_be_bytes());
+        }
+        self.frames.push((bytes, f.offload.gso_size));
+        Ok(())
+    }
+}
+
+/// A stack under test and its peer's view.
+pub(crate) struct Harness {
+    pub(crate) stack: Stack,
+    pub(crate) dev: TestDev,
+    pub(crate) now: Instant,
+    /// Non-TCP frames (ARP, ICMP) the stack sent, raw.
+    pub(crate) other: Vec<Vec<u8>>,
+}
+
+pub(crate) fn config() -> StackConfig {
+    let mut c = StackConfig::new(LOCAL_MAC, Ipv4Cidr::new(LOCAL_IP, 24).unwrap());
+    c.seed = 7;
+    c
+}
+
+impl Harness {
+    pub(crate) fn new() -> Harness {
+        Harness::with_config(config())
+    }
+
+    pub(crate) fn with_config(cfg: StackConfig) -> Harness {
+        let mut mem = vec![0u8; 1 << 20];
+        for (i, b) in mem.iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        let mut h = Harness {
+            stack: Stack::new(cfg).unwrap(),
+            dev: TestDev {
+                mem,
+                frames: Vec::new(),
+                busy: false,
+            },
+            now: Instant::from_secs(1),
+            other: Vec::new(),
+        };
+        // Teach the stack the peer's MAC (an ARP request aimed at it).
+        h.arp(ArpOperation::Request, REMOTE_IP, LOCAL_IP);
+        h.dev.frames.clear();
+        h
+    }
+
+    pub(crate) fn arp(&mut self, op: ArpOperation, src_ip: Ipv4Address, dst_ip: Ipv4Address) {
+        let repr = ArpRepr {
+            operation: op,
+            source_hardware_addr: REMOTE_MAC,
+            source_protocol_addr: src_ip,
+            target_hardware_addr: if op == ArpOperation::Reply {
+                LOCAL_MAC
+            } else {
+                EthernetAddress([0; 6])
+            },
+            target_protocol_addr: dst_ip,
+        };
+        let mut frame = vec![0u8; 14 + 28];
+        let mut eth = EthernetFrame::new_unchecked(&mut frame[..]);
+        EthernetRepr {
+            src_addr: REMOTE_MAC,
+            dst_addr: EthernetAddress::BROADCAST,
+            ethertype: EtherType::Arp,
+            vlan_tci: None,
+        }
+        .emit(&mut eth);
+        repr.emit(&mut ArpPacket::new_unchecked(eth.payload_mut()));
+        self.stack
+            .receive(self.now, &frame, RxMeta::default(), &mut self.dev);
+    }
+
+    /// A frame carrying `repr` from the peer, as bytes.
+    pub(crate) fn frame(repr: &TcpRepr<'_>) -> Vec<u8> {
+        let tcp_len = repr.buffer_len();
+        let mut frame = vec![0u8; 14 + 20 + tcp_len];
+        let mut eth = EthernetFrame::new_unchecked(&mut frame[..]);
+        EthernetRepr {
+            src_addr: REMOTE_MAC,
+            dst_addr: LOCAL_MAC,
+            ethertype: EtherType::Ipv4,
+            vlan_tci: None,
+        }
+        .emit(&mut eth);
+        let ip = Ipv4Repr {
+            src_addr: REMOTE_IP,
+            dst_addr: LOCAL_IP,
+            next_header: IpProtocol::Tcp,
+            payload_len: tcp_len,
+            hop_limit: 64,
+            ident: 0,
+            dont_frag: true,
+        };
+        let mut ipp = Ipv4Packet::new_unchecked(eth.payload_mut());
+        ip.emit(&mut ipp, &ChecksumCaps::default());
+        let mut tcp = TcpPacket::new_unchecked(ipp.payload_mut());
+        repr.emit(&mut tcp, &REMOTE_IP, &LOCAL_IP, &ChecksumCaps::default());
+        frame
+    }
+
+    /// The peer sends `repr`.
+    pub(crate) fn send(&mut self, repr: TcpRepr<'_>) {
+        let frame = Harness::frame(&repr);
+        self.stack
+            .receive(self.now, &frame, RxMeta::default(), &mut self.dev);
+    }
+
+    /// The peer sends raw frame bytes.
+    pub(crate) fn send_raw(&mut self, frame: &[u8], meta: RxMeta) {
+        self.stack.receive(self.now, frame, meta, &mut self.dev);
+    }
+
+    /// Polls the stack and returns the TCP segments it sent (others go to `other`).
+    pub(crate) fn recv(&mut self) -> Vec<Sent> {
+        self.stack.poll(self.now, &mut self.dev);
+        self.take()
+    }
+
+    /// The segments sent so far, without polling.
+    pub(crate) fn take(&mut self) -> Vec<Sent> {
+        let mut out = Vec::new();
+        for (bytes, gso) in core::mem::take(&mut self.dev.frames) {
+            match parse_tcp(&bytes) {
+                Some(mut s) => {
+                    s.gso_size = gso;
+                    out.push(s);
+                }
+                None => self.other.push(bytes),
+            }
+        }
+        out
+    }
+
+    /// Advances time by `d` and polls.
+    pub(crate) fn advance(&mut self, d: Duration) -> Vec<Sent> {
+        self.now += d;
+        self.recv()
+    }
+
+    /// Runs the clock to the stack's next deadline (at most `limit` ahead).
+    pub(crate) fn run_to_deadline(&mut self, limit: Duration) -> Vec<Sent> {
+        let end = self.now + limit;
+        match self.stack.poll_at() {
+            Some(t) if t <= end => {
+                if t > self.now {
+                    self.now = t;
+                }
+            }
+            _ => self.now = end,
+        }
+        self.recv()
+    }
+}
+
+/// Parses a frame the stack sent; verifies every checksum.
+pub(crate) fn parse_tcp(bytes: &[u8]) -> Option<Sent> {
+    let eth = EthernetFrame::new_checked(bytes).ok()?;
+    if eth.ethertype() != EtherType::Ipv4 {
+        return None;
+    }
+    assert_eq!(eth.dst_addr(), REMOTE_MAC);
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    let iprepr = Ipv4Repr::parse(&ip, &ChecksumCaps::default()).expect("valid IPv4 header");
+    if iprepr.next_header != IpProtocol::Tcp {
+        return None;
+    }
+    let tcp = TcpPacket::new_checked(ip.payload()).ok()?;
+    let repr = TcpRepr::parse(
+        &tcp,
+        &iprepr.src_addr,
+        &iprepr.dst_addr,
+        &ChecksumCaps::default(),
+    )
+    .expect("the stack sends valid, checksummed TCP");
+    let payload = repr.payload.to_vec();
+    Some(Sent {
+        repr: TcpRepr {
+            payload: &[],
+            ..repr
+        },
+        payload,
+        gso_size: None,
+    })
+}
