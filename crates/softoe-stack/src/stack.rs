@@ -1192,6 +1192,15 @@ impl Stack {
         }
     }
 
+    /// The connection's whole internal state, for debugging (format unstable).
+    #[doc(hidden)]
+    pub fn tcp_debug(&self, h: SocketHandle) -> alloc::string::String {
+        let Ok(i) = self.tcp_index(h) else {
+            return alloc::string::String::new();
+        };
+        alloc::format!("{:#?}", self.sockets.tcp(i))
+    }
+
     /// An `ss -ti`-style snapshot of the connection.
     pub fn tcp_info(&self, h: SocketHandle) -> Result<TcpInfo, HandleError> {
         let i = self.tcp_index(h)?;

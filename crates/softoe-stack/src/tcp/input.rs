@@ -596,7 +596,6 @@ impl TcpSocket {
         self.rcv_nxt = seq::add(self.rcv_nxt, 1);
         self.ack_now = true;
         self.events.insert(Events::READABLE);
-        self.timers.clear(Timer::Keepalive);
         match self.state {
             State::SynReceived | State::Established => self.set_state(State::CloseWait),
             State::FinWait1 => {
@@ -616,7 +615,7 @@ impl TcpSocket {
     /// be moved on every segment.)
     pub(crate) fn arm_keepalive(&mut self, _now: Instant) {
         match (self.cfg.keepalive, self.state) {
-            (Some(ka), State::Established | State::CloseWait) => {
+            (Some(ka), s) if s.is_synchronized() && s != State::TimeWait => {
                 self.timers.set(Timer::Keepalive, self.last_rx + ka.idle);
             }
             _ => self.timers.clear(Timer::Keepalive),

@@ -124,8 +124,8 @@ impl TcpSocket {
             };
             repr.psh = len > 0
                 && seq::dist(seq::add(plan.seq, len), self.tx_seq0) as usize >= self.tx.len();
-            let gso_size =
-                (len > self.snd_mss).then_some(self.snd_mss.min(u32::from(u16::MAX)) as u16);
+            let seg_mss = self.seg_mss();
+            let gso_size = (len > seg_mss).then_some(seg_mss.min(u32::from(u16::MAX)) as u16);
             let seg = Segment {
                 local: self.local,
                 remote: self.remote,
@@ -224,7 +224,7 @@ impl TcpSocket {
             State::Closed | State::Listen | State::TimeWait => return None,
             _ => {}
         }
-        let mss = self.snd_mss.max(1);
+        let mss = self.seg_mss();
         let cwnd = self.cwnd();
 
         // Loss recovery first.

@@ -393,7 +393,8 @@ impl TcpSocket {
 
     fn on_keepalive(&mut self, now: Instant) {
         let Some(ka) = self.cfg.keepalive else { return };
-        if !matches!(self.state, State::Established | State::CloseWait) {
+        // As Linux: every synchronized state but TIME-WAIT.
+        if !self.state.is_synchronized() || self.state == State::TimeWait {
             return;
         }
         let idle_since = self.last_rx;

@@ -10,11 +10,20 @@ use alloc::boxed::Box;
 use alloc::vec;
 
 /// A fixed-capacity byte ring.
-#[derive(Debug)]
 pub(crate) struct RingBuffer {
     buf: Box<[u8]>,
     read: usize,
     len: usize,
+}
+
+impl core::fmt::Debug for RingBuffer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RingBuffer")
+            .field("capacity", &self.capacity())
+            .field("read", &self.read)
+            .field("len", &self.len)
+            .finish()
+    }
 }
 
 impl RingBuffer {

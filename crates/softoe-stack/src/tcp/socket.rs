@@ -374,12 +374,29 @@ impl TcpSocket {
         if self.ts.is_some() { TS_OPTION_LEN } else { 0 }
     }
 
-    /// The largest payload one frame may carry: one MSS, or a TSO super-segment.
+    /// Bytes of SACK option the next segment carries (NOP NOP SACK(2 + 8n)).
+    pub(crate) fn sack_overhead(&self) -> u32 {
+        if !self.sack_ok || self.ooo.is_empty() {
+            return 0;
+        }
+        let max = if self.ts.is_some() { 3 } else { 4 };
+        4 + 8 * self.ooo.len().min(max) as u32
+    }
+
+    /// Payload bytes per segment right now: the MSS less any SACK blocks the
+    /// segment must carry (so data segments never exceed the MTU).
+    pub(crate) fn seg_mss(&self) -> u32 {
+        self.snd_mss.saturating_sub(self.sack_overhead()).max(1)
+    }
+
+    /// The largest payload one frame may carry: one segment, or a TSO
+    /// super-segment of whole segments.
     pub(crate) fn max_frame_payload(&self) -> u32 {
-        let mss = self.snd_mss.max(1);
+        let mss = self.seg_mss();
         match self.path.tso_max {
             Some(max) => {
-                let room = max.saturating_sub(IP_TCP_HEADER + self.option_overhead()) as u32;
+                let hdr = IP_TCP_HEADER + self.option_overhead() + self.sack_overhead() as usize;
+                let room = max.saturating_sub(hdr) as u32;
                 (room / mss * mss).max(mss)
             }
             None => mss,

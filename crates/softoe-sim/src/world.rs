@@ -1,0 +1,732 @@
+//! The world: nodes, links, switches, a virtual clock and an event queue.
+
+use core::any::Any;
+use core::cmp::Reverse;
+use core::time::Duration;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use softoe_stack::Instant;
+
+use crate::link::{ConfigError, Direction, Fate, LinkConfig, LinkStats};
+use crate::nic;
+
+/// Index of a node.
+pub type NodeId = usize;
+/// Index of a switch.
+pub type SwitchId = usize;
+/// Index of a link.
+pub type LinkId = usize;
+
+/// What the NIC says about a delivered frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxInfo {
+    /// The NIC verified the transport checksum.
+    pub csum_verified: bool,
+    /// A GRO frame built from segments of this payload size.
+    pub gso_size: Option<u16>,
+}
+
+/// A frame a node hands its NIC.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimFrame {
+    /// The frame, Ethernet header first.
+    pub bytes: Vec<u8>,
+    /// A TCP super-segment to cut into segments of this payload size.
+    pub gso_size: Option<u16>,
+    /// A partial checksum to complete: (start, offset of the field from start).
+    pub csum: Option<(u16, u16)>,
+}
+
+/// A host in the world. The simulator calls it when a frame arrives and at
+/// the deadlines it announces; it answers with frames.
+pub trait Node: Any {
+    /// A frame arrived.
+    fn receive(&mut self, now: Instant, frame: &[u8], info: RxInfo, out: &mut Vec<SimFrame>);
+    /// The deadline from [`poll_at`](Node::poll_at) passed (spurious calls must be harmless).
+    fn poll(&mut self, now: Instant, out: &mut Vec<SimFrame>);
+    /// When the node next needs [`poll`](Node::poll); `None`: only on arrivals.
+    fn poll_at(&self) -> Option<Instant>;
+}
+
+/// What a node's NIC does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NicConfig {
+    /// IP MTU of the wire (frames above `mtu + 14` are dropped as oversize).
+    pub mtu: usize,
+    /// Cut TCP super-segments (TSO).
+    pub tso: bool,
+    /// Complete partial checksums on transmit.
+    pub tx_csum: bool,
+    /// Verify checksums on receive and mark good frames verified.
+    pub rx_csum: bool,
+    /// Coalesce received TCP segments (GRO).
+    pub gro: bool,
+    /// Interrupt coalescing: hold received frames this long and deliver them
+    /// together (zero: deliver each at once).
+    pub rx_coalesce: Duration,
+}
+
+impl Default for NicConfig {
+    fn default() -> NicConfig {
+        NicConfig {
+            mtu: 1500,
+            tso: false,
+            tx_csum: false,
+            rx_csum: false,
+            gro: false,
+            rx_coalesce: Duration::ZERO,
+        }
+    }
+}
+
+impl NicConfig {
+    /// Every offload on, as a TAP with virtio-net offloads.
+    pub fn offloads() -> NicConfig {
+        NicConfig {
+            tso: true,
+            tx_csum: true,
+            rx_csum: true,
+            gro: true,
+            ..NicConfig::default()
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Peer {
+    Node(NodeId),
+    Switch(SwitchId, usize),
+}
+
+struct NodeSlot {
+    node: Box<dyn Node>,
+    nic: NicConfig,
+    port: Option<(LinkId, usize)>,
+    scheduled: Option<Instant>,
+    rx_pending: Vec<Vec<u8>>,
+    rx_flush: bool,
+}
+
+struct Link {
+    ends: [Peer; 2],
+    /// `dirs[0]` carries frames from `ends[0]` to `ends[1]`.
+    dirs: [Direction; 2],
+}
+
+struct Switch {
+    /// (link, side of the link the switch is on), per port.
+    ports: Vec<(LinkId, usize)>,
+    table: BTreeMap<[u8; 6], usize>,
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Arrive {
+        link: LinkId,
+        dir: usize,
+        frame: Vec<u8>,
+    },
+    RxFlush {
+        node: NodeId,
+    },
+    Timer {
+        node: NodeId,
+        at: Instant,
+    },
+}
+
+/// Totals over a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorldStats {
+    /// Events processed.
+    pub events: u64,
+    /// Frames put on links (after segmentation).
+    pub wire_frames: u64,
+    /// Frames delivered to nodes (after coalescing).
+    pub delivered: u64,
+    /// Super-segments cut by NICs.
+    pub tso_frames: u64,
+    /// Coalesced frames delivered.
+    pub gro_frames: u64,
+}
+
+/// One frame put on a wire, as a tap sees it.
+#[derive(Debug)]
+pub struct TapEvent<'a> {
+    /// When it entered the link.
+    pub at: Instant,
+    /// Which link.
+    pub link: LinkId,
+    /// Which direction (0: from the link's first end).
+    pub dir: usize,
+    /// The frame (after any corruption).
+    pub frame: &'a [u8],
+    /// When it arrives (empty: dropped).
+    pub arrivals: &'a [Instant],
+}
+
+/// A callback that sees every frame put on a wire (for pcap files and
+/// debugging).
+pub type Tap = Box<dyn FnMut(&TapEvent<'_>)>;
+
+/// The simulated world.
+pub struct World {
+    now: Instant,
+    seed: u64,
+    nodes: Vec<NodeSlot>,
+    links: Vec<Link>,
+    switches: Vec<Switch>,
+    queue: BinaryHeap<Reverse<(Instant, u64, Ev)>>,
+    seq: u64,
+    in_flight: usize,
+    trace: u64,
+    stats: WorldStats,
+    same_instant: u64,
+    stalled: bool,
+    scratch: Vec<SimFrame>,
+    tap: Option<Tap>,
+}
+
+impl core::fmt::Debug for World {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("World")
+            .field("now", &self.now)
+            .field("nodes", &self.nodes.len())
+            .field("links", &self.links.len())
+            .field("switches", &self.switches.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Events allowed at one instant before the world declares itself stalled.
+const STALL_LIMIT: u64 = 2_000_000;
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+impl World {
+    /// An empty world whose randomness all derives from `seed`.
+    pub fn new(seed: u64) -> World {
+        World {
+            now: Instant::ZERO,
+            seed,
+            nodes: Vec::new(),
+            links: Vec::new(),
+            switches: Vec::new(),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            in_flight: 0,
+            trace: 0xcbf2_9ce4_8422_2325,
+            stats: WorldStats::default(),
+            same_instant: 0,
+            stalled: false,
+            scratch: Vec::new(),
+            tap: None,
+        }
+    }
+
+    /// Installs (or removes) a tap that sees every frame put on a wire.
+    pub fn set_tap(&mut self, tap: Option<Tap>) {
+        self.tap = tap;
+    }
+
+    /// The virtual time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// A hash of everything that crossed a wire: same seed, same hash.
+    pub fn trace_hash(&self) -> u64 {
+        self.trace
+    }
+
+    /// Run totals.
+    pub fn stats(&self) -> WorldStats {
+        self.stats
+    }
+
+    /// Whether a node kept asking to be polled without time moving on.
+    pub fn stalled(&self) -> bool {
+        self.stalled
+    }
+
+    /// Adds a node behind a NIC.
+    pub fn add_node(&mut self, node: Box<dyn Node>, nic: NicConfig) -> NodeId {
+        self.nodes.push(NodeSlot {
+            node,
+            nic,
+            port: None,
+            scheduled: None,
+            rx_pending: Vec::new(),
+            rx_flush: false,
+        });
+        let id = self.nodes.len() - 1;
+        self.reschedule(id);
+        id
+    }
+
+    /// Adds a learning Ethernet switch (it forwards instantly; links carry the
+    /// delays and faults).
+    pub fn add_switch(&mut self) -> SwitchId {
+        self.switches.push(Switch {
+            ports: Vec::new(),
+            table: BTreeMap::new(),
+        });
+        self.switches.len() - 1
+    }
+
+    fn new_link(
+        &mut self,
+        ends: [Peer; 2],
+        a_to_b: LinkConfig,
+        b_to_a: LinkConfig,
+    ) -> Result<LinkId, ConfigError> {
+        a_to_b.validate()?;
+        b_to_a.validate()?;
+        let id = self.links.len() as u64;
+        self.links.push(Link {
+            ends,
+            dirs: [
+                Direction::new(a_to_b, self.seed, 2 * id),
+                Direction::new(b_to_a, self.seed, 2 * id + 1),
+            ],
+        });
+        Ok(self.links.len() - 1)
+    }
+
+    fn attach_node(&mut self, n: NodeId, link: LinkId, side: usize) -> Result<(), ConfigError> {
+        let slot = self
+            .nodes
+            .get_mut(n)
+            .ok_or(ConfigError::NoSuchEndpoint(n))?;
+        if slot.port.is_some() {
+            return Err(ConfigError::AlreadyConnected(n));
+        }
+        slot.port = Some((link, side));
+        Ok(())
+    }
+
+    fn check_free(&self, n: NodeId) -> Result<(), ConfigError> {
+        match self.nodes.get(n) {
+            None => Err(ConfigError::NoSuchEndpoint(n)),
+            Some(s) if s.port.is_some() => Err(ConfigError::AlreadyConnected(n)),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Joins two nodes by a link, the same both ways.
+    pub fn connect(
+        &mut self,
+        a: NodeId,
+        b: NodeId,
+        cfg: LinkConfig,
+    ) -> Result<LinkId, ConfigError> {
+        self.connect_asym(a, b, cfg, cfg)
+    }
+
+    /// Joins two nodes by a link with a config per direction.
+    pub fn connect_asym(
+        &mut self,
+        a: NodeId,
+        b: NodeId,
+        a_to_b: LinkConfig,
+        b_to_a: LinkConfig,
+    ) -> Result<LinkId, ConfigError> {
+        self.check_free(a)?;
+        self.check_free(b)?;
+        if a == b {
+            return Err(ConfigError::AlreadyConnected(a));
+        }
+        let l = self.new_link([Peer::Node(a), Peer::Node(b)], a_to_b, b_to_a)?;
+        self.attach_node(a, l, 0)?;
+        self.attach_node(b, l, 1)?;
+        Ok(l)
+    }
+
+    /// Plugs a node into a switch port with a link (same both ways).
+    pub fn connect_to_switch(
+        &mut self,
+        n: NodeId,
+        s: SwitchId,
+        cfg: LinkConfig,
+    ) -> Result<LinkId, ConfigError> {
+        self.check_free(n)?;
+        let port = self
+            .switches
+            .get(s)
+            .ok_or(ConfigError::NoSuchEndpoint(s))?
+            .ports
+            .len();
+        let l = self.new_link([Peer::Node(n), Peer::Switch(s, port)], cfg, cfg)?;
+        self.attach_node(n, l, 0)?;
+        if let Some(sw) = self.switches.get_mut(s) {
+            sw.ports.push((l, 1));
+        }
+        Ok(l)
+    }
+
+    /// One direction's counters: `from_a` is the direction from the link's
+    /// first end (the node, for switch links).
+    pub fn link_stats(&self, l: LinkId, from_a: bool) -> Option<LinkStats> {
+        self.links
+            .get(l)
+            .and_then(|k| k.dirs.get(usize::from(!from_a)))
+            .map(|d| d.stats)
+    }
+
+    /// The node `id` as its concrete type.
+    pub fn node_mut<T: Node>(&mut self, id: NodeId) -> Option<&mut T> {
+        let node: &mut dyn Any = self.nodes.get_mut(id)?.node.as_mut();
+        node.downcast_mut::<T>()
+    }
+
+    /// The node `id` as its concrete type.
+    pub fn node<T: Node>(&self, id: NodeId) -> Option<&T> {
+        let node: &dyn Any = self.nodes.get(id)?.node.as_ref();
+        node.downcast_ref::<T>()
+    }
+
+    /// Runs `f` on a node (to act as its application); frames it pushes are
+    /// transmitted and the node's deadline is re-read.
+    pub fn with_node<T: Node, R>(
+        &mut self,
+        id: NodeId,
+        f: impl FnOnce(&mut T, Instant, &mut Vec<SimFrame>) -> R,
+    ) -> Option<R> {
+        let now = self.now;
+        let mut out = core::mem::take(&mut self.scratch);
+        let r = {
+            let node: &mut dyn Any = self.nodes.get_mut(id)?.node.as_mut();
+            f(node.downcast_mut::<T>()?, now, &mut out)
+        };
+        self.send_from(id, &mut out);
+        self.scratch = out;
+        self.reschedule(id);
+        Some(r)
+    }
+
+    fn push(&mut self, at: Instant, ev: Ev) {
+        if !matches!(ev, Ev::Timer { .. }) {
+            self.in_flight += 1;
+        }
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq, ev)));
+    }
+
+    fn reschedule(&mut self, id: NodeId) {
+        let now = self.now;
+        let Some(slot) = self.nodes.get_mut(id) else {
+            return;
+        };
+        let Some(t) = slot.node.poll_at() else { return };
+        let t = t.max(now);
+        if slot.scheduled.is_none_or(|s| t < s) {
+            slot.scheduled = Some(t);
+            self.push(t, Ev::Timer { node: id, at: t });
+        }
+    }
+
+    /// NIC transmit path and the link beyond it.
+    fn send_from(&mut self, id: NodeId, frames: &mut Vec<SimFrame>) {
+        let Some(slot) = self.nodes.get(id) else {
+            frames.clear();
+            return;
+        };
+        let nic = slot.nic;
+        let port = slot.port;
+        let mut wire: Vec<Vec<u8>> = Vec::new();
+        for f in frames.drain(..) {
+            match (f.gso_size, nic.tso) {
+                (Some(mss), true) => {
+                    self.stats.tso_frames += 1;
+                    nic::segment(&f.bytes, mss, &mut wire);
+                }
+                _ => {
+                    let mut b = f.bytes;
+                    if let (Some((start, off)), true) = (f.csum, nic.tx_csum) {
+                        nic::complete_partial_csum(&mut b, usize::from(start), usize::from(off));
+                    }
+                    wire.push(b);
+                }
+            }
+        }
+        let Some((link, side)) = port else { return };
+        for mut b in wire {
+            if b.len() > nic.mtu + 18 {
+                if let Some(d) = self.links.get_mut(link).and_then(|l| l.dirs.get_mut(side)) {
+                    d.stats.oversize += 1;
+                }
+                continue;
+            }
+            self.put_on_link(link, side, &mut b);
+        }
+    }
+
+    fn put_on_link(&mut self, link: LinkId, dir: usize, frame: &mut Vec<u8>) {
+        let now = self.now;
+        let Some(d) = self.links.get_mut(link).and_then(|l| l.dirs.get_mut(dir)) else {
+            return;
+        };
+        self.stats.wire_frames += 1;
+        let fate = d.transmit(now, frame);
+        self.trace = fnv(self.trace, &now.total_nanos().to_le_bytes());
+        self.trace = fnv(self.trace, &[link as u8, (link >> 8) as u8, dir as u8]);
+        self.trace = fnv(self.trace, frame);
+        if let Some(tap) = self.tap.as_mut() {
+            let arrivals = match &fate {
+                Fate::Dropped => &[][..],
+                Fate::Deliver(t) => &t[..],
+            };
+            tap(&TapEvent {
+                at: now,
+                link,
+                dir,
+                frame,
+                arrivals,
+            });
+        }
+        match fate {
+            Fate::Dropped => self.trace = fnv(self.trace, b"drop"),
+            Fate::Deliver(times) => {
+                for t in times {
+                    self.trace = fnv(self.trace, &t.total_nanos().to_le_bytes());
+                    self.push(
+                        t,
+                        Ev::Arrive {
+                            link,
+                            dir,
+                            frame: frame.clone(),
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn arrive(&mut self, link: LinkId, dir: usize, frame: Vec<u8>) {
+        let Some(l) = self.links.get(link) else {
+            return;
+        };
+        let Some(&to) = l.ends.get(1 - dir) else {
+            return;
+        };
+        match to {
+            Peer::Node(n) => {
+                let Some(slot) = self.nodes.get_mut(n) else {
+                    return;
+                };
+                slot.rx_pending.push(frame);
+                if slot.nic.rx_coalesce.is_zero() {
+                    self.flush_rx(n);
+                } else if !slot.rx_flush {
+                    slot.rx_flush = true;
+                    let at = self.now + slot.nic.rx_coalesce;
+                    self.push(at, Ev::RxFlush { node: n });
+                }
+            }
+            Peer::Switch(s, port) => self.switch(s, port, frame),
+        }
+    }
+
+    fn switch(&mut self, s: SwitchId, in_port: usize, mut frame: Vec<u8>) {
+        let Some(sw) = self.switches.get_mut(s) else {
+            return;
+        };
+        let (Some(dst), Some(src)) = (frame.get(0..6), frame.get(6..12)) else {
+            return;
+        };
+        let dst: [u8; 6] = dst.try_into().unwrap_or([0; 6]);
+        let src: [u8; 6] = src.try_into().unwrap_or([0; 6]);
+        if src[0] & 1 == 0 {
+            sw.table.insert(src, in_port);
+        }
+        let out: Vec<(LinkId, usize)> = match sw.table.get(&dst) {
+            Some(&p) if dst[0] & 1 == 0 => {
+                if p == in_port {
+                    return;
+                }
+                sw.ports.get(p).copied().into_iter().collect()
+            }
+            _ => sw
+                .ports
+                .iter()
+                .enumerate()
+                .filter(|(p, _)| *p != in_port)
+                .map(|(_, &x)| x)
+                .collect(),
+        };
+        for (link, side) in out {
+            // The switch sits on `side`; frames leave it in that direction.
+            self.put_on_link(link, side, &mut frame);
+        }
+    }
+
+    fn flush_rx(&mut self, n: NodeId) {
+        let Some(slot) = self.nodes.get_mut(n) else {
+            return;
+        };
+        slot.rx_flush = false;
+        let frames = core::mem::take(&mut slot.rx_pending);
+        let nic = slot.nic;
+        let verify = nic.rx_csum || nic.gro;
+        let mut deliveries: Vec<(Vec<u8>, RxInfo)> = Vec::with_capacity(frames.len());
+        if verify {
+            // Verify, then coalesce runs of good TCP segments.
+            let mut run: Vec<Vec<u8>> = Vec::new();
+            let flush_run = |run: &mut Vec<Vec<u8>>,
+                             out: &mut Vec<(Vec<u8>, RxInfo)>,
+                             stats: &mut WorldStats| {
+                let batch = core::mem::take(run);
+                let merged = if nic.gro {
+                    nic::coalesce(batch)
+                } else {
+                    batch.into_iter().map(|f| (f, None)).collect()
+                };
+                for (f, gso) in merged {
+                    if gso.is_some() {
+                        stats.gro_frames += 1;
+                    }
+                    out.push((
+                        f,
+                        RxInfo {
+                            csum_verified: nic.rx_csum || gso.is_some(),
+                            gso_size: gso,
+                        },
+                    ));
+                }
+            };
+            for f in frames {
+                if nic::verify_checksums(&f) {
+                    run.push(f);
+                } else {
+                    flush_run(&mut run, &mut deliveries, &mut self.stats);
+                    deliveries.push((f, RxInfo::default()));
+                }
+            }
+            flush_run(&mut run, &mut deliveries, &mut self.stats);
+        } else {
+            deliveries.extend(frames.into_iter().map(|f| (f, RxInfo::default())));
+        }
+        let now = self.now;
+        let mut out = core::mem::take(&mut self.scratch);
+        for (f, info) in deliveries {
+            self.stats.delivered += 1;
+            if let Some(slot) = self.nodes.get_mut(n) {
+                slot.node.receive(now, &f, info, &mut out);
+            }
+            self.send_from(n, &mut out);
+        }
+        self.scratch = out;
+        self.reschedule(n);
+    }
+
+    fn timer(&mut self, n: NodeId, at: Instant) {
+        let now = self.now;
+        let Some(slot) = self.nodes.get_mut(n) else {
+            return;
+        };
+        if slot.scheduled != Some(at) {
+            return;
+        }
+        slot.scheduled = None;
+        let mut out = core::mem::take(&mut self.scratch);
+        slot.node.poll(now, &mut out);
+        self.send_from(n, &mut out);
+        self.scratch = out;
+        self.reschedule(n);
+    }
+
+    /// Processes the next event; returns its time, or `None` if nothing is
+    /// left (or the world stalled).
+    pub fn step(&mut self) -> Option<Instant> {
+        if self.stalled {
+            return None;
+        }
+        let Reverse((at, _, ev)) = self.queue.pop()?;
+        if at == self.now {
+            self.same_instant += 1;
+            if self.same_instant > STALL_LIMIT {
+                self.stalled = true;
+                return None;
+            }
+        } else {
+            self.same_instant = 0;
+        }
+        self.now = self.now.max(at);
+        self.stats.events += 1;
+        match ev {
+            Ev::Arrive { link, dir, frame } => {
+                self.in_flight -= 1;
+                self.arrive(link, dir, frame);
+            }
+            Ev::RxFlush { node } => {
+                self.in_flight -= 1;
+                self.flush_rx(node);
+            }
+            Ev::Timer { node, at } => self.timer(node, at),
+        }
+        Some(at)
+    }
+
+    /// Runs every event up to and including `t`, then sets the clock to `t`.
+    pub fn run_until(&mut self, t: Instant) {
+        while let Some(Reverse((at, _, _))) = self.queue.peek() {
+            if *at > t || self.stalled {
+                break;
+            }
+            self.step();
+        }
+        if !self.stalled {
+            self.now = self.now.max(t);
+        }
+    }
+
+    /// Runs for `d` of virtual time.
+    pub fn run_for(&mut self, d: Duration) {
+        let t = self.now + d;
+        self.run_until(t);
+    }
+
+    /// Runs until no frame is in flight and no node has a deadline before
+    /// `limit`. Returns whether that happened before `limit`.
+    pub fn run_until_idle(&mut self, limit: Instant) -> bool {
+        loop {
+            if self.stalled {
+                return false;
+            }
+            let next = match self.queue.peek() {
+                None => return true,
+                Some(Reverse((at, _, _))) => *at,
+            };
+            if self.in_flight == 0 && next > limit {
+                return true;
+            }
+            if next > limit {
+                return false;
+            }
+            self.step();
+        }
+    }
+
+    /// Runs until `done(world)` holds, checking after every event; gives up at
+    /// `limit`. Returns whether `done` held.
+    pub fn run_while(&mut self, limit: Instant, mut done: impl FnMut(&mut World) -> bool) -> bool {
+        loop {
+            if done(self) {
+                return true;
+            }
+            match self.queue.peek() {
+                Some(Reverse((at, _, _))) if *at <= limit && !self.stalled => {}
+                _ => return done(self),
+            }
+            self.step();
+        }
+    }
+}
