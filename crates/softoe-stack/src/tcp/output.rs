@@ -178,14 +178,15 @@ impl TcpSocket {
         self.snd_max
     }
 
-    /// Starts the persist timer when data waits behind a zero window and
-    /// nothing is in flight to bring a window update.
+    /// Starts the persist timer when data waits and nothing is in flight to
+    /// bring an ACK: behind a zero window (then it probes) or a window too
+    /// small to send into without silly windows (then it sends what fits).
+    /// Without it, a lost window update would deadlock the connection.
     fn arm_persist(&mut self, now: Instant) {
         if !self.state.is_synchronized() {
             return;
         }
-        let unsent = self.unsent();
-        if self.snd_wnd == 0 && unsent > 0 && self.flight() == 0 {
+        if self.unsent() > 0 && self.flight() == 0 {
             let backoff = self.persist_backoff.min(16);
             let t = self
                 .rtt
@@ -368,7 +369,7 @@ impl TcpSocket {
         if len < mss && !resending {
             if len < queued {
                 // Sender-side SWS avoidance (RFC 9293 §3.8.6.2.1).
-                if len < self.max_snd_wnd / 2 || self.max_snd_wnd == 0 {
+                if (len < self.max_snd_wnd / 2 || self.max_snd_wnd == 0) && !self.sws_override {
                     return None;
                 }
             } else if !(self.cfg.nodelay || self.fin_queued || self.snd_una == self.snd_max) {
@@ -426,6 +427,9 @@ impl TcpSocket {
         if plan.len > 0 || ctl > 0 {
             self.timers
                 .set_if_idle(Timer::Retransmit, now + self.rtt.rto());
+        }
+        if plan.len > 0 {
+            self.sws_override = false;
         }
         let segs = plan.len.div_ceil(self.snd_mss.max(1)).max(1);
         self.counters.segs_out += u64::from(segs);

@@ -340,8 +340,12 @@ impl TcpSocket {
                 self.fail(TcpError::TimedOut);
                 return;
             }
-            self.probe_pending = true;
-            self.counters.zero_window_probes += 1;
+            if self.snd_wnd == 0 {
+                self.probe_pending = true;
+                self.counters.zero_window_probes += 1;
+            } else {
+                self.sws_override = true;
+            }
             self.persist_backoff = self.persist_backoff.saturating_add(1);
         }
         if self.timers.expired(Timer::Keepalive, now) {

@@ -226,6 +226,9 @@ pub(crate) struct TcpSocket {
     pub(crate) unacked_bytes: u32,
     pub(crate) challenge_pending: bool,
     pub(crate) probe_pending: bool,
+    /// The persist timer fired with a small window open: send what fits,
+    /// even below one segment (RFC 9293 §3.8.6.2.1's override timeout).
+    pub(crate) sws_override: bool,
     pub(crate) rst_pending: bool,
     pub(crate) window_update: bool,
 
@@ -317,6 +320,7 @@ impl TcpSocket {
             unacked_bytes: 0,
             challenge_pending: false,
             probe_pending: false,
+            sws_override: false,
             rst_pending: false,
             window_update: false,
             timers: Timers::default(),
