@@ -52,7 +52,8 @@ pub struct LinkConfig {
     pub reorder: f64,
     /// How long a reordered frame is held back.
     pub reorder_delay: Duration,
-    /// Probability 1–3 bits of one random byte of a frame are flipped.
+    /// Probability 1–3 bits of one byte of a frame's IPv4 packet are flipped
+    /// (non-IPv4 frames hit are dropped, as Ethernet's CRC would).
     pub corrupt: f64,
     /// Tail-drop when more than this many bytes wait for serialization.
     pub queue_limit_bytes: Option<usize>,
@@ -234,13 +235,19 @@ impl Direction {
             return Fate::Dropped;
         }
         if self.chance(self.cfg.corrupt) && !frame.is_empty() {
-            // Flip 1–3 bits of one byte: a change the Internet checksum always
-            // catches (a one's-complement sum misses some multi-word changes,
-            // as real TCP does; Ethernet's CRC would catch those first).
+            // Corruption hits what the Internet checksums cover: one byte of
+            // the IPv4 packet gets 1–3 bits flipped, a change they always
+            // catch. (A one's-complement sum misses some multi-word changes,
+            // and nothing but the Ethernet CRC protects Ethernet and ARP
+            // headers; a corrupted non-IPv4 frame is dropped, as the CRC would.)
             self.stats.corrupted += 1;
-            let i = self.rng.random_range(0..frame.len());
+            let ipv4 = frame.get(12..14) == Some(&[0x08, 0x00][..]) && frame.len() > 14;
+            if !ipv4 {
+                return Fate::Dropped;
+            }
+            let i = self.rng.random_range(14..frame.len());
             let mut mask = 0u8;
-            while mask.count_ones() == 0 {
+            while mask == 0 {
                 for _ in 0..1 + self.rng.random_range(0..3u32) {
                     mask ^= 1 << self.rng.random_range(0..8u32);
                 }
@@ -324,8 +331,8 @@ mod tests {
         let mut f = vec![0u8; 1230];
         let t = Instant::from_secs(1);
         let fates: Vec<_> = (0..5).map(|_| d.transmit(t, &mut f)).collect();
-        assert_eq!(fates.iter().filter(|f| **f == Fate::Dropped).count(), 2);
-        assert_eq!(d.stats.queue_drops, 2);
+        assert_eq!(fates.iter().filter(|f| **f == Fate::Dropped).count(), 3);
+        assert_eq!(d.stats.queue_drops, 3);
     }
 
     #[test]
@@ -337,7 +344,8 @@ mod tests {
             .with_corrupt(0.03);
         let mut d = Direction::new(cfg, 42, 7);
         let n = 100_000u64;
-        let original = vec![0u8; 64];
+        let mut original = vec![0u8; 64];
+        original[12] = 0x08;
         let mut corrupted = 0;
         for _ in 0..n {
             let mut f = original.clone();

@@ -191,8 +191,9 @@ impl Built {
         clients_done && server_done
     }
 
-    /// Runs until every application is done (or `limit`), then lets
-    /// TIME-WAIT and friends expire for `settle`, and collects the outcome.
+    /// Runs until every application is done (or `limit`), then until both
+    /// stacks have freed every socket but unused listeners (TIME-WAIT,
+    /// retransmitted FINs; at most `settle`), and collects the outcome.
     pub fn run(mut self, limit: Duration, settle: Duration) -> Outcome {
         let end = self.world.now() + limit;
         let mut finished_at = self.world.now();
@@ -210,7 +211,16 @@ impl Built {
             done
         });
         let settle_end = self.world.now() + settle;
-        self.world.run_until(settle_end);
+        let (client, server) = (self.client, self.server);
+        let gone = |w: &mut World| {
+            let c = w.node::<StackNode>(client).map_or(0, |n| n.stack.socket_count());
+            let s = w.node::<StackNode>(server).map_or(0, |n| {
+                let listeners = n.app::<Server>(0).map_or(0, Server::open_listeners);
+                n.stack.socket_count().saturating_sub(listeners)
+            });
+            c == 0 && s == 0
+        };
+        self.world.run_while(settle_end, gone);
         let c = self.world.node::<StackNode>(self.client);
         let s = self.world.node::<StackNode>(self.server);
         let mut conns = Vec::new();

@@ -15,7 +15,7 @@ use softoe_stack::TcpError;
 fn check(seed: u64) -> Result<Outcome, String> {
     let spec = random_world(seed);
     let built = spec.build().map_err(|e| format!("build: {e}"))?;
-    let out = built.run(Duration::from_secs(900), Duration::from_secs(10));
+    let out = built.run(Duration::from_secs(900), Duration::from_secs(600));
     let ctx = || format!("seed {seed}: {spec:?}");
     if out.stalled {
         return Err(format!("{}\nthe world stalled", ctx()));
@@ -61,9 +61,11 @@ fn check(seed: u64) -> Result<Outcome, String> {
     }
     if out.sockets_left != (0, 0) {
         return Err(format!(
-            "{}\nsockets left behind: {:?}",
+            "{}
+sockets left behind: {:?} (finished at {:?})",
             ctx(),
-            out.sockets_left
+            out.sockets_left,
+            out.finished_at
         ));
     }
     let max = 2 * out.conns.len() + 2;
