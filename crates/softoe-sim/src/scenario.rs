@@ -213,7 +213,9 @@ impl Built {
         let settle_end = self.world.now() + settle;
         let (client, server) = (self.client, self.server);
         let gone = |w: &mut World| {
-            let c = w.node::<StackNode>(client).map_or(0, |n| n.stack.socket_count());
+            let c = w
+                .node::<StackNode>(client)
+                .map_or(0, |n| n.stack.socket_count());
             let s = w.node::<StackNode>(server).map_or(0, |n| {
                 let listeners = n.app::<Server>(0).map_or(0, Server::open_listeners);
                 n.stack.socket_count().saturating_sub(listeners)

@@ -182,6 +182,8 @@ pub struct TcpInfo {
     pub min_rtt: Duration,
     /// Current retransmission timeout, backoff included.
     pub rto: Duration,
+    /// Consecutive RTO backoffs in force.
+    pub backoff: u32,
     /// Our window-scale shift and the peer's (`None`: not negotiated).
     pub wscale: Option<(u8, u8)>,
     /// Timestamps negotiated.

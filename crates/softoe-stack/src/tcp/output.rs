@@ -245,6 +245,14 @@ impl TcpSocket {
                 return None;
             }
             if phase.sack {
+                if let Some((s, e)) = self.rec.next_relost_peek(self.snd_una) {
+                    if let Some(mut p) = self.rtx_at(s, mss) {
+                        p.len = p.len.min(seq::dist(e, s));
+                        if p.len > 0 || p.fin {
+                            return Some(p);
+                        }
+                    }
+                }
                 if let Some(p) = self.next_lost_hole(mss, true) {
                     return Some(p);
                 }
@@ -290,9 +298,15 @@ impl TcpSocket {
     }
 
     /// RFC 6675 NextSeg rules 1 (`lost_only`) and 3: the first hole at or
-    /// above HighRxt.
+    /// above HighRxt and below the highest SACKed byte (rule 1.b: data past
+    /// every SACK block is in flight, not missing).
     fn next_lost_hole(&self, mss: u32, lost_only: bool) -> Option<Plan> {
-        let top = seq::dist(self.snd_max, self.snd_una);
+        let top = self
+            .rec
+            .scoreboard
+            .highest_end()
+            .unwrap_or(0)
+            .min(seq::dist(self.snd_max, self.snd_una));
         let lost = self.rec.lost_boundary();
         let rxt = if seq::lt(self.rec.high_rxt, self.snd_una) {
             0
@@ -412,6 +426,10 @@ impl TcpSocket {
                 self.rec.high_rxt = end;
             }
             self.rec.rtx_first = false;
+            self.rec.relost_sent(plan.seq, end);
+            if self.sack_ok {
+                self.rec.mark(plan.seq, end, self.snd_max);
+            }
         }
         if (plan.kind != Kind::Recovery && seq::ge(plan.seq, self.snd_nxt))
             || plan.kind == Kind::Syn

@@ -33,6 +33,18 @@ pub(crate) struct Phase {
     pub(crate) sack: bool,
 }
 
+/// Retransmissions remembered for lost-retransmission detection.
+const MARKS: usize = 8;
+
+/// A retransmission and the highest sequence number sent when it went out:
+/// once data sent after it is SACKed and it is still missing, it was lost too.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RtxMark {
+    pub(crate) start: TcpSeqNumber,
+    pub(crate) end: TcpSeqNumber,
+    pub(crate) snd_max: TcpSeqNumber,
+}
+
 /// Loss-recovery state of one connection.
 #[derive(Debug)]
 pub(crate) struct Recovery {
@@ -49,6 +61,10 @@ pub(crate) struct Recovery {
     pub(crate) rtx_first: bool,
     /// NewReno window inflation, bytes.
     pub(crate) inflation: u32,
+    /// Recent recovery retransmissions (lost-retransmission detection).
+    pub(crate) marks: [Option<RtxMark>; MARKS],
+    /// Retransmissions found lost: they go again before anything else.
+    pub(crate) relost: [Option<(TcpSeqNumber, TcpSeqNumber)>; MARKS],
     mss: u32,
 }
 
@@ -62,7 +78,108 @@ impl Recovery {
             recover: None,
             rtx_first: false,
             inflation: 0,
+            marks: [None; MARKS],
+            relost: [None; MARKS],
             mss: 536,
+        }
+    }
+
+    /// Forgets every mark (recovery ended, or an RTO).
+    pub(crate) fn clear_marks(&mut self) {
+        self.marks = [None; MARKS];
+        self.relost = [None; MARKS];
+    }
+
+    /// Remembers a recovery retransmission of `[start, end)` sent while the
+    /// highest sequence number sent was `snd_max`.
+    pub(crate) fn mark(&mut self, start: TcpSeqNumber, end: TcpSeqNumber, snd_max: TcpSeqNumber) {
+        let m = RtxMark {
+            start,
+            end,
+            snd_max,
+        };
+        // Replace the slot of the same range, else a free one, else the oldest.
+        let slot = self
+            .marks
+            .iter()
+            .position(|x| x.is_some_and(|x| x.start == start))
+            .or_else(|| self.marks.iter().position(Option::is_none))
+            .unwrap_or(0);
+        if slot == 0 && self.marks.iter().all(Option::is_some) {
+            self.marks.rotate_left(1);
+            if let Some(last) = self.marks.last_mut() {
+                *last = Some(m);
+            }
+        } else if let Some(x) = self.marks.get_mut(slot) {
+            *x = Some(m);
+        }
+    }
+
+    /// After the scoreboard moved: retransmissions that are still missing
+    /// while more than DupThresh segments' worth of data sent after them was
+    /// SACKed are lost again (as Linux's lost-retransmit detection).
+    pub(crate) fn detect_lost_retransmissions(&mut self, snd_una: TcpSeqNumber) {
+        let limit = (DUP_THRESH - 1).saturating_mul(self.mss);
+        for i in 0..MARKS {
+            let Some(Some(m)) = self.marks.get(i).copied() else {
+                continue;
+            };
+            if seq::le(m.end, snd_una) {
+                if let Some(x) = self.marks.get_mut(i) {
+                    *x = None;
+                }
+                continue;
+            }
+            let start_off = seq::dist(seq::max(m.start, snd_una), snd_una);
+            if self.scoreboard.contains(start_off) {
+                if let Some(x) = self.marks.get_mut(i) {
+                    *x = None;
+                }
+                continue;
+            }
+            let after = if seq::lt(m.snd_max, snd_una) {
+                0
+            } else {
+                seq::dist(m.snd_max, snd_una)
+            };
+            if self.scoreboard.bytes_above(after) > limit {
+                if let Some(x) = self.marks.get_mut(i) {
+                    *x = None;
+                }
+                let start = seq::max(m.start, snd_una);
+                if let Some(free) = self.relost.iter_mut().find(|r| r.is_none()) {
+                    *free = Some((start, m.end));
+                }
+            }
+        }
+    }
+
+    /// The next retransmission found lost and still missing, if any.
+    pub(crate) fn next_relost_peek(
+        &self,
+        snd_una: TcpSeqNumber,
+    ) -> Option<(TcpSeqNumber, TcpSeqNumber)> {
+        self.relost.iter().flatten().find_map(|&(s, e)| {
+            if seq::le(e, snd_una) {
+                return None;
+            }
+            let s = seq::max(s, snd_una);
+            (!self.scoreboard.contains(seq::dist(s, snd_una))).then_some((s, e))
+        })
+    }
+
+    /// A relost range starting at `start` was retransmitted up to `end`.
+    pub(crate) fn relost_sent(&mut self, start: TcpSeqNumber, end: TcpSeqNumber) {
+        for r in self.relost.iter_mut() {
+            if let Some((s, e)) = *r {
+                if s == start {
+                    *r = if seq::lt(end, e) {
+                        Some((end, e))
+                    } else {
+                        None
+                    };
+                }
+            }
         }
     }
 
@@ -182,6 +299,10 @@ impl TcpSocket {
             }
         }
 
+        if self.rec.phase.is_some_and(|p| p.sack) && new_sack {
+            self.rec.detect_lost_retransmissions(self.snd_una);
+        }
+
         // Window update (RFC 9293 §3.10.7.4, SND.WL1/WL2).
         if seq::lt(self.snd_wl1, seg.seq_number)
             || (self.snd_wl1 == seg.seq_number && seq::le(self.snd_wl2, ack))
@@ -239,6 +360,7 @@ impl TcpSocket {
                 self.rec.inflation = 0;
                 self.rec.dupacks = 0;
                 self.rec.rtx_first = false;
+                self.rec.clear_marks();
                 self.cc.on_recovery_exit(now, self.flight());
             }
             Some(p) => {
@@ -386,6 +508,7 @@ impl TcpSocket {
             self.rec.rtx_first = false;
             self.rec.recover = Some(self.snd_max);
             self.rec.scoreboard.clear();
+            self.rec.clear_marks();
             self.rec.high_rxt = self.snd_una;
             // Go back N: resend from the first unacknowledged byte.
             self.snd_nxt = self.snd_una;

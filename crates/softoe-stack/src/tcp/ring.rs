@@ -48,6 +48,7 @@ impl RingBuffer {
         self.len == 0
     }
 
+    #[cfg(test)]
     pub(crate) fn is_full(&self) -> bool {
         self.len == self.capacity()
     }
@@ -158,6 +159,7 @@ impl RingBuffer {
         self.consume(n)
     }
 
+    #[cfg(test)]
     pub(crate) fn clear(&mut self) {
         self.read = 0;
         self.len = 0;

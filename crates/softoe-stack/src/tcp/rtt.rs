@@ -101,6 +101,7 @@ impl RttEstimator {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn has_sample(&self) -> bool {
         self.has_sample
     }

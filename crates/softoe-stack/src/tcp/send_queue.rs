@@ -58,11 +58,6 @@ impl SendQueue {
         }
     }
 
-    /// The byte budget.
-    pub(crate) fn capacity(&self) -> usize {
-        self.max_bytes
-    }
-
     /// Total bytes acknowledged over the connection's life.
     pub(crate) fn acked_total(&self) -> u64 {
         self.acked_total

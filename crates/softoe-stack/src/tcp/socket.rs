@@ -526,11 +526,6 @@ impl TcpSocket {
         }
     }
 
-    /// Bytes readable now.
-    pub(crate) fn recv_queue(&self) -> usize {
-        self.rx.len()
-    }
-
     /// Closes the sending half: a FIN follows the queued data. Before the
     /// handshake completes, the FIN waits for it.
     pub(crate) fn shutdown_send(&mut self) {
@@ -625,6 +620,7 @@ impl TcpSocket {
             rttvar: self.rtt.rttvar(),
             min_rtt: self.rtt.min_rtt(),
             rto: self.rtt.rto(),
+            backoff: self.rtt.backoff_count(),
             wscale: self.wscale_ok.then_some((self.rcv_wscale, self.snd_wscale)),
             timestamps: self.ts.is_some(),
             sack: self.sack_ok,
