@@ -349,10 +349,10 @@ mod tests {
         let mut corrupted = 0;
         for _ in 0..n {
             let mut f = original.clone();
-            if let Fate::Deliver(_) = d.transmit(Instant::ZERO, &mut f) {
-                if f != original {
-                    corrupted += 1;
-                }
+            if let Fate::Deliver(_) = d.transmit(Instant::ZERO, &mut f)
+                && f != original
+            {
+                corrupted += 1;
             }
         }
         let near = |count: u64, p: f64, base: u64| {

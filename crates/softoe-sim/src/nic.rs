@@ -173,12 +173,15 @@ pub(crate) fn coalesce(frames: Vec<Vec<u8>>) -> Vec<(Vec<u8>, Option<u16>)> {
     let mut out: Vec<Acc> = Vec::with_capacity(frames.len());
     for f in frames {
         let len = tcp_layout(&f).map_or(0, |l| l.end - l.payload);
-        if let Some(acc) = out.last_mut() {
-            if !acc.closed && len > 0 && len <= acc.seg && try_merge(&mut acc.frame, &f) {
-                acc.count += 1;
-                acc.closed = len < acc.seg;
-                continue;
-            }
+        if let Some(acc) = out.last_mut()
+            && !acc.closed
+            && len > 0
+            && len <= acc.seg
+            && try_merge(&mut acc.frame, &f)
+        {
+            acc.count += 1;
+            acc.closed = len < acc.seg;
+            continue;
         }
         out.push(Acc {
             frame: f,

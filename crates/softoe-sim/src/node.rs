@@ -74,6 +74,14 @@ pub struct SimDev<'a> {
     out: &'a mut Vec<SimFrame>,
 }
 
+impl core::fmt::Debug for SimDev<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SimDev")
+            .field("queued", &self.out.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Device for SimDev<'_> {
     fn payload(&self, r: &PayloadRef) -> &[u8] {
         let s = usize::try_from(r.offset).unwrap_or(usize::MAX);
@@ -117,6 +125,16 @@ pub struct StackNode {
     pub apps: Vec<Box<dyn App>>,
     /// Most sockets alive at once (memory bound check).
     pub peak_sockets: usize,
+}
+
+impl core::fmt::Debug for StackNode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("StackNode")
+            .field("stack", &self.stack)
+            .field("apps", &self.apps.len())
+            .field("peak_sockets", &self.peak_sockets)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StackNode {

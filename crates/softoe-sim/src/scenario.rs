@@ -21,21 +21,12 @@ pub const CLIENT_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
 pub const SERVER_IP: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
 
 /// One side of a two-stack world.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Side {
     /// TCP settings for its sockets.
     pub tcp: TcpConfig,
     /// What its NIC offloads.
     pub nic: NicConfig,
-}
-
-impl Default for Side {
-    fn default() -> Side {
-        Side {
-            tcp: TcpConfig::default(),
-            nic: NicConfig::default(),
-        }
-    }
 }
 
 /// A client stack and a server stack on one link, and the connections

@@ -86,6 +86,17 @@ pub struct EndResult {
     pub info: Option<TcpInfo>,
 }
 
+/// What one end of a connection does.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    total: u64,
+    chunk: u32,
+    send_key: u64,
+    recv_key: u64,
+    abort_after_sent: Option<u64>,
+    abort_after_recv: Option<u64>,
+}
+
 /// Sends, shuts down, reads and closes one connection end.
 fn pump(
     now: Instant,
@@ -94,13 +105,16 @@ fn pump(
     h: SocketHandle,
     r: &mut EndResult,
     shut: &mut bool,
-    total: u64,
-    chunk: u32,
-    send_key: u64,
-    recv_key: u64,
-    abort_after_sent: Option<u64>,
-    abort_after_recv: Option<u64>,
+    plan: Plan,
 ) -> bool {
+    let Plan {
+        total,
+        chunk,
+        send_key,
+        recv_key,
+        abort_after_sent,
+        abort_after_recv,
+    } = plan;
     let mut changed = false;
     let mut abort = false;
     // Aborts happen on open connections, so that a RST goes out.
@@ -132,11 +146,9 @@ fn pump(
     if abort_after_sent.is_some_and(|a| r.sent >= a) {
         abort = true;
     }
-    if !abort && r.error.is_none() && r.sent == total && !*shut {
-        if stack.tcp_shutdown(h).is_ok() {
-            *shut = true;
-            changed = true;
-        }
+    if !abort && r.error.is_none() && r.sent == total && !*shut && stack.tcp_shutdown(h).is_ok() {
+        *shut = true;
+        changed = true;
     }
     loop {
         let pos = r.received;
@@ -252,6 +264,14 @@ impl App for Client {
             }
         };
         let s = self.spec;
+        let plan = Plan {
+            total: s.client_bytes,
+            chunk: s.client_chunk,
+            send_key: s.client_key(),
+            recv_key: s.server_key(),
+            abort_after_sent: s.client_abort_after,
+            abort_after_recv: None,
+        };
         pump(
             now,
             stack,
@@ -259,12 +279,7 @@ impl App for Client {
             h,
             &mut self.result,
             &mut self.shut,
-            s.client_bytes,
-            s.client_chunk,
-            s.client_key(),
-            s.server_key(),
-            s.client_abort_after,
-            None,
+            plan,
         )
     }
 
@@ -370,6 +385,14 @@ impl App for Server {
                 continue;
             }
             let s = c.spec;
+            let plan = Plan {
+                total: s.server_bytes,
+                chunk: s.server_chunk,
+                send_key: s.server_key(),
+                recv_key: s.client_key(),
+                abort_after_sent: None,
+                abort_after_recv: s.server_abort_after,
+            };
             changed |= pump(
                 now,
                 stack,
@@ -377,12 +400,7 @@ impl App for Server {
                 c.handle,
                 &mut c.result,
                 &mut c.shut,
-                s.server_bytes,
-                s.server_chunk,
-                s.server_key(),
-                s.client_key(),
-                None,
-                s.server_abort_after,
+                plan,
             );
         }
         changed

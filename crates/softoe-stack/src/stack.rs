@@ -241,6 +241,11 @@ impl Stack {
         &self.stats
     }
 
+    /// Entries in the ARP cache (resolved and pending).
+    pub fn arp_cache_len(&self) -> usize {
+        self.arp.len()
+    }
+
     /// Number of live sockets of every kind.
     pub fn socket_count(&self) -> usize {
         self.sockets.len()
@@ -428,28 +433,29 @@ impl Stack {
         let state = sock.state;
         let parent = sock.parent;
         let key = (sock.local, sock.remote);
-        if prev == State::SynReceived && state != State::SynReceived {
-            if let Some(l) = parent {
-                if state == State::Closed {
-                    if let Some(lst) = self.sockets.listener_mut(l) {
-                        lst.forget_embryo(i);
-                    }
-                    self.sockets.conns.remove(&key);
-                    self.sockets.remove(i);
-                    return;
-                }
-                let handle = self.sockets.handle_of(i);
-                if let (Some(lst), Some(h)) = (self.sockets.listener_mut(l), handle) {
+        if prev == State::SynReceived
+            && state != State::SynReceived
+            && let Some(l) = parent
+        {
+            if state == State::Closed {
+                if let Some(lst) = self.sockets.listener_mut(l) {
                     lst.forget_embryo(i);
-                    lst.accept_queue.push_back(h);
-                    lst.events.insert(Events::READABLE);
                 }
-                if let Some(sock) = self.sockets.tcp_mut(i) {
-                    sock.queued_for_accept = true;
-                }
-                self.stats.tcp_passive_opens += 1;
-                self.sockets.touch(l);
+                self.sockets.conns.remove(&key);
+                self.sockets.remove(i);
+                return;
             }
+            let handle = self.sockets.handle_of(i);
+            if let (Some(lst), Some(h)) = (self.sockets.listener_mut(l), handle) {
+                lst.forget_embryo(i);
+                lst.accept_queue.push_back(h);
+                lst.events.insert(Events::READABLE);
+            }
+            if let Some(sock) = self.sockets.tcp_mut(i) {
+                sock.queued_for_accept = true;
+            }
+            self.stats.tcp_passive_opens += 1;
+            self.sockets.touch(l);
         }
         if state == State::Closed {
             if self.sockets.conns.get(&key) == Some(&i) {
@@ -674,7 +680,7 @@ impl Stack {
         }
         // RFC 1122 §3.2.2.1: port unreachable, quoting the IP header and 8 bytes.
         let quote_len =
-            (usize::from(ip_bytes.get(0).map_or(5, |b| b & 0x0f)) * 4 + 8).min(ip_bytes.len());
+            (usize::from(ip_bytes.first().map_or(5, |b| b & 0x0f)) * 4 + 8).min(ip_bytes.len());
         let quote = ip_bytes.get(..quote_len).unwrap_or(&[]);
         let icmp = Icmpv4Repr::DstUnreachable {
             reason: Icmpv4DstUnreachable::PortUnreachable,

@@ -92,7 +92,6 @@ impl ArpCache {
         }
     }
 
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
@@ -195,13 +194,12 @@ impl ArpCache {
                 _ => (1, e.touched),
             })
             .map(|(ip, _)| *ip);
-        if let Some(ip) = victim {
-            if let Some(e) = self.entries.remove(&ip) {
-                if matches!(e.state, State::Incomplete { .. }) {
-                    self.incomplete = self.incomplete.saturating_sub(1);
-                    self.drop_pending(ip);
-                }
-            }
+        if let Some(ip) = victim
+            && let Some(e) = self.entries.remove(&ip)
+            && matches!(e.state, State::Incomplete { .. })
+        {
+            self.incomplete = self.incomplete.saturating_sub(1);
+            self.drop_pending(ip);
         }
     }
 

@@ -373,11 +373,9 @@ impl SocketSet {
             self.events.push_back(index);
         }
         match at {
-            Some(t) if t == Instant::ZERO => {
-                if !slot.in_ready {
-                    slot.in_ready = true;
-                    self.ready.push_back(index);
-                }
+            Some(t) if t == Instant::ZERO && !slot.in_ready => {
+                slot.in_ready = true;
+                self.ready.push_back(index);
             }
             Some(t) if t < slot.armed => {
                 slot.armed = t;
@@ -415,11 +413,11 @@ impl SocketSet {
 
     /// Puts a socket back at the front of the ready queue (the port was busy).
     pub(crate) fn push_ready_front(&mut self, index: usize) {
-        if let Some(slot) = self.slots.get_mut(index) {
-            if !slot.in_ready {
-                slot.in_ready = true;
-                self.ready.push_front(index);
-            }
+        if let Some(slot) = self.slots.get_mut(index)
+            && !slot.in_ready
+        {
+            slot.in_ready = true;
+            self.ready.push_front(index);
         }
     }
 
@@ -495,13 +493,11 @@ impl SocketSet {
             if matches!(
                 self.slots.get(i).and_then(|s| s.socket.as_ref()),
                 Some(Socket::Tcp(_))
-            ) {
-                if let Some(slot) = self.slots.get_mut(i) {
-                    if !slot.in_ready {
-                        slot.in_ready = true;
-                        self.ready.push_back(i);
-                    }
-                }
+            ) && let Some(slot) = self.slots.get_mut(i)
+                && !slot.in_ready
+            {
+                slot.in_ready = true;
+                self.ready.push_back(i);
             }
         }
     }

@@ -145,6 +145,7 @@ impl TcpSocket {
         self.snd_una = iss;
         self.snd_nxt = iss;
         self.snd_max = iss;
+        self.snd_sml = iss;
         self.snd_wl2 = iss;
         self.tx_seq0 = seq::add(iss, 1);
         self.last_progress = now;
@@ -240,15 +241,14 @@ impl TcpSocket {
         }
 
         // PAWS (RFC 7323 §5.3 R1), before the window check.
-        if let (Some(ts), Some(peer)) = (self.ts, seg.timestamp) {
-            if seg.control != TcpControl::Rst
-                && seq::ts_lt(peer.tsval, ts.recent)
-                && now.saturating_duration_since(ts.recent_at) < PAWS_IDLE
-            {
-                self.counters.dup_segments += 1;
-                self.ack_now = true;
-                return Reply::None;
-            }
+        if let (Some(ts), Some(peer)) = (self.ts, seg.timestamp)
+            && seg.control != TcpControl::Rst
+            && seq::ts_lt(peer.tsval, ts.recent)
+            && now.saturating_duration_since(ts.recent_at) < PAWS_IDLE
+        {
+            self.counters.dup_segments += 1;
+            self.ack_now = true;
+            return Reply::None;
         }
 
         // Sequence acceptability (RFC 9293 §3.10.7.4, first).
@@ -300,11 +300,12 @@ impl TcpSocket {
         }
 
         // Update TS.Recent (RFC 7323 §4.3): the segment covers last_ack_sent.
-        if let (Some(ts), Some(peer)) = (self.ts.as_mut(), seg.timestamp) {
-            if seq::le(s, self.rcv_nxt) && !seq::ts_lt(peer.tsval, ts.recent) {
-                ts.recent = peer.tsval;
-                ts.recent_at = now;
-            }
+        if let (Some(ts), Some(peer)) = (self.ts.as_mut(), seg.timestamp)
+            && seq::le(s, self.rcv_nxt)
+            && !seq::ts_lt(peer.tsval, ts.recent)
+        {
+            ts.recent = peer.tsval;
+            ts.recent_at = now;
         }
 
         self.last_rx = now;
@@ -373,11 +374,9 @@ impl TcpSocket {
                     gso_size,
                 );
             }
-            State::TimeWait => {
-                if seg.control == TcpControl::Fin {
-                    self.ack_now = true;
-                    self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
-                }
+            State::TimeWait if seg.control == TcpControl::Fin => {
+                self.ack_now = true;
+                self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
             }
             _ => {}
         }
@@ -386,16 +385,16 @@ impl TcpSocket {
 
     fn process_syn_sent(&mut self, cx: &mut Ctx<'_>, seg: &TcpRepr<'_>) -> Reply {
         let now = cx.now;
-        if let Some(ack) = seg.ack_number {
-            if seq::le(ack, self.iss) || seq::gt(ack, self.snd_max) {
-                if seg.control == TcpControl::Rst {
-                    return Reply::None;
-                }
-                return Reply::Rst {
-                    seq: ack,
-                    ack: None,
-                };
+        if let Some(ack) = seg.ack_number
+            && (seq::le(ack, self.iss) || seq::gt(ack, self.snd_max))
+        {
+            if seg.control == TcpControl::Rst {
+                return Reply::None;
             }
+            return Reply::Rst {
+                seq: ack,
+                ack: None,
+            };
         }
         if seg.control == TcpControl::Rst {
             if seg.ack_number.is_some() {
@@ -417,10 +416,10 @@ impl TcpSocket {
                 self.snd_wl1 = seg.seq_number;
                 self.snd_wl2 = ack;
                 // Our SYN is acknowledged: an RTT sample unless it was resent.
-                if let Some((end, t)) = self.rtt_timing.take() {
-                    if seq::ge(ack, end) {
-                        self.rtt.on_sample(now.saturating_duration_since(t));
-                    }
+                if let Some((end, t)) = self.rtt_timing.take()
+                    && seq::ge(ack, end)
+                {
+                    self.rtt.on_sample(now.saturating_duration_since(t));
                 }
                 self.snd_una = ack;
                 if seq::lt(self.snd_nxt, ack) {

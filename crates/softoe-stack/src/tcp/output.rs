@@ -230,10 +230,10 @@ impl TcpSocket {
 
         // Loss recovery first.
         if let Some(phase) = self.rec.phase {
-            if self.rec.rtx_first {
-                if let Some(p) = self.rtx_at(self.snd_una, mss) {
-                    return Some(p);
-                }
+            if self.rec.rtx_first
+                && let Some(p) = self.rtx_at(self.snd_una, mss)
+            {
+                return Some(p);
             }
             let pipe = if phase.sack {
                 self.rec.pipe(self.snd_una, self.snd_max)
@@ -245,12 +245,12 @@ impl TcpSocket {
                 return None;
             }
             if phase.sack {
-                if let Some((s, e)) = self.rec.next_relost_peek(self.snd_una) {
-                    if let Some(mut p) = self.rtx_at(s, mss) {
-                        p.len = p.len.min(seq::dist(e, s));
-                        if p.len > 0 || p.fin {
-                            return Some(p);
-                        }
+                if let Some((s, e)) = self.rec.next_relost_peek(self.snd_una)
+                    && let Some(mut p) = self.rtx_at(s, mss)
+                {
+                    p.len = p.len.min(seq::dist(e, s));
+                    if p.len > 0 || p.fin {
+                        return Some(p);
                     }
                 }
                 if let Some(p) = self.next_lost_hole(mss, true) {
@@ -386,8 +386,11 @@ impl TcpSocket {
                 if (len < self.max_snd_wnd / 2 || self.max_snd_wnd == 0) && !self.sws_override {
                     return None;
                 }
-            } else if !(self.cfg.nodelay || self.fin_queued || self.snd_una == self.snd_max) {
-                // Nagle: a small segment waits while data is unacknowledged.
+            } else if !(self.cfg.nodelay || self.fin_queued || !seq::gt(self.snd_sml, self.snd_una))
+            {
+                // Nagle, with Minshall's refinement (as Linux): a small
+                // segment waits only while another small one is unacknowledged,
+                // so the tail of a large write goes at once.
                 return None;
             }
         }
@@ -413,10 +416,10 @@ impl TcpSocket {
         if retransmission {
             self.counters.retransmits += 1;
             self.counters.bytes_retrans += u64::from(plan.len);
-            if let Some((e, _)) = self.rtt_timing {
-                if seq::gt(e, plan.seq) {
-                    self.rtt_timing = None;
-                }
+            if let Some((e, _)) = self.rtt_timing
+                && seq::gt(e, plan.seq)
+            {
+                self.rtt_timing = None;
             }
         } else if self.rtt_timing.is_none() {
             self.rtt_timing = Some((end, now));
@@ -448,6 +451,9 @@ impl TcpSocket {
         }
         if plan.len > 0 {
             self.sws_override = false;
+            if plan.len < self.seg_mss() {
+                self.snd_sml = end;
+            }
         }
         let segs = plan.len.div_ceil(self.snd_mss.max(1)).max(1);
         self.counters.segs_out += u64::from(segs);
@@ -518,11 +524,11 @@ impl TcpSocket {
         let first = self
             .last_ooo
             .and_then(|o| self.ooo.iter().find(|&(s, e)| s <= o && o < e));
-        if let Some(r) = first {
-            if let Some(slot) = out.get_mut(0) {
-                *slot = Some(to_seq(r));
-                n = 1;
-            }
+        if let Some(r) = first
+            && let Some(slot) = out.get_mut(0)
+        {
+            *slot = Some(to_seq(r));
+            n = 1;
         }
         for r in self.ooo.iter() {
             if n >= max {

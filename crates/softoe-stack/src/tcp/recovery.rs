@@ -171,14 +171,14 @@ impl Recovery {
     /// A relost range starting at `start` was retransmitted up to `end`.
     pub(crate) fn relost_sent(&mut self, start: TcpSeqNumber, end: TcpSeqNumber) {
         for r in self.relost.iter_mut() {
-            if let Some((s, e)) = *r {
-                if s == start {
-                    *r = if seq::lt(end, e) {
-                        Some((end, e))
-                    } else {
-                        None
-                    };
-                }
+            if let Some((s, e)) = *r
+                && s == start
+            {
+                *r = if seq::lt(end, e) {
+                    Some((end, e))
+                } else {
+                    None
+                };
             }
         }
     }
@@ -343,11 +343,11 @@ impl TcpSocket {
         }
 
         // RTT sample from the timed segment (Karn: retransmissions cleared it).
-        if let Some((end, t)) = self.rtt_timing {
-            if seq::ge(ack, end) {
-                self.rtt.on_sample(now.saturating_duration_since(t));
-                self.rtt_timing = None;
-            }
+        if let Some((end, t)) = self.rtt_timing
+            && seq::ge(ack, end)
+        {
+            self.rtt.on_sample(now.saturating_duration_since(t));
+            self.rtt_timing = None;
         }
         self.retries = 0;
         self.rtt.reset_backoff();

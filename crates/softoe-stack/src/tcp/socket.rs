@@ -173,6 +173,8 @@ pub(crate) struct TcpSocket {
     pub(crate) tx_seq0: TcpSeqNumber,
     /// The application finished sending: a FIN follows the queued data.
     pub(crate) fin_queued: bool,
+    /// End of the last segment sent smaller than the MSS (Minshall's Nagle).
+    pub(crate) snd_sml: TcpSeqNumber,
 
     // Receive sequence space.
     pub(crate) irs: TcpSeqNumber,
@@ -272,7 +274,7 @@ impl TcpSocket {
         } else {
             0
         };
-        let snd_mss = u32::from(adv_mss).min(536).max(1);
+        let snd_mss = u32::from(adv_mss).clamp(1, 536);
         TcpSocket {
             state: State::Closed,
             local: Endpoint::default(),
@@ -291,6 +293,7 @@ impl TcpSocket {
             tx: SendQueue::new(cfg.tx_buffer, cfg.tx_max_chunks),
             tx_seq0: TcpSeqNumber(0),
             fin_queued: false,
+            snd_sml: TcpSeqNumber(0),
             irs: TcpSeqNumber(0),
             rcv_nxt: TcpSeqNumber(0),
             rcv_wscale,

@@ -99,6 +99,57 @@ impl Device for TestDev {
     }
 }
 
+/// Adds `n` to a sequence number.
+pub(crate) fn add(s: TcpSeqNumber, n: usize) -> TcpSeqNumber {
+    TcpSeqNumber(s.0.wrapping_add(n as u32))
+}
+
+/// A listener on LOCAL_PORT and a passive handshake completed with a SYN
+/// built from `syn` (its control and sequence number are set here). Returns
+/// the connection, our next sequence number and the SYN-ACK.
+pub(crate) fn open_passive(
+    h: &mut Harness,
+    syn: TcpRepr<'static>,
+) -> (crate::SocketHandle, TcpSeqNumber, Sent) {
+    let lst = h.stack.tcp_listen(local(), 8, None).unwrap();
+    h.send(TcpRepr {
+        control: TcpControl::Syn,
+        seq_number: REMOTE_SEQ,
+        ack_number: None,
+        ..syn
+    });
+    let mut out = h.take();
+    assert_eq!(out.len(), 1, "one SYN-ACK: {out:?}");
+    let sa = out.remove(0);
+    assert_eq!(sa.repr.control, TcpControl::Syn);
+    let iss = sa.seq();
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(add(iss, 1)),
+        timestamp: syn.timestamp.map(|t| softoe_wire::TcpTimestamp {
+            tsval: t.tsval + 1,
+            tsecr: sa.repr.timestamp.map_or(0, |x| x.tsval),
+        }),
+        ..SEND_TEMPL
+    });
+    assert!(h.take().is_empty(), "nothing answers the final ACK");
+    let conn = h.stack.tcp_accept(lst).unwrap().expect("accepted");
+    h.stack.close(h.now, lst).unwrap();
+    (conn, add(iss, 1), sa)
+}
+
+/// A plain passive connection: MSS 1460, no other options.
+pub(crate) fn open_plain(h: &mut Harness) -> (crate::SocketHandle, TcpSeqNumber) {
+    let (c, s, _) = open_passive(
+        h,
+        TcpRepr {
+            max_seg_size: Some(1460),
+            ..SEND_TEMPL
+        },
+    );
+    (c, s)
+}
+
 /// A stack under test and its peer's view.
 pub(crate) struct Harness {
     pub(crate) stack: Stack,
@@ -230,20 +281,6 @@ impl Harness {
     /// Advances time by `d` and polls.
     pub(crate) fn advance(&mut self, d: Duration) -> Vec<Sent> {
         self.now += d;
-        self.recv()
-    }
-
-    /// Runs the clock to the stack's next deadline (at most `limit` ahead).
-    pub(crate) fn run_to_deadline(&mut self, limit: Duration) -> Vec<Sent> {
-        let end = self.now + limit;
-        match self.stack.poll_at() {
-            Some(t) if t <= end => {
-                if t > self.now {
-                    self.now = t;
-                }
-            }
-            _ => self.now = end,
-        }
         self.recv()
     }
 }

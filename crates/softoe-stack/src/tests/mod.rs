@@ -2,5 +2,12 @@
 //! behaviour"): a test plays the peer, writing TCP segments as `TcpRepr`s and
 //! checking exactly which segments the stack sends back.
 
+mod bug_classes;
 mod harness;
+mod iface;
+mod offload;
 mod tcp_basics;
+mod tcp_close;
+mod tcp_loss;
+mod tcp_options;
+mod tcp_rst;

@@ -271,3 +271,28 @@ fn active_close_through_time_wait() {
     assert_eq!(released.len(), 1);
     assert_eq!(released[0].0, conn);
 }
+
+#[test]
+fn nagle_holds_small_writes_until_the_small_one_is_acked() {
+    let mut h = Harness::new();
+    let (conn, our) = established_passive(&mut h);
+    h.stack.tcp_send(conn, PayloadRef::new(0, 0, 10)).unwrap();
+    assert_eq!(h.recv().len(), 1, "the first small segment goes");
+    h.stack.tcp_send(conn, PayloadRef::new(0, 10, 10)).unwrap();
+    h.stack.tcp_send(conn, PayloadRef::new(0, 20, 10)).unwrap();
+    assert!(h.recv().is_empty(), "later ones wait for its ACK");
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(add(our, 10)),
+        ..SEND_TEMPL
+    });
+    let out = h.take();
+    assert_eq!(out.len(), 1, "then go together");
+    assert_eq!(out[0].len(), 20);
+    // TCP_NODELAY: every write goes at once.
+    h.stack.tcp_set_nodelay(conn, true).unwrap();
+    h.stack.tcp_send(conn, PayloadRef::new(0, 30, 5)).unwrap();
+    assert_eq!(h.recv().len(), 1);
+    h.stack.tcp_send(conn, PayloadRef::new(0, 35, 5)).unwrap();
+    assert_eq!(h.recv().len(), 1);
+}

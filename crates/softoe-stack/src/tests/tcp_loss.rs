@@ -1,0 +1,235 @@
+//! Retransmission: RTO with backoff, fast retransmit, SACK recovery, and
+//! the window's growth.
+
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use softoe_wire::{TcpRepr, TcpSeqNumber};
+
+use super::harness::*;
+use crate::PayloadRef;
+
+const MSS: usize = 1460;
+
+fn seg(our: TcpSeqNumber, k: usize) -> TcpSeqNumber {
+    add(our, k * MSS)
+}
+
+#[test]
+fn rto_with_exponential_backoff() {
+    let mut h = Harness::new();
+    let (conn, our) = open_plain(&mut h);
+    h.stack.tcp_send(conn, PayloadRef::new(0, 0, 100)).unwrap();
+    assert_eq!(h.recv().len(), 1);
+    // The handshake gave an RTT sample of ~0: the RTO is the 200 ms floor.
+    assert_eq!(
+        h.stack.tcp_info(conn).unwrap().rto,
+        Duration::from_millis(200)
+    );
+    let mut waited = Duration::ZERO;
+    for (i, gap) in [200u64, 400, 800, 1600].into_iter().enumerate() {
+        assert!(
+            h.advance(Duration::from_millis(gap - 1)).is_empty(),
+            "not before {gap} ms"
+        );
+        let out = h.advance(Duration::from_millis(1));
+        assert_eq!(out.len(), 1, "retransmission {i}");
+        assert_eq!(out[0].seq(), our);
+        assert_eq!(out[0].len(), 100);
+        waited += Duration::from_millis(gap);
+        let info = h.stack.tcp_info(conn).unwrap();
+        assert_eq!(info.rto_count, i as u32 + 1);
+        assert_eq!(info.backoff, i as u32 + 1);
+    }
+    // An ACK of new data ends the backoff.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(add(our, 100)),
+        ..SEND_TEMPL
+    });
+    assert_eq!(h.stack.tcp_info(conn).unwrap().backoff, 0);
+    assert!(waited > Duration::ZERO);
+}
+
+#[test]
+fn fast_retransmit_after_three_duplicate_acks() {
+    let mut h = Harness::new();
+    let (conn, our) = open_plain(&mut h);
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (10 * MSS) as u32))
+        .unwrap();
+    let out = h.recv();
+    assert_eq!(out.len(), 10, "initial window of ten segments");
+    let ack = |h: &mut Harness, a: TcpSeqNumber| {
+        h.send(TcpRepr {
+            seq_number: add(REMOTE_SEQ, 1),
+            ack_number: Some(a),
+            ..SEND_TEMPL
+        });
+        h.take()
+    };
+    assert!(
+        ack(&mut h, seg(our, 1)).is_empty(),
+        "segment 0 acknowledged"
+    );
+    assert!(ack(&mut h, seg(our, 1)).is_empty(), "first duplicate");
+    assert!(ack(&mut h, seg(our, 1)).is_empty(), "second duplicate");
+    let out = ack(&mut h, seg(our, 1));
+    assert_eq!(out.len(), 1, "third duplicate: fast retransmit");
+    assert_eq!(out[0].seq(), seg(our, 1));
+    assert_eq!(out[0].len(), MSS);
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!(info.fast_retransmits, 1);
+    assert_eq!(info.rto_count, 0);
+    // A partial ACK (NewReno) retransmits the next hole at once.
+    let out = ack(&mut h, seg(our, 4));
+    assert_eq!(out.first().map(|s| s.seq()), Some(seg(our, 4)));
+}
+
+#[test]
+fn sack_recovers_several_losses_in_one_window() {
+    let mut h = Harness::new();
+    let (conn, our, synack) = open_passive(
+        &mut h,
+        TcpRepr {
+            max_seg_size: Some(MSS as u16),
+            sack_permitted: true,
+            ..SEND_TEMPL
+        },
+    );
+    assert!(synack.repr.sack_permitted);
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (10 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 10);
+    // Segments 0 and 3 are lost; the peer SACKs what it has.
+    let block = |a: usize, b: usize| Some((seg(our, a).0, seg(our, b).0));
+    let mut rtx = Vec::new();
+    for blocks in [
+        [block(1, 3), None, None, None],
+        [block(4, 6), block(1, 3), None, None],
+        [block(4, 8), block(1, 3), None, None],
+        [block(4, 10), block(1, 3), None, None],
+    ] {
+        h.send(TcpRepr {
+            seq_number: add(REMOTE_SEQ, 1),
+            ack_number: Some(our),
+            sack_ranges: blocks,
+            ..SEND_TEMPL
+        });
+        rtx.extend(h.take().into_iter().map(|s| (s.seq(), s.len())));
+    }
+    rtx.sort_by_key(|(s, _)| s.0.wrapping_sub(our.0));
+    assert_eq!(
+        rtx,
+        [(seg(our, 0), MSS), (seg(our, 3), MSS)],
+        "exactly the two holes"
+    );
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!(info.sack_recoveries, 1);
+    assert_eq!(info.retransmits, 2);
+    // Both arrive: one cumulative ACK ends recovery.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(seg(our, 10)),
+        ..SEND_TEMPL
+    });
+    assert_eq!(h.stack.tcp_acked(conn).unwrap(), (10 * MSS) as u64);
+}
+
+#[test]
+fn slow_start_doubles_the_window_per_round_trip() {
+    let mut h = Harness::new();
+    let (conn, our) = open_plain(&mut h);
+    h.stack.tcp_set_nodelay(conn, true).unwrap();
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (60 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 10);
+    let cwnd0 = h.stack.tcp_info(conn).unwrap().cwnd;
+    assert_eq!(cwnd0 as usize, 10 * MSS);
+    // Acknowledge the first round segment by segment: each ACK releases two.
+    let mut sent = 0;
+    for k in 1..=10 {
+        h.send(TcpRepr {
+            seq_number: add(REMOTE_SEQ, 1),
+            ack_number: Some(seg(our, k)),
+            ..SEND_TEMPL
+        });
+        sent += h.take().len();
+    }
+    assert_eq!(sent, 20, "the second round is twice the first");
+    assert_eq!(h.stack.tcp_info(conn).unwrap().cwnd as usize, 20 * MSS);
+}
+
+#[test]
+fn zero_window_is_probed_with_backoff() {
+    let mut h = Harness::new();
+    let (conn, our) = open_plain(&mut h);
+    h.stack.tcp_send(conn, PayloadRef::new(0, 0, 1000)).unwrap();
+    h.recv();
+    // The peer takes it and closes its window.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(add(our, 1000)),
+        window_len: 0,
+        ..SEND_TEMPL
+    });
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 1000, 1000))
+        .unwrap();
+    assert!(h.recv().is_empty(), "nothing fits a zero window");
+    assert!(h.advance(Duration::from_millis(199)).is_empty());
+    let probe = h.advance(Duration::from_millis(1));
+    assert_eq!(probe.len(), 1, "a probe after one RTO");
+    assert_eq!(
+        probe[0].seq(),
+        add(our, 999),
+        "an old sequence number the peer must ACK"
+    );
+    assert_eq!(probe[0].len(), 0);
+    // Still closed: the next probe backs off.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(add(our, 1000)),
+        window_len: 0,
+        ..SEND_TEMPL
+    });
+    assert!(h.advance(Duration::from_millis(399)).is_empty());
+    assert_eq!(h.advance(Duration::from_millis(1)).len(), 1);
+    assert_eq!(h.stack.tcp_info(conn).unwrap().zero_window_probes, 2);
+    // The window opens: the data goes.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(add(our, 1000)),
+        window_len: 8000,
+        ..SEND_TEMPL
+    });
+    let out = h.take();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].seq(), add(our, 1000));
+    assert_eq!(out[0].len(), 1000);
+}
+
+#[test]
+fn small_window_is_not_filled_with_tiny_segments() {
+    let mut h = Harness::new();
+    let (conn, our) = open_plain(&mut h);
+    h.stack.tcp_send(conn, PayloadRef::new(0, 0, 1000)).unwrap();
+    h.recv();
+    // A 100-byte window: sender SWS avoidance holds 3000 bytes back...
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(add(our, 1000)),
+        window_len: 100,
+        ..SEND_TEMPL
+    });
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 1000, 3000))
+        .unwrap();
+    assert!(h.recv().is_empty());
+    // ...until the override timer says to send what fits.
+    let out = h.advance(Duration::from_millis(200));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].len(), 100);
+}
