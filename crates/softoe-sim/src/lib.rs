@@ -22,8 +22,8 @@
 //! use softoe_sim::scenario::Transfer;
 //! use std::time::Duration;
 //!
-//! // One megabyte over a 1 Gb/s link with 1 % loss.
-//! let t = Transfer { bytes: 1 << 20, loss: 0.01, ..Transfer::default() };
+//! // One megabyte over a 1 Gb/s link with 5 % loss.
+//! let t = Transfer { bytes: 1 << 20, loss: 0.05, ..Transfer::default() };
 //! let r = t.run().unwrap();
 //! assert!(r.intact);
 //! assert!(r.sender.unwrap().retransmits > 0);

@@ -192,7 +192,10 @@ fn pump(
         let _ = stack.tcp_abort(h);
         r.aborted = true;
     }
-    if abort || r.error.is_some() || (r.eof && *shut) {
+    // Close once both directions are done and our data is acknowledged
+    // (like SO_LINGER), so the last snapshot shows the whole transfer.
+    let acked = stack.tcp_acked(h).is_ok_and(|a| a >= r.sent);
+    if abort || r.error.is_some() || (r.eof && *shut && acked) {
         if let Ok(info) = stack.tcp_info(h) {
             r.info = Some(info);
         }
