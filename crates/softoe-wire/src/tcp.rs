@@ -640,32 +640,33 @@ impl<'a> TcpRepr<'a> {
         Ok(repr)
     }
 
+    /// SACK blocks emitted: as many as fit in the 40 option bytes left by
+    /// the other options (3 beside timestamps, 4 alone).
     fn sack_count(&self) -> usize {
-        let max = if self.timestamp.is_some() { 3 } else { 4 };
-        self.sack_ranges.iter().flatten().count().min(max)
+        let room = 40usize.saturating_sub(self.other_options_len());
+        let fit = room.saturating_sub(4) / 8;
+        self.sack_ranges.iter().flatten().count().min(fit).min(4)
     }
 
-    fn options_len(&self) -> usize {
+    fn other_options_len(&self) -> usize {
         let mut n = 0;
         if self.max_seg_size.is_some() {
             n += 4;
         }
         if self.timestamp.is_some() {
-            n += 12; // SACKOK+TS, or NOP NOP TS
+            n += 12;
         } else if self.sack_permitted {
-            n += 4; // NOP NOP SACKOK
-        }
-        if self.timestamp.is_some() && self.sack_permitted {
-            // SACKOK rides in the two bytes before TS.
+            n += 4;
         }
         if self.window_scale.is_some() {
-            n += 4; // NOP WS
-        }
-        let sacks = self.sack_count();
-        if sacks > 0 {
-            n += 4 + 8 * sacks; // NOP NOP SACK
+            n += 4;
         }
         n
+    }
+
+    fn options_len(&self) -> usize {
+        let sacks = self.sack_count();
+        self.other_options_len() + if sacks > 0 { 4 + 8 * sacks } else { 0 }
     }
 
     /// Header length with options (padded to 4 bytes; at most 60).
