@@ -310,7 +310,7 @@ pub fn random_world(seed: u64) -> TwoStacks {
         // TIME-WAIT must outlast the peer's longest retransmission interval,
         // or a lost last ACK turns into a reset (the reason 2 MSL exists).
         tcp.max_rto = Duration::from_secs(10);
-        tcp.time_wait = Duration::from_secs(20);
+        tcp.time_wait = Duration::from_secs(60);
         // Detect a peer that vanished (its RST lost) within seconds.
         tcp.keepalive = Some(Keepalive {
             idle: Duration::from_secs(3),
