@@ -256,6 +256,15 @@ impl SocketSet {
         slot.socket = Some(socket);
         slot.armed = Instant::MAX;
         self.live += 1;
+        // Size the queues for the sockets there are now, so that running
+        // them never allocates (the timer heap is rebuilt before it passes
+        // 4 × live + 64 entries).
+        let heap = 4 * self.live + 65;
+        self.timers.reserve(heap.saturating_sub(self.timers.len()));
+        let n = self.live + 1;
+        self.ready.reserve(n.saturating_sub(self.ready.len()));
+        self.events.reserve(n.saturating_sub(self.events.len()));
+        self.released.reserve(n.saturating_sub(self.released.len()));
         Some(SocketHandle {
             index: index as u32,
             generation: slot.generation,
