@@ -65,11 +65,37 @@ pub struct TransferArgs {
     json: bool,
 }
 
+/// Options of a loss sweep.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Loss rates to run, percent, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0,0.1,1")]
+    loss: Vec<f64>,
+    /// Bytes per transfer (suffixes K, M, G: binary).
+    #[arg(long, default_value = "256M", value_parser = parse_size)]
+    bytes: u64,
+    /// Link rate in Gb/s.
+    #[arg(long, default_value_t = 10.0)]
+    rate_gbps: f64,
+    /// One-way delay in microseconds.
+    #[arg(long, default_value_t = 250)]
+    delay_us: u64,
+    /// Seed of the simulated world.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
 /// `softoe sim …`.
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
     /// One bulk transfer between two softoe stacks.
     Transfer(TransferArgs),
+    /// One connection's goodput at several loss rates (the figures in
+    /// docs/results.md: `softoe sim sweep`).
+    Sweep(SweepArgs),
 }
 
 /// Parses `64M`, `1G`, `4096`.
@@ -103,55 +129,89 @@ fn bar(len: u64, msg: &str) -> ProgressBar {
     pb
 }
 
-/// `softoe demo`.
-pub fn demo(args: &DemoArgs) -> Result<()> {
-    if args.bytes == 0 {
-        bail!("--bytes must be above zero");
-    }
-    let losses = [0.0, 0.001, 0.01];
-    let pb = if args.json {
-        ProgressBar::hidden()
-    } else {
-        bar(losses.len() as u64, "simulating transfers")
-    };
+/// Runs `t` at each loss rate (fractions), with a progress bar.
+fn sweep(t: Transfer, losses: &[f64], quiet: bool) -> Result<Vec<TransferRow>> {
+    let pb = if quiet { ProgressBar::hidden() } else { bar(losses.len() as u64, "simulating transfers") };
     let mut rows = Vec::new();
-    for loss in losses {
-        let t = Transfer {
-            bytes: args.bytes,
-            loss,
-            seed: args.seed,
-            ..Transfer::default()
-        };
-        let r = t.run().context("building the simulated world")?;
+    for &loss in losses {
+        let r = Transfer { loss, ..t }.run().context("building the simulated world")?;
         rows.push(TransferRow::from(&r));
         pb.inc(1);
     }
     pb.finish_and_clear();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(());
+    Ok(rows)
+}
+
+fn print_rows(rows: &[TransferRow], json: bool, heading: &str) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(rows)?);
+    } else {
+        println!("{heading}\n");
+        print_table(rows);
     }
-    let t = Transfer::default();
-    println!(
-        "softoe demo: two softoe stacks, {} Gb/s link, {} µs RTT, MTU {}, TSO/checksum offload/GRO on, CUBIC.",
-        t.rate_bps as f64 / 1e9,
-        2 * t.delay.as_micros(),
-        t.mtu
-    );
-    println!(
-        "Simulated (virtual time; seed {}). The engine's real-wire demo against Linux comes next.\n",
-        args.seed
-    );
-    print_table(&rows);
     if rows.iter().any(|r| !r.intact) {
         bail!("a transfer did not deliver every byte intact");
     }
     Ok(())
 }
 
+/// `softoe demo`.
+pub fn demo(args: &DemoArgs) -> Result<()> {
+    if args.bytes == 0 {
+        bail!("--bytes must be above zero");
+    }
+    let t = Transfer { bytes: args.bytes, seed: args.seed, ..Transfer::default() };
+    let rows = sweep(t, &[0.0, 0.001, 0.01], args.json)?;
+    let heading = format!(
+        "softoe demo: two softoe stacks, {} Gb/s link, {} µs RTT, MTU {}, TSO/checksum offload/GRO on, CUBIC.\n\
+         Simulated (virtual time; seed {}). The engine's real-wire demo against Linux comes next.",
+        t.rate_bps as f64 / 1e9,
+        2 * t.delay.as_micros(),
+        t.mtu,
+        args.seed
+    );
+    print_rows(&rows, args.json, &heading)
+}
+
 /// `softoe sim …`.
 pub fn run(cmd: SimCommand) -> Result<()> {
     match cmd {
+        SimCommand::Sweep(a) => {
+            if a.loss.is_empty() || a.loss.iter().any(|l| !(0.0..=100.0).contains(l)) {
+                bail!("--loss takes percentages between 0 and 100, e.g. --loss 0,0.1,1");
+            }
+            if !(a.rate_gbps > 0.0 && a.rate_gbps <= 1000.0) {
+                bail!("--rate-gbps must be above 0 and at most 1000, got {}", a.rate_gbps);
+            }
+            if a.bytes == 0 {
+                bail!("--bytes must be above zero");
+            }
+            let t = Transfer {
+                bytes: a.bytes,
+                rate_bps: (a.rate_gbps * 1e9) as u64,
+                delay: Duration::from_micros(a.delay_us),
+                seed: a.seed,
+                ..Transfer::default()
+            };
+            let losses: Vec<f64> = a.loss.iter().map(|l| l / 100.0).collect();
+            let rows = sweep(t, &losses, a.json)?;
+            let heading = format!(
+                "One connection, {} Gb/s link, {} µs RTT, MTU 1500, offloads on, CUBIC, seed {}.",
+                a.rate_gbps,
+                2 * a.delay_us,
+                a.seed
+            );
+            print_rows(&rows, a.json, &heading)?;
+            if !a.json {
+                for r in &rows {
+                    println!(
+                        "{:>5.1}% loss: {:.2} virtual seconds per wall second",
+                        r.loss_percent, r.virtual_secs_per_wall_sec
+                    );
+                }
+            }
+            Ok(())
+        }
         SimCommand::Transfer(a) => {
             if !(0.0..=100.0).contains(&a.loss) {
                 bail!("--loss is a percentage between 0 and 100, got {}", a.loss);
