@@ -269,3 +269,143 @@ pub(crate) fn verify_checksums(f: &[u8]) -> bool {
         IpProtocol::Unknown(_) => true,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use softoe_wire::{
+        ChecksumCaps, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Packet,
+        Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber, TcpTimestamp,
+    };
+
+    const A: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
+    const B: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+
+    fn frame(seq: u32, payload: &[u8], control: TcpControl, psh: bool) -> Vec<u8> {
+        let tcp = TcpRepr {
+            src_port: 1000,
+            dst_port: 2000,
+            control,
+            psh,
+            seq_number: TcpSeqNumber(seq),
+            ack_number: Some(TcpSeqNumber(77)),
+            window_len: 1000,
+            window_scale: None,
+            max_seg_size: None,
+            sack_permitted: false,
+            sack_ranges: [None; 4],
+            timestamp: Some(TcpTimestamp { tsval: 5, tsecr: 6 }),
+            payload,
+        };
+        let ip = Ipv4Repr {
+            src_addr: A,
+            dst_addr: B,
+            next_header: IpProtocol::Tcp,
+            payload_len: tcp.buffer_len(),
+            hop_limit: 64,
+            ident: 100,
+            dont_frag: true,
+        };
+        let mut f = vec![0u8; 14 + 20 + tcp.buffer_len()];
+        let mut eth = EthernetFrame::new_unchecked(&mut f[..]);
+        EthernetRepr {
+            src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
+            ethertype: EtherType::Ipv4,
+            vlan_tci: None,
+        }
+        .emit(&mut eth);
+        let mut p = Ipv4Packet::new_unchecked(eth.payload_mut());
+        ip.emit(&mut p, &ChecksumCaps::default());
+        // Partial checksum, as a stack with checksum offload leaves it.
+        let caps = ChecksumCaps {
+            tcp: softoe_wire::Checksum::Rx,
+            ..ChecksumCaps::default()
+        };
+        tcp.emit(
+            &mut TcpPacket::new_unchecked(p.payload_mut()),
+            &A,
+            &B,
+            &caps,
+        );
+        f
+    }
+
+    fn parse(f: &[u8]) -> (Ipv4Repr, TcpRepr<'_>) {
+        let eth = EthernetFrame::new_checked(f).unwrap();
+        let p = Ipv4Packet::new_checked(eth.payload()).unwrap();
+        let ip = Ipv4Repr::parse(&p, &ChecksumCaps::default()).expect("IPv4 checksum right");
+        let payload = &f[14 + p.header_len()..14 + usize::from(p.total_len())];
+        let t = TcpPacket::new_checked(payload).unwrap();
+        (
+            ip,
+            TcpRepr::parse(&t, &A, &B, &ChecksumCaps::default()).expect("TCP checksum right"),
+        )
+    }
+
+    #[test]
+    fn tso_cuts_and_fixes_every_header() {
+        let data: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        let f = frame(1000, &data, TcpControl::Fin, true);
+        let mut out = Vec::new();
+        segment(&f, 1200, &mut out);
+        assert_eq!(out.len(), 3);
+        let mut joined = Vec::new();
+        for (i, s) in out.iter().enumerate() {
+            let (ip, t) = parse(s);
+            assert_eq!(ip.ident, 100 + i as u16);
+            assert_eq!(t.seq_number, TcpSeqNumber(1000 + 1200 * i as u32));
+            assert_eq!(
+                t.timestamp,
+                Some(TcpTimestamp { tsval: 5, tsecr: 6 }),
+                "options copied"
+            );
+            let last = i == 2;
+            assert_eq!(t.control == TcpControl::Fin, last, "FIN only on the last");
+            assert_eq!(t.psh, last, "PSH only on the last");
+            joined.extend_from_slice(t.payload);
+        }
+        assert_eq!(joined, data);
+    }
+
+    #[test]
+    fn partial_checksum_completion() {
+        let mut f = frame(1, b"hello", TcpControl::None, false);
+        complete_partial_csum(&mut f, 34, 16);
+        let (_, t) = parse(&f);
+        assert_eq!(t.payload, b"hello");
+        assert!(verify_checksums(&f));
+        f[60] ^= 1;
+        assert!(!verify_checksums(&f));
+    }
+
+    #[test]
+    fn gro_merges_in_order_runs_only() {
+        let seg = |seq: u32, len: usize, psh: bool| {
+            let mut f = frame(seq, &vec![seq as u8; len], TcpControl::None, psh);
+            let l = tcp_layout(&f).unwrap();
+            fill_tcp_checksums(&mut f, &l);
+            f
+        };
+        let frames = vec![
+            seg(0, 100, false),
+            seg(100, 100, false),
+            seg(200, 50, true), // shorter, with PSH: ends the run
+            seg(250, 100, false),
+            seg(400, 100, false), // a gap: not merged
+        ];
+        let out = coalesce(frames);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0].1, Some(100));
+        let (ip, t) = parse(&out[0].0);
+        assert_eq!(ip.payload_len, 20 + 12 + 250);
+        assert_eq!(t.payload.len(), 250);
+        assert!(t.psh);
+        assert_eq!(out[1].1, None, "a single frame is not marked");
+        assert_eq!(out[2].1, None);
+        // Non-TCP frames pass through untouched.
+        let mut out = Vec::new();
+        segment(&[1, 2, 3], 100, &mut out);
+        assert_eq!(out, vec![vec![1, 2, 3]]);
+    }
+}

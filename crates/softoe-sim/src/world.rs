@@ -730,3 +730,184 @@ impl World {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends `n` frames to `dst` at a fixed interval, records what arrives.
+    struct Toy {
+        mac: [u8; 6],
+        dst: [u8; 6],
+        n: u32,
+        every: Duration,
+        next: Option<Instant>,
+        got: Vec<(Instant, Vec<u8>)>,
+        spin: bool,
+    }
+
+    impl Toy {
+        fn new(mac: u8, dst: u8, n: u32) -> Toy {
+            Toy {
+                mac: [2, 0, 0, 0, 0, mac],
+                dst: [2, 0, 0, 0, 0, dst],
+                n,
+                every: Duration::from_micros(10),
+                next: (n > 0).then_some(Instant::ZERO),
+                got: Vec::new(),
+                spin: false,
+            }
+        }
+    }
+
+    impl Node for Toy {
+        fn receive(&mut self, now: Instant, frame: &[u8], _info: RxInfo, _out: &mut Vec<SimFrame>) {
+            self.got.push((now, frame.to_vec()));
+        }
+        fn poll(&mut self, now: Instant, out: &mut Vec<SimFrame>) {
+            if self.spin {
+                return;
+            }
+            if let Some(t) = self.next {
+                if t <= now && self.n > 0 {
+                    let mut bytes = Vec::with_capacity(100);
+                    bytes.extend_from_slice(&self.dst);
+                    bytes.extend_from_slice(&self.mac);
+                    bytes.extend_from_slice(&[0x88, 0xb5]);
+                    bytes.extend_from_slice(&self.n.to_be_bytes());
+                    bytes.resize(100, 0);
+                    out.push(SimFrame {
+                        bytes,
+                        gso_size: None,
+                        csum: None,
+                    });
+                    self.n -= 1;
+                    self.next = (self.n > 0).then_some(now + self.every);
+                }
+            }
+        }
+        fn poll_at(&self) -> Option<Instant> {
+            if self.spin {
+                Some(Instant::ZERO)
+            } else {
+                self.next
+            }
+        }
+    }
+
+    #[test]
+    fn delay_and_rate_are_modelled() {
+        let mut w = World::new(1);
+        let a = w.add_node(Box::new(Toy::new(1, 2, 3)), NicConfig::default());
+        let b = w.add_node(Box::new(Toy::new(2, 1, 0)), NicConfig::default());
+        // 100-byte frames + 20 bytes overhead = 960 bits: 96 µs at 10 Mb/s.
+        w.connect(
+            a,
+            b,
+            LinkConfig::new(10_000_000, Duration::from_micros(500)),
+        )
+        .unwrap();
+        assert!(w.run_until_idle(Instant::from_secs(1)));
+        let got: Vec<u64> = w
+            .node::<Toy>(b)
+            .unwrap()
+            .got
+            .iter()
+            .map(|(t, _)| t.total_micros())
+            .collect();
+        // Sent at 0, 10, 20 µs; serialized back to back.
+        assert_eq!(got, [596, 692, 788]);
+    }
+
+    #[test]
+    fn switch_learns_and_floods() {
+        let mut w = World::new(1);
+        let s = w.add_switch();
+        let mut ta = Toy::new(1, 2, 3);
+        ta.every = Duration::from_millis(2);
+        let mut tb = Toy::new(2, 1, 1);
+        tb.next = Some(Instant::from_millis(1));
+        let a = w.add_node(Box::new(ta), NicConfig::default());
+        let b = w.add_node(Box::new(tb), NicConfig::default());
+        let c = w.add_node(Box::new(Toy::new(3, 9, 0)), NicConfig::default());
+        for n in [a, b, c] {
+            w.connect_to_switch(n, s, LinkConfig::default()).unwrap();
+        }
+        assert!(
+            w.connect_to_switch(a, s, LinkConfig::default()).is_err(),
+            "one port per node"
+        );
+        w.run_until_idle(Instant::from_secs(1));
+        // a's first frame (t = 0) is flooded: b is unknown. b speaks at 1 ms,
+        // so a's frames at 2 and 4 ms go to b alone; b's goes to a alone.
+        assert_eq!(w.node::<Toy>(b).unwrap().got.len(), 3);
+        assert_eq!(w.node::<Toy>(a).unwrap().got.len(), 1);
+        assert_eq!(
+            w.node::<Toy>(c).unwrap().got.len(),
+            1,
+            "only the flooded one"
+        );
+    }
+
+    #[test]
+    fn same_seed_same_trace_and_faults_counted() {
+        let run = |seed| {
+            let mut w = World::new(seed);
+            let a = w.add_node(Box::new(Toy::new(1, 2, 2000)), NicConfig::default());
+            let b = w.add_node(Box::new(Toy::new(2, 1, 0)), NicConfig::default());
+            let cfg = LinkConfig::new(1_000_000_000, Duration::from_micros(50))
+                .with_loss(0.1)
+                .with_duplicate(0.05)
+                .with_reorder(0.05, Duration::from_micros(30));
+            let l = w.connect(a, b, cfg).unwrap();
+            w.run_until_idle(Instant::from_secs(5));
+            let got: Vec<Vec<u8>> = w
+                .node::<Toy>(b)
+                .unwrap()
+                .got
+                .iter()
+                .map(|(_, f)| f.clone())
+                .collect();
+            (w.trace_hash(), got, w.link_stats(l, true).unwrap())
+        };
+        let (h1, g1, s1) = run(7);
+        let (h2, g2, _) = run(7);
+        let (h3, g3, _) = run(8);
+        assert_eq!((h1, &g1), (h2, &g2));
+        assert_ne!(h1, h3);
+        assert_ne!(g1, g3);
+        assert_eq!(s1.frames, 2000);
+        assert_eq!(s1.delivered, g1.len() as u64);
+        assert!(
+            s1.lost > 100 && s1.duplicated > 40 && s1.reordered > 40,
+            "{s1:?}"
+        );
+    }
+
+    #[test]
+    fn a_spinning_node_is_reported_not_looped_on() {
+        let mut w = World::new(1);
+        let mut t = Toy::new(1, 2, 0);
+        t.spin = true;
+        w.add_node(Box::new(t), NicConfig::default());
+        assert!(!w.run_until_idle(Instant::from_secs(1)));
+        assert!(w.stalled());
+    }
+
+    #[test]
+    fn oversize_frames_are_dropped() {
+        let mut w = World::new(1);
+        let a = w.add_node(
+            Box::new(Toy::new(1, 2, 1)),
+            NicConfig {
+                mtu: 68,
+                ..NicConfig::default()
+            },
+        );
+        let b = w.add_node(Box::new(Toy::new(2, 1, 0)), NicConfig::default());
+        let l = w.connect(a, b, LinkConfig::default()).unwrap();
+        w.run_until_idle(Instant::from_secs(1));
+        assert!(w.node::<Toy>(b).unwrap().got.is_empty());
+        assert_eq!(w.link_stats(l, true).unwrap().oversize, 1);
+    }
+}

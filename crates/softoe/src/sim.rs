@@ -131,10 +131,16 @@ fn bar(len: u64, msg: &str) -> ProgressBar {
 
 /// Runs `t` at each loss rate (fractions), with a progress bar.
 fn sweep(t: Transfer, losses: &[f64], quiet: bool) -> Result<Vec<TransferRow>> {
-    let pb = if quiet { ProgressBar::hidden() } else { bar(losses.len() as u64, "simulating transfers") };
+    let pb = if quiet {
+        ProgressBar::hidden()
+    } else {
+        bar(losses.len() as u64, "simulating transfers")
+    };
     let mut rows = Vec::new();
     for &loss in losses {
-        let r = Transfer { loss, ..t }.run().context("building the simulated world")?;
+        let r = Transfer { loss, ..t }
+            .run()
+            .context("building the simulated world")?;
         rows.push(TransferRow::from(&r));
         pb.inc(1);
     }
@@ -160,7 +166,11 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
     if args.bytes == 0 {
         bail!("--bytes must be above zero");
     }
-    let t = Transfer { bytes: args.bytes, seed: args.seed, ..Transfer::default() };
+    let t = Transfer {
+        bytes: args.bytes,
+        seed: args.seed,
+        ..Transfer::default()
+    };
     let rows = sweep(t, &[0.0, 0.001, 0.01], args.json)?;
     let heading = format!(
         "softoe demo: two softoe stacks, {} Gb/s link, {} µs RTT, MTU {}, TSO/checksum offload/GRO on, CUBIC.\n\
@@ -181,7 +191,10 @@ pub fn run(cmd: SimCommand) -> Result<()> {
                 bail!("--loss takes percentages between 0 and 100, e.g. --loss 0,0.1,1");
             }
             if !(a.rate_gbps > 0.0 && a.rate_gbps <= 1000.0) {
-                bail!("--rate-gbps must be above 0 and at most 1000, got {}", a.rate_gbps);
+                bail!(
+                    "--rate-gbps must be above 0 and at most 1000, got {}",
+                    a.rate_gbps
+                );
             }
             if a.bytes == 0 {
                 bail!("--bytes must be above zero");

@@ -11,3 +11,4 @@ mod tcp_close;
 mod tcp_loss;
 mod tcp_options;
 mod tcp_rst;
+mod tcp_timers;
