@@ -768,22 +768,23 @@ mod tests {
             if self.spin {
                 return;
             }
-            if let Some(t) = self.next {
-                if t <= now && self.n > 0 {
-                    let mut bytes = Vec::with_capacity(100);
-                    bytes.extend_from_slice(&self.dst);
-                    bytes.extend_from_slice(&self.mac);
-                    bytes.extend_from_slice(&[0x88, 0xb5]);
-                    bytes.extend_from_slice(&self.n.to_be_bytes());
-                    bytes.resize(100, 0);
-                    out.push(SimFrame {
-                        bytes,
-                        gso_size: None,
-                        csum: None,
-                    });
-                    self.n -= 1;
-                    self.next = (self.n > 0).then_some(now + self.every);
-                }
+            if let Some(t) = self.next
+                && t <= now
+                && self.n > 0
+            {
+                let mut bytes = Vec::with_capacity(100);
+                bytes.extend_from_slice(&self.dst);
+                bytes.extend_from_slice(&self.mac);
+                bytes.extend_from_slice(&[0x88, 0xb5]);
+                bytes.extend_from_slice(&self.n.to_be_bytes());
+                bytes.resize(100, 0);
+                out.push(SimFrame {
+                    bytes,
+                    gso_size: None,
+                    csum: None,
+                });
+                self.n -= 1;
+                self.next = (self.n > 0).then_some(now + self.every);
             }
         }
         fn poll_at(&self) -> Option<Instant> {

@@ -127,15 +127,16 @@ impl Pair {
         let server = Endpoint::new(Ipv4Address::new(10, 0, 0, 2), 5001);
         let lst = pair.b.tcp_listen(server, 4, None).unwrap();
         pair.c = pair.a.tcp_connect(pair.now, server, None, None).unwrap();
+        let (mut s, mut r) = (Duration::ZERO, Duration::ZERO);
         for _ in 0..20 {
-            pair.round(&mut Duration::ZERO, &mut Duration::ZERO, 0);
+            pair.round(&mut s, &mut r, 0);
             if let Ok(Some(p)) = pair.b.tcp_accept(lst) {
                 pair.p = p;
             }
         }
         // Warm up past slow start.
         for _ in 0..200 {
-            pair.round(&mut Duration::ZERO, &mut Duration::ZERO, 256 * 1024);
+            pair.round(&mut s, &mut r, 256 * 1024);
         }
         pair
     }
