@@ -288,7 +288,14 @@ impl Stack {
             }
             self.arp_requests = reqs;
         }
-        while let Some(i) = self.sockets.pop_ready() {
+        // Each socket ready now is served once per call: one that asks
+        // again at once waits for the next poll rather than spinning here.
+        let mut budget = self.sockets.ready_len();
+        while budget > 0 {
+            let Some(i) = self.sockets.pop_ready() else {
+                break;
+            };
+            budget -= 1;
             if !self.service(now, i, dev) {
                 self.sockets.push_ready_front(i);
                 return;

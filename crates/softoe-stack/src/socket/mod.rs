@@ -430,6 +430,10 @@ impl SocketSet {
         }
     }
 
+    pub(crate) fn ready_len(&self) -> usize {
+        self.ready.len()
+    }
+
     pub(crate) fn has_ready(&self) -> bool {
         !self.ready.is_empty()
     }

@@ -426,6 +426,12 @@ impl TcpSocket {
                 self.events
                     .insert(Events::CLOSED | Events::READABLE | Events::WRITABLE);
                 self.timers.clear_all();
+                // Nothing more goes out but a pending RST.
+                self.ack_now = false;
+                self.challenge_pending = false;
+                self.probe_pending = false;
+                self.window_update = false;
+                self.sws_override = false;
             }
             _ => {}
         }
@@ -602,6 +608,9 @@ impl TcpSocket {
 
     /// Something is ready to go without waiting for a timer.
     pub(crate) fn has_immediate_work(&self) -> bool {
+        if self.state == State::Closed {
+            return self.rst_pending;
+        }
         self.ack_now
             || self.challenge_pending
             || self.probe_pending

@@ -283,3 +283,31 @@ fn shutdown_before_established_sends_fin_after_handshake() {
     assert_eq!(fin.len(), 100);
     assert_eq!(h.stack.tcp_state(conn).unwrap(), State::FinWait1);
 }
+
+#[test]
+fn a_closed_socket_with_an_ack_owed_does_not_spin() {
+    let mut h = Harness::new();
+    let (conn, our) = open_plain(&mut h);
+    let ka = crate::Keepalive {
+        idle: Duration::from_millis(100),
+        interval: Duration::from_millis(100),
+        count: 0,
+    };
+    h.stack.tcp_set_keepalive(h.now, conn, Some(ka)).unwrap();
+    // Data arrives: an ACK is owed after the delayed-ACK timer.
+    let data = [1u8; 10];
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(our),
+        payload: &data,
+        ..SEND_TEMPL
+    });
+    // One poll finds both the delayed ACK and the keepalive (count 0: give up
+    // at once) expired: the connection fails with the ACK still owed.
+    h.advance(Duration::from_millis(200));
+    assert_eq!(h.stack.tcp_state(conn).unwrap(), State::Closed);
+    // The handle is still held. A closed socket owes nothing: the stack
+    // must not ask to be polled at once, forever.
+    assert_ne!(h.stack.poll_at(), Some(crate::Instant::ZERO));
+    assert!(h.advance(Duration::from_secs(5)).is_empty());
+}
