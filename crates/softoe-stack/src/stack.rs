@@ -356,15 +356,7 @@ impl Stack {
         if !skip_timers {
             sock.on_timers(now);
         }
-        let mut eg = Egress {
-            now,
-            dev,
-            iface: &self.iface,
-            arp: &mut self.arp,
-            buf: &mut self.buf,
-            ident: &mut self.ident,
-            stats: &mut self.stats,
-        };
+        let mut eg = egress!(self, now, dev);
         let r = sock.dispatch(now, &mut eg, &mut self.refs);
         self.after_tcp(now, i, prev);
         !matches!(r, Err(SinkError::Busy))
@@ -374,15 +366,7 @@ impl Stack {
         let Some(Socket::Udp(sock)) = self.sockets.get_mut(i) else {
             return true;
         };
-        let mut eg = Egress {
-            now,
-            dev,
-            iface: &self.iface,
-            arp: &mut self.arp,
-            buf: &mut self.buf,
-            ident: &mut self.ident,
-            stats: &mut self.stats,
-        };
+        let mut eg = egress!(self, now, dev);
         while let Some(&(to, payload)) = sock.tx.front() {
             let local = sock.local;
             let Some(src) = (if local.addr.is_unspecified() {
@@ -618,26 +602,11 @@ impl Stack {
                     seq_no,
                     data,
                 };
-                let len = reply.buffer_len();
-                if len + IPV4_HEADER > self.cfg.caps.mtu {
+                if reply.buffer_len() + IPV4_HEADER > self.cfg.caps.mtu {
                     return;
                 }
                 self.stats.icmp_echo += 1;
-                let mut eg = egress!(self, now, dev);
-                let _ = eg.send_ipv4(
-                    ip.dst_addr,
-                    ip.src_addr,
-                    IpProtocol::Icmp,
-                    len,
-                    |buf| {
-                        let mut p = Icmpv4Packet::new_unchecked(buf);
-                        reply.emit(&mut p, &ChecksumCaps::default());
-                    },
-                    &[],
-                    0,
-                    None,
-                    None,
-                );
+                let _ = egress!(self, now, dev).send_icmp(ip.dst_addr, ip.src_addr, &reply);
             }
             Icmpv4Repr::DstUnreachable { .. } => self.stats.icmp_errors_rx += 1,
             _ => {}
@@ -693,23 +662,8 @@ impl Stack {
             reason: Icmpv4DstUnreachable::PortUnreachable,
             data: quote,
         };
-        let len = icmp.buffer_len();
         self.stats.icmp_unreachable_tx += 1;
-        let mut eg = egress!(self, now, dev);
-        let _ = eg.send_ipv4(
-            ip.dst_addr,
-            ip.src_addr,
-            IpProtocol::Icmp,
-            len,
-            |buf| {
-                let mut p = Icmpv4Packet::new_unchecked(buf);
-                icmp.emit(&mut p, &ChecksumCaps::default());
-            },
-            &[],
-            0,
-            None,
-            None,
-        );
+        let _ = egress!(self, now, dev).send_icmp(ip.dst_addr, ip.src_addr, &icmp);
     }
 
     fn receive_tcp<D: Device>(
@@ -807,15 +761,7 @@ impl Stack {
         if reply == Reply::Reopen {
             return reply;
         }
-        let mut eg = Egress {
-            now,
-            dev,
-            iface: &self.iface,
-            arp: &mut self.arp,
-            buf: &mut self.buf,
-            ident: &mut self.ident,
-            stats: &mut self.stats,
-        };
+        let mut eg = egress!(self, now, dev);
         let r = sock.dispatch(now, &mut eg, &mut self.refs);
         self.after_tcp(now, i, prev);
         if matches!(r, Err(SinkError::Busy)) {

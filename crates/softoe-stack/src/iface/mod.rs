@@ -12,7 +12,8 @@ use alloc::vec::Vec;
 
 use softoe_wire::{
     ArpOperation, ArpPacket, ArpRepr, ChecksumCaps, EtherType, EthernetAddress, EthernetFrame,
-    EthernetRepr, IpProtocol, Ipv4Address, Ipv4Cidr, Ipv4Packet, Ipv4Repr, TcpPacket, checksum,
+    EthernetRepr, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Address, Ipv4Cidr, Ipv4Packet,
+    Ipv4Repr, TcpPacket, checksum,
 };
 
 use crate::device::{Device, PartialCsum, TxFrame, TxOffload};
@@ -275,6 +276,31 @@ impl<D: Device> Egress<'_, D> {
             self.stats.arp_drops += 1;
             Err(SinkError::Unresolved)
         }
+    }
+
+    /// Sends an ICMP message (checksummed here; ICMP is never offloaded).
+    pub(crate) fn send_icmp(
+        &mut self,
+        src: Ipv4Address,
+        dst: Ipv4Address,
+        msg: &Icmpv4Repr<'_>,
+    ) -> Result<(), SinkError> {
+        self.send_ipv4(
+            src,
+            dst,
+            IpProtocol::Icmp,
+            msg.buffer_len(),
+            |buf| {
+                msg.emit(
+                    &mut Icmpv4Packet::new_unchecked(buf),
+                    &ChecksumCaps::default(),
+                )
+            },
+            &[],
+            0,
+            None,
+            None,
+        )
     }
 
     fn put_u16(&mut self, at: usize, v: u16) {
