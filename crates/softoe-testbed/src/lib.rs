@@ -1,0 +1,334 @@
+//! # softoe-testbed: real Linux testbeds
+//!
+//! Tests, the demo and the benchmarks put softoe on a real (virtual) wire and
+//! compare it with Linux's own TCP on the same path. This crate builds that
+//! wire out of what the kernel offers: network namespaces as hosts, veth
+//! pairs as cables, a Linux bridge as the "regular switch", `tbf` for link
+//! rates and nftables `numgen random` rules for drops.
+//!
+//! Everything a testbed creates carries a name unique to the run
+//! (`so<pid>x<n>-…`, interface names within 15 bytes) and lives in its own
+//! namespaces, so nothing touches the root namespace's links; dropping the
+//! [`Testbed`] deletes every namespace (and so every interface in it), also
+//! when a test panics. A new testbed first removes what a killed run of
+//! this program left behind (namespaces whose owner pid is gone).
+//!
+//! Code runs *inside* a namespace through [`Netns::run`]: a fresh thread
+//! joins the namespace (`setns`), so sockets it opens, and TAP devices it
+//! creates, belong there, while the rest of the process stays put.
+//!
+//! ```no_run
+//! use softoe_testbed::Testbed;
+//! let mut tb = Testbed::new()?;
+//! let sw = tb.netns("sw")?;
+//! let a = tb.netns("a")?;
+//! tb.bridge(&sw, "br0")?;
+//! tb.veth_to_bridge(&a, "eth0", &sw, "br0")?;
+//! tb.addr(&a, "eth0", "10.0.0.2/24")?;
+//! let out = a.run(|| std::net::TcpListener::bind("10.0.0.2:80").map(|l| l.local_addr()))??;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![deny(unsafe_code)]
+
+mod netns;
+
+pub use netns::{Netns, NsThread};
+
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use tracing::debug;
+
+/// What can go wrong building a testbed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A command could not run at all (not installed?).
+    #[error("could not run `{cmd}`: {source} (is iproute2/nftables installed, and are we root?)")]
+    Spawn {
+        /// The command line.
+        cmd: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A command failed.
+    #[error("`{cmd}` failed: {stderr}")]
+    Command {
+        /// The command line.
+        cmd: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
+    /// Joining a namespace failed.
+    #[error("cannot enter network namespace {name}: {source}")]
+    Setns {
+        /// The namespace.
+        name: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A thread running in a namespace panicked.
+    #[error("a thread running in namespace {0} panicked")]
+    Panicked(String),
+    /// A name would not fit (interface names are at most 15 bytes).
+    #[error("name {0:?} is too long for an interface (15 bytes at most)")]
+    NameTooLong(String),
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Runs a command, failing with its stderr.
+pub fn run(cmd: &mut Command) -> Result<String> {
+    let line = format!("{cmd:?}").replace('"', "");
+    debug!(cmd = %line, "testbed");
+    let out = cmd.output().map_err(|source| Error::Spawn {
+        cmd: line.clone(),
+        source,
+    })?;
+    if !out.status.success() {
+        return Err(Error::Command {
+            cmd: line,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn ip(args: &[&str]) -> Result<String> {
+    run(Command::new("ip").args(args))
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A set of namespaces and links, deleted when dropped.
+#[derive(Debug)]
+pub struct Testbed {
+    prefix: String,
+    namespaces: Vec<String>,
+}
+
+impl Testbed {
+    /// A new, empty testbed with a name unique to this process and call.
+    pub fn new() -> Result<Testbed> {
+        reap_leftovers();
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        Ok(Testbed {
+            prefix: format!("so{}x{n}", std::process::id()),
+            namespaces: Vec::new(),
+        })
+    }
+
+    /// The prefix of every name this testbed creates.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Creates a namespace (its loopback up).
+    pub fn netns(&mut self, name: &str) -> Result<Netns> {
+        let full = format!("{}-{name}", self.prefix);
+        ip(&["netns", "add", &full])?;
+        self.namespaces.push(full.clone());
+        let ns = Netns::new(full);
+        ns.ip(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// A short interface name unique to this testbed: `<tag><n>`.
+    fn ifname(&self, tag: &str) -> Result<String> {
+        let name = format!("{tag}{}", COUNTER.fetch_add(1, Ordering::Relaxed));
+        if name.len() > 15 {
+            return Err(Error::NameTooLong(name));
+        }
+        Ok(name)
+    }
+
+    /// Creates a bridge with STP off in `ns`.
+    pub fn bridge(&mut self, ns: &Netns, name: &str) -> Result<()> {
+        ns.ip(&[
+            "link",
+            "add",
+            name,
+            "type",
+            "bridge",
+            "stp_state",
+            "0",
+            "forward_delay",
+            "0",
+        ])?;
+        ns.ip(&["link", "set", name, "up"])?;
+        Ok(())
+    }
+
+    /// A veth pair: `a_if` in `a`, `b_if` in `b`, both up.
+    pub fn veth(&mut self, a: &Netns, a_if: &str, b: &Netns, b_if: &str) -> Result<()> {
+        if a_if.len() > 15 || b_if.len() > 15 {
+            return Err(Error::NameTooLong(format!("{a_if}/{b_if}")));
+        }
+        // Created with temporary names in the root namespace's view, then
+        // moved: two testbeds never clash.
+        let ta = self.ifname("sa")?;
+        let tb = self.ifname("sb")?;
+        ip(&[
+            "link",
+            "add",
+            &ta,
+            "netns",
+            a.name(),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &tb,
+            "netns",
+            b.name(),
+        ])?;
+        a.ip(&["link", "set", &ta, "name", a_if])?;
+        b.ip(&["link", "set", &tb, "name", b_if])?;
+        a.ip(&["link", "set", a_if, "up"])?;
+        b.ip(&["link", "set", b_if, "up"])?;
+        Ok(())
+    }
+
+    /// A veth from `host`'s `host_if` to a new port of `bridge` in `sw`.
+    /// Returns the bridge-side interface name.
+    pub fn veth_to_bridge(
+        &mut self,
+        host: &Netns,
+        host_if: &str,
+        sw: &Netns,
+        bridge: &str,
+    ) -> Result<String> {
+        let port = self.ifname("p")?;
+        self.veth(host, host_if, sw, &port)?;
+        sw.ip(&["link", "set", &port, "master", bridge])?;
+        Ok(port)
+    }
+
+    /// Adds an address (`10.0.0.2/24`) to `dev` in `ns`.
+    pub fn addr(&self, ns: &Netns, dev: &str, cidr: &str) -> Result<()> {
+        ns.ip(&["addr", "add", cidr, "dev", dev]).map(|_| ())
+    }
+
+    /// Enslaves an existing interface (a TAP the engine made) to `bridge`.
+    pub fn attach(&self, sw: &Netns, dev: &str, bridge: &str) -> Result<()> {
+        sw.ip(&["link", "set", dev, "master", bridge])?;
+        sw.ip(&["link", "set", dev, "up"])?;
+        Ok(())
+    }
+
+    /// Sets the MTU of `dev`.
+    pub fn mtu(&self, ns: &Netns, dev: &str, mtu: usize) -> Result<()> {
+        ns.ip(&["link", "set", dev, "mtu", &mtu.to_string()])
+            .map(|_| ())
+    }
+
+    /// Limits `dev`'s egress to `rate_mbit` with `tbf` (burst sized for
+    /// HZ = 250 as TESTBED.md says: at least rate / 250).
+    pub fn tbf(&self, ns: &Netns, dev: &str, rate_mbit: u64) -> Result<()> {
+        ns.ip(&["link", "set", dev, "txqueuelen", "1000"])?;
+        let burst = (rate_mbit * 1_000_000 / 8 / 250).max(64 * 1024);
+        run(Command::new("tc").args([
+            "-n",
+            ns.name(),
+            "qdisc",
+            "replace",
+            "dev",
+            dev,
+            "root",
+            "tbf",
+            "rate",
+            &format!("{rate_mbit}mbit"),
+            "burst",
+            &burst.to_string(),
+            "latency",
+            "50ms",
+        ]))
+        .map(|_| ())
+    }
+
+    /// Drops `percent` % of TCP packets entering and leaving `ns` (nftables
+    /// `numgen random`).
+    pub fn random_drop(&self, ns: &Netns, percent: u32) -> Result<()> {
+        let rules = format!(
+            "table inet softoe_drop {{\n\
+               chain in {{ type filter hook input priority 0; meta l4proto tcp numgen random mod 100 < {percent} drop; }}\n\
+               chain out {{ type filter hook output priority 0; meta l4proto tcp numgen random mod 100 < {percent} drop; }}\n\
+             }}\n"
+        );
+        let path = std::env::temp_dir().join(format!("{}-{}.nft", self.prefix, ns.name()));
+        std::fs::write(&path, rules).map_err(|source| Error::Spawn {
+            cmd: "write nft rules".into(),
+            source,
+        })?;
+        let r = run(Command::new("ip")
+            .args(["netns", "exec", ns.name(), "nft", "-f"])
+            .arg(&path));
+        let _ = std::fs::remove_file(&path);
+        r.map(|_| ())
+    }
+
+    /// Removes the drop rules of [`random_drop`](Self::random_drop).
+    pub fn clear_drop(&self, ns: &Netns) -> Result<()> {
+        run(Command::new("ip").args([
+            "netns",
+            "exec",
+            ns.name(),
+            "nft",
+            "delete",
+            "table",
+            "inet",
+            "softoe_drop",
+        ]))
+        .map(|_| ())
+    }
+
+    /// Runs a sysctl in `ns` (e.g. `net.ipv4.tcp_sack=0`).
+    pub fn sysctl(&self, ns: &Netns, setting: &str) -> Result<()> {
+        run(Command::new("ip").args(["netns", "exec", ns.name(), "sysctl", "-qw", setting]))
+            .map(|_| ())
+    }
+
+    /// Turns offloads of `dev` on or off with ethtool (`-K dev tso off`…).
+    pub fn ethtool_k(&self, ns: &Netns, dev: &str, settings: &[&str]) -> Result<()> {
+        run(Command::new("ip")
+            .args(["netns", "exec", ns.name(), "ethtool", "-K", dev])
+            .args(settings))
+        .map(|_| ())
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        for ns in self.namespaces.drain(..).rev() {
+            if let Err(e) = ip(&["netns", "del", &ns]) {
+                tracing::warn!(%ns, error = %e, "could not delete namespace");
+            }
+        }
+    }
+}
+
+/// Deletes namespaces named `so<pid>x…` whose pid no longer runs.
+fn reap_leftovers() {
+    let Ok(list) = ip(&["netns", "list"]) else {
+        return;
+    };
+    for line in list.lines() {
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        let Some(rest) = name.strip_prefix("so") else {
+            continue;
+        };
+        let Some((pid, _)) = rest.split_once('x') else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = ip(&["netns", "del", name]);
+        }
+    }
+}
