@@ -1,0 +1,239 @@
+//! The control socket: `softoe stat` asks, the engine answers with a JSON
+//! snapshot of every connection (the fields of `ss -ti`) and its counters.
+
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use softoe_stack::{Stack, State, TcpInfo};
+
+/// The engine's own counters.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EngineCounters {
+    /// Frames read from the port.
+    pub frames_in: u64,
+    /// Frames written to the port.
+    pub frames_out: u64,
+    /// Bytes read.
+    pub bytes_in: u64,
+    /// Bytes written.
+    pub bytes_out: u64,
+    /// Times the port refused a frame (queue full).
+    pub tx_busy: u64,
+    /// Port errors (frames lost).
+    pub port_errors: u64,
+    /// Loop turns.
+    pub turns: u64,
+    /// Turns that read at least one frame.
+    pub rx_batches: u64,
+    /// Times the engine slept.
+    pub sleeps: u64,
+    /// Nanoseconds spent asleep.
+    pub idle_nanos: u64,
+}
+
+/// One connection, as `softoe stat` shows it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ConnStat {
+    /// Connection state.
+    pub state: String,
+    /// Local address.
+    pub local: String,
+    /// Remote address.
+    pub remote: String,
+    /// Congestion window, bytes.
+    pub cwnd: u32,
+    /// Slow-start threshold, bytes.
+    pub ssthresh: u32,
+    /// Smoothed RTT, µs.
+    pub srtt_us: f64,
+    /// RTT variation, µs.
+    pub rttvar_us: f64,
+    /// Retransmission timeout, ms.
+    pub rto_ms: f64,
+    /// MSS we send.
+    pub snd_mss: u32,
+    /// Segments retransmitted.
+    pub retrans: u64,
+    /// RTO expirations.
+    pub rto_count: u32,
+    /// Loss recoveries (fast retransmits).
+    pub fast_retrans: u32,
+    /// Bytes acknowledged by the peer.
+    pub bytes_acked: u64,
+    /// Bytes received.
+    pub bytes_received: u64,
+    /// Bytes queued to send.
+    pub send_q: u32,
+    /// Bytes received and unread.
+    pub recv_q: u32,
+    /// Delivery rate, bits per second.
+    pub delivery_rate_bps: u64,
+    /// Bytes in flight.
+    pub in_flight: u32,
+    /// Peer's window.
+    pub snd_wnd: u32,
+    /// Our window.
+    pub rcv_wnd: u32,
+    /// Options in use: "ts", "sack", "wscale:a,b".
+    pub options: String,
+}
+
+impl From<&TcpInfo> for ConnStat {
+    fn from(i: &TcpInfo) -> ConnStat {
+        let mut opts = Vec::new();
+        if i.timestamps {
+            opts.push("ts".to_string());
+        }
+        if i.sack {
+            opts.push("sack".to_string());
+        }
+        if let Some((a, b)) = i.wscale {
+            opts.push(format!("wscale:{b},{a}"));
+        }
+        ConnStat {
+            state: i.state.name().to_string(),
+            local: i.local.to_string(),
+            remote: i.remote.to_string(),
+            cwnd: i.cwnd,
+            ssthresh: i.ssthresh,
+            srtt_us: i.srtt.as_secs_f64() * 1e6,
+            rttvar_us: i.rttvar.as_secs_f64() * 1e6,
+            rto_ms: i.rto.as_secs_f64() * 1e3,
+            snd_mss: i.snd_mss,
+            retrans: i.retransmits,
+            rto_count: i.rto_count,
+            fast_retrans: i.fast_retransmits,
+            bytes_acked: i.bytes_acked,
+            bytes_received: i.bytes_received,
+            send_q: i.send_queue,
+            recv_q: i.recv_queue,
+            delivery_rate_bps: i.delivery_rate.saturating_mul(8),
+            in_flight: i.bytes_in_flight,
+            snd_wnd: i.snd_wnd,
+            rcv_wnd: i.rcv_wnd,
+            options: opts.join(" "),
+        }
+    }
+}
+
+/// Stack-wide counters, as `softoe stat` shows them.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct StackCounters {
+    /// Frames the stack received.
+    pub rx_frames: u64,
+    /// Frames the stack sent.
+    pub tx_frames: u64,
+    /// Received coalesced (GRO) frames.
+    pub rx_coalesced: u64,
+    /// Received frames the port vouched for (checksum offload on receive).
+    pub rx_csum_offloaded: u64,
+    /// TSO super-segments sent.
+    pub tx_tso_frames: u64,
+    /// Frames sent with the checksum left to the port.
+    pub tx_csum_offloaded: u64,
+    /// Malformed frames dropped.
+    pub rx_malformed: u64,
+    /// Bad checksums dropped.
+    pub rx_bad_checksum: u64,
+    /// Frames not for us.
+    pub rx_not_for_us: u64,
+    /// Resets sent for unknown connections.
+    pub tcp_rst_tx: u64,
+    /// ICMP echo requests answered.
+    pub icmp_echo: u64,
+}
+
+/// The whole answer of `softoe stat`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Snapshot {
+    /// The port.
+    pub port: String,
+    /// Engine counters.
+    pub engine: EngineCounters,
+    /// Stack counters.
+    pub stack: StackCounters,
+    /// Live TCP connections (listeners excluded).
+    pub connections: Vec<ConnStat>,
+}
+
+impl Snapshot {
+    /// A snapshot of `stack`.
+    pub fn take(stack: &Stack, engine: &EngineCounters, port: &str) -> Snapshot {
+        let s = stack.stats();
+        let connections = stack
+            .sockets()
+            .filter_map(|h| stack.tcp_info(h).ok())
+            .filter(|i| i.state != State::Listen)
+            .map(|i| ConnStat::from(&i))
+            .collect();
+        Snapshot {
+            port: port.to_string(),
+            engine: *engine,
+            stack: StackCounters {
+                rx_frames: s.rx_frames,
+                tx_frames: s.tx_frames,
+                rx_coalesced: s.rx_coalesced,
+                rx_csum_offloaded: s.rx_csum_offloaded,
+                tx_tso_frames: s.tx_tso_frames,
+                tx_csum_offloaded: s.tx_csum_offloaded,
+                rx_malformed: s.rx_malformed,
+                rx_bad_checksum: s.rx_bad_checksum,
+                rx_not_for_us: s.rx_not_for_us,
+                tcp_rst_tx: s.tcp_rst_tx,
+                icmp_echo: s.icmp_echo,
+            },
+            connections,
+        }
+    }
+}
+
+/// The listening control socket.
+#[derive(Debug)]
+pub struct Control {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl Control {
+    /// Binds `path` (replacing a stale socket file), owner-only.
+    pub fn bind(path: &Path) -> std::io::Result<Control> {
+        let _ = std::fs::remove_file(path);
+        let listener = UnixListener::bind(path)?;
+        listener.set_nonblocking(true)?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        Ok(Control {
+            listener,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Answers every waiting request (never blocks the engine for long).
+    pub fn serve(&mut self, stack: &Stack, engine: &EngineCounters, port: &str) {
+        while let Ok((mut conn, _)) = self.listener.accept() {
+            let snap = Snapshot::take(stack, engine, port);
+            if let Ok(json) = serde_json::to_vec(&snap) {
+                let _ = conn.set_write_timeout(Some(Duration::from_millis(100)));
+                let _ = conn.write_all(&json);
+            }
+        }
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Asks the engine listening on `path` for a snapshot.
+pub fn query(path: &Path) -> std::io::Result<Snapshot> {
+    let mut s = UnixStream::connect(path)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    serde_json::from_slice(&buf).map_err(std::io::Error::other)
+}

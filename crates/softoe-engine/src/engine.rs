@@ -1,0 +1,420 @@
+//! The engine: a stack on a port, driven by a poll loop.
+//!
+//! One thread runs it. Each turn it reads a batch of frames (after an
+//! optional interrupt-coalescing delay), hands them to the stack, lets the
+//! services act, polls the stack's timers, answers `softoe stat` on the
+//! control socket, and then either goes round again at once (work is
+//! waiting), spins briefly, or sleeps in `poll(2)` on the port until a frame
+//! arrives or the stack's next deadline. On two cores a spinning engine would
+//! starve the applications and the peer, so the spin is short and tunable.
+
+#![allow(unsafe_code)]
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use softoe_stack::{Device, Instant, PayloadRef, Stack, StackConfig, TxBusy, TxFrame};
+use tracing::{debug, info, warn};
+
+use crate::control::{Control, EngineCounters};
+use crate::memory::{self, Memory};
+use crate::pcap::Pcap;
+use crate::port::Port;
+use crate::services::Service;
+
+/// How the engine runs.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct EngineConfig {
+    /// Spin this long waiting for work before sleeping.
+    pub spin: Duration,
+    /// Interrupt coalescing: after a frame arrives, wait this long for more
+    /// before processing them together (zero: off).
+    pub rx_coalesce: Duration,
+    /// Most frames read per turn.
+    pub rx_batch: usize,
+    /// Longest sleep when nothing is due (so stop requests are seen).
+    pub max_sleep: Duration,
+    /// Write every frame to this pcap file.
+    pub pcap: Option<PathBuf>,
+    /// Serve `softoe stat` on this Unix socket.
+    pub control: Option<PathBuf>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            spin: Duration::from_micros(50),
+            rx_coalesce: Duration::ZERO,
+            rx_batch: 64,
+            max_sleep: Duration::from_millis(20),
+            pcap: None,
+            control: None,
+        }
+    }
+}
+
+/// Why the engine could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The stack rejected its configuration.
+    #[error("stack configuration: {0}")]
+    Stack(softoe_stack::ConfigError),
+    /// A service could not start.
+    #[error("service {name}: {why}")]
+    Service {
+        /// Which.
+        name: String,
+        /// Why.
+        why: String,
+    },
+    /// An I/O error on the port, pcap or control socket.
+    #[error("{what}: {source}")]
+    Io {
+        /// Doing what.
+        what: &'static str,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+/// Controls a running engine from other threads: stop it, or start more
+/// services on it.
+#[derive(Clone, Debug)]
+pub struct StopHandle {
+    stop: Arc<AtomicBool>,
+    services: mpsc::Sender<Box<dyn Service>>,
+}
+
+impl StopHandle {
+    /// Asks the engine to stop (it notices within `max_sleep`).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Starts `s` on the engine at its next turn. Fails if the engine is gone.
+    pub fn add_service(&self, s: Box<dyn Service>) -> Result<(), Box<dyn Service>> {
+        self.services.send(s).map_err(|e| e.0)
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// The stack's view of the port during one call.
+struct PortDev<'a, P: Port> {
+    port: &'a mut P,
+    mem: &'a Memory,
+    pcap: Option<&'a mut Pcap>,
+    counters: &'a mut EngineCounters,
+}
+
+fn wall_ts() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+impl<P: Port> Device for PortDev<'_, P> {
+    fn payload(&self, r: &PayloadRef) -> &[u8] {
+        self.mem.get(r).unwrap_or(&[])
+    }
+
+    fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
+        match self.port.send(f, self.mem) {
+            Ok(true) => {
+                self.counters.frames_out += 1;
+                self.counters.bytes_out += f.len() as u64;
+                if let Some(p) = self.pcap.as_deref_mut() {
+                    let mem = self.mem;
+                    p.record(
+                        wall_ts(),
+                        std::iter::once(f.header)
+                            .chain(f.payload.iter().map(|r| mem.get(r).unwrap_or(&[]))),
+                    );
+                }
+                Ok(())
+            }
+            Ok(false) => {
+                self.counters.tx_busy += 1;
+                Err(TxBusy)
+            }
+            Err(e) => {
+                // A frame the port cannot take is lost, as on a wire.
+                self.counters.port_errors += 1;
+                debug!(error = %e, "port send failed");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A stack, a port, memory and services.
+pub struct Engine<P: Port> {
+    stack: Stack,
+    port: P,
+    mem: Memory,
+    services: Vec<Box<dyn Service>>,
+    cfg: EngineConfig,
+    rx_buf: Box<[u8]>,
+    epoch: std::time::Instant,
+    counters: EngineCounters,
+    pcap: Option<Pcap>,
+    control: Option<Control>,
+    stop: StopHandle,
+    inbox: mpsc::Receiver<Box<dyn Service>>,
+}
+
+impl<P: Port> std::fmt::Debug for Engine<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("port", &self.port.describe())
+            .field("stack", &self.stack)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: Port> Engine<P> {
+    /// An engine for `port`; the stack's device capabilities come from it.
+    pub fn new(
+        mut stack_cfg: StackConfig,
+        port: P,
+        cfg: EngineConfig,
+    ) -> Result<Engine<P>, EngineError> {
+        stack_cfg.caps = port.caps();
+        let stack = Stack::new(stack_cfg).map_err(EngineError::Stack)?;
+        let mut mem = Memory::new();
+        mem.add(memory::pattern(4 << 20, 1));
+        let pcap = match &cfg.pcap {
+            Some(p) => Some(Pcap::create(p).map_err(|source| EngineError::Io {
+                what: "creating the pcap file",
+                source,
+            })?),
+            None => None,
+        };
+        let control = match &cfg.control {
+            Some(p) => Some(Control::bind(p).map_err(|source| EngineError::Io {
+                what: "binding the control socket",
+                source,
+            })?),
+            None => None,
+        };
+        let (tx, inbox) = mpsc::channel();
+        Ok(Engine {
+            stack,
+            port,
+            mem,
+            services: Vec::new(),
+            cfg,
+            rx_buf: vec![0u8; 128 * 1024].into_boxed_slice(),
+            epoch: std::time::Instant::now(),
+            counters: EngineCounters::default(),
+            pcap,
+            control,
+            stop: StopHandle {
+                stop: Arc::new(AtomicBool::new(false)),
+                services: tx,
+            },
+            inbox,
+        })
+    }
+
+    /// Adds a service (before [`run`](Self::run)).
+    pub fn add_service(&mut self, s: Box<dyn Service>) {
+        self.services.push(s);
+    }
+
+    /// A handle that stops [`run`](Self::run).
+    pub fn stop_handle(&self) -> StopHandle {
+        self.stop.clone()
+    }
+
+    /// The stack (for library use between turns).
+    pub fn stack_mut(&mut self) -> &mut Stack {
+        &mut self.stack
+    }
+
+    /// The engine's memory.
+    pub fn memory_mut(&mut self) -> &mut Memory {
+        &mut self.mem
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> &EngineCounters {
+        &self.counters
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// Runs until stopped.
+    pub fn run(&mut self) -> Result<(), EngineError> {
+        let now = self.now();
+        while let Ok(s) = self.inbox.try_recv() {
+            self.services.push(s);
+        }
+        for s in &mut self.services {
+            s.start(now, &mut self.stack, &mut self.mem)
+                .map_err(|why| EngineError::Service {
+                    name: s.name().to_string(),
+                    why,
+                })?;
+        }
+        {
+            let mut dev = PortDev {
+                port: &mut self.port,
+                mem: &self.mem,
+                pcap: self.pcap.as_mut(),
+                counters: &mut self.counters,
+            };
+            self.stack.announce(now, &mut dev);
+        }
+        info!(port = %self.port.describe(), "engine running");
+        let mut idle_since: Option<std::time::Instant> = None;
+        while !self.stop.stopped() {
+            let busy = self.turn()?;
+            if busy {
+                idle_since = None;
+                continue;
+            }
+            let started = *idle_since.get_or_insert_with(std::time::Instant::now);
+            if started.elapsed() < self.cfg.spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.sleep();
+            idle_since = None;
+        }
+        if let Some(p) = self.pcap.as_mut() {
+            p.flush();
+        }
+        info!("engine stopped");
+        Ok(())
+    }
+
+    /// One turn of the loop; returns whether anything happened.
+    pub fn turn(&mut self) -> Result<bool, EngineError> {
+        self.counters.turns += 1;
+        let mut busy = false;
+        while let Ok(mut s) = self.inbox.try_recv() {
+            let now = self.now();
+            match s.start(now, &mut self.stack, &mut self.mem) {
+                Ok(()) => self.services.push(s),
+                Err(why) => warn!(service = s.name(), %why, "service failed to start"),
+            }
+            busy = true;
+        }
+        // Receive a batch.
+        let mut got = 0;
+        let coalesce_until = (!self.cfg.rx_coalesce.is_zero())
+            .then(|| std::time::Instant::now() + self.cfg.rx_coalesce);
+        while got < self.cfg.rx_batch {
+            match self.port.recv(&mut self.rx_buf) {
+                Ok(Some(f)) => {
+                    got += 1;
+                    let now = self.now();
+                    let frame = self.rx_buf.get(f.start..f.start + f.len).unwrap_or(&[]);
+                    self.counters.frames_in += 1;
+                    self.counters.bytes_in += f.len as u64;
+                    if let Some(p) = self.pcap.as_mut() {
+                        p.record(wall_ts(), [frame]);
+                    }
+                    let mut dev = PortDev {
+                        port: &mut self.port,
+                        mem: &self.mem,
+                        pcap: self.pcap.as_mut(),
+                        counters: &mut self.counters,
+                    };
+                    self.stack.receive(now, frame, f.meta, &mut dev);
+                }
+                Ok(None) => {
+                    // Interrupt coalescing: give more frames a moment.
+                    match coalesce_until {
+                        Some(t) if got > 0 && std::time::Instant::now() < t => {
+                            std::hint::spin_loop()
+                        }
+                        _ => break,
+                    }
+                }
+                Err(e) => {
+                    self.counters.port_errors += 1;
+                    warn!(error = %e, "port receive failed");
+                    break;
+                }
+            }
+        }
+        if got > 0 {
+            self.counters.rx_batches += 1;
+            busy = true;
+        }
+        // Services and the stack's own work.
+        let now = self.now();
+        for _ in 0..8 {
+            let mut events = 0;
+            while let Some((h, e)) = self.stack.poll_event() {
+                events += 1;
+                for s in &mut self.services {
+                    s.event(h, e);
+                }
+            }
+            let mut acted = false;
+            for s in &mut self.services {
+                acted |= s.step(now, &mut self.stack, &mut self.mem);
+            }
+            let mut dev = PortDev {
+                port: &mut self.port,
+                mem: &self.mem,
+                pcap: self.pcap.as_mut(),
+                counters: &mut self.counters,
+            };
+            self.stack.poll(now, &mut dev);
+            busy |= acted || events > 0;
+            if !acted && events == 0 {
+                break;
+            }
+        }
+        if let Some(c) = self.control.as_mut() {
+            c.serve(&self.stack, &self.counters, &self.port.describe());
+        }
+        Ok(busy || self.stack.poll_at().is_some_and(|t| t <= now))
+    }
+
+    /// Sleeps until a frame arrives, the next deadline, or `max_sleep`.
+    fn sleep(&mut self) {
+        let now = self.now();
+        let mut timeout = self.cfg.max_sleep;
+        let deadlines = self
+            .stack
+            .poll_at()
+            .into_iter()
+            .chain(self.services.iter().filter_map(|s| s.wake_at()));
+        for t in deadlines {
+            timeout = timeout.min(t.saturating_duration_since(now));
+        }
+        if timeout.is_zero() {
+            return;
+        }
+        let mut fds = [libc::pollfd {
+            fd: self.port.raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
+        let t0 = std::time::Instant::now();
+        // SAFETY: `fds` is a valid array of one pollfd for the call.
+        let _ = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+        self.counters.sleeps += 1;
+        self.counters.idle_nanos += t0.elapsed().as_nanos() as u64;
+    }
+
+    /// The port (e.g. to read its name).
+    pub fn port(&self) -> &P {
+        &self.port
+    }
+}

@@ -1,0 +1,30 @@
+//! # softoe-engine: the runtime around the stack
+//!
+//! The stack is sans-IO; this crate gives it a wire, a clock and a loop:
+//!
+//! - **Ports** ([`Port`]): a TAP device with virtio-net offloads
+//!   ([`TapPort`]: TSO super-segments, checksum offload, receive
+//!   coalescing), each switchable.
+//! - **The poll loop** ([`Engine`]): receive batching with optional interrupt
+//!   coalescing, timers from `poll_at`, spin-then-sleep.
+//! - **Memory** ([`Memory`]): the regions payload references name. The
+//!   engine sends from them by `writev`, never copying payload itself.
+//! - **Services** ([`services`]): built-in servers and clients (discard,
+//!   source, echo, bulk client) for tests, the demo and benchmarks.
+//! - **Observability**: a pcap of every frame ([`pcap`]), and a control
+//!   socket answering `softoe stat` with a JSON snapshot ([`control`]).
+
+pub mod control;
+pub mod engine;
+pub mod memory;
+pub mod pcap;
+pub mod port;
+pub mod services;
+pub mod tap;
+pub mod vnet;
+
+pub use control::{ConnStat, EngineCounters, Snapshot};
+pub use engine::{Engine, EngineConfig, EngineError, StopHandle};
+pub use memory::Memory;
+pub use port::{Port, RxFrame};
+pub use tap::{TapOffloads, TapPort};

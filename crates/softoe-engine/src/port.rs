@@ -1,0 +1,34 @@
+//! Ports: what moves the engine's frames.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use softoe_stack::{DeviceCaps, RxMeta, TxFrame};
+
+use crate::memory::Memory;
+
+/// A frame read from a port: where it lies in the caller's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxFrame {
+    /// Offset of the Ethernet header in the buffer.
+    pub start: usize,
+    /// Length of the frame.
+    pub len: usize,
+    /// What the port knows about it.
+    pub meta: RxMeta,
+}
+
+/// A network port.
+pub trait Port {
+    /// What it offloads.
+    fn caps(&self) -> DeviceCaps;
+    /// Sends a frame, resolving its payload in `mem`. `Ok(false)`: busy,
+    /// try later (nothing was sent).
+    fn send(&mut self, frame: &TxFrame<'_>, mem: &Memory) -> io::Result<bool>;
+    /// Reads one frame into `buf`; `Ok(None)` when none is waiting.
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<RxFrame>>;
+    /// A descriptor to wait on for readability.
+    fn raw_fd(&self) -> RawFd;
+    /// A short description for logs and `softoe stat`.
+    fn describe(&self) -> String;
+}

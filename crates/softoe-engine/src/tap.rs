@@ -1,0 +1,258 @@
+//! A TAP device as a NIC with offloads.
+//!
+//! Opened with `IFF_TAP | IFF_NO_PI | IFF_VNET_HDR`, a 12-byte virtio-net
+//! header on every frame (`TUNSETVNETHDRSZ`), and `TUNSETOFFLOAD` telling the
+//! kernel we accept partial checksums and TCP super-segments on read. On
+//! write, the header asks the kernel to cut our super-segments (TSO) and
+//! finish our checksums (checksum offload). Each of the three can be turned
+//! off, so their worth can be measured.
+
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+
+use softoe_stack::{DeviceCaps, TxFrame};
+
+use crate::memory::Memory;
+use crate::port::{Port, RxFrame};
+use crate::vnet::{self, VnetHdr};
+
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
+const IFF_TAP: libc::c_short = 0x0002;
+const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+
+/// Most payload references in one frame (the stack never uses more).
+const MAX_IOV: usize = 72;
+
+/// `struct ifreq` with the flags member of its union.
+#[repr(C)]
+struct IfReq {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+/// Which offloads a TAP port uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TapOffloads {
+    /// Write TCP super-segments for the kernel to cut (needs `csum`).
+    pub tso: bool,
+    /// Leave transport checksums to the kernel (and accept partial ones).
+    pub csum: bool,
+    /// Accept receive-coalesced super-segments (needs `csum`).
+    pub gro: bool,
+}
+
+impl Default for TapOffloads {
+    fn default() -> TapOffloads {
+        TapOffloads {
+            tso: true,
+            csum: true,
+            gro: true,
+        }
+    }
+}
+
+/// A TAP port.
+#[derive(Debug)]
+pub struct TapPort {
+    file: File,
+    name: String,
+    offloads: TapOffloads,
+    mtu: usize,
+}
+
+impl TapPort {
+    /// Creates (or attaches to) TAP device `name` in the calling thread's
+    /// network namespace. The device goes away when the port is dropped.
+    pub fn open(name: &str, offloads: TapOffloads, mtu: usize) -> io::Result<TapPort> {
+        let cname = CString::new(name)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
+        let bytes = cname.as_bytes_with_nul();
+        if bytes.len() > libc::IFNAMSIZ {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "TAP name longer than 15 bytes",
+            ));
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open("/dev/net/tun")?;
+        let mut req = IfReq {
+            name: [0; libc::IFNAMSIZ],
+            flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR,
+            _pad: [0; 22],
+        };
+        for (d, s) in req.name.iter_mut().zip(bytes) {
+            *d = *s as libc::c_char;
+        }
+        // SAFETY: TUNSETIFF reads and writes a `struct ifreq`, which `req`
+        // is laid out as (16-byte name, then the flags member of the union,
+        // padded to the union's 24 bytes); `req` lives for the call.
+        let rc = unsafe { libc::ioctl(file.as_raw_fd(), TUNSETIFF, &mut req as *mut IfReq) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let hdr = vnet::LEN as libc::c_int;
+        // SAFETY: TUNSETVNETHDRSZ reads an int through the pointer, which
+        // points at `hdr` for the call.
+        let rc = unsafe {
+            libc::ioctl(
+                file.as_raw_fd(),
+                TUNSETVNETHDRSZ,
+                &hdr as *const libc::c_int,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let offloads = TapOffloads {
+            tso: offloads.tso && offloads.csum,
+            gro: offloads.gro && offloads.csum,
+            ..offloads
+        };
+        let mut flags: libc::c_uint = 0;
+        if offloads.csum {
+            flags |= TUN_F_CSUM;
+        }
+        if offloads.gro {
+            flags |= TUN_F_TSO4;
+        }
+        // SAFETY: TUNSETOFFLOAD takes its argument by value; the fd is open.
+        let rc =
+            unsafe { libc::ioctl(file.as_raw_fd(), TUNSETOFFLOAD, libc::c_ulong::from(flags)) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let name = req
+            .name
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8 as char)
+            .collect();
+        Ok(TapPort {
+            file,
+            name,
+            offloads,
+            mtu,
+        })
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The offloads in use.
+    pub fn offloads(&self) -> TapOffloads {
+        self.offloads
+    }
+}
+
+impl Port for TapPort {
+    fn caps(&self) -> DeviceCaps {
+        DeviceCaps {
+            mtu: self.mtu,
+            tso_max: self.offloads.tso.then_some(65_535),
+            tx_csum: self.offloads.csum,
+        }
+    }
+
+    fn send(&mut self, frame: &TxFrame<'_>, mem: &Memory) -> io::Result<bool> {
+        if frame.payload.len() + 2 > MAX_IOV + 2 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "too many payload references",
+            ));
+        }
+        let hdr = VnetHdr::for_tx(&frame.offload, frame.header.len()).to_bytes();
+        let empty = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        let mut iov = [empty; MAX_IOV + 2];
+        let slices = std::iter::once(&hdr[..]).chain(std::iter::once(frame.header));
+        let mut n = 0;
+        for b in slices {
+            if let Some(v) = iov.get_mut(n) {
+                *v = libc::iovec {
+                    iov_base: b.as_ptr() as *mut libc::c_void,
+                    iov_len: b.len(),
+                };
+                n += 1;
+            }
+        }
+        for r in frame.payload {
+            let Some(b) = mem.get(r) else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "payload reference outside its region",
+                ));
+            };
+            if let Some(v) = iov.get_mut(n) {
+                *v = libc::iovec {
+                    iov_base: b.as_ptr() as *mut libc::c_void,
+                    iov_len: b.len(),
+                };
+                n += 1;
+            }
+        }
+        // SAFETY: `iov[..n]` describes `n` live slices (the vnet header on
+        // this stack frame, the frame header and payload borrowed for the
+        // call); writev only reads through them.
+        let rc = unsafe { libc::writev(self.file.as_raw_fd(), iov.as_ptr(), n as libc::c_int) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::WouldBlock {
+                return Ok(false);
+            }
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<RxFrame>> {
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the call.
+        let rc = unsafe { libc::read(self.file.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::WouldBlock {
+                return Ok(None);
+            }
+            return Err(e);
+        }
+        let n = rc as usize;
+        let meta = buf
+            .get(..n)
+            .and_then(VnetHdr::parse)
+            .map(|h| h.rx_meta())
+            .unwrap_or_default();
+        Ok(Some(RxFrame {
+            start: vnet::LEN.min(n),
+            len: n.saturating_sub(vnet::LEN),
+            meta,
+        }))
+    }
+
+    fn raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "tap {} (tso {}, csum {}, gro {})",
+            self.name, self.offloads.tso, self.offloads.csum, self.offloads.gro
+        )
+    }
+}

@@ -1,0 +1,188 @@
+//! A testbed with the softoe engine on a TAP and Linux behind a bridge.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use softoe_engine::services::{Reports, Service};
+use softoe_engine::{Engine, EngineConfig, EngineCounters, StopHandle, TapOffloads, TapPort};
+use softoe_stack::StackConfig;
+use softoe_testbed::{Netns, NsThread, Testbed};
+use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
+
+pub const ENGINE_IP: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 1);
+pub const LINUX_IP: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 2);
+
+static N: AtomicU32 = AtomicU32::new(0);
+
+pub struct Bed {
+    pub tb: Testbed,
+    pub sw: Netns,
+    pub linux: Netns,
+    pub tap: String,
+    stop: Option<StopHandle>,
+    engine: Option<NsThread<Result<EngineCounters, String>>>,
+}
+
+pub struct Options {
+    pub offloads: TapOffloads,
+    pub mtu: usize,
+    pub engine: EngineConfig,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            offloads: TapOffloads::default(),
+            mtu: 1500,
+            engine: EngineConfig::default(),
+        }
+    }
+}
+
+impl Bed {
+    /// Builds the testbed and starts the engine with `services`.
+    pub fn start(opts: Options, services: Vec<Box<dyn Service>>) -> Bed {
+        let mut tb = Testbed::new().unwrap();
+        let sw = tb.netns("sw").unwrap();
+        let linux = tb.netns("lx").unwrap();
+        tb.bridge(&sw, "br0").unwrap();
+        tb.mtu(&sw, "br0", opts.mtu).unwrap();
+        tb.veth_to_bridge(&linux, "eth0", &sw, "br0").unwrap();
+        tb.mtu(&linux, "eth0", opts.mtu).unwrap();
+        tb.addr(&linux, "eth0", &format!("{LINUX_IP}/24")).unwrap();
+        // The bridge-side veth must carry the same MTU.
+        for line in sw
+            .ip(&["-o", "link", "show", "master", "br0"])
+            .unwrap()
+            .lines()
+        {
+            if let Some(dev) = line
+                .split(':')
+                .nth(1)
+                .map(|s| s.trim().split('@').next().unwrap_or("").to_string())
+            {
+                tb.mtu(&sw, &dev, opts.mtu).unwrap();
+            }
+        }
+        let tap = format!("sotap{}", N.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = mpsc::channel();
+        let tap_name = tap.clone();
+        let (offloads, mtu, ecfg) = (opts.offloads, opts.mtu, opts.engine);
+        let engine = sw
+            .spawn(move || -> Result<EngineCounters, String> {
+                let port = TapPort::open(&tap_name, offloads, mtu).map_err(|e| e.to_string())?;
+                let mut cfg = StackConfig::new(
+                    EthernetAddress([2, 0x50, 0, 0, 0, 1]),
+                    Ipv4Cidr::new(Ipv4Address(ENGINE_IP.octets()), 24).unwrap(),
+                );
+                cfg.seed = 1;
+                cfg.tcp.rx_buffer = 1 << 20;
+                cfg.tcp.tx_buffer = 4 << 20;
+                cfg.tcp.tx_max_chunks = 4096;
+                let mut e = Engine::new(cfg, port, ecfg).map_err(|e| e.to_string())?;
+                for s in services {
+                    e.add_service(s);
+                }
+                tx.send(e.stop_handle()).map_err(|e| e.to_string())?;
+                e.run().map_err(|e| e.to_string())?;
+                Ok(*e.counters())
+            })
+            .unwrap();
+        let stop = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("engine started");
+        tb.attach(&sw, &tap, "br0").unwrap();
+        tb.mtu(&sw, &tap, opts.mtu).unwrap();
+        Bed {
+            tb,
+            sw,
+            linux,
+            tap,
+            stop: Some(stop),
+            engine: Some(engine),
+        }
+    }
+
+    /// Starts another service on the running engine.
+    pub fn add(&self, s: Box<dyn Service>) {
+        assert!(
+            self.stop.as_ref().expect("running").add_service(s).is_ok(),
+            "engine gone"
+        );
+    }
+
+    /// Stops the engine and returns its counters.
+    pub fn stop(&mut self) -> EngineCounters {
+        if let Some(s) = self.stop.take() {
+            s.stop();
+        }
+        self.engine
+            .take()
+            .map(|t| t.join().unwrap().unwrap())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            s.stop();
+        }
+        if let Some(t) = self.engine.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+pub fn reports() -> Reports {
+    std::sync::Arc::new(std::sync::Mutex::new(Vec::new()))
+}
+
+/// Waits until `f` holds (polling), or panics after `secs`.
+pub fn wait_for(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let end = std::time::Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(
+            std::time::Instant::now() < end,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The engine's pattern (region 0) repeated, as a stream: its SHA-256 over `n` bytes.
+pub fn pattern_sha(n: u64) -> String {
+    let p = softoe_engine::memory::pattern(4 << 20, 1);
+    let mut h = Sha256::new();
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(p.len() as u64) as usize;
+        h.update(&p[..k]);
+        left -= k as u64;
+    }
+    hex(&h.finalize())
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Deterministic bytes for Linux to send.
+pub fn linux_bytes(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| ((i as u32).wrapping_mul(2_654_435_761) >> 24) as u8 ^ seed)
+        .collect()
+}
+
+pub fn engine_addr(port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(ENGINE_IP, port)
+}
+
+pub fn linux_addr(port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(LINUX_IP, port)
+}
