@@ -32,6 +32,15 @@ pub struct EngineCounters {
     pub sleeps: u64,
     /// Nanoseconds spent asleep.
     pub idle_nanos: u64,
+    /// Nanoseconds the loop has run.
+    pub run_nanos: u64,
+}
+
+impl EngineCounters {
+    /// The share of its time the engine slept (0–1).
+    pub fn idle_share(&self) -> f64 {
+        if self.run_nanos == 0 { 0.0 } else { self.idle_nanos as f64 / self.run_nanos as f64 }
+    }
 }
 
 /// One connection, as `softoe stat` shows it.

@@ -276,6 +276,7 @@ impl<P: Port> Engine<P> {
             self.stack.announce(now, &mut dev);
         }
         info!(port = %self.port.describe(), "engine running");
+        let started = std::time::Instant::now();
         let mut idle_since: Option<std::time::Instant> = None;
         while !self.stop.stopped() {
             let busy = self.turn()?;
@@ -290,7 +291,9 @@ impl<P: Port> Engine<P> {
             }
             self.sleep();
             idle_since = None;
+            self.counters.run_nanos = started.elapsed().as_nanos() as u64;
         }
+        self.counters.run_nanos = started.elapsed().as_nanos() as u64;
         if let Some(p) = self.pcap.as_mut() {
             p.flush();
         }

@@ -6,6 +6,8 @@
 //! The engine, the real-wire demo against Linux, `stat` and `bench` follow
 //! (see the issues in the repository).
 
+mod demo;
+mod linux;
 mod report;
 mod sim;
 
@@ -26,13 +28,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Moves data between two softoe stacks over simulated wires with 0 %,
-    /// 0.1 % and 1 % loss, and prints a table of what it took.
+    /// Runs softoe beside Linux on a real (virtual) wire and prints one
+    /// table: bulk transfers both ways, 4-byte request/response latency, and
+    /// transfers with 1 % random drops, each against the softoe engine and
+    /// against Linux's own TCP over the same bridge.
     ///
-    /// Everything runs in virtual time, so the figures are the protocol's own
-    /// and the same on every machine (the wall time is not). Until the engine
-    /// lands, this is softoe's demo.
-    Demo(sim::DemoArgs),
+    /// Builds network namespaces, a bridge and a TAP device (needs root),
+    /// and removes them afterwards. `--simulated` runs the simulator's demo
+    /// instead.
+    Demo(demo::DemoArgs),
     /// Runs the deterministic simulator.
     #[command(subcommand)]
     Sim(sim::SimCommand),
@@ -45,7 +49,7 @@ fn main() -> Result<()> {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Demo(args) => sim::demo(&args),
+        Command::Demo(args) => demo::run(&args),
         Command::Sim(cmd) => sim::run(cmd),
     }
 }

@@ -10,7 +10,7 @@ use softoe_stack::Algorithm;
 
 use crate::report::{TransferRow, print_table};
 
-/// Options of `softoe demo`.
+/// Options of the simulated demo.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Print JSON instead of a table.
@@ -93,13 +93,16 @@ pub struct SweepArgs {
 pub enum SimCommand {
     /// One bulk transfer between two softoe stacks.
     Transfer(TransferArgs),
+    /// Two softoe stacks over simulated wires with 0 %, 0.1 % and 1 % loss
+    /// (no root needed).
+    Demo(DemoArgs),
     /// One connection's goodput at several loss rates (the figures in
     /// docs/results.md: `softoe sim sweep`).
     Sweep(SweepArgs),
 }
 
 /// Parses `64M`, `1G`, `4096`.
-fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (num, mult) = match s.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
@@ -161,7 +164,14 @@ fn print_rows(rows: &[TransferRow], json: bool, heading: &str) -> Result<()> {
     Ok(())
 }
 
-/// `softoe demo`.
+impl DemoArgs {
+    /// Defaults, printing JSON or a table.
+    pub fn new(json: bool) -> DemoArgs {
+        DemoArgs { json, bytes: 64 << 20, seed: 1 }
+    }
+}
+
+/// The simulated demo (`softoe sim demo`, `softoe demo --simulated`).
 pub fn demo(args: &DemoArgs) -> Result<()> {
     if args.bytes == 0 {
         bail!("--bytes must be above zero");
@@ -173,8 +183,8 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
     };
     let rows = sweep(t, &[0.0, 0.001, 0.01], args.json)?;
     let heading = format!(
-        "softoe demo: two softoe stacks, {} Gb/s link, {} µs RTT, MTU {}, TSO/checksum offload/GRO on, CUBIC.\n\
-         Simulated (virtual time; seed {}). The engine's real-wire demo against Linux comes next.",
+        "softoe sim demo: two softoe stacks, {} Gb/s link, {} µs RTT, MTU {}, TSO/checksum offload/GRO on, CUBIC.\n\
+         Simulated (virtual time; seed {}). `softoe demo` runs softoe against Linux on a real wire.",
         t.rate_bps as f64 / 1e9,
         2 * t.delay.as_micros(),
         t.mtu,
@@ -186,6 +196,7 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
 /// `softoe sim …`.
 pub fn run(cmd: SimCommand) -> Result<()> {
     match cmd {
+        SimCommand::Demo(a) => demo(&a),
         SimCommand::Sweep(a) => {
             if a.loss.is_empty() || a.loss.iter().any(|l| !(0.0..=100.0).contains(l)) {
                 bail!("--loss takes percentages between 0 and 100, e.g. --loss 0,0.1,1");

@@ -1,0 +1,281 @@
+//! `softoe demo`: softoe beside Linux on a real (virtual) wire.
+//!
+//! A testbed of network namespaces joined by a Linux bridge: the softoe
+//! engine on a TAP (with TSO, checksum offload and receive coalescing), a
+//! Linux host that runs the workloads, and a second Linux host that serves
+//! the same workloads with the kernel's TCP. Each workload runs against
+//! softoe and then against Linux, over the same bridge, and one table shows
+//! both and their ratio.
+
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use softoe_engine::services::{Discard, Echo, Source};
+use softoe_engine::{Engine, EngineConfig, TapOffloads, TapPort};
+use softoe_stack::StackConfig;
+use softoe_testbed::Testbed;
+use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
+
+use crate::linux;
+
+const ENGINE: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 1);
+const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 2);
+const PEER: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 3);
+
+/// Options of `softoe demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Bytes per bulk transfer (suffixes K, M, G).
+    #[arg(long, default_value = "256M", value_parser = crate::sim::parse_size)]
+    bytes: u64,
+    /// Bytes per transfer with 1 % drops.
+    #[arg(long, default_value = "16M", value_parser = crate::sim::parse_size)]
+    drop_bytes: u64,
+    /// Request/response rounds for the latency test.
+    #[arg(long, default_value_t = 5000)]
+    rounds: usize,
+    /// Write every frame the engine sends and receives to this pcap file.
+    #[arg(long)]
+    pcap: Option<std::path::PathBuf>,
+    /// Run the simulated demo instead (no root needed): two softoe stacks
+    /// over lossy virtual wires.
+    #[arg(long)]
+    simulated: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    workload: String,
+    unit: String,
+    softoe: f64,
+    linux: f64,
+    /// softoe ÷ Linux.
+    ratio: f64,
+    better: &'static str,
+}
+
+fn gbps(bytes: u64, t: Duration) -> f64 {
+    bytes as f64 * 8.0 / t.as_secs_f64().max(1e-9) / 1e9
+}
+
+/// `softoe demo`.
+pub fn run(args: &DemoArgs) -> Result<()> {
+    if args.simulated {
+        return crate::sim::demo(&crate::sim::DemoArgs::new(args.json));
+    }
+    // SAFETY-free check: geteuid has no preconditions.
+    if !is_root() {
+        bail!(
+            "softoe demo builds network namespaces, a bridge and a TAP device, which needs root.\n\
+             Run it with sudo, or try `softoe demo --simulated` for the simulator's demo."
+        );
+    }
+    if args.bytes == 0 || args.drop_bytes == 0 || args.rounds == 0 {
+        bail!("--bytes, --drop-bytes and --rounds must be above zero");
+    }
+    let steps = 9u64;
+    let pb = if args.json { ProgressBar::hidden() } else { ProgressBar::new(steps) };
+    if let Ok(st) = ProgressStyle::with_template("{spinner} [{bar:20}] {pos}/{len} {msg}") {
+        pb.set_style(st.progress_chars("=> "));
+    }
+    pb.set_message("building the testbed");
+    let mut tb = Testbed::new().context("creating the testbed")?;
+    let sw = tb.netns("sw")?;
+    let client = tb.netns("client")?;
+    let peer = tb.netns("linux")?;
+    tb.bridge(&sw, "br0")?;
+    let client_port = tb.veth_to_bridge(&client, "eth0", &sw, "br0")?;
+    tb.veth_to_bridge(&peer, "eth0", &sw, "br0")?;
+    tb.addr(&client, "eth0", &format!("{CLIENT}/24"))?;
+    tb.addr(&peer, "eth0", &format!("{PEER}/24"))?;
+
+    // The engine, on a TAP in the switch's namespace.
+    pb.set_message("starting the softoe engine");
+    let tap = format!("sot{}", std::process::id() % 100_000);
+    let (tx, rx) = mpsc::channel();
+    let (bytes, drop_bytes, pcap) = (args.bytes, args.drop_bytes, args.pcap.clone());
+    let tap_name = tap.clone();
+    let engine = sw.spawn(move || -> Result<softoe_engine::EngineCounters> {
+        let port = TapPort::open(&tap_name, TapOffloads::default(), 1500).context("opening the TAP device")?;
+        let mut cfg = StackConfig::new(EthernetAddress([2, 0x50, 0, 0, 0, 1]), Ipv4Cidr::new(Ipv4Address(ENGINE.octets()), 24).ok_or_else(|| anyhow!("address"))?);
+        cfg.seed = 1;
+        cfg.tcp.rx_buffer = 4 << 20;
+        cfg.tcp.tx_buffer = 4 << 20;
+        cfg.tcp.tx_max_chunks = 4096;
+        let mut ecfg = EngineConfig::default();
+        ecfg.pcap = pcap;
+        let mut e = Engine::new(cfg, port, ecfg)?;
+        let r = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        e.add_service(Box::new(Discard::new(9, r.clone())));
+        e.add_service(Box::new(Source::new(19, bytes, r.clone())));
+        e.add_service(Box::new(Source::new(20, drop_bytes, r.clone())));
+        e.add_service(Box::new(Echo::new(7, r)));
+        tx.send(e.stop_handle()).map_err(|_| anyhow!("demo went away"))?;
+        e.run()?;
+        Ok(*e.counters())
+    })?;
+    let stop = rx.recv_timeout(Duration::from_secs(10)).map_err(|_| anyhow!("the engine did not start"))?;
+    let stop_guard = scopeguard(stop.clone());
+    tb.attach(&sw, &tap, "br0")?;
+
+    // Linux's servers, the same workloads.
+    let listeners = peer.run(move || -> std::io::Result<_> {
+        Ok((
+            TcpListener::bind(SocketAddrV4::new(PEER, 9))?,
+            TcpListener::bind(SocketAddrV4::new(PEER, 19))?,
+            TcpListener::bind(SocketAddrV4::new(PEER, 20))?,
+            TcpListener::bind(SocketAddrV4::new(PEER, 7))?,
+        ))
+    })??;
+    let (l9, l19, l20, l7) = listeners;
+    let discard = std::thread::spawn(move || linux::discard_server(l9, 2));
+    let source = std::thread::spawn(move || linux::source_server(l19, 1, bytes));
+    let source_drop = std::thread::spawn(move || linux::source_server(l20, 1, drop_bytes));
+    let echo = std::thread::spawn(move || linux::echo_server(l7, 1));
+
+    let mut rows = Vec::new();
+    let run_both = |pb: &ProgressBar, msg: &str, f: &(dyn Fn(Ipv4Addr) -> Result<f64> + Sync)| -> Result<(f64, f64)> {
+        pb.set_message(format!("{msg}: softoe"));
+        let s = f(ENGINE).with_context(|| format!("{msg} against softoe"))?;
+        pb.inc(1);
+        pb.set_message(format!("{msg}: Linux"));
+        let l = f(PEER).with_context(|| format!("{msg} against Linux"))?;
+        Ok((s, l))
+    };
+    let c = client.clone();
+    let bulk_in = move |ip: Ipv4Addr| -> Result<f64> {
+        let t = c.run(move || linux::send_bulk(SocketAddrV4::new(ip, 9), bytes))??;
+        Ok(gbps(bytes, t))
+    };
+    let (s, l) = run_both(&pb, "bulk to the host", &bulk_in)?;
+    rows.push(row(&format!("bulk Linux→host, {}", size(bytes)), "Gb/s", s, l, "higher"));
+    pb.inc(1);
+    let c = client.clone();
+    let bulk_out = move |ip: Ipv4Addr| -> Result<f64> {
+        let (n, t) = c.run(move || linux::recv_bulk(SocketAddrV4::new(ip, 19)))??;
+        if n != bytes {
+            bail!("received {n} of {bytes} bytes");
+        }
+        Ok(gbps(n, t))
+    };
+    let (s, l) = run_both(&pb, "bulk from the host", &bulk_out)?;
+    rows.push(row(&format!("bulk host→Linux, {}", size(bytes)), "Gb/s", s, l, "higher"));
+    let rounds = args.rounds;
+    let mut lat = Vec::new();
+    let c = client.clone();
+    for ip in [ENGINE, PEER] {
+        pb.inc(1);
+        pb.set_message(format!("4-byte request/response with {}", if ip == ENGINE { "softoe" } else { "Linux" }));
+        let mut r = c.run(move || linux::ping_pong(SocketAddrV4::new(ip, 7), 4, rounds))??;
+        r.sort();
+        lat.push((linux::percentile_us(&r, 50.0), linux::percentile_us(&r, 99.0)));
+    }
+    rows.push(row("4-byte RR p50", "µs", lat[0].0, lat[1].0, "lower"));
+    rows.push(row("4-byte RR p99", "µs", lat[0].1, lat[1].1, "lower"));
+    // Drops per wire segment: the bridge port toward the client cuts
+    // super-packets (no TSO/GSO there), and the client neither builds nor
+    // coalesces them, so nftables sees MTU-sized segments both ways.
+    tb.ethtool_k(&client, "eth0", &["tso", "off", "gso", "off", "gro", "off"])?;
+    tb.ethtool_k(&sw, &client_port, &["tso", "off", "gso", "off", "gro", "off"])?;
+    tb.random_drop(&client, 1)?;
+    let c = client.clone();
+    let drop_in = move |ip: Ipv4Addr| -> Result<f64> {
+        let t = c.run(move || linux::send_bulk(SocketAddrV4::new(ip, 9), drop_bytes))??;
+        Ok(gbps(drop_bytes, t))
+    };
+    pb.inc(1);
+    let (s, l) = run_both(&pb, "1 % drops, to the host", &drop_in)?;
+    rows.push(row(&format!("1 % drops, Linux→host, {}", size(drop_bytes)), "Gb/s", s, l, "higher"));
+    let c = client.clone();
+    let drop_out = move |ip: Ipv4Addr| -> Result<f64> {
+        let (n, t) = c.run(move || linux::recv_bulk(SocketAddrV4::new(ip, 20)))??;
+        if n != drop_bytes {
+            bail!("received {n} of {drop_bytes} bytes");
+        }
+        Ok(gbps(n, t))
+    };
+    pb.inc(1);
+    let (s, l) = run_both(&pb, "1 % drops, from the host", &drop_out)?;
+    rows.push(row(&format!("1 % drops, host→Linux, {}", size(drop_bytes)), "Gb/s", s, l, "higher"));
+    tb.clear_drop(&client)?;
+    pb.inc(1);
+    pb.set_message("stopping");
+    drop(stop_guard);
+    let counters = engine.join()??;
+    discard.join().map_err(|_| anyhow!("a Linux server panicked"))??;
+    for t in [echo.join(), source.join(), source_drop.join()] {
+        t.map_err(|_| anyhow!("a Linux server panicked"))??;
+    }
+    pb.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "rows": rows, "engine": counters }))?);
+        return Ok(());
+    }
+    println!("softoe demo: the softoe engine on a TAP (TSO, checksum offload, GRO) and Linux's TCP,");
+    println!("each serving a Linux client across the same Linux bridge. ratio = softoe ÷ Linux.\n");
+    println!("{:<32} {:>10} {:>10} {:>7}  {}", "workload", "softoe", "Linux", "ratio", "");
+    for r in &rows {
+        println!(
+            "{:<32} {:>10} {:>10} {:>6.2}x  ({} is better)",
+            r.workload,
+            fmt(r.softoe, &r.unit),
+            fmt(r.linux, &r.unit),
+            r.ratio,
+            r.better
+        );
+    }
+    println!(
+        "\nengine: {} frames in, {} out; asleep {:.0} % of the time (spin-then-sleep on 2 cores).",
+        counters.frames_in,
+        counters.frames_out,
+        counters.idle_share() * 100.0
+    );
+    Ok(())
+}
+
+fn row(workload: &str, unit: &str, softoe: f64, linux: f64, better: &'static str) -> Row {
+    Row {
+        workload: workload.to_string(),
+        unit: unit.to_string(),
+        softoe,
+        linux,
+        ratio: if linux > 0.0 { softoe / linux } else { 0.0 },
+        better,
+    }
+}
+
+fn fmt(v: f64, unit: &str) -> String {
+    if unit == "µs" { format!("{v:.1} µs") } else { format!("{v:.2} {unit}") }
+}
+
+fn size(b: u64) -> String {
+    if b >= 1 << 30 { format!("{} GiB", b >> 30) } else { format!("{} MiB", b >> 20) }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .unwrap_or(false)
+}
+
+/// Stops the engine when dropped (also on an early error return).
+struct Guard(softoe_engine::StopHandle);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
+fn scopeguard(h: softoe_engine::StopHandle) -> Guard {
+    Guard(h)
+}
