@@ -39,7 +39,11 @@ pub struct EngineCounters {
 impl EngineCounters {
     /// The share of its time the engine slept (0–1).
     pub fn idle_share(&self) -> f64 {
-        if self.run_nanos == 0 { 0.0 } else { self.idle_nanos as f64 / self.run_nanos as f64 }
+        if self.run_nanos == 0 {
+            0.0
+        } else {
+            self.idle_nanos as f64 / self.run_nanos as f64
+        }
     }
 }
 

@@ -79,6 +79,9 @@ pub struct TcpConfig {
     /// Retransmissions of the same data before the connection is aborted.
     pub max_retries: u32,
     /// Out-of-order ranges held in reassembly (and SACK ranges tracked).
+    /// A window of many segments with scattered losses needs many: a
+    /// segment that would need one range too many is dropped by the
+    /// receiver, and a SACK block the sender cannot record looks lost.
     pub max_ooo_ranges: usize,
     /// Lower bound on the peer's MSS (guards against tiny or zero MSS).
     pub min_mss: u16,
@@ -106,7 +109,7 @@ impl Default for TcpConfig {
             time_wait: Duration::from_secs(60),
             syn_retries: 6,
             max_retries: 15,
-            max_ooo_ranges: 32,
+            max_ooo_ranges: 512,
             min_mss: 88,
         }
     }

@@ -82,7 +82,11 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         bail!("--bytes, --drop-bytes and --rounds must be above zero");
     }
     let steps = 9u64;
-    let pb = if args.json { ProgressBar::hidden() } else { ProgressBar::new(steps) };
+    let pb = if args.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(steps)
+    };
     if let Ok(st) = ProgressStyle::with_template("{spinner} [{bar:20}] {pos}/{len} {msg}") {
         pb.set_style(st.progress_chars("=> "));
     }
@@ -104,8 +108,12 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let (bytes, drop_bytes, pcap) = (args.bytes, args.drop_bytes, args.pcap.clone());
     let tap_name = tap.clone();
     let engine = sw.spawn(move || -> Result<softoe_engine::EngineCounters> {
-        let port = TapPort::open(&tap_name, TapOffloads::default(), 1500).context("opening the TAP device")?;
-        let mut cfg = StackConfig::new(EthernetAddress([2, 0x50, 0, 0, 0, 1]), Ipv4Cidr::new(Ipv4Address(ENGINE.octets()), 24).ok_or_else(|| anyhow!("address"))?);
+        let port = TapPort::open(&tap_name, TapOffloads::default(), 1500)
+            .context("opening the TAP device")?;
+        let mut cfg = StackConfig::new(
+            EthernetAddress([2, 0x50, 0, 0, 0, 1]),
+            Ipv4Cidr::new(Ipv4Address(ENGINE.octets()), 24).ok_or_else(|| anyhow!("address"))?,
+        );
         cfg.seed = 1;
         cfg.tcp.rx_buffer = 4 << 20;
         cfg.tcp.tx_buffer = 4 << 20;
@@ -118,11 +126,14 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         e.add_service(Box::new(Source::new(19, bytes, r.clone())));
         e.add_service(Box::new(Source::new(20, drop_bytes, r.clone())));
         e.add_service(Box::new(Echo::new(7, r)));
-        tx.send(e.stop_handle()).map_err(|_| anyhow!("demo went away"))?;
+        tx.send(e.stop_handle())
+            .map_err(|_| anyhow!("demo went away"))?;
         e.run()?;
         Ok(*e.counters())
     })?;
-    let stop = rx.recv_timeout(Duration::from_secs(10)).map_err(|_| anyhow!("the engine did not start"))?;
+    let stop = rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| anyhow!("the engine did not start"))?;
     let stop_guard = scopeguard(stop.clone());
     tb.attach(&sw, &tap, "br0")?;
 
@@ -142,7 +153,10 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let echo = std::thread::spawn(move || linux::echo_server(l7, 1));
 
     let mut rows = Vec::new();
-    let run_both = |pb: &ProgressBar, msg: &str, f: &(dyn Fn(Ipv4Addr) -> Result<f64> + Sync)| -> Result<(f64, f64)> {
+    let run_both = |pb: &ProgressBar,
+                    msg: &str,
+                    f: &(dyn Fn(Ipv4Addr) -> Result<f64> + Sync)|
+     -> Result<(f64, f64)> {
         pb.set_message(format!("{msg}: softoe"));
         let s = f(ENGINE).with_context(|| format!("{msg} against softoe"))?;
         pb.inc(1);
@@ -156,7 +170,13 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         Ok(gbps(bytes, t))
     };
     let (s, l) = run_both(&pb, "bulk to the host", &bulk_in)?;
-    rows.push(row(&format!("bulk Linux→host, {}", size(bytes)), "Gb/s", s, l, "higher"));
+    rows.push(row(
+        &format!("bulk Linux→host, {}", size(bytes)),
+        "Gb/s",
+        s,
+        l,
+        "higher",
+    ));
     pb.inc(1);
     let c = client.clone();
     let bulk_out = move |ip: Ipv4Addr| -> Result<f64> {
@@ -167,16 +187,28 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         Ok(gbps(n, t))
     };
     let (s, l) = run_both(&pb, "bulk from the host", &bulk_out)?;
-    rows.push(row(&format!("bulk host→Linux, {}", size(bytes)), "Gb/s", s, l, "higher"));
+    rows.push(row(
+        &format!("bulk host→Linux, {}", size(bytes)),
+        "Gb/s",
+        s,
+        l,
+        "higher",
+    ));
     let rounds = args.rounds;
     let mut lat = Vec::new();
     let c = client.clone();
     for ip in [ENGINE, PEER] {
         pb.inc(1);
-        pb.set_message(format!("4-byte request/response with {}", if ip == ENGINE { "softoe" } else { "Linux" }));
+        pb.set_message(format!(
+            "4-byte request/response with {}",
+            if ip == ENGINE { "softoe" } else { "Linux" }
+        ));
         let mut r = c.run(move || linux::ping_pong(SocketAddrV4::new(ip, 7), 4, rounds))??;
         r.sort();
-        lat.push((linux::percentile_us(&r, 50.0), linux::percentile_us(&r, 99.0)));
+        lat.push((
+            linux::percentile_us(&r, 50.0),
+            linux::percentile_us(&r, 99.0),
+        ));
     }
     rows.push(row("4-byte RR p50", "µs", lat[0].0, lat[1].0, "lower"));
     rows.push(row("4-byte RR p99", "µs", lat[0].1, lat[1].1, "lower"));
@@ -184,7 +216,11 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     // super-packets (no TSO/GSO there), and the client neither builds nor
     // coalesces them, so nftables sees MTU-sized segments both ways.
     tb.ethtool_k(&client, "eth0", &["tso", "off", "gso", "off", "gro", "off"])?;
-    tb.ethtool_k(&sw, &client_port, &["tso", "off", "gso", "off", "gro", "off"])?;
+    tb.ethtool_k(
+        &sw,
+        &client_port,
+        &["tso", "off", "gso", "off", "gro", "off"],
+    )?;
     tb.random_drop(&client, 1)?;
     let c = client.clone();
     let drop_in = move |ip: Ipv4Addr| -> Result<f64> {
@@ -193,7 +229,13 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     };
     pb.inc(1);
     let (s, l) = run_both(&pb, "1 % drops, to the host", &drop_in)?;
-    rows.push(row(&format!("1 % drops, Linux→host, {}", size(drop_bytes)), "Gb/s", s, l, "higher"));
+    rows.push(row(
+        &format!("1 % drops, Linux→host, {}", size(drop_bytes)),
+        "Gb/s",
+        s,
+        l,
+        "higher",
+    ));
     let c = client.clone();
     let drop_out = move |ip: Ipv4Addr| -> Result<f64> {
         let (n, t) = c.run(move || linux::recv_bulk(SocketAddrV4::new(ip, 20)))??;
@@ -204,24 +246,40 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     };
     pb.inc(1);
     let (s, l) = run_both(&pb, "1 % drops, from the host", &drop_out)?;
-    rows.push(row(&format!("1 % drops, host→Linux, {}", size(drop_bytes)), "Gb/s", s, l, "higher"));
+    rows.push(row(
+        &format!("1 % drops, host→Linux, {}", size(drop_bytes)),
+        "Gb/s",
+        s,
+        l,
+        "higher",
+    ));
     tb.clear_drop(&client)?;
     pb.inc(1);
     pb.set_message("stopping");
     drop(stop_guard);
     let counters = engine.join()??;
-    discard.join().map_err(|_| anyhow!("a Linux server panicked"))??;
+    discard
+        .join()
+        .map_err(|_| anyhow!("a Linux server panicked"))??;
     for t in [echo.join(), source.join(), source_drop.join()] {
         t.map_err(|_| anyhow!("a Linux server panicked"))??;
     }
     pb.finish_and_clear();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "rows": rows, "engine": counters }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "rows": rows, "engine": counters }))?
+        );
         return Ok(());
     }
-    println!("softoe demo: the softoe engine on a TAP (TSO, checksum offload, GRO) and Linux's TCP,");
+    println!(
+        "softoe demo: the softoe engine on a TAP (TSO, checksum offload, GRO) and Linux's TCP,"
+    );
     println!("each serving a Linux client across the same Linux bridge. ratio = softoe ÷ Linux.\n");
-    println!("{:<32} {:>10} {:>10} {:>7}  {}", "workload", "softoe", "Linux", "ratio", "");
+    println!(
+        "{:<32} {:>10} {:>10} {:>7}  {}",
+        "workload", "softoe", "Linux", "ratio", ""
+    );
     for r in &rows {
         println!(
             "{:<32} {:>10} {:>10} {:>6.2}x  ({} is better)",
@@ -253,17 +311,29 @@ fn row(workload: &str, unit: &str, softoe: f64, linux: f64, better: &'static str
 }
 
 fn fmt(v: f64, unit: &str) -> String {
-    if unit == "µs" { format!("{v:.1} µs") } else { format!("{v:.2} {unit}") }
+    if unit == "µs" {
+        format!("{v:.1} µs")
+    } else {
+        format!("{v:.2} {unit}")
+    }
 }
 
 fn size(b: u64) -> String {
-    if b >= 1 << 30 { format!("{} GiB", b >> 30) } else { format!("{} MiB", b >> 20) }
+    if b >= 1 << 30 {
+        format!("{} GiB", b >> 30)
+    } else {
+        format!("{} MiB", b >> 20)
+    }
 }
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
         .unwrap_or(false)
 }
 

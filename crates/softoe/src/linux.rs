@@ -12,7 +12,8 @@ use anyhow::{Context, Result, bail};
 pub fn send_bulk(addr: SocketAddrV4, bytes: u64) -> Result<Duration> {
     let buf = vec![0x5au8; 1 << 20];
     let t = Instant::now();
-    let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5)).with_context(|| format!("connect {addr}"))?;
+    let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
+        .with_context(|| format!("connect {addr}"))?;
     let mut left = bytes;
     while left > 0 {
         let k = left.min(buf.len() as u64) as usize;
@@ -21,7 +22,8 @@ pub fn send_bulk(addr: SocketAddrV4, bytes: u64) -> Result<Duration> {
     }
     s.shutdown(Shutdown::Write)?;
     let mut rest = Vec::new();
-    s.read_to_end(&mut rest).context("waiting for the server to close")?;
+    s.read_to_end(&mut rest)
+        .context("waiting for the server to close")?;
     Ok(t.elapsed())
 }
 
@@ -29,7 +31,8 @@ pub fn send_bulk(addr: SocketAddrV4, bytes: u64) -> Result<Duration> {
 pub fn recv_bulk(addr: SocketAddrV4) -> Result<(u64, Duration)> {
     let mut buf = vec![0u8; 1 << 20];
     let t = Instant::now();
-    let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5)).with_context(|| format!("connect {addr}"))?;
+    let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
+        .with_context(|| format!("connect {addr}"))?;
     let mut n = 0u64;
     loop {
         let k = s.read(&mut buf).context("read")?;
@@ -44,7 +47,8 @@ pub fn recv_bulk(addr: SocketAddrV4) -> Result<(u64, Duration)> {
 /// `count` request/response rounds of `size` bytes with an echo server;
 /// returns each round trip.
 pub fn ping_pong(addr: SocketAddrV4, size: usize, count: usize) -> Result<Vec<Duration>> {
-    let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5)).with_context(|| format!("connect {addr}"))?;
+    let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
+        .with_context(|| format!("connect {addr}"))?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     let req = vec![0xa5u8; size];

@@ -167,7 +167,11 @@ fn print_rows(rows: &[TransferRow], json: bool, heading: &str) -> Result<()> {
 impl DemoArgs {
     /// Defaults, printing JSON or a table.
     pub fn new(json: bool) -> DemoArgs {
-        DemoArgs { json, bytes: 64 << 20, seed: 1 }
+        DemoArgs {
+            json,
+            bytes: 64 << 20,
+            seed: 1,
+        }
     }
 }
 

@@ -546,9 +546,6 @@ impl TcpSocket {
                 self.ooo.advance(more as u32);
                 advanced += more;
             }
-            if self.ooo.is_empty() {
-                self.last_ooo = None;
-            }
             self.rcv_nxt = seq::add(self.rcv_nxt, advanced as u32);
             self.counters.bytes_received += advanced as u64;
             if advanced > 0 {
@@ -572,7 +569,10 @@ impl TcpSocket {
             let written = self.rx.write_unallocated(offset, data);
             let start = offset as u32;
             if written > 0 && self.ooo.insert(start, start + written as u32).is_ok() {
-                self.last_ooo = Some(start);
+                self.sack_recent.rotate_right(1);
+                if let Some(first) = self.sack_recent.first_mut() {
+                    *first = Some(s);
+                }
             }
             self.counters.ooo_segments += 1;
             self.ack_now = true;

@@ -226,6 +226,10 @@ pub struct TcpInfo {
     pub zero_window_probes: u32,
     /// Keepalive probes sent.
     pub keepalive_probes: u32,
+    /// Tail-loss probes sent (RFC 8985 §7).
+    pub tlp_probes: u32,
+    /// Retransmissions found lost and sent again.
+    pub lost_retransmits: u32,
     /// Bytes queued to send (unsent plus unacknowledged).
     pub send_queue: u32,
     /// Bytes received and not yet read.

@@ -60,6 +60,8 @@ enum Kind {
     Sequential,
     /// A retransmission chosen by loss recovery.
     Recovery,
+    /// A tail-loss probe (new data, or the last segment again).
+    Probe,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -153,7 +155,30 @@ impl TcpSocket {
             self.probe_pending = false;
         }
         self.arm_persist(now);
+        self.arm_tlp(now);
         Ok(())
+    }
+
+    /// (Re)arms the tail-loss probe: two round trips after the last
+    /// transmission or ACK, but never after the RTO (RFC 8985 §7.2).
+    fn arm_tlp(&mut self, now: Instant) {
+        if self.tlp_pending || !self.tlp_allowed() {
+            if !self.tlp_pending {
+                self.timers.clear(Timer::Tlp);
+            }
+            return;
+        }
+        let srtt = self.rtt.srtt();
+        let mut pto = (srtt * 2).max(core::time::Duration::from_millis(2));
+        if self.flight() <= self.snd_mss {
+            // A lone segment may wait for the peer's delayed ACK.
+            pto = pto.max(srtt * 3 / 2 + core::time::Duration::from_millis(200));
+        }
+        let mut at = now + pto;
+        if let Some(rto) = self.timers.get(Timer::Retransmit) {
+            at = at.min(rto);
+        }
+        self.timers.set(Timer::Tlp, at);
     }
 
     fn emit_control(
@@ -228,6 +253,10 @@ impl TcpSocket {
         let mss = self.seg_mss();
         let cwnd = self.cwnd();
 
+        if self.tlp_pending {
+            return self.plan_probe(mss);
+        }
+
         // Loss recovery first.
         if let Some(phase) = self.rec.phase {
             if self.rec.rtx_first
@@ -235,12 +264,13 @@ impl TcpSocket {
             {
                 return Some(p);
             }
-            let pipe = if phase.sack {
-                self.rec.pipe(self.snd_una, self.snd_max)
+            // SACK recovery is paced by PRR (RFC 6937); NewReno by its
+            // inflated window.
+            let room = if phase.sack {
+                self.rec.prr_allow
             } else {
-                self.flight()
+                cwnd.saturating_sub(self.flight())
             };
-            let room = cwnd.saturating_sub(pipe);
             if room < mss {
                 return None;
             }
@@ -270,6 +300,38 @@ impl TcpSocket {
         let in_flight = seq::dist(self.snd_nxt, self.snd_una);
         let room = cwnd.saturating_sub(in_flight);
         self.plan_sequential(room, mss)
+    }
+
+    /// RFC 8985 §7.3: new data if the windows allow, else the last segment.
+    fn plan_probe(&self, mss: u32) -> Option<Plan> {
+        if let Some(mut p) = self.plan_sequential(mss, mss) {
+            if !seq::lt(p.seq, self.snd_max) {
+                p.kind = Kind::Probe;
+                return Some(p);
+            }
+        }
+        let data_end = seq::add(self.tx_seq0, self.tx.len() as u32);
+        let end = if seq::lt(self.snd_max, data_end) {
+            self.snd_max
+        } else {
+            data_end
+        };
+        let start = seq::max(seq::max(seq::sub(end, mss), self.snd_una), self.tx_seq0);
+        let len = if seq::lt(start, end) {
+            seq::dist(end, start)
+        } else {
+            0
+        };
+        let fin = self.fin_sent() && end == data_end;
+        if len == 0 && !fin {
+            return None;
+        }
+        Some(Plan {
+            seq: start,
+            len,
+            fin,
+            kind: Kind::Probe,
+        })
     }
 
     /// A recovery retransmission of up to one MSS at `at`.
@@ -424,6 +486,11 @@ impl TcpSocket {
         } else if self.rtt_timing.is_none() {
             self.rtt_timing = Some((end, now));
         }
+        if plan.kind == Kind::Probe {
+            self.counters.tlp_probes += 1;
+            self.tlp_pending = false;
+            self.rec.tlp_high = Some(seq::max(end, self.snd_max));
+        }
         if plan.kind == Kind::Recovery {
             if seq::gt(end, self.rec.high_rxt) {
                 self.rec.high_rxt = end;
@@ -448,6 +515,10 @@ impl TcpSocket {
         if plan.len > 0 || ctl > 0 {
             self.timers
                 .set_if_idle(Timer::Retransmit, now + self.rtt.rto());
+        }
+        if self.rec.phase.is_some_and(|p| p.sack) && plan.kind != Kind::Syn {
+            self.rec.prr_out += u64::from(plan.len);
+            self.rec.prr_allow = self.rec.prr_allow.saturating_sub(plan.len);
         }
         if plan.len > 0 {
             self.sws_override = false;
@@ -510,8 +581,10 @@ impl TcpSocket {
         })
     }
 
-    /// SACK blocks for an outgoing ACK: the most recent block first
-    /// (RFC 2018 §4), then the others in order.
+    /// SACK blocks for an outgoing ACK (RFC 2018 §4): the block holding the
+    /// newest out-of-order segment first, then the blocks of the segments
+    /// before it (so every block is reported more than once and a lost ACK
+    /// loses nothing), then the others, highest first.
     fn sack_blocks(&self) -> TcpSackRanges {
         let mut out: TcpSackRanges = [None; 4];
         if !self.sack_ok || self.ooo.is_empty() {
@@ -521,24 +594,20 @@ impl TcpSocket {
         let mut n = 0;
         let to_seq =
             |(s, e): (u32, u32)| (seq::add(self.rcv_nxt, s).0, seq::add(self.rcv_nxt, e).0);
-        let first = self
-            .last_ooo
-            .and_then(|o| self.ooo.iter().find(|&(s, e)| s <= o && o < e));
-        if let Some(r) = first
-            && let Some(slot) = out.get_mut(0)
-        {
-            *slot = Some(to_seq(r));
-            n = 1;
-        }
-        for r in self.ooo.iter() {
+        let recent = self.sack_recent.iter().flatten().filter_map(|&at| {
+            let off = seq::ge(at, self.rcv_nxt).then(|| seq::dist(at, self.rcv_nxt))?;
+            self.ooo.iter().find(|&(s, e)| s <= off && off < e)
+        });
+        for r in recent.chain(self.ooo.iter().rev()) {
             if n >= max {
                 break;
             }
-            if Some(r) == first {
+            let r = to_seq(r);
+            if out.iter().flatten().any(|&x| x == r) {
                 continue;
             }
             if let Some(slot) = out.get_mut(n) {
-                *slot = Some(to_seq(r));
+                *slot = Some(r);
                 n += 1;
             }
         }

@@ -65,6 +65,16 @@ pub(crate) struct Recovery {
     pub(crate) marks: [Option<RtxMark>; MARKS],
     /// Retransmissions found lost: they go again before anything else.
     pub(crate) relost: [Option<(TcpSeqNumber, TcpSeqNumber)>; MARKS],
+    /// PRR (RFC 6937): data delivered to the receiver during recovery.
+    pub(crate) prr_delivered: u64,
+    /// PRR: data sent during recovery.
+    pub(crate) prr_out: u64,
+    /// PRR: flight size when recovery began.
+    pub(crate) recover_fs: u32,
+    /// PRR: bytes that may be sent now.
+    pub(crate) prr_allow: u32,
+    /// A tail-loss probe is out, covering up to this sequence number.
+    pub(crate) tlp_high: Option<TcpSeqNumber>,
     mss: u32,
 }
 
@@ -80,8 +90,29 @@ impl Recovery {
             inflation: 0,
             marks: [None; MARKS],
             relost: [None; MARKS],
+            prr_delivered: 0,
+            prr_out: 0,
+            recover_fs: 0,
+            prr_allow: 0,
+            tlp_high: None,
             mss: 536,
         }
+    }
+
+    /// PRR (RFC 6937): after an ACK that delivered `delivered` bytes, how
+    /// much may be sent, given `pipe` and `ssthresh`.
+    pub(crate) fn prr_update(&mut self, delivered: u32, pipe: u32, ssthresh: u32) {
+        self.prr_delivered += u64::from(delivered);
+        let sndcnt = if pipe > ssthresh {
+            let fs = u64::from(self.recover_fs.max(1));
+            (self.prr_delivered * u64::from(ssthresh)).div_ceil(fs) as i64 - self.prr_out as i64
+        } else {
+            // PRR-SSRB: grow back toward ssthresh, at most one MSS ahead.
+            let limit = (self.prr_delivered as i64 - self.prr_out as i64).max(i64::from(delivered))
+                + i64::from(self.mss);
+            (i64::from(ssthresh) - i64::from(pipe)).min(limit)
+        };
+        self.prr_allow = sndcnt.clamp(0, i64::from(u32::MAX)) as u32;
     }
 
     /// Forgets every mark (recovery ended, or an RTO).
@@ -118,8 +149,9 @@ impl Recovery {
     /// After the scoreboard moved: retransmissions that are still missing
     /// while more than DupThresh segments' worth of data sent after them was
     /// SACKed are lost again (as Linux's lost-retransmit detection).
-    pub(crate) fn detect_lost_retransmissions(&mut self, snd_una: TcpSeqNumber) {
+    pub(crate) fn detect_lost_retransmissions(&mut self, snd_una: TcpSeqNumber) -> u32 {
         let limit = (DUP_THRESH - 1).saturating_mul(self.mss);
+        let mut found = 0;
         for i in 0..MARKS {
             let Some(Some(m)) = self.marks.get(i).copied() else {
                 continue;
@@ -149,9 +181,11 @@ impl Recovery {
                 let start = seq::max(m.start, snd_una);
                 if let Some(free) = self.relost.iter_mut().find(|r| r.is_none()) {
                     *free = Some((start, m.end));
+                    found += 1;
                 }
             }
         }
+        found
     }
 
     /// The next retransmission found lost and still missing, if any.
@@ -196,11 +230,7 @@ impl Recovery {
         let mut ranges = 0u32;
         let mut best = 0u32;
         // Walk the ranges from the top down.
-        let n = self.scoreboard.len();
-        for i in (0..n).rev() {
-            let Some((s, e)) = self.scoreboard.iter().nth(i) else {
-                continue;
-            };
+        for (s, e) in self.scoreboard.iter().rev() {
             ranges += 1;
             if ranges >= DUP_THRESH {
                 best = best.max(s);
@@ -268,6 +298,7 @@ impl TcpSocket {
         let flight_before = self.flight();
 
         // SACK blocks update the scoreboard (RFC 6675 Update()).
+        let covered_at_start = self.rec.scoreboard.covered_bytes();
         let mut new_sack = false;
         if self.sack_ok && flight_before > 0 {
             let before = self.rec.scoreboard.covered_bytes();
@@ -286,6 +317,8 @@ impl TcpSocket {
             new_sack = self.rec.scoreboard.covered_bytes() > before;
         }
 
+        let una_before = self.snd_una;
+        let was_recovering = self.rec.phase.is_some_and(|p| p.sack);
         if seq::gt(ack, self.snd_una) {
             self.ack_advanced(now, ack, flight_before);
         } else if ack == self.snd_una && flight_before > 0 {
@@ -299,8 +332,20 @@ impl TcpSocket {
             }
         }
 
-        if self.rec.phase.is_some_and(|p| p.sack) && new_sack {
-            self.rec.detect_lost_retransmissions(self.snd_una);
+        if self.rec.phase.is_some_and(|p| p.sack) {
+            if new_sack {
+                self.counters.lost_retransmits +=
+                    self.rec.detect_lost_retransmissions(self.snd_una);
+            }
+            // PRR: what this ACK delivered (newly cumulatively acknowledged
+            // plus newly SACKed bytes) paces sending during recovery.
+            let delivered = (i64::from(seq::dist(self.snd_una, una_before))
+                + i64::from(self.rec.scoreboard.covered_bytes())
+                - i64::from(covered_at_start))
+            .max(0) as u32;
+            let counted = if was_recovering { delivered } else { 0 };
+            let pipe = self.rec.pipe(self.snd_una, self.snd_max);
+            self.rec.prr_update(counted, pipe, self.cc.ssthresh());
         }
 
         // Window update (RFC 9293 §3.10.7.4, SND.WL1/WL2).
@@ -353,6 +398,9 @@ impl TcpSocket {
         self.rtt.reset_backoff();
         self.last_progress = now;
         self.persist_backoff = 0;
+        if self.rec.tlp_high.is_some_and(|h| seq::ge(ack, h)) {
+            self.rec.tlp_high = None;
+        }
 
         match self.rec.phase {
             Some(p) if seq::ge(ack, p.point) => {
@@ -452,6 +500,12 @@ impl TcpSocket {
                 return;
             }
         }
+        if self.timers.expired(Timer::Tlp, now) {
+            self.timers.clear(Timer::Tlp);
+            if self.tlp_allowed() {
+                self.tlp_pending = true;
+            }
+        }
         if self.timers.expired(Timer::DelayedAck, now) {
             self.timers.clear(Timer::DelayedAck);
             self.ack_now = true;
@@ -474,6 +528,25 @@ impl TcpSocket {
             self.timers.clear(Timer::Keepalive);
             self.on_keepalive(now);
         }
+    }
+
+    /// RFC 8985 §7.2: a probe only with SACK, outside recovery, with an
+    /// empty scoreboard, data in flight and no probe already out.
+    pub(crate) fn tlp_allowed(&self) -> bool {
+        self.sack_ok
+            && self.rec.phase.is_none()
+            && self.rec.scoreboard.is_empty()
+            && self.rec.tlp_high.is_none()
+            && self.flight() > 0
+            && self.rtt.srtt() > core::time::Duration::ZERO
+            && matches!(
+                self.state,
+                State::Established
+                    | State::CloseWait
+                    | State::FinWait1
+                    | State::Closing
+                    | State::LastAck
+            )
     }
 
     fn user_timed_out(&self, now: Instant) -> bool {
@@ -507,8 +580,16 @@ impl TcpSocket {
             self.rec.dupacks = 0;
             self.rec.rtx_first = false;
             self.rec.recover = Some(self.snd_max);
-            self.rec.scoreboard.clear();
+            // Keep what the receiver SACKed (RFC 6675 §5.1), so going back
+            // to snd_una resends only holes; but a second timeout without
+            // progress may mean the receiver reneged, so then forget it
+            // (RFC 2018 §8).
+            if self.retries > 1 {
+                self.rec.scoreboard.clear();
+            }
             self.rec.clear_marks();
+            self.rec.tlp_high = None;
+            self.tlp_pending = false;
             self.rec.high_rxt = self.snd_una;
             // Go back N: resend from the first unacknowledged byte.
             self.snd_nxt = self.snd_una;

@@ -45,9 +45,11 @@ pub(crate) enum Timer {
     TimeWait = 4,
     /// An orphaned connection stuck in FIN-WAIT-2.
     FinWait2 = 5,
+    /// Tail-loss probe (RFC 8985 §7).
+    Tlp = 6,
 }
 
-const TIMERS: usize = 6;
+const TIMERS: usize = 7;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Timers {
@@ -113,6 +115,8 @@ pub(crate) struct Counters {
     pub(crate) challenge_acks: u32,
     pub(crate) zero_window_probes: u32,
     pub(crate) keepalive_probes: u32,
+    pub(crate) tlp_probes: u32,
+    pub(crate) lost_retransmits: u32,
 }
 
 /// Delivery-rate sampling: bytes acknowledged over roughly one round trip.
@@ -190,9 +194,11 @@ pub(crate) struct TcpSocket {
     pub(crate) rx_closed: bool,
     /// The right edge of the window we last advertised (never moves left).
     pub(crate) rcv_adv_edge: TcpSeqNumber,
-    /// The start of the most recently received out-of-order block, for the
-    /// first SACK block (RFC 2018 §4).
-    pub(crate) last_ooo: Option<u32>,
+    /// Sequence numbers of the most recently received out-of-order
+    /// segments, newest first: the first SACK block is the one holding the
+    /// newest, the next ones repeat recently reported blocks (RFC 2018 §4),
+    /// so a block whose ACK was lost is reported again.
+    pub(crate) sack_recent: [Option<TcpSeqNumber>; 4],
 
     // Negotiated options.
     /// Payload bytes per segment we send.
@@ -228,6 +234,8 @@ pub(crate) struct TcpSocket {
     pub(crate) unacked_bytes: u32,
     pub(crate) challenge_pending: bool,
     pub(crate) probe_pending: bool,
+    /// The tail-loss probe timer fired: send one probe segment.
+    pub(crate) tlp_pending: bool,
     /// The persist timer fired with a small window open: send what fits,
     /// even below one segment (RFC 9293 §3.8.6.2.1's override timeout).
     pub(crate) sws_override: bool,
@@ -302,7 +310,7 @@ impl TcpSocket {
             rx_fin: None,
             rx_closed: false,
             rcv_adv_edge: TcpSeqNumber(0),
-            last_ooo: None,
+            sack_recent: [None; 4],
             snd_mss,
             rcv_mss: snd_mss,
             adv_mss,
@@ -323,6 +331,7 @@ impl TcpSocket {
             unacked_bytes: 0,
             challenge_pending: false,
             probe_pending: false,
+            tlp_pending: false,
             sws_override: false,
             rst_pending: false,
             window_update: false,
@@ -430,6 +439,7 @@ impl TcpSocket {
                 self.ack_now = false;
                 self.challenge_pending = false;
                 self.probe_pending = false;
+                self.tlp_pending = false;
                 self.window_update = false;
                 self.sws_override = false;
             }
@@ -614,6 +624,7 @@ impl TcpSocket {
         self.ack_now
             || self.challenge_pending
             || self.probe_pending
+            || self.tlp_pending
             || self.rst_pending
             || self.window_update
     }
@@ -654,6 +665,8 @@ impl TcpSocket {
             challenge_acks: self.counters.challenge_acks,
             zero_window_probes: self.counters.zero_window_probes,
             keepalive_probes: self.counters.keepalive_probes,
+            tlp_probes: self.counters.tlp_probes,
+            lost_retransmits: self.counters.lost_retransmits,
             send_queue: self.tx.len().min(u32::MAX as usize) as u32,
             recv_queue: self.rx.len().min(u32::MAX as usize) as u32,
             delivery_rate: self.rate.rate,

@@ -233,3 +233,39 @@ fn small_window_is_not_filled_with_tiny_segments() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].len(), 100);
 }
+
+#[test]
+fn tail_loss_probe_instead_of_a_timeout() {
+    let mut h = Harness::new();
+    let (conn, our, _) = open_passive(
+        &mut h,
+        TcpRepr {
+            max_seg_size: Some(MSS as u16),
+            sack_permitted: true,
+            ..SEND_TEMPL
+        },
+    );
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (3 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 3);
+    // The tail is lost and no ACK comes: a probe goes after two round trips
+    // (2 ms floor here), long before the 200 ms RTO, resending the last segment.
+    assert!(h.advance(Duration::from_micros(1900)).is_empty());
+    let probe = h.advance(Duration::from_micros(100));
+    assert_eq!(probe.len(), 1);
+    assert_eq!(probe[0].seq(), seg(our, 2));
+    assert_eq!(probe[0].len(), MSS);
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!((info.tlp_probes, info.rto_count), (1, 0));
+    // Its SACK shows the first two lost: recovery, not a timeout.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(our),
+        sack_ranges: [Some((seg(our, 2).0, seg(our, 3).0)), None, None, None],
+        ..SEND_TEMPL
+    });
+    h.take();
+    // Only one probe per flight: nothing more until the RTO.
+    assert!(h.advance(Duration::from_millis(50)).is_empty());
+}
