@@ -304,11 +304,11 @@ impl TcpSocket {
 
     /// RFC 8985 §7.3: new data if the windows allow, else the last segment.
     fn plan_probe(&self, mss: u32) -> Option<Plan> {
-        if let Some(mut p) = self.plan_sequential(mss, mss) {
-            if !seq::lt(p.seq, self.snd_max) {
-                p.kind = Kind::Probe;
-                return Some(p);
-            }
+        if let Some(mut p) = self.plan_sequential(mss, mss)
+            && !seq::lt(p.seq, self.snd_max)
+        {
+            p.kind = Kind::Probe;
+            return Some(p);
         }
         let data_end = seq::add(self.tx_seq0, self.tx.len() as u32);
         let end = if seq::lt(self.snd_max, data_end) {
