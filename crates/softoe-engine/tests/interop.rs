@@ -78,3 +78,104 @@ fn bulk_both_ways_with_sha256() {
     let c = bed.stop();
     assert!(c.frames_out > 0 && c.frames_in > 0);
 }
+
+/// 100 Mbit/s (tbf) with 1 % random drops both ways (nftables, per segment):
+/// every byte intact, and goodput near the rate. Printed; asserted loosely.
+#[test]
+fn rate_limited_and_lossy_path() {
+    const N: usize = 24 << 20;
+    let from_linux = reports();
+    let mut opts = Options::default();
+    opts.engine.pcap = std::env::var_os("SOFTOE_TEST_PCAP").map(Into::into);
+    let bed = Bed::start(opts, vec![Box::new(Discard::new(9, from_linux.clone()))]);
+    let port = bed.tb.veth_to_bridge_port(&bed.linux).unwrap_or_default();
+    // Segments, not super-packets, meet the drop rule and the shaper.
+    bed.tb
+        .ethtool_k(
+            &bed.linux,
+            "eth0",
+            &["tso", "off", "gso", "off", "gro", "off"],
+        )
+        .unwrap();
+    if !port.is_empty() {
+        bed.tb
+            .ethtool_k(&bed.sw, &port, &["tso", "off", "gso", "off", "gro", "off"])
+            .unwrap();
+    }
+    bed.tb.tbf(&bed.linux, "eth0", 100).unwrap();
+    bed.tb.random_drop(&bed.linux, 1).unwrap();
+    let data = linux_bytes(N, 3);
+    let want = hex(&Sha256::digest(&data));
+    let secs = bed
+        .linux
+        .run(move || {
+            let t = std::time::Instant::now();
+            let mut s =
+                TcpStream::connect_timeout(&engine_addr(9).into(), Duration::from_secs(5)).unwrap();
+            s.write_all(&data).unwrap();
+            s.shutdown(Shutdown::Write).unwrap();
+            let mut rest = Vec::new();
+            s.read_to_end(&mut rest).unwrap();
+            t.elapsed().as_secs_f64()
+        })
+        .unwrap();
+    wait_for(30, "the discard report", || {
+        !from_linux.lock().unwrap().is_empty()
+    });
+    let r = from_linux.lock().unwrap()[0].clone();
+    assert_eq!(
+        (r.received, r.sha256.as_str()),
+        (N as u64, want.as_str()),
+        "data intact"
+    );
+    let mbps = N as f64 * 8.0 / secs / 1e6;
+    eprintln!(
+        "Linux → softoe, 100 Mbit/s with 1 % drops: {mbps:.1} Mbit/s ({mbps:.0} % of the rate)"
+    );
+    assert!(
+        mbps > 50.0,
+        "goodput {mbps:.1} Mbit/s is far below the 100 Mbit/s rate"
+    );
+
+    // softoe → Linux: the bridge port toward Linux is the bottleneck.
+    if !port.is_empty() {
+        bed.tb.tbf(&bed.sw, &port, 100).unwrap();
+    }
+    let server = bed
+        .linux
+        .spawn(|| {
+            let l = TcpListener::bind(linux_addr(5001)).unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            let t = std::time::Instant::now();
+            let mut h = Sha256::new();
+            let mut buf = vec![0u8; 1 << 20];
+            let mut n = 0u64;
+            loop {
+                let k = s.read(&mut buf).unwrap();
+                if k == 0 {
+                    break;
+                }
+                h.update(&buf[..k]);
+                n += k as u64;
+            }
+            (n, hex(&h.finalize()), t.elapsed().as_secs_f64())
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let done = reports();
+    bed.add(Box::new(BulkClient::new(
+        linux_addr(5001),
+        N as u64,
+        done.clone(),
+    )));
+    let (n, sha, secs) = server.join().unwrap();
+    assert_eq!((n, sha), (N as u64, pattern_sha(N as u64)), "data intact");
+    let mbps = N as f64 * 8.0 / secs / 1e6;
+    eprintln!(
+        "softoe → Linux, 100 Mbit/s with 1 % drops: {mbps:.1} Mbit/s ({mbps:.0} % of the rate)"
+    );
+    assert!(
+        mbps > 50.0,
+        "goodput {mbps:.1} Mbit/s is far below the 100 Mbit/s rate"
+    );
+}

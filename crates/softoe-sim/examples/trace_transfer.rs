@@ -20,11 +20,24 @@ fn main() {
     let loss: f64 = a.get(1).and_then(|s| s.parse().ok()).unwrap_or(0.001);
     let mb: u64 = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(4);
     let max: usize = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(400);
+    let rate: f64 = std::env::var("RATE_GBPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    let queue: Option<usize> = std::env::var("QUEUE").ok().and_then(|s| s.parse().ok());
+    let delay_us: u64 = std::env::var("DELAY_US")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(250);
     let t = Transfer {
         bytes: mb << 20,
         loss,
+        rate_bps: (rate * 1e9) as u64,
+        queue_limit: queue,
+        delay: Duration::from_micros(delay_us),
         ..Transfer::default()
     };
+    eprintln!("{t:?}");
     let Ok(mut b) = t.world().build() else { return };
     let mut lines = 0usize;
     let mut seen_loss = false;
@@ -53,7 +66,13 @@ fn main() {
         }
         return;
     }
+    let stats_world = &b.world as *const _;
+    let _ = stats_world;
+    for dir in [true, false] {
+        eprintln!("link before: {:?}", b.world.link_stats(0, dir));
+    }
     let out = b.run(Duration::from_secs(600), Duration::from_millis(1));
+    eprintln!("world: {:?}\nlink: {:?}", out.world, out.link);
     let c = out.conns[0].client.info;
     println!("{c:#?}");
 }

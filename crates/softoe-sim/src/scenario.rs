@@ -161,6 +161,8 @@ pub struct Outcome {
     pub peak_sockets: (usize, usize),
     /// The world's trace hash.
     pub trace: u64,
+    /// Each direction of the link (client→server, server→client).
+    pub link: (Option<crate::LinkStats>, Option<crate::LinkStats>),
     /// World totals.
     pub world: WorldStats,
     /// Whether the world stalled.
@@ -245,6 +247,10 @@ impl Built {
                 s.map_or(0, |n| n.peak_sockets),
             ),
             trace: self.world.trace_hash(),
+            link: (
+                self.world.link_stats(0, true),
+                self.world.link_stats(0, false),
+            ),
             world: self.world.stats(),
             stalled: self.world.stalled(),
         }
@@ -393,6 +399,8 @@ pub struct Transfer {
     pub congestion: Algorithm,
     /// Seed.
     pub seed: u64,
+    /// Bytes the link queues before tail-dropping (`None`: unbounded).
+    pub queue_limit: Option<usize>,
 }
 
 impl Default for Transfer {
@@ -407,6 +415,7 @@ impl Default for Transfer {
             buffer: 4 << 20,
             congestion: Algorithm::Cubic,
             seed: 1,
+            queue_limit: None,
         }
     }
 }
@@ -457,7 +466,10 @@ impl Transfer {
         let side = Side { tcp, nic };
         TwoStacks {
             seed: self.seed,
-            link: LinkConfig::new(self.rate_bps, self.delay).with_loss(self.loss),
+            link: LinkConfig {
+                queue_limit_bytes: self.queue_limit,
+                ..LinkConfig::new(self.rate_bps, self.delay).with_loss(self.loss)
+            },
             client: side,
             server: side,
             conns: vec![ConnSpec {

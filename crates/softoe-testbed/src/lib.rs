@@ -206,6 +206,27 @@ impl Testbed {
         Ok(port)
     }
 
+    /// The bridge-side interface of the veth from `host`, if it was made
+    /// by [`veth_to_bridge`](Self::veth_to_bridge) (its peer index, looked up).
+    pub fn veth_to_bridge_port(&self, host: &Netns) -> Option<String> {
+        let link = host.ip(&["-o", "link", "show", "eth0"]).ok()?;
+        // "2: eth0@if7: ..." — the peer's ifindex follows "@if".
+        let idx: u32 = link.split("@if").nth(1)?.split(':').next()?.parse().ok()?;
+        for ns in &self.namespaces {
+            let out = run(Command::new("ip").args(["-n", ns, "-o", "link", "show"])).ok()?;
+            for l in out.lines() {
+                let mut parts = l.splitn(3, ": ");
+                let (Some(i), Some(name)) = (parts.next(), parts.next()) else {
+                    continue;
+                };
+                if i.trim().parse::<u32>().ok() == Some(idx) && name.starts_with('p') {
+                    return Some(name.split('@').next().unwrap_or(name).to_string());
+                }
+            }
+        }
+        None
+    }
+
     /// Adds an address (`10.0.0.2/24`) to `dev` in `ns`.
     pub fn addr(&self, ns: &Netns, dev: &str, cidr: &str) -> Result<()> {
         ns.ip(&["addr", "add", cidr, "dev", dev]).map(|_| ())

@@ -276,7 +276,10 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         "softoe demo: the softoe engine on a TAP (TSO, checksum offload, GRO) and Linux's TCP,"
     );
     println!("each serving a Linux client across the same Linux bridge. ratio = softoe ÷ Linux.\n");
-    println!("{:<32} {:>10} {:>10} {:>7}", "workload", "softoe", "Linux", "ratio");
+    println!(
+        "{:<32} {:>10} {:>10} {:>7}",
+        "workload", "softoe", "Linux", "ratio"
+    );
     for r in &rows {
         println!(
             "{:<32} {:>10} {:>10} {:>6.2}x  ({} is better)",

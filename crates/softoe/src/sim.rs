@@ -57,6 +57,10 @@ pub struct TransferArgs {
     /// Congestion control.
     #[arg(long, value_enum, default_value_t = Cc::Cubic)]
     cc: Cc,
+    /// Bottleneck queue in bytes, tail-dropped when full (suffixes K, M,
+    /// G); unlimited when absent.
+    #[arg(long, value_parser = parse_size)]
+    queue: Option<u64>,
     /// Seed of the simulated world.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -260,6 +264,12 @@ pub fn run(cmd: SimCommand) -> Result<()> {
             if !(4096..=(256 << 20)).contains(&buffer) {
                 bail!("--buffer must be between 4K and 256M, got {}", a.buffer);
             }
+            if a.queue.is_some_and(|q| q < 2 * a.mtu as u64) {
+                bail!(
+                    "--queue must hold at least two frames ({} bytes)",
+                    2 * a.mtu
+                );
+            }
             let t = Transfer {
                 bytes: a.bytes,
                 rate_bps: (a.rate_gbps * 1e9) as u64,
@@ -273,6 +283,10 @@ pub fn run(cmd: SimCommand) -> Result<()> {
                     Cc::Reno => Algorithm::NewReno,
                 },
                 seed: a.seed,
+                queue_limit: a
+                    .queue
+                    .map(|q| usize::try_from(q).context("--queue too large"))
+                    .transpose()?,
             };
             let pb = if a.json {
                 ProgressBar::hidden()

@@ -498,7 +498,7 @@ impl TcpSocket {
             self.rec.rtx_first = false;
             self.rec.relost_sent(plan.seq, end);
             if self.sack_ok {
-                self.rec.mark(plan.seq, end, self.snd_max);
+                self.rec.mark(plan.seq, end, self.snd_max, now);
             }
         }
         if (plan.kind != Kind::Recovery && seq::ge(plan.seq, self.snd_nxt))

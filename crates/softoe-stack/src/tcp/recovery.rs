@@ -34,7 +34,7 @@ pub(crate) struct Phase {
 }
 
 /// Retransmissions remembered for lost-retransmission detection.
-const MARKS: usize = 8;
+const MARKS: usize = 32;
 
 /// A retransmission and the highest sequence number sent when it went out:
 /// once data sent after it is SACKed and it is still missing, it was lost too.
@@ -43,6 +43,9 @@ pub(crate) struct RtxMark {
     pub(crate) start: TcpSeqNumber,
     pub(crate) end: TcpSeqNumber,
     pub(crate) snd_max: TcpSeqNumber,
+    /// Transmission order of this retransmission.
+    pub(crate) xmit: u64,
+    pub(crate) sent_at: Instant,
 }
 
 /// Loss-recovery state of one connection.
@@ -65,6 +68,10 @@ pub(crate) struct Recovery {
     pub(crate) marks: [Option<RtxMark>; MARKS],
     /// Retransmissions found lost: they go again before anything else.
     pub(crate) relost: [Option<(TcpSeqNumber, TcpSeqNumber)>; MARKS],
+    /// Retransmissions counted in order (RACK-style ordering).
+    pub(crate) xmit_count: u64,
+    /// The latest-sent retransmission known delivered (SACKed or acked).
+    pub(crate) delivered_xmit: u64,
     /// PRR (RFC 6937): data delivered to the receiver during recovery.
     pub(crate) prr_delivered: u64,
     /// PRR: data sent during recovery.
@@ -90,6 +97,8 @@ impl Recovery {
             inflation: 0,
             marks: [None; MARKS],
             relost: [None; MARKS],
+            xmit_count: 0,
+            delivered_xmit: 0,
             prr_delivered: 0,
             prr_out: 0,
             recover_fs: 0,
@@ -112,36 +121,58 @@ impl Recovery {
                 + i64::from(self.mss);
             (i64::from(ssthresh) - i64::from(pipe)).min(limit)
         };
-        self.prr_allow = sndcnt.clamp(0, i64::from(u32::MAX)) as u32;
+        // No pacing here, so bound the burst one ACK may release: what it
+        // delivered plus two segments, and never more than one 64 KiB TSO
+        // frame. (PRR's accumulated budget can otherwise release megabytes
+        // at once after a large loss, and overflow the queue that lost them.)
+        let burst = (i64::from(delivered) + 2 * i64::from(self.mss))
+            .min(64 * 1024)
+            .max(i64::from(self.mss));
+        self.prr_allow = sndcnt.clamp(0, burst) as u32;
     }
 
     /// Forgets every mark (recovery ended, or an RTO).
     pub(crate) fn clear_marks(&mut self) {
         self.marks = [None; MARKS];
         self.relost = [None; MARKS];
+        self.delivered_xmit = 0;
     }
 
     /// Remembers a recovery retransmission of `[start, end)` sent while the
     /// highest sequence number sent was `snd_max`.
-    pub(crate) fn mark(&mut self, start: TcpSeqNumber, end: TcpSeqNumber, snd_max: TcpSeqNumber) {
+    pub(crate) fn mark(
+        &mut self,
+        start: TcpSeqNumber,
+        end: TcpSeqNumber,
+        snd_max: TcpSeqNumber,
+        now: Instant,
+    ) {
+        self.xmit_count += 1;
         let m = RtxMark {
             start,
             end,
             snd_max,
+            xmit: self.xmit_count,
+            sent_at: now,
         };
-        // Replace the slot of the same range, else a free one, else the oldest.
+        // The slot of the same range, else a free one, else the one with the
+        // highest sequence number: the lowest holes block the connection,
+        // so they are the ones worth watching.
         let slot = self
             .marks
             .iter()
             .position(|x| x.is_some_and(|x| x.start == start))
             .or_else(|| self.marks.iter().position(Option::is_none))
-            .unwrap_or(0);
-        if slot == 0 && self.marks.iter().all(Option::is_some) {
-            self.marks.rotate_left(1);
-            if let Some(last) = self.marks.last_mut() {
-                *last = Some(m);
-            }
-        } else if let Some(x) = self.marks.get_mut(slot) {
+            .or_else(|| {
+                let (i, highest) = self
+                    .marks
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, x)| x.map(|x| (i, x.start)))
+                    .reduce(|a, b| if seq::gt(b.1, a.1) { b } else { a })?;
+                seq::lt(start, highest).then_some(i)
+            });
+        if let Some(x) = slot.and_then(|i| self.marks.get_mut(i)) {
             *x = Some(m);
         }
     }
@@ -149,32 +180,41 @@ impl Recovery {
     /// After the scoreboard moved: retransmissions that are still missing
     /// while more than DupThresh segments' worth of data sent after them was
     /// SACKed are lost again (as Linux's lost-retransmit detection).
-    pub(crate) fn detect_lost_retransmissions(&mut self, snd_una: TcpSeqNumber) -> u32 {
+    pub(crate) fn detect_lost_retransmissions(
+        &mut self,
+        snd_una: TcpSeqNumber,
+        now: Instant,
+        reo_wnd: core::time::Duration,
+    ) -> u32 {
         let limit = (DUP_THRESH - 1).saturating_mul(self.mss);
+        // Retransmissions now delivered (acked or SACKed): remember the latest.
+        for m in self.marks.iter_mut() {
+            let Some(x) = *m else { continue };
+            let delivered = seq::le(x.end, snd_una)
+                || self
+                    .scoreboard
+                    .contains(seq::dist(seq::max(x.start, snd_una), snd_una));
+            if delivered {
+                self.delivered_xmit = self.delivered_xmit.max(x.xmit);
+                *m = None;
+            }
+        }
         let mut found = 0;
         for i in 0..MARKS {
             let Some(Some(m)) = self.marks.get(i).copied() else {
                 continue;
             };
-            if seq::le(m.end, snd_una) {
-                if let Some(x) = self.marks.get_mut(i) {
-                    *x = None;
-                }
-                continue;
-            }
-            let start_off = seq::dist(seq::max(m.start, snd_una), snd_una);
-            if self.scoreboard.contains(start_off) {
-                if let Some(x) = self.marks.get_mut(i) {
-                    *x = None;
-                }
-                continue;
-            }
             let after = if seq::lt(m.snd_max, snd_una) {
                 0
             } else {
                 seq::dist(m.snd_max, snd_una)
             };
-            if self.scoreboard.bytes_above(after) > limit {
+            // Lost if data sent after it was SACKed (by amount), or if a
+            // retransmission sent after it was delivered and the reordering
+            // window has passed (RACK, RFC 8985 §6.2, by send order).
+            let by_data = self.scoreboard.bytes_above(after) > limit;
+            let by_order = m.xmit < self.delivered_xmit && now >= m.sent_at + reo_wnd;
+            if by_data || by_order {
                 if let Some(x) = self.marks.get_mut(i) {
                     *x = None;
                 }
@@ -335,7 +375,8 @@ impl TcpSocket {
         if self.rec.phase.is_some_and(|p| p.sack) {
             if new_sack {
                 self.counters.lost_retransmits +=
-                    self.rec.detect_lost_retransmissions(self.snd_una);
+                    self.rec
+                        .detect_lost_retransmissions(self.snd_una, now, self.rtt.min_rtt() / 4);
             }
             // PRR: what this ACK delivered (newly cumulatively acknowledged
             // plus newly SACKed bytes) paces sending during recovery.
@@ -391,8 +432,22 @@ impl TcpSocket {
         if let Some((end, t)) = self.rtt_timing
             && seq::ge(ack, end)
         {
-            self.rtt.on_sample(now.saturating_duration_since(t));
+            let sample = now.saturating_duration_since(t);
+            let min = self.rtt.min_rtt();
+            self.rtt.on_sample(sample);
             self.rtt_timing = None;
+            // HyStart (RFC 9406's delay test): leave slow start once the
+            // RTT has grown by an eighth of the base RTT, 4–16 ms, instead
+            // of overflowing the bottleneck queue and losing a window.
+            if self.cc.in_slow_start() && min > core::time::Duration::ZERO {
+                let thresh = (min / 8).clamp(
+                    core::time::Duration::from_millis(4),
+                    core::time::Duration::from_millis(16),
+                );
+                if sample >= min + thresh {
+                    self.cc.exit_slow_start();
+                }
+            }
         }
         self.retries = 0;
         self.rtt.reset_backoff();
@@ -459,20 +514,28 @@ impl TcpSocket {
         let trigger =
             self.rec.dupacks >= DUP_THRESH || (self.sack_ok && self.rec.lost_boundary() > 0);
         // RFC 6582 §3.2 step 1 / RFC 6675 §5.1: one reduction per window.
-        let allowed = self.rec.recover.is_none_or(|r| seq::gt(self.snd_una, r));
-        if trigger && allowed {
-            self.enter_recovery(now);
+        let reduce = self.rec.recover.is_none_or(|r| seq::gt(self.snd_una, r));
+        if trigger && (reduce || self.sack_ok) {
+            // With SACK, losses found while still inside the window of an
+            // earlier reduction (typically: retransmissions lost after an RTO)
+            // are repaired at once, without reducing the window again; only
+            // NewReno must wait for the timer.
+            self.enter_recovery(now, reduce);
         }
     }
 
-    fn enter_recovery(&mut self, now: Instant) {
+    fn enter_recovery(&mut self, now: Instant, reduce: bool) {
         let flight = self.flight();
-        self.cc.on_congestion_event(now, flight);
+        if reduce {
+            self.cc.on_congestion_event(now, flight);
+        }
         self.rec.phase = Some(Phase {
             point: self.snd_max,
             sack: self.sack_ok,
         });
-        self.rec.recover = Some(self.snd_max);
+        if reduce {
+            self.rec.recover = Some(self.snd_max);
+        }
         self.rec.high_rxt = self.snd_una;
         self.rec.rtx_first = true;
         self.rec.inflation = if self.sack_ok {

@@ -190,6 +190,11 @@ impl CongestionControl for Cubic {
         }
     }
 
+    fn exit_slow_start(&mut self) {
+        self.ssthresh = self.ssthresh.min(self.cwnd);
+        self.w_max = self.w_max.max(self.segs(self.cwnd));
+    }
+
     fn cwnd(&self) -> u32 {
         self.cwnd
     }

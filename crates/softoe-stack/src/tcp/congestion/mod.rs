@@ -40,6 +40,9 @@ pub trait CongestionControl {
     fn on_idle_restart(&mut self, now: Instant);
     /// The sender's maximum segment size is now `mss`.
     fn set_mss(&mut self, mss: u32);
+    /// Leave slow start now (the delay says the path's queue is filling:
+    /// HyStart); the window stays, the threshold comes down to it.
+    fn exit_slow_start(&mut self);
     /// Congestion window.
     fn cwnd(&self) -> u32;
     /// Slow-start threshold.
@@ -141,6 +144,9 @@ impl CongestionControl for Controller {
     }
     fn set_mss(&mut self, mss: u32) {
         self.inner_mut().set_mss(mss);
+    }
+    fn exit_slow_start(&mut self) {
+        self.inner_mut().exit_slow_start();
     }
     fn cwnd(&self) -> u32 {
         self.inner().cwnd()

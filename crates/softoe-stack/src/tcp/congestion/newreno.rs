@@ -85,6 +85,10 @@ impl CongestionControl for NewReno {
         }
     }
 
+    fn exit_slow_start(&mut self) {
+        self.ssthresh = self.ssthresh.min(self.cwnd);
+    }
+
     fn cwnd(&self) -> u32 {
         self.cwnd
     }
