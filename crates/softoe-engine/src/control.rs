@@ -224,6 +224,12 @@ impl Control {
         })
     }
 
+    /// The listening socket's descriptor (readable when a request waits).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.listener.as_raw_fd()
+    }
+
     /// Answers every waiting request (never blocks the engine for long).
     pub fn serve(&mut self, stack: &Stack, engine: &EngineCounters, port: &str) {
         while let Ok((mut conn, _)) = self.listener.accept() {

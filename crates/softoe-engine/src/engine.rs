@@ -403,15 +403,19 @@ impl<P: Port> Engine<P> {
         if timeout.is_zero() {
             return;
         }
-        let mut fds = [libc::pollfd {
-            fd: self.port.raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
+        let mut fds: Vec<libc::pollfd> = std::iter::once(self.port.raw_fd())
+            .chain(self.services.iter().filter_map(|s| s.wake_fd()))
+            .chain(self.control.as_ref().map(Control::raw_fd))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
         let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
         let t0 = std::time::Instant::now();
-        // SAFETY: `fds` is a valid array of one pollfd for the call.
-        let _ = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfds for the call.
+        let _ = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
         self.counters.sleeps += 1;
         self.counters.idle_nanos += t0.elapsed().as_nanos() as u64;
     }

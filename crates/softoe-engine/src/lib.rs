@@ -14,6 +14,7 @@
 //! - **Observability**: a pcap of every frame ([`pcap`]), and a control
 //!   socket answering `softoe stat` with a JSON snapshot ([`control`]).
 
+pub mod app;
 pub mod control;
 pub mod engine;
 pub mod memory;
@@ -23,6 +24,7 @@ pub mod services;
 pub mod tap;
 pub mod vnet;
 
+pub use app::App;
 pub use control::{ConnStat, EngineCounters, Snapshot};
 pub use engine::{Engine, EngineConfig, EngineError, StopHandle};
 pub use memory::Memory;

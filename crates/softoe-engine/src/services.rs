@@ -29,6 +29,11 @@ pub trait Service: Send {
     fn wake_at(&self) -> Option<Instant> {
         None
     }
+    /// A descriptor that becomes readable when it has work (a doorbell);
+    /// the engine's sleep includes it.
+    fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }
 
 /// What a server saw on one connection.

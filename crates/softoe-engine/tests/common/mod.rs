@@ -8,8 +8,12 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+
 use softoe_engine::services::{Reports, Service};
-use softoe_engine::{Engine, EngineConfig, EngineCounters, StopHandle, TapOffloads, TapPort};
+use softoe_engine::{
+    App, Engine, EngineConfig, EngineCounters, Snapshot, StopHandle, TapOffloads, TapPort,
+};
 use softoe_stack::StackConfig;
 use softoe_testbed::{Netns, NsThread, Testbed};
 use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
@@ -24,6 +28,10 @@ pub struct Bed {
     pub sw: Netns,
     pub linux: Netns,
     pub tap: String,
+    /// Sockets on the engine, from the test's threads.
+    pub app: App,
+    /// The engine's control socket.
+    pub control: PathBuf,
     stop: Option<StopHandle>,
     engine: Option<NsThread<Result<EngineCounters, String>>>,
 }
@@ -69,10 +77,15 @@ impl Bed {
                 tb.mtu(&sw, &dev, opts.mtu).unwrap();
             }
         }
-        let tap = format!("sotap{}", N.fetch_add(1, Ordering::Relaxed));
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let tap = format!("sotap{n}");
+        let control =
+            std::env::temp_dir().join(format!("softoe-test-{}-{n}.sock", std::process::id()));
         let (tx, rx) = mpsc::channel();
         let tap_name = tap.clone();
-        let (offloads, mtu, ecfg) = (opts.offloads, opts.mtu, opts.engine);
+        let (offloads, mtu, mut ecfg) = (opts.offloads, opts.mtu, opts.engine);
+        ecfg.control = Some(control.clone());
+        let (app, app_service) = softoe_engine::app::channel().unwrap();
         let engine = sw
             .spawn(move || -> Result<EngineCounters, String> {
                 let port = TapPort::open(&tap_name, offloads, mtu).map_err(|e| e.to_string())?;
@@ -85,6 +98,7 @@ impl Bed {
                 cfg.tcp.tx_buffer = 4 << 20;
                 cfg.tcp.tx_max_chunks = 4096;
                 let mut e = Engine::new(cfg, port, ecfg).map_err(|e| e.to_string())?;
+                e.add_service(Box::new(app_service));
                 for s in services {
                     e.add_service(s);
                 }
@@ -103,6 +117,8 @@ impl Bed {
             sw,
             linux,
             tap,
+            app,
+            control,
             stop: Some(stop),
             engine: Some(engine),
         }
@@ -114,6 +130,11 @@ impl Bed {
             self.stop.as_ref().expect("running").add_service(s).is_ok(),
             "engine gone"
         );
+    }
+
+    /// What `softoe stat` would show now.
+    pub fn snapshot(&self) -> Snapshot {
+        softoe_engine::control::query(&self.control).expect("control socket answers")
     }
 
     /// Stops the engine and returns its counters.
