@@ -207,3 +207,38 @@ pub fn engine_addr(port: u16) -> SocketAddrV4 {
 pub fn linux_addr(port: u16) -> SocketAddrV4 {
     SocketAddrV4::new(LINUX_IP, port)
 }
+
+/// Writes `n` deterministic bytes (seeded) to `w` in 256 KiB chunks without
+/// holding them all; returns their SHA-256.
+pub fn send_stream(w: &mut impl std::io::Write, n: u64, seed: u8) -> String {
+    let mut h = Sha256::new();
+    let mut chunk = linux_bytes(256 * 1024, seed);
+    let mut left = n;
+    let mut round = 0u8;
+    while left > 0 {
+        let k = left.min(chunk.len() as u64) as usize;
+        // Vary each chunk so a misplaced chunk shows in the hash.
+        chunk[0] = round;
+        round = round.wrapping_add(1);
+        h.update(&chunk[..k]);
+        w.write_all(&chunk[..k]).unwrap();
+        left -= k as u64;
+    }
+    hex(&h.finalize())
+}
+
+/// Reads `r` to its end; returns the byte count and SHA-256.
+pub fn hash_stream(r: &mut impl std::io::Read) -> (u64, String) {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = r.read(&mut buf).unwrap();
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+        n += k as u64;
+    }
+    (n, hex(&h.finalize()))
+}
