@@ -163,6 +163,10 @@ pub struct Engine<P: Port> {
     cfg: EngineConfig,
     rx_buf: Box<[u8]>,
     epoch: std::time::Instant,
+    /// When `run` began (idle and run time are measured from it).
+    started: std::time::Instant,
+    /// When the control socket was last served.
+    control_at: Instant,
     counters: EngineCounters,
     pcap: Option<Pcap>,
     control: Option<Control>,
@@ -213,6 +217,8 @@ impl<P: Port> Engine<P> {
             cfg,
             rx_buf: vec![0u8; 128 * 1024].into_boxed_slice(),
             epoch: std::time::Instant::now(),
+            started: std::time::Instant::now(),
+            control_at: Instant::ZERO,
             counters: EngineCounters::default(),
             pcap,
             control,
@@ -276,7 +282,7 @@ impl<P: Port> Engine<P> {
             self.stack.announce(now, &mut dev);
         }
         info!(port = %self.port.describe(), "engine running");
-        let started = std::time::Instant::now();
+        self.started = std::time::Instant::now();
         let mut idle_since: Option<std::time::Instant> = None;
         while !self.stop.stopped() {
             let busy = self.turn()?;
@@ -284,16 +290,15 @@ impl<P: Port> Engine<P> {
                 idle_since = None;
                 continue;
             }
-            let started = *idle_since.get_or_insert_with(std::time::Instant::now);
-            if started.elapsed() < self.cfg.spin {
+            let idle = *idle_since.get_or_insert_with(std::time::Instant::now);
+            if idle.elapsed() < self.cfg.spin {
                 std::hint::spin_loop();
                 continue;
             }
             self.sleep();
             idle_since = None;
-            self.counters.run_nanos = started.elapsed().as_nanos() as u64;
         }
-        self.counters.run_nanos = started.elapsed().as_nanos() as u64;
+        self.counters.run_nanos = self.started.elapsed().as_nanos() as u64;
         if let Some(p) = self.pcap.as_mut() {
             p.flush();
         }
@@ -382,7 +387,13 @@ impl<P: Port> Engine<P> {
                 break;
             }
         }
-        if let Some(c) = self.control.as_mut() {
+        // The control socket is looked at once a millisecond, not every
+        // turn: an accept(2) per turn would cost more than the frames.
+        if let Some(c) = self.control.as_mut()
+            && now.saturating_duration_since(self.control_at) >= Duration::from_millis(1)
+        {
+            self.control_at = now;
+            self.counters.run_nanos = self.started.elapsed().as_nanos() as u64;
             c.serve(&self.stack, &self.counters, &self.port.describe());
         }
         Ok(busy || self.stack.poll_at().is_some_and(|t| t <= now))

@@ -41,6 +41,14 @@ struct IfReq {
     _pad: [u8; 22],
 }
 
+/// `struct ifreq` with the int member of its union (`ifr_mtu`).
+#[repr(C)]
+struct IfReqInt {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    value: libc::c_int,
+    _pad: [u8; 20],
+}
+
 /// Which offloads a TAP port uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TapOffloads {
@@ -147,6 +155,63 @@ impl TapPort {
             offloads,
             mtu,
         })
+    }
+
+    /// Sets the device's MTU to the port's and brings it up (what `ip link
+    /// set NAME mtu M up` does), so the kernel side passes frames.
+    pub fn bring_up(&self) -> io::Result<()> {
+        // SAFETY: socket takes no pointers; a negative result is an error.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor we own and close by dropping.
+        let sock = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let mut name = [0 as libc::c_char; libc::IFNAMSIZ];
+        for (d, s) in name
+            .iter_mut()
+            .zip(self.name.bytes().take(libc::IFNAMSIZ - 1))
+        {
+            *d = s as libc::c_char;
+        }
+        let mut mtu = IfReqInt {
+            name,
+            value: libc::c_int::try_from(self.mtu)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "MTU too large"))?,
+            _pad: [0; 20],
+        };
+        // SAFETY: SIOCSIFMTU reads a `struct ifreq` whose union holds an
+        // int, as `IfReqInt` is laid out; `mtu` lives for the call.
+        let rc = unsafe {
+            libc::ioctl(
+                sock.as_raw_fd(),
+                libc::SIOCSIFMTU,
+                &mut mtu as *mut IfReqInt,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut req = IfReq {
+            name,
+            flags: 0,
+            _pad: [0; 22],
+        };
+        // SAFETY: SIOCGIFFLAGS fills the flags member of the `struct ifreq`
+        // that `req` is laid out as; `req` lives for the call.
+        let rc =
+            unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req as *mut IfReq) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        req.flags |= libc::IFF_UP as libc::c_short;
+        // SAFETY: as above; SIOCSIFFLAGS reads the same layout.
+        let rc =
+            unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &mut req as *mut IfReq) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// The device's name.

@@ -1,15 +1,18 @@
 //! `softoe`: the one binary of softoe, a software TCP/IP offload engine.
 //!
-//! Today it runs the protocol core in the deterministic simulator: `softoe
-//! demo` moves data between two softoe stacks over lossy virtual wires and
-//! prints what it took; `softoe sim transfer` runs one configurable transfer.
-//! The engine, the real-wire demo against Linux, `stat` and `bench` follow
-//! (see the issues in the repository).
+//! - `softoe demo` puts the engine on a TAP beside Linux's TCP on one bridge
+//!   and prints both side by side;
+//! - `softoe engine` runs the engine (config file and flags);
+//! - `softoe stat` shows a running engine's connections like `ss -ti`;
+//! - `softoe sim` runs the protocol core in the deterministic simulator.
 
+mod config;
 mod demo;
+mod engine;
 mod linux;
 mod report;
 mod sim;
+mod stat;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -17,8 +20,9 @@ use clap::{Parser, Subcommand};
 /// softoe — a software TCP/IP offload engine.
 ///
 /// A standalone TCP/IP stack that runs on a dedicated engine core and serves
-/// host programs through shared memory. This build contains the protocol
-/// core and its deterministic simulator.
+/// host programs through shared memory. It uses the NIC's offloads (TSO,
+/// checksum offload, receive coalescing) through a TAP device with
+/// virtio-net headers. Logs go to stderr; set RUST_LOG=info (or debug).
 #[derive(Debug, Parser)]
 #[command(name = "softoe", version, about, long_about = None, propagate_version = true)]
 struct Cli {
@@ -37,6 +41,14 @@ enum Command {
     /// and removes them afterwards. `--simulated` runs the simulator's demo
     /// instead.
     Demo(demo::DemoArgs),
+    /// Runs the engine on a TAP device with built-in services, until Ctrl-C.
+    ///
+    /// Configuration comes from a TOML file (--config) and flags, flags
+    /// winning; --print-config shows the merged result. Serves `softoe
+    /// stat` on its control socket.
+    Engine(Box<engine::EngineArgs>),
+    /// Shows a running engine's connections and counters, like `ss -ti`.
+    Stat(stat::StatArgs),
     /// Runs the deterministic simulator.
     #[command(subcommand)]
     Sim(sim::SimCommand),
@@ -50,6 +62,8 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Demo(args) => demo::run(&args),
+        Command::Engine(args) => engine::run(&args),
+        Command::Stat(args) => stat::run(&args),
         Command::Sim(cmd) => sim::run(cmd),
     }
 }

@@ -1,0 +1,495 @@
+//! The engine's configuration: a TOML file, then command-line flags on top.
+//!
+//! Every field has a default, so an empty file (or none) plus `--address`
+//! is a working engine. Unknown keys are errors, so a misspelt setting is
+//! reported rather than silently ignored. `softoe engine --print-config`
+//! shows the result of merging, in the same TOML.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Deserializer, Serialize};
+use softoe_engine::{EngineConfig, TapOffloads};
+use softoe_stack::{Algorithm, StackConfig};
+use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
+
+/// A byte count written as `4096`, `"64K"`, `"4M"` or `"1G"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Size(pub u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Size, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(Size(n)),
+            Raw::S(s) => crate::sim::parse_size(&s)
+                .map(Size)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// `[interface]`: who the engine is on the wire.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InterfaceSection {
+    /// IPv4 address with prefix, e.g. `"10.7.0.1/24"` (required).
+    pub address: Option<String>,
+    /// Next hop for destinations outside the prefix.
+    pub gateway: Option<Ipv4Addr>,
+    /// MAC address (default: a locally administered one derived from the
+    /// address).
+    pub mac: Option<String>,
+    /// IP MTU.
+    pub mtu: Option<usize>,
+}
+
+/// `[port]`: the device the engine drives.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PortSection {
+    /// TAP device name (created if absent).
+    pub tap: String,
+    /// Attach the TAP device to this Linux bridge.
+    pub bridge: Option<String>,
+    /// TCP segmentation offload (super-segments up to 64 KiB).
+    pub tso: bool,
+    /// Checksum offload.
+    pub csum: bool,
+    /// Accept receive-coalesced frames.
+    pub gro: bool,
+}
+
+impl Default for PortSection {
+    fn default() -> PortSection {
+        PortSection {
+            tap: "softoe0".into(),
+            bridge: None,
+            tso: true,
+            csum: true,
+            gro: true,
+        }
+    }
+}
+
+/// `[engine]`: the poll loop.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineSection {
+    /// Spin this many microseconds waiting for work before sleeping.
+    pub spin_us: u64,
+    /// Interrupt coalescing: wait this many microseconds for more frames
+    /// after one arrives (0: off).
+    pub rx_coalesce_us: u64,
+    /// Most frames read per turn.
+    pub rx_batch: usize,
+    /// Write every frame sent and received to this pcap file.
+    pub pcap: Option<PathBuf>,
+    /// The control socket `softoe stat` asks.
+    pub control: PathBuf,
+}
+
+/// Where `softoe engine` and `softoe stat` meet by default.
+pub const DEFAULT_CONTROL: &str = "/run/softoe/engine.sock";
+
+impl Default for EngineSection {
+    fn default() -> EngineSection {
+        let d = EngineConfig::default();
+        EngineSection {
+            spin_us: d.spin.as_micros() as u64,
+            rx_coalesce_us: d.rx_coalesce.as_micros() as u64,
+            rx_batch: d.rx_batch,
+            pcap: None,
+            control: DEFAULT_CONTROL.into(),
+        }
+    }
+}
+
+/// Congestion control, by name.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Congestion {
+    /// RFC 9438.
+    Cubic,
+    /// RFC 5681/6582.
+    Newreno,
+}
+
+/// `[tcp]`: defaults for every connection.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TcpSection {
+    /// Receive buffer per connection.
+    pub rx_buffer: Size,
+    /// Send buffer per connection.
+    pub tx_buffer: Size,
+    /// Congestion control.
+    pub congestion: Congestion,
+    /// Offer SACK.
+    pub sack: bool,
+    /// Offer timestamps.
+    pub timestamps: bool,
+    /// Offer window scaling.
+    pub window_scaling: bool,
+    /// Send ACKs at once instead of delaying them.
+    pub quickack: bool,
+}
+
+impl Default for TcpSection {
+    fn default() -> TcpSection {
+        TcpSection {
+            rx_buffer: Size(4 << 20),
+            tx_buffer: Size(4 << 20),
+            congestion: Congestion::Cubic,
+            sack: true,
+            timestamps: true,
+            window_scaling: true,
+            quickack: false,
+        }
+    }
+}
+
+/// One built-in service (`[[service]]`), or `KIND:PORT[:BYTES]` on the
+/// command line.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceSpec {
+    /// `echo`, `discard` or `source`.
+    pub kind: ServiceKind,
+    /// TCP port.
+    pub port: u16,
+    /// For `source`: bytes sent to each client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<Size>,
+}
+
+/// The built-in services.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ServiceKind {
+    /// RFC 862: sends back what it receives (request/response too).
+    Echo,
+    /// RFC 863: reads and drops, hashing what arrived.
+    Discard,
+    /// Sends a fixed number of pattern bytes to each client, then closes.
+    Source,
+}
+
+impl std::str::FromStr for ServiceSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ServiceSpec, String> {
+        let mut it = s.split(':');
+        let kind = match it.next() {
+            Some("echo") => ServiceKind::Echo,
+            Some("discard") => ServiceKind::Discard,
+            Some("source") => ServiceKind::Source,
+            Some(k) => {
+                return Err(format!("unknown service '{k}' (echo, discard or source)"));
+            }
+            None => return Err("empty service".into()),
+        };
+        let port = it
+            .next()
+            .ok_or_else(|| format!("'{s}': give a port, e.g. echo:7"))?
+            .parse::<u16>()
+            .ok()
+            .filter(|&p| p != 0)
+            .ok_or_else(|| format!("'{s}': the port must be 1–65535"))?;
+        let bytes = it.next().map(crate::sim::parse_size).transpose()?.map(Size);
+        if it.next().is_some() {
+            return Err(format!("'{s}': too many fields (KIND:PORT[:BYTES])"));
+        }
+        match (kind, bytes) {
+            (ServiceKind::Source, None) => {
+                Err(format!("'{s}': source needs BYTES, e.g. source:19:1G"))
+            }
+            (ServiceKind::Echo | ServiceKind::Discard, Some(_)) => {
+                Err(format!("'{s}': only source takes BYTES"))
+            }
+            _ => Ok(ServiceSpec { kind, port, bytes }),
+        }
+    }
+}
+
+/// The whole file.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FileConfig {
+    /// `[interface]`.
+    pub interface: InterfaceSection,
+    /// `[port]`.
+    pub port: PortSection,
+    /// `[engine]`.
+    pub engine: EngineSection,
+    /// `[tcp]`.
+    pub tcp: TcpSection,
+    /// `[[service]]`.
+    #[serde(rename = "service")]
+    pub services: Vec<ServiceSpec>,
+}
+
+impl FileConfig {
+    /// Reads and parses `path`.
+    pub fn load(path: &Path) -> Result<FileConfig> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the configuration {}", path.display()))?;
+        FileConfig::parse(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    /// Parses TOML text.
+    pub fn parse(text: &str) -> Result<FileConfig> {
+        Ok(toml::from_str(text)?)
+    }
+
+    /// Checks it and builds what the engine is made from.
+    pub fn build(&self) -> Result<Built> {
+        let Some(addr) = self.interface.address.as_deref() else {
+            bail!("no address: give --address 10.7.0.1/24 or [interface] address");
+        };
+        let cidr = parse_cidr(addr)?;
+        let mac = match self.interface.mac.as_deref() {
+            Some(m) => parse_mac(m)?,
+            None => {
+                let o = cidr.address().0;
+                EthernetAddress([0x02, 0x50, o[0], o[1], o[2], o[3]])
+            }
+        };
+        let mtu = self.interface.mtu.unwrap_or(1500);
+        if !(576..=65_535).contains(&mtu) {
+            bail!("MTU {mtu} is outside 576–65535");
+        }
+        let mut stack = StackConfig::new(mac, cidr);
+        stack.gateway = self.interface.gateway.map(|g| Ipv4Address(g.octets()));
+        if let Some(g) = self.interface.gateway
+            && !cidr.contains_addr(&Ipv4Address(g.octets()))
+        {
+            bail!("gateway {g} is not inside {addr}");
+        }
+        let (secret, seed) = randomness()?;
+        stack.secret = secret;
+        stack.seed = seed;
+        let t = &self.tcp;
+        for (what, v) in [("rx_buffer", t.rx_buffer.0), ("tx_buffer", t.tx_buffer.0)] {
+            if !(4096..=(1 << 30)).contains(&v) {
+                bail!("tcp.{what} must be between 4K and 1G, got {v}");
+            }
+        }
+        stack.tcp.rx_buffer = t.rx_buffer.0 as usize;
+        stack.tcp.tx_buffer = t.tx_buffer.0 as usize;
+        stack.tcp.tx_max_chunks = 4096;
+        stack.tcp.congestion = match t.congestion {
+            Congestion::Cubic => Algorithm::Cubic,
+            Congestion::Newreno => Algorithm::NewReno,
+        };
+        stack.tcp.sack = t.sack;
+        stack.tcp.timestamps = t.timestamps;
+        stack.tcp.window_scaling = t.window_scaling;
+        if t.quickack {
+            stack.tcp.delayed_ack = None;
+        }
+        let e = &self.engine;
+        if e.rx_batch == 0 || e.rx_batch > 4096 {
+            bail!("engine.rx_batch must be 1–4096, got {}", e.rx_batch);
+        }
+        if e.spin_us > 1_000_000 || e.rx_coalesce_us > 1_000_000 {
+            bail!("engine.spin_us and engine.rx_coalesce_us must be at most one second");
+        }
+        let mut engine = EngineConfig::default();
+        engine.spin = Duration::from_micros(e.spin_us);
+        engine.rx_coalesce = Duration::from_micros(e.rx_coalesce_us);
+        engine.rx_batch = e.rx_batch;
+        engine.pcap = e.pcap.clone();
+        engine.control = Some(e.control.clone());
+        if self.port.tap.is_empty() || self.port.tap.len() > 15 {
+            bail!("port.tap must be 1–15 bytes, got '{}'", self.port.tap);
+        }
+        let mut seen = std::collections::HashSet::new();
+        for s in &self.services {
+            if !seen.insert(s.port) {
+                bail!("two services on TCP port {}", s.port);
+            }
+            if s.kind == ServiceKind::Source && s.bytes.is_none() {
+                bail!("service source on port {} needs bytes", s.port);
+            }
+        }
+        Ok(Built {
+            stack,
+            engine,
+            mtu,
+            offloads: TapOffloads {
+                tso: self.port.tso,
+                csum: self.port.csum,
+                gro: self.port.gro,
+            },
+        })
+    }
+}
+
+/// What the engine is made from.
+#[derive(Debug)]
+pub struct Built {
+    /// The stack.
+    pub stack: StackConfig,
+    /// The loop.
+    pub engine: EngineConfig,
+    /// The IP MTU.
+    pub mtu: usize,
+    /// The TAP offloads.
+    pub offloads: TapOffloads,
+}
+
+/// Parses `a.b.c.d/len`.
+pub fn parse_cidr(s: &str) -> Result<Ipv4Cidr> {
+    let (a, l) = s
+        .split_once('/')
+        .with_context(|| format!("'{s}' is not an address with a prefix, like 10.7.0.1/24"))?;
+    let ip: Ipv4Addr = a
+        .parse()
+        .with_context(|| format!("'{a}' is not an IPv4 address"))?;
+    let len: u8 = l
+        .parse()
+        .ok()
+        .filter(|&l| (1..=32).contains(&l))
+        .with_context(|| format!("prefix length '{l}' must be 1–32"))?;
+    if ip.is_unspecified() || ip.is_multicast() || ip.is_broadcast() {
+        bail!("{ip} cannot be an interface address");
+    }
+    Ipv4Cidr::new(Ipv4Address(ip.octets()), len)
+        .with_context(|| format!("'{s}' is not a valid prefix"))
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff` (a unicast address).
+pub fn parse_mac(s: &str) -> Result<EthernetAddress> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        bail!("'{s}' is not a MAC address like 02:50:00:00:00:01");
+    }
+    let mut m = [0u8; 6];
+    for (d, p) in m.iter_mut().zip(&parts) {
+        *d = u8::from_str_radix(p, 16)
+            .ok()
+            .filter(|_| p.len() == 2)
+            .with_context(|| format!("'{s}' is not a MAC address like 02:50:00:00:00:01"))?;
+    }
+    if m[0] & 1 != 0 {
+        bail!("{s} is a multicast address");
+    }
+    Ok(EthernetAddress(m))
+}
+
+/// A secret for ISNs (RFC 6528) and a seed, from the kernel.
+fn randomness() -> Result<([u8; 16], u64)> {
+    use std::io::Read;
+    let mut b = [0u8; 24];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .context("reading /dev/urandom")?;
+    let mut secret = [0u8; 16];
+    secret.copy_from_slice(&b[..16]);
+    let mut seed = [0u8; 8];
+    seed.copy_from_slice(&b[16..]);
+    Ok((secret, u64::from_le_bytes(seed)))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_full_file_parses_and_builds() {
+        let c = FileConfig::parse(
+            r#"
+            [interface]
+            address = "10.9.0.1/24"
+            gateway = "10.9.0.254"
+            mac = "02:00:00:00:00:09"
+            mtu = 9000
+            [port]
+            tap = "so9"
+            tso = false
+            [engine]
+            spin_us = 0
+            rx_coalesce_us = 20
+            control = "/tmp/x.sock"
+            [tcp]
+            rx_buffer = "1M"
+            tx_buffer = 65536
+            congestion = "newreno"
+            [[service]]
+            kind = "source"
+            port = 19
+            bytes = "1G"
+            [[service]]
+            kind = "echo"
+            port = 7
+            "#,
+        )
+        .unwrap();
+        let b = c.build().unwrap();
+        assert_eq!(b.mtu, 9000);
+        assert_eq!(b.stack.tcp.rx_buffer, 1 << 20);
+        assert_eq!(b.stack.tcp.tx_buffer, 65536);
+        assert_eq!(b.stack.tcp.congestion, Algorithm::NewReno);
+        assert_eq!(b.engine.rx_coalesce, Duration::from_micros(20));
+        assert!(!b.offloads.tso && b.offloads.csum);
+        assert_eq!(c.services.len(), 2);
+        assert_eq!(c.services[0].bytes, Some(Size(1 << 30)));
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        let err = |t: &str| match FileConfig::parse(t).and_then(|c| c.build().map(|_| ())) {
+            Ok(()) => String::new(),
+            Err(e) => format!("{e:#}"),
+        };
+        assert!(err("[port]\ntsoo = true").contains("unknown field `tsoo`"));
+        assert!(err("").contains("no address"));
+        assert!(err("[interface]\naddress = \"10.0.0.1\"").contains("prefix"));
+        assert!(err("[interface]\naddress = \"10.0.0.1/33\"").contains("1–32"));
+        assert!(err("[interface]\naddress = \"10.0.0.1/24\"\nmtu = 100").contains("576"));
+        assert!(
+            err("[interface]\naddress = \"10.0.0.1/24\"\ngateway = \"10.1.0.1\"")
+                .contains("not inside")
+        );
+        assert!(
+            err("[interface]\naddress = \"10.0.0.1/24\"\n[tcp]\nrx_buffer = \"9X\"")
+                .contains("suffix")
+        );
+        assert!(
+            err("[interface]\naddress = \"10.0.0.1/24\"\n[[service]]\nkind = \"echo\"\nport = 7\n[[service]]\nkind = \"discard\"\nport = 7")
+                .contains("two services")
+        );
+        assert!(parse_mac("01:00:5e:00:00:01").is_err());
+        assert!(parse_mac("02:00:00:00:00").is_err());
+        assert!(parse_mac("02:00:00:00:00:0g").is_err());
+    }
+
+    #[test]
+    fn service_flags() {
+        let s: ServiceSpec = "source:19:64M".parse().unwrap();
+        assert_eq!(
+            (s.kind, s.port, s.bytes),
+            (ServiceKind::Source, 19, Some(Size(64 << 20)))
+        );
+        assert!("echo:7".parse::<ServiceSpec>().is_ok());
+        for bad in [
+            "echo",
+            "echo:0",
+            "echo:7:1M",
+            "source:19",
+            "chargen:19",
+            "echo:7:1:2",
+        ] {
+            assert!(bad.parse::<ServiceSpec>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! `softoe engine`: runs the engine on a TAP device until SIGINT/SIGTERM.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use softoe_engine::services::{Discard, Echo, Service, Source};
+use softoe_engine::{Engine, TapPort};
+use tracing::info;
+
+use crate::config::{Congestion, FileConfig, ServiceKind, ServiceSpec, Size};
+
+/// Options of `softoe engine`. Flags override the file.
+#[derive(Debug, Args)]
+#[command(after_long_help = EXAMPLES)]
+pub struct EngineArgs {
+    /// A TOML configuration file (see `--print-config` for every key).
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// The engine's IPv4 address and prefix, e.g. 10.7.0.1/24.
+    #[arg(long)]
+    address: Option<String>,
+    /// Next hop for destinations outside the prefix.
+    #[arg(long)]
+    gateway: Option<std::net::Ipv4Addr>,
+    /// The engine's MAC address (default: 02:50 and the IPv4 address).
+    #[arg(long)]
+    mac: Option<String>,
+    /// IP MTU of the TAP device.
+    #[arg(long)]
+    mtu: Option<usize>,
+    /// TAP device to create (or attach to).
+    #[arg(long)]
+    tap: Option<String>,
+    /// Attach the TAP device to this Linux bridge.
+    #[arg(long)]
+    bridge: Option<String>,
+    /// Turn TCP segmentation offload off.
+    #[arg(long)]
+    no_tso: bool,
+    /// Turn checksum offload off (and with it TSO and GRO).
+    #[arg(long)]
+    no_csum: bool,
+    /// Refuse receive-coalesced frames.
+    #[arg(long)]
+    no_gro: bool,
+    /// Spin this many microseconds for work before sleeping.
+    #[arg(long)]
+    spin_us: Option<u64>,
+    /// Interrupt coalescing: after a frame, wait this many microseconds for
+    /// more (0: off).
+    #[arg(long)]
+    rx_coalesce_us: Option<u64>,
+    /// Most frames read per loop turn.
+    #[arg(long)]
+    rx_batch: Option<usize>,
+    /// Write every frame sent and received to this pcap file (super-segments
+    /// as written; tcpdump -r and tshark -r read it).
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+    /// Control socket for `softoe stat`.
+    #[arg(long)]
+    control: Option<PathBuf>,
+    /// Socket buffers per connection (suffixes K, M, G).
+    #[arg(long, value_parser = crate::sim::parse_size)]
+    buffer: Option<u64>,
+    /// Congestion control.
+    #[arg(long, value_enum)]
+    cc: Option<Congestion>,
+    /// A built-in service, KIND:PORT[:BYTES]: echo:7, discard:9,
+    /// source:19:1G. Repeat for more.
+    #[arg(long = "service", short = 's')]
+    services: Vec<ServiceSpec>,
+    /// Print the merged configuration as TOML and exit.
+    #[arg(long)]
+    print_config: bool,
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  # An engine at 10.7.0.1 on TAP softoe0, bridged to br0, serving echo and discard:
+  sudo softoe engine --address 10.7.0.1/24 --bridge br0 -s echo:7 -s discard:9
+
+  # The same from a file, with a capture:
+  sudo softoe engine --config engine.toml --pcap /tmp/engine.pcap
+
+  # In another terminal, watch its connections:
+  sudo softoe stat
+
+The engine creates the TAP device, brings it up and, with --bridge, attaches
+it. Without a bridge, put the TAP in your topology yourself (ip link set
+softoe0 master BRIDGE). It runs until Ctrl-C or SIGTERM and prints its
+counters on the way out. Logs: RUST_LOG=info (or debug).";
+
+impl EngineArgs {
+    /// The file (if any) with the flags applied.
+    fn merged(&self) -> Result<FileConfig> {
+        let mut c = match &self.config {
+            Some(p) => FileConfig::load(p)?,
+            None => FileConfig::default(),
+        };
+        let i = &mut c.interface;
+        i.address = self.address.clone().or(i.address.take());
+        i.gateway = self.gateway.or(i.gateway);
+        i.mac = self.mac.clone().or(i.mac.take());
+        i.mtu = self.mtu.or(i.mtu);
+        let p = &mut c.port;
+        if let Some(t) = &self.tap {
+            p.tap = t.clone();
+        }
+        p.bridge = self.bridge.clone().or(p.bridge.take());
+        p.tso &= !self.no_tso;
+        p.csum &= !self.no_csum;
+        p.gro &= !self.no_gro;
+        let e = &mut c.engine;
+        e.spin_us = self.spin_us.unwrap_or(e.spin_us);
+        e.rx_coalesce_us = self.rx_coalesce_us.unwrap_or(e.rx_coalesce_us);
+        e.rx_batch = self.rx_batch.unwrap_or(e.rx_batch);
+        e.pcap = self.pcap.clone().or(e.pcap.take());
+        if let Some(ctl) = &self.control {
+            e.control = ctl.clone();
+        }
+        if let Some(b) = self.buffer {
+            c.tcp.rx_buffer = Size(b);
+            c.tcp.tx_buffer = Size(b);
+        }
+        c.tcp.congestion = self.cc.unwrap_or(c.tcp.congestion);
+        c.services.extend(self.services.iter().cloned());
+        Ok(c)
+    }
+}
+
+/// `softoe engine`.
+pub fn run(args: &EngineArgs) -> Result<()> {
+    let cfg = args.merged()?;
+    if args.print_config {
+        print!("{}", toml::to_string_pretty(&cfg)?);
+        return Ok(());
+    }
+    let built = cfg.build()?;
+    if let Some(dir) = cfg.engine.control.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating {} for the control socket", dir.display()))?;
+    }
+    let port = TapPort::open(&cfg.port.tap, built.offloads, built.mtu).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+            " (creating a TAP device needs root or CAP_NET_ADMIN)"
+        } else {
+            ""
+        };
+        anyhow!("opening TAP device {}: {e}{hint}", cfg.port.tap)
+    })?;
+    port.bring_up()
+        .with_context(|| format!("bringing {} up", cfg.port.tap))?;
+    if let Some(br) = &cfg.port.bridge {
+        let st = std::process::Command::new("ip")
+            .args(["link", "set", &cfg.port.tap, "master", br])
+            .status()
+            .context("running ip (iproute2) to attach the TAP device")?;
+        if !st.success() {
+            bail!("could not attach {} to bridge {br}", cfg.port.tap);
+        }
+    }
+    let offloads = port.offloads();
+    let mut engine = Engine::new(built.stack, port, built.engine)?;
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    for s in &cfg.services {
+        let svc: Box<dyn Service> = match s.kind {
+            ServiceKind::Echo => Box::new(Echo::new(s.port, reports.clone())),
+            ServiceKind::Discard => Box::new(Discard::new(s.port, reports.clone())),
+            ServiceKind::Source => Box::new(Source::new(
+                s.port,
+                s.bytes.map_or(0, |b| b.0),
+                reports.clone(),
+            )),
+        };
+        engine.add_service(svc);
+    }
+    // Ctrl-C and SIGTERM stop the loop; it notices within its longest sleep.
+    let stop = engine.stop_handle();
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .context("installing signal handlers")?;
+    let sig_handle = signals.handle();
+    let watcher = std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            stop.stop();
+        }
+    });
+    let services: Vec<String> = cfg
+        .services
+        .iter()
+        .map(|s| format!("{:?}:{}", s.kind, s.port).to_lowercase())
+        .collect();
+    eprintln!(
+        "softoe engine: {} on TAP {} (mtu {}, tso {}, csum {}, gro {}); services [{}]; \
+         control {}{}. Ctrl-C stops.",
+        cfg.interface.address.as_deref().unwrap_or("?"),
+        cfg.port.tap,
+        built.mtu,
+        on(offloads.tso),
+        on(offloads.csum),
+        on(offloads.gro),
+        services.join(", "),
+        cfg.engine.control.display(),
+        cfg.engine
+            .pcap
+            .as_ref()
+            .map(|p| format!(", pcap {}", p.display()))
+            .unwrap_or_default(),
+    );
+    info!(config = ?cfg, "engine starting");
+    let r = engine.run();
+    sig_handle.close();
+    let _ = watcher.join();
+    r?;
+    let c = engine.counters();
+    eprintln!(
+        "softoe engine stopped: {} frames in, {} out, {} port errors; asleep {:.0} % of the time.",
+        c.frames_in,
+        c.frames_out,
+        c.port_errors,
+        c.idle_share() * 100.0
+    );
+    Ok(())
+}
+
+fn on(b: bool) -> &'static str {
+    if b { "on" } else { "off" }
+}

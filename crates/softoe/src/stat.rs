@@ -1,0 +1,169 @@
+//! `softoe stat`: a running engine's connections and counters, in the shape
+//! of `ss -ti`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use softoe_engine::{ConnStat, Snapshot};
+
+use crate::config::DEFAULT_CONTROL;
+
+/// Options of `softoe stat`.
+#[derive(Debug, Args)]
+pub struct StatArgs {
+    /// The engine's control socket.
+    #[arg(long, default_value = DEFAULT_CONTROL)]
+    control: PathBuf,
+    /// Print the snapshot as JSON (one object per line with --watch).
+    #[arg(long)]
+    json: bool,
+    /// Repeat every this many seconds until interrupted.
+    #[arg(long, value_name = "SECS")]
+    watch: Option<f64>,
+}
+
+/// `softoe stat`.
+pub fn run(args: &StatArgs) -> Result<()> {
+    let every = match args.watch {
+        Some(s) if !(s.is_finite() && s >= 0.05) => bail!("--watch must be at least 0.05 seconds"),
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None => None,
+    };
+    loop {
+        let snap = softoe_engine::control::query(&args.control).with_context(|| {
+            format!(
+                "asking the engine at {} (is `softoe engine` running? --control names \
+                 another socket)",
+                args.control.display()
+            )
+        })?;
+        if args.json {
+            println!("{}", serde_json::to_string(&snap)?);
+        } else {
+            print!("{}", render(&snap));
+        }
+        match every {
+            Some(d) => std::thread::sleep(d),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// The text form: counters, then one block per connection as `ss -ti`.
+pub fn render(s: &Snapshot) -> String {
+    use std::fmt::Write;
+    let e = &s.engine;
+    let k = &s.stack;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "engine on {}: {} frames in ({} coalesced, {} checksum-verified), {} out ({} \
+         super-segments, {} checksum-offloaded); drops: {} malformed, {} bad checksum, {} \
+         port errors, {} tx busy; asleep {:.0} %",
+        s.port,
+        e.frames_in,
+        k.rx_coalesced,
+        k.rx_csum_offloaded,
+        e.frames_out,
+        k.tx_tso_frames,
+        k.tx_csum_offloaded,
+        k.rx_malformed,
+        k.rx_bad_checksum,
+        e.port_errors,
+        e.tx_busy,
+        e.idle_share() * 100.0
+    );
+    let _ = writeln!(
+        o,
+        "{:<11} {:>8} {:>8} {:<22} {:<22}",
+        "State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port"
+    );
+    for c in &s.connections {
+        let _ = writeln!(
+            o,
+            "{:<11} {:>8} {:>8} {:<22} {:<22}",
+            c.state, c.recv_q, c.send_q, c.local, c.remote
+        );
+        let _ = writeln!(o, "\t {}", details(c));
+    }
+    o
+}
+
+fn details(c: &ConnStat) -> String {
+    let mss = c.snd_mss.max(1);
+    let mut parts = Vec::new();
+    if !c.options.is_empty() {
+        parts.push(c.options.clone());
+    }
+    parts.push(format!("rto:{:.0}", c.rto_ms));
+    parts.push(format!(
+        "rtt:{:.3}/{:.3}",
+        c.srtt_us / 1e3,
+        c.rttvar_us / 1e3
+    ));
+    parts.push(format!("mss:{}", c.snd_mss));
+    parts.push(format!("cwnd:{}", c.cwnd.div_ceil(mss)));
+    if c.ssthresh < u32::MAX / 2 {
+        parts.push(format!("ssthresh:{}", c.ssthresh.div_ceil(mss)));
+    }
+    parts.push(format!("bytes_acked:{}", c.bytes_acked));
+    parts.push(format!("bytes_received:{}", c.bytes_received));
+    parts.push(format!("unacked:{}", c.in_flight.div_ceil(mss)));
+    parts.push(format!("retrans:{}", c.retrans));
+    if c.rto_count > 0 || c.fast_retrans > 0 {
+        parts.push(format!(
+            "timeouts:{} recoveries:{}",
+            c.rto_count, c.fast_retrans
+        ));
+    }
+    parts.push(format!("delivery_rate:{}", rate(c.delivery_rate_bps)));
+    parts.push(format!("snd_wnd:{} rcv_wnd:{}", c.snd_wnd, c.rcv_wnd));
+    parts.join(" ")
+}
+
+fn rate(bps: u64) -> String {
+    let b = bps as f64;
+    if b >= 1e9 {
+        format!("{:.1}Gbps", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1}Mbps", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1}Kbps", b / 1e3)
+    } else {
+        format!("{bps}bps")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn renders_like_ss() {
+        let snap: Snapshot = serde_json::from_value(serde_json::json!({
+            "port": "tap softoe0",
+            "engine": softoe_engine::EngineCounters::default(),
+            "stack": softoe_engine::control::StackCounters::default(),
+            "connections": [{
+                "state": "ESTAB", "local": "10.7.0.1:9", "remote": "10.7.0.2:40000",
+                "cwnd": 14480, "ssthresh": 4294967295u32, "srtt_us": 120.0, "rttvar_us": 30.0,
+                "rto_ms": 201.0, "snd_mss": 1448, "retrans": 2, "rto_count": 0,
+                "fast_retrans": 1, "bytes_acked": 1000, "bytes_received": 2000000,
+                "send_q": 0, "recv_q": 5, "delivery_rate_bps": 2500000000u64,
+                "in_flight": 2896, "snd_wnd": 65535, "rcv_wnd": 1048576,
+                "options": "ts sack wscale:7,7"
+            }]
+        }))
+        .unwrap();
+        let text = render(&snap);
+        assert!(text.contains("ESTAB"), "{text}");
+        assert!(text.contains("10.7.0.2:40000"));
+        assert!(text.contains("ts sack wscale:7,7 rto:201 rtt:0.120/0.030 mss:1448 cwnd:10"));
+        assert!(!text.contains("ssthresh"), "infinite ssthresh is not shown");
+        assert!(text.contains("unacked:2 retrans:2 timeouts:0 recoveries:1"));
+        assert!(text.contains("delivery_rate:2.5Gbps"));
+    }
+}

@@ -1,0 +1,171 @@
+//! The `softoe` binary: `softoe engine` on a TAP in a namespace, `softoe
+//! stat` (text and JSON) seeing a live connection, clean shutdown on
+//! SIGTERM, and clear errors for bad input. The engine tests need root.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddrV4, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use softoe_testbed::Testbed;
+
+const BIN: &str = env!("CARGO_BIN_EXE_softoe");
+
+fn softoe(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+/// Kills the engine if a test fails before stopping it.
+struct Running(Option<Child>);
+
+impl Running {
+    fn terminate(&mut self) -> Output {
+        let child = self.0.take().expect("running");
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn stat_json(control: &Path) -> serde_json::Value {
+    let out = softoe(&["stat", "--json", "--control", control.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "softoe stat: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("softoe stat --json prints JSON")
+}
+
+#[test]
+fn engine_serves_and_stat_shows_a_live_connection() {
+    let mut tb = Testbed::new().unwrap();
+    let sw = tb.netns("sw").unwrap();
+    let linux = tb.netns("lx").unwrap();
+    tb.bridge(&sw, "br0").unwrap();
+    tb.veth_to_bridge(&linux, "eth0", &sw, "br0").unwrap();
+    tb.addr(&linux, "eth0", "10.8.0.2/24").unwrap();
+    let control: PathBuf =
+        std::env::temp_dir().join(format!("softoe-cli-{}.sock", std::process::id()));
+    let pcap = std::env::temp_dir().join(format!("softoe-cli-{}.pcap", std::process::id()));
+    let mut engine = Running(Some(
+        Command::new("ip")
+            .args(["netns", "exec", sw.name(), BIN, "engine"])
+            .args([
+                "--address",
+                "10.8.0.1/24",
+                "--bridge",
+                "br0",
+                "--tap",
+                "socli0",
+            ])
+            .args(["-s", "discard:9", "-s", "echo:7", "--control"])
+            .arg(&control)
+            .arg("--pcap")
+            .arg(&pcap)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let end = Instant::now() + Duration::from_secs(10);
+    while !control.exists() {
+        assert!(Instant::now() < end, "the engine made no control socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // A Linux client holds a connection open mid-transfer.
+    let (go_on, wait) = mpsc::channel::<()>();
+    let client = linux
+        .spawn(move || {
+            let to = SocketAddrV4::new([10, 8, 0, 1].into(), 9);
+            let mut s = TcpStream::connect_timeout(&to.into(), Duration::from_secs(5)).unwrap();
+            s.write_all(&vec![7u8; 1 << 20]).unwrap();
+            wait.recv().unwrap();
+            s.write_all(&vec![7u8; 1 << 20]).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut rest = Vec::new();
+            s.read_to_end(&mut rest).unwrap();
+        })
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    let conn = loop {
+        let v = stat_json(&control);
+        let found = v["connections"].as_array().unwrap().iter().find(|c| {
+            c["local"] == "10.8.0.1:9"
+                && c["state"] == "ESTAB"
+                && c["bytes_received"].as_u64() == Some(1 << 20)
+        });
+        if let Some(c) = found {
+            let idle = v["engine"]["idle_nanos"].as_u64().unwrap();
+            let run = v["engine"]["run_nanos"].as_u64().unwrap();
+            assert!(idle <= run, "asleep longer than running: {idle} > {run}");
+            break c.clone();
+        }
+        assert!(
+            Instant::now() < end,
+            "no live connection in softoe stat: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(conn["remote"].as_str().unwrap().starts_with("10.8.0.2:"));
+    assert!(conn["cwnd"].as_u64().unwrap() > 0 && conn["snd_mss"].as_u64() == Some(1448));
+    let text = softoe(&["stat", "--control", control.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("ESTAB") && text.contains("10.8.0.1:9") && text.contains("rtt:"),
+        "softoe stat:\n{text}"
+    );
+    go_on.send(()).unwrap();
+    client.join().unwrap();
+
+    let out = engine.terminate();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "engine exit: {:?}\n{err}", out.status);
+    assert!(err.contains("softoe engine stopped"), "{err}");
+    assert!(!control.exists(), "the control socket is removed on exit");
+    // The pcap opens and holds the handshake (tcpdump reads it).
+    let dump = Command::new("tcpdump")
+        .args(["-n", "-r"])
+        .arg(&pcap)
+        .args(["tcp[tcpflags] & tcp-syn != 0"])
+        .output()
+        .expect("tcpdump runs");
+    let lines = String::from_utf8_lossy(&dump.stdout);
+    assert!(lines.lines().count() >= 2, "SYN and SYN-ACK: {lines}");
+    let _ = std::fs::remove_file(&pcap);
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let out = softoe(&["engine", "--tap", "x"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no address"));
+    let out = softoe(&["engine", "--address", "10.0.0.1/40"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1–32"));
+    let out = softoe(&["engine", "--address", "10.0.0.1/24", "-s", "chargen:19"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown service"));
+    let out = softoe(&["stat", "--control", "/nonexistent/softoe.sock"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("softoe engine"));
+    let cfg = std::env::temp_dir().join(format!("softoe-cli-{}.toml", std::process::id()));
+    std::fs::write(&cfg, "[engine]\nspinn_us = 3\n").unwrap();
+    let out = softoe(&["engine", "--config", cfg.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let _ = std::fs::remove_file(&cfg);
+    assert!(err.contains("spinn_us"), "{err}");
+}
