@@ -73,7 +73,8 @@ struct Conn {
     started: Instant,
     received: u64,
     sent: u64,
-    hash: Sha256,
+    /// `None`: the service does not hash (a benchmark's discard).
+    hash: Option<Sha256>,
     eof: bool,
     shut: bool,
     /// Echo: the ring region and how much of it the stream has used.
@@ -93,7 +94,7 @@ impl Conn {
             started: now,
             received: 0,
             sent: 0,
-            hash: Sha256::new(),
+            hash: Some(Sha256::new()),
             eof: false,
             shut: false,
             ring: None,
@@ -106,7 +107,11 @@ impl Conn {
             peer: self.peer.clone(),
             received: self.received,
             sent: self.sent,
-            sha256: hex(&std::mem::take(&mut self.hash).finalize()),
+            sha256: self
+                .hash
+                .take()
+                .map(|h| hex(&h.finalize()))
+                .unwrap_or_default(),
             error: error.map(|e| e.to_string()),
             micros: now.saturating_duration_since(self.started).as_micros() as u64,
         }
@@ -118,8 +123,10 @@ impl Conn {
         loop {
             let hash = &mut self.hash;
             match stack.tcp_recv_with(self.h, |a, b| {
-                hash.update(a);
-                hash.update(b);
+                if let Some(h) = hash.as_mut() {
+                    h.update(a);
+                    h.update(b);
+                }
                 (a.len() + b.len(), a.len() + b.len())
             }) {
                 Ok(0) => return Ok(progress),
@@ -153,16 +160,28 @@ pub struct Discard {
     listener: Option<SocketHandle>,
     conns: Vec<Conn>,
     reports: Reports,
+    hash: bool,
 }
 
 impl Discard {
-    /// A discard server on `port`, reporting into `reports`.
+    /// A discard server on `port`, reporting into `reports` with the
+    /// SHA-256 of what each connection carried.
     pub fn new(port: u16, reports: Reports) -> Discard {
         Discard {
             port,
             listener: None,
             conns: Vec::new(),
             reports,
+            hash: true,
+        }
+    }
+
+    /// A discard server that only counts (no SHA-256): what a benchmark
+    /// compares with a plain `read` loop on Linux.
+    pub fn counting(port: u16, reports: Reports) -> Discard {
+        Discard {
+            hash: false,
+            ..Discard::new(port, reports)
         }
     }
 }
@@ -192,6 +211,11 @@ impl Service for Discard {
     }
     fn step(&mut self, now: Instant, stack: &mut Stack, _mem: &mut Memory) -> bool {
         let mut any = accept_all(stack, self.listener, now, &mut self.conns);
+        if !self.hash {
+            for c in &mut self.conns {
+                c.hash = None;
+            }
+        }
         let reports = &self.reports;
         self.conns.retain_mut(|c| {
             let r = c.drain(stack);
@@ -368,7 +392,9 @@ impl Service for Echo {
                     buf[..n].copy_from_slice(&a[..n]);
                     let m = b.len().min(buf.len() - n);
                     buf[n..n + m].copy_from_slice(&b[..m]);
-                    hash.update(&buf[..n + m]);
+                    if let Some(h) = hash.as_mut() {
+                        h.update(&buf[..n + m]);
+                    }
                     (n + m, n + m)
                 });
                 match got {

@@ -122,7 +122,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         ecfg.pcap = pcap;
         let mut e = Engine::new(cfg, port, ecfg)?;
         let r = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        e.add_service(Box::new(Discard::new(9, r.clone())));
+        e.add_service(Box::new(Discard::counting(9, r.clone())));
         e.add_service(Box::new(Source::new(19, bytes, r.clone())));
         e.add_service(Box::new(Source::new(20, drop_bytes, r.clone())));
         e.add_service(Box::new(Echo::new(7, r)));
