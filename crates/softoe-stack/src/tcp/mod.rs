@@ -196,6 +196,11 @@ pub struct TcpInfo {
     pub rcv_wnd: u32,
     /// Bytes in flight (sent, not acknowledged).
     pub bytes_in_flight: u32,
+    /// Bytes presumed in the network (RFC 6675 `pipe`): in flight less
+    /// what was SACKed or is deemed lost, plus retransmissions.
+    pub pipe: u32,
+    /// Bytes the peer has SACKed above `snd_una`.
+    pub sacked: u32,
     /// Payload bytes acknowledged by the peer.
     pub bytes_acked: u64,
     /// Payload bytes received in order.

@@ -290,11 +290,11 @@ impl Recovery {
     pub(crate) fn pipe(&self, snd_una: TcpSeqNumber, snd_max: TcpSeqNumber) -> u32 {
         let top = seq::dist(snd_max, snd_una);
         let lost = self.lost_boundary();
-        let rxt = seq::dist(self.high_rxt, snd_una).min(top);
-        let rxt = if seq::lt(self.high_rxt, snd_una) {
+        // Retransmissions are only tracked (HighRxt) inside a recovery.
+        let rxt = if self.phase.is_none() || seq::lt(self.high_rxt, snd_una) {
             0
         } else {
-            rxt
+            seq::dist(self.high_rxt, snd_una).min(top)
         };
         let mut pipe = 0u32;
         for (hs, he) in self.scoreboard.holes_before(top) {
@@ -538,6 +538,18 @@ impl TcpSocket {
         }
         self.rec.high_rxt = self.snd_una;
         self.rec.rtx_first = true;
+        // PRR (RFC 6937 §3) starts afresh in each recovery, scaled to what
+        // was in the network when it began (RecoverFS; `pipe`, as RFC
+        // 9937 has it, since SACKed bytes have left the network).
+        self.rec.prr_delivered = 0;
+        self.rec.prr_out = 0;
+        self.rec.prr_allow = 0;
+        self.rec.recover_fs = if self.sack_ok {
+            self.rec.pipe(self.snd_una, self.snd_max)
+        } else {
+            flight
+        }
+        .max(1);
         self.rec.inflation = if self.sack_ok {
             0
         } else {
@@ -731,11 +743,25 @@ mod tests {
         // Holes: 0..500. Boundary: 800 → whole hole lost → pipe 0.
         assert_eq!(r.lost_boundary(), 800);
         assert_eq!(r.pipe(una, max), 0);
-        // Retransmitted 0..100 → 100 in flight.
+        // In recovery, retransmitted 0..100 → 100 in flight.
         r.high_rxt = TcpSeqNumber(1100);
+        assert_eq!(
+            r.pipe(una, max),
+            0,
+            "HighRxt means nothing outside recovery"
+        );
+        r.phase = Some(Phase {
+            point: max,
+            sack: true,
+        });
         assert_eq!(r.pipe(una, max), 100);
-        // No SACK at all: everything is in flight.
-        let r = rec(&[]);
-        assert_eq!(r.pipe(una, max), 1000);
+        // No SACK at all: everything is in flight, counted once, whatever
+        // HighRxt holds (it starts at 0, which may lie "after" snd_una).
+        let mut r = rec(&[]);
+        r.high_rxt = TcpSeqNumber(0);
+        assert_eq!(
+            r.pipe(TcpSeqNumber(0x9000_0000), TcpSeqNumber(0x9000_0000 + 1000)),
+            1000
+        );
     }
 }

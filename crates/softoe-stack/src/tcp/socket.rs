@@ -650,6 +650,12 @@ impl TcpSocket {
             snd_wnd: self.snd_wnd,
             rcv_wnd: seq::dist(self.rcv_adv_edge, self.rcv_nxt),
             bytes_in_flight: self.flight(),
+            pipe: if self.sack_ok {
+                self.rec.pipe(self.snd_una, self.snd_max)
+            } else {
+                self.flight()
+            },
+            sacked: self.rec.scoreboard.covered_bytes(),
             bytes_acked: self.tx.acked_total(),
             bytes_received: self.counters.bytes_received,
             bytes_sent: self.counters.bytes_sent,
