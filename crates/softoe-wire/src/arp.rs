@@ -1,4 +1,17 @@
-//! ARP (RFC 826) for Ethernet and IPv4.
+//! ARP (RFC 826).
+//!
+//! [`ArpPacket`] reads any ARP packet, whatever its hardware and protocol
+//! address lengths; [`ArpRepr`] is the one kind a stack on Ethernet and IPv4
+//! speaks (hardware type 1, protocol type 0x0800, lengths 6 and 4).
+//!
+//! ## Contract
+//!
+//! Once [`ArpPacket::check_len`] (or `new_checked`) has passed — the 8-byte
+//! fixed part and the four addresses its length fields declare — no accessor
+//! panics (every accessor here is in fact total: an address that does not
+//! fit reads as empty). [`ArpRepr::parse`] never panics on any bytes and
+//! rejects anything but Ethernet/IPv4; [`ArpRepr::emit`] never panics into a
+//! buffer of [`ArpRepr::buffer_len`] (28) bytes, nor into a shorter one.
 
 use crate::error::{Error, Result};
 use crate::ethernet::EthernetAddress;
@@ -42,7 +55,15 @@ mod field {
     pub const HLEN: usize = 4;
     pub const PLEN: usize = 5;
     pub const OPER: Range<usize> = 6..8;
+    /// The addresses follow, their lengths given by HLEN and PLEN.
+    pub const ADDRS: usize = 8;
 }
+
+/// Hardware type of Ethernet.
+pub const HARDWARE_ETHERNET: u16 = 1;
+
+/// Protocol type of IPv4.
+pub const PROTOCOL_IPV4: u16 = 0x0800;
 
 /// A view of an ARP packet (any hardware and protocol address lengths).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,7 +87,9 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
     /// Checks the buffer holds the fixed header and all four addresses.
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
-        if b.len() < 8 || b.len() < 8 + 2 * (self.hardware_len() + self.protocol_len()) {
+        if b.len() < field::ADDRS
+            || b.len() < field::ADDRS + 2 * (self.hardware_len() + self.protocol_len())
+        {
             Err(Error)
         } else {
             Ok(())
@@ -116,18 +139,18 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
 
     /// Sender hardware address bytes.
     pub fn source_hardware_addr(&self) -> &[u8] {
-        self.slice(8, self.hardware_len())
+        self.slice(field::ADDRS, self.hardware_len())
     }
 
     /// Sender protocol address bytes.
     pub fn source_protocol_addr(&self) -> &[u8] {
-        self.slice(8 + self.hardware_len(), self.protocol_len())
+        self.slice(field::ADDRS + self.hardware_len(), self.protocol_len())
     }
 
     /// Target hardware address bytes.
     pub fn target_hardware_addr(&self) -> &[u8] {
         self.slice(
-            8 + self.hardware_len() + self.protocol_len(),
+            field::ADDRS + self.hardware_len() + self.protocol_len(),
             self.hardware_len(),
         )
     }
@@ -135,7 +158,7 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
     /// Target protocol address bytes.
     pub fn target_protocol_addr(&self) -> &[u8] {
         self.slice(
-            8 + 2 * self.hardware_len() + self.protocol_len(),
+            field::ADDRS + 2 * self.hardware_len() + self.protocol_len(),
             self.protocol_len(),
         )
     }
@@ -150,41 +173,50 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ArpPacket<T> {
 
     /// Sets the hardware type.
     pub fn set_hardware_type(&mut self, v: u16) {
-        self.put(0, &v.to_be_bytes());
+        self.put(field::HTYPE.start, &v.to_be_bytes());
     }
+
     /// Sets the protocol type.
     pub fn set_protocol_type(&mut self, v: u16) {
-        self.put(2, &v.to_be_bytes());
+        self.put(field::PTYPE.start, &v.to_be_bytes());
     }
+
     /// Sets the hardware address length.
     pub fn set_hardware_len(&mut self, v: u8) {
-        self.put(4, &[v]);
+        self.put(field::HLEN, &[v]);
     }
+
     /// Sets the protocol address length.
     pub fn set_protocol_len(&mut self, v: u8) {
-        self.put(5, &[v]);
+        self.put(field::PLEN, &[v]);
     }
+
     /// Sets the operation.
     pub fn set_operation(&mut self, v: ArpOperation) {
-        self.put(6, &u16::from(v).to_be_bytes());
+        self.put(field::OPER.start, &u16::from(v).to_be_bytes());
     }
-    /// Sets the sender hardware address.
+
+    /// Sets the sender hardware address (set the lengths first; its length
+    /// should be the hardware length).
     pub fn set_source_hardware_addr(&mut self, v: &[u8]) {
-        self.put(8, v);
+        self.put(field::ADDRS, v);
     }
+
     /// Sets the sender protocol address.
     pub fn set_source_protocol_addr(&mut self, v: &[u8]) {
-        let at = 8 + self.hardware_len();
+        let at = field::ADDRS + self.hardware_len();
         self.put(at, v);
     }
+
     /// Sets the target hardware address.
     pub fn set_target_hardware_addr(&mut self, v: &[u8]) {
-        let at = 8 + self.hardware_len() + self.protocol_len();
+        let at = field::ADDRS + self.hardware_len() + self.protocol_len();
         self.put(at, v);
     }
+
     /// Sets the target protocol address.
     pub fn set_target_protocol_addr(&mut self, v: &[u8]) {
-        let at = 8 + 2 * self.hardware_len() + self.protocol_len();
+        let at = field::ADDRS + 2 * self.hardware_len() + self.protocol_len();
         self.put(at, v);
     }
 }
@@ -208,8 +240,8 @@ impl ArpRepr {
     /// Parses an Ethernet/IPv4 ARP packet; anything else is an error.
     pub fn parse<T: AsRef<[u8]>>(p: &ArpPacket<T>) -> Result<ArpRepr> {
         p.check_len()?;
-        if p.hardware_type() != 1
-            || p.protocol_type() != 0x0800
+        if p.hardware_type() != HARDWARE_ETHERNET
+            || p.protocol_type() != PROTOCOL_IPV4
             || p.hardware_len() != 6
             || p.protocol_len() != 4
         {
@@ -231,10 +263,11 @@ impl ArpRepr {
         28
     }
 
-    /// Writes the packet into a buffer of at least 28 bytes.
+    /// Writes the packet into a buffer of at least 28 bytes (what does not
+    /// fit in a shorter one is not written).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut ArpPacket<T>) {
-        p.set_hardware_type(1);
-        p.set_protocol_type(0x0800);
+        p.set_hardware_type(HARDWARE_ETHERNET);
+        p.set_protocol_type(PROTOCOL_IPV4);
         p.set_hardware_len(6);
         p.set_protocol_len(4);
         p.set_operation(self.operation);
@@ -248,6 +281,7 @@ impl ArpRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     const REQ: [u8; 28] = [
         0, 1, 0x08, 0, 6, 4, 0, 1, // Ethernet/IPv4 request
@@ -255,40 +289,126 @@ mod tests {
         0, 0, 0, 0, 0, 0, 10, 0, 0, 1, // target
     ];
 
-    #[test]
-    fn parse_and_emit() {
-        let p = ArpPacket::new_checked(&REQ[..]).unwrap();
-        let r = ArpRepr::parse(&p).unwrap();
-        assert_eq!(r.operation, ArpOperation::Request);
-        assert_eq!(r.source_protocol_addr, Ipv4Address::new(10, 0, 0, 2));
-        assert_eq!(r.target_protocol_addr, Ipv4Address::new(10, 0, 0, 1));
-        let mut out = [0u8; 28];
-        r.emit(&mut ArpPacket::new_unchecked(&mut out[..]));
-        assert_eq!(out, REQ);
+    fn req() -> ArpRepr {
+        ArpRepr {
+            operation: ArpOperation::Request,
+            source_hardware_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
+            source_protocol_addr: Ipv4Address::new(10, 0, 0, 2),
+            target_hardware_addr: EthernetAddress([0; 6]),
+            target_protocol_addr: Ipv4Address::new(10, 0, 0, 1),
+        }
     }
 
     #[test]
-    fn rejects_other_kinds_and_truncation() {
-        assert!(ArpPacket::new_checked(&REQ[..27]).is_err());
+    fn deconstruct() {
+        let p = ArpPacket::new_checked(&REQ[..]).unwrap();
+        assert_eq!(p.hardware_type(), 1);
+        assert_eq!(p.protocol_type(), 0x0800);
+        assert_eq!((p.hardware_len(), p.protocol_len()), (6, 4));
+        assert_eq!(p.operation(), ArpOperation::Request);
+        assert_eq!(p.source_hardware_addr(), &[2, 0, 0, 0, 0, 2]);
+        assert_eq!(p.source_protocol_addr(), &[10, 0, 0, 2]);
+        assert_eq!(p.target_hardware_addr(), &[0; 6]);
+        assert_eq!(p.target_protocol_addr(), &[10, 0, 0, 1]);
+        assert_eq!(p.into_inner(), &REQ[..]);
+    }
+
+    #[test]
+    fn construct() {
+        let mut b = [0xffu8; 28];
+        let mut p = ArpPacket::new_unchecked(&mut b[..]);
+        p.set_hardware_type(1);
+        p.set_protocol_type(0x0800);
+        p.set_hardware_len(6);
+        p.set_protocol_len(4);
+        p.set_operation(ArpOperation::Request);
+        p.set_source_hardware_addr(&[2, 0, 0, 0, 0, 2]);
+        p.set_source_protocol_addr(&[10, 0, 0, 2]);
+        p.set_target_hardware_addr(&[0; 6]);
+        p.set_target_protocol_addr(&[10, 0, 0, 1]);
+        assert_eq!(b, REQ);
+    }
+
+    #[test]
+    fn parse_and_emit() {
+        let p = ArpPacket::new_checked(&REQ[..]).unwrap();
+        assert_eq!(ArpRepr::parse(&p).unwrap(), req());
+        let mut out = [0u8; 28];
+        assert_eq!(req().buffer_len(), 28);
+        req().emit(&mut ArpPacket::new_unchecked(&mut out[..]));
+        assert_eq!(out, REQ);
+        // Trailing bytes (Ethernet padding) are ignored.
+        let mut padded = [0u8; 46];
+        padded[..28].copy_from_slice(&REQ);
+        assert_eq!(
+            ArpRepr::parse(&ArpPacket::new_checked(&padded[..]).unwrap()).unwrap(),
+            req()
+        );
+    }
+
+    #[test]
+    fn other_kinds_truncation_and_impossible_lengths() {
+        for n in 0..28 {
+            assert!(ArpPacket::new_checked(&REQ[..n]).is_err(), "{n}");
+            assert!(ArpRepr::parse(&ArpPacket::new_unchecked(&REQ[..n])).is_err());
+        }
         let mut b = REQ;
         b[5] = 16; // IPv6-sized protocol addresses: longer than the buffer
         assert!(ArpPacket::new_checked(&b[..]).is_err());
-        let mut b = REQ;
-        b[1] = 6; // not Ethernet
-        assert!(ArpRepr::parse(&ArpPacket::new_checked(&b[..]).unwrap()).is_err());
+        let p = ArpPacket::new_unchecked(&b[..]);
+        assert!(p.target_protocol_addr().is_empty());
+        let mut b = [0u8; 8 + 2 * (255 + 255)];
+        b[4] = 255;
+        b[5] = 255;
+        let p = ArpPacket::new_checked(&b[..]).unwrap();
+        assert_eq!(p.target_protocol_addr().len(), 255);
+        assert!(ArpRepr::parse(&p).is_err());
+        for (at, v) in [(1, 6), (2, 0x86), (4, 8), (5, 6)] {
+            let mut b = [0u8; 40];
+            b[..28].copy_from_slice(&REQ);
+            b[at] = v; // not Ethernet, not IPv4, wrong lengths
+            assert!(
+                ArpRepr::parse(&ArpPacket::new_checked(&b[..]).unwrap()).is_err(),
+                "{at}"
+            );
+        }
+        // Unknown operations round-trip.
         let mut b = REQ;
         b[7] = 9;
         let r = ArpRepr::parse(&ArpPacket::new_checked(&b[..]).unwrap()).unwrap();
         assert_eq!(r.operation, ArpOperation::Unknown(9));
+        let mut out = [0u8; 28];
+        r.emit(&mut ArpPacket::new_unchecked(&mut out[..]));
+        assert_eq!(out, b);
+        assert_eq!(u16::from(ArpOperation::from(2)), 2);
+        // Emitting into a short buffer writes what fits.
+        let mut short = [0u8; 10];
+        req().emit(&mut ArpPacket::new_unchecked(&mut short[..]));
+        assert_eq!(&short[..8], &REQ[..8]);
     }
 
-    proptest::proptest! {
+    proptest! {
         #[test]
-        fn parse_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
-            if let Ok(p) = ArpPacket::new_checked(&bytes[..]) {
-                let _ = ArpRepr::parse(&p);
-                let _ = (p.target_protocol_addr(), p.target_hardware_addr());
-            }
+        fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let p = ArpPacket::new_unchecked(&bytes[..]);
+            let _ = (p.source_hardware_addr(), p.source_protocol_addr(),
+                     p.target_hardware_addr(), p.target_protocol_addr(), p.operation());
+            let _ = ArpRepr::parse(&p);
+        }
+
+        #[test]
+        fn emit_parse_roundtrip(op in any::<u16>(), sha in any::<[u8; 6]>(), spa in any::<[u8; 4]>(),
+                                tha in any::<[u8; 6]>(), tpa in any::<[u8; 4]>()) {
+            let r = ArpRepr {
+                operation: ArpOperation::from(op),
+                source_hardware_addr: EthernetAddress(sha),
+                source_protocol_addr: Ipv4Address(spa),
+                target_hardware_addr: EthernetAddress(tha),
+                target_protocol_addr: Ipv4Address(tpa),
+            };
+            let mut b = [0u8; 28];
+            r.emit(&mut ArpPacket::new_unchecked(&mut b[..]));
+            prop_assert_eq!(ArpRepr::parse(&ArpPacket::new_checked(&b[..]).unwrap()).unwrap(), r);
         }
     }
 }

@@ -1,9 +1,20 @@
-//! Ethernet II frames, with 802.1Q tags read.
+//! Ethernet II frames, with 802.1Q VLAN tags.
 //!
-//! The view's contract, as for every view in this crate: once
-//! [`EthernetFrame::new_checked`] (or `check_len`) has passed, no accessor
-//! panics; [`EthernetRepr::parse`] never panics; `emit` never panics into a
-//! buffer of `buffer_len()` bytes.
+//! [`EthernetFrame`] is a view over a frame's bytes (destination, source,
+//! EtherType, payload; no FCS). A frame whose outer EtherType is 0x8100
+//! carries an 802.1Q tag: its header is 18 bytes, [`EthernetFrame::vlan_tci`]
+//! is the tag control information and [`EthernetFrame::ethertype`] the
+//! EtherType after the tag, so a stack that ignores VLANs reads a tagged frame
+//! like an untagged one.
+//!
+//! ## Contract
+//!
+//! As for every view in this crate: once [`EthernetFrame::check_len`] (or
+//! `new_checked`) has passed — at least 14 bytes, 18 when tagged — no
+//! accessor panics (every accessor here is in fact total).
+//! [`EthernetRepr::parse`] never panics on any bytes; [`EthernetRepr::emit`]
+//! never panics into a buffer of [`EthernetRepr::buffer_len`] bytes (nor into
+//! a shorter one: what does not fit is not written).
 
 use core::fmt;
 
@@ -214,9 +225,26 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
         self.put(field::SRC, &a.0);
     }
 
-    /// Sets the (outer) EtherType.
+    /// Sets the outer EtherType (the EtherType of an untagged frame).
     pub fn set_ethertype(&mut self, t: EtherType) {
         self.put(field::ETHERTYPE, &u16::from(t).to_be_bytes());
+    }
+
+    /// Tags the frame (outer EtherType 0x8100, then `tci`) or, with `None`,
+    /// leaves the outer EtherType for [`set_ethertype`](Self::set_ethertype).
+    /// Tagging moves the payload start to byte 18 and overwrites what was
+    /// there; set the inner EtherType with
+    /// [`set_inner_ethertype`](Self::set_inner_ethertype).
+    pub fn set_vlan_tci(&mut self, tci: Option<u16>) {
+        if let Some(tci) = tci {
+            self.set_ethertype(EtherType::Vlan);
+            self.put(field::TCI, &tci.to_be_bytes());
+        }
+    }
+
+    /// Sets the EtherType after the 802.1Q tag of a tagged frame.
+    pub fn set_inner_ethertype(&mut self, t: EtherType) {
+        self.put(field::INNER_ETHERTYPE, &u16::from(t).to_be_bytes());
     }
 
     /// The payload, mutably.
@@ -240,7 +268,7 @@ pub struct EthernetRepr {
 }
 
 impl EthernetRepr {
-    /// Parses a checked frame's header.
+    /// Parses a frame's header (checking its length first).
     pub fn parse<T: AsRef<[u8]>>(frame: &EthernetFrame<T>) -> Result<EthernetRepr> {
         frame.check_len()?;
         Ok(EthernetRepr {
@@ -251,23 +279,22 @@ impl EthernetRepr {
         })
     }
 
-    /// Header length when emitted.
+    /// Header length when emitted: 14, or 18 with a tag.
     pub const fn buffer_len(&self) -> usize {
         if self.vlan_tci.is_some() { 18 } else { 14 }
     }
 
-    /// Writes the header.
+    /// Writes the header (with the 802.1Q tag when `vlan_tci` is set) into
+    /// a buffer of at least [`buffer_len`](Self::buffer_len) bytes; the
+    /// payload is not touched. (An untagged `EtherType::Vlan` makes a frame
+    /// that reads back as tagged: it is the caller's to avoid.)
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, frame: &mut EthernetFrame<T>) {
         frame.set_dst_addr(self.dst_addr);
         frame.set_src_addr(self.src_addr);
         match self.vlan_tci {
             Some(tci) => {
-                frame.set_ethertype(EtherType::Vlan);
-                frame.put(field::TCI, &tci.to_be_bytes());
-                frame.put(
-                    field::INNER_ETHERTYPE,
-                    &u16::from(self.ethertype).to_be_bytes(),
-                );
+                frame.set_vlan_tci(Some(tci));
+                frame.set_inner_ethertype(self.ethertype);
             }
             None => frame.set_ethertype(self.ethertype),
         }
@@ -277,80 +304,157 @@ impl EthernetRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
     use alloc::string::ToString;
+    use alloc::vec;
+    use proptest::prelude::*;
 
     const FRAME: [u8; 18] = [
         0x02, 0, 0, 0, 0, 1, // dst
         0x02, 0, 0, 0, 0, 2, // src
         0x08, 0x00, // IPv4
-        0xaa, 0xbb, 0xcc, 0xdd,
+        0xaa, 0xbb, 0xcc, 0xdd, // payload
+    ];
+
+    const TAGGED: [u8; 20] = [
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // dst
+        0x02, 0, 0, 0, 0, 2, // src
+        0x81, 0x00, 0x20, 0x05, // 802.1Q: PCP 1, VID 5
+        0x08, 0x06, // ARP
+        0x01, 0x02, // payload
     ];
 
     #[test]
     fn deconstruct() {
         let f = EthernetFrame::new_checked(&FRAME[..]).unwrap();
+        assert_eq!(f.header_len(), 14);
         assert_eq!(f.dst_addr(), EthernetAddress([2, 0, 0, 0, 0, 1]));
         assert_eq!(f.src_addr().to_string(), "02:00:00:00:00:02");
         assert_eq!(f.ethertype(), EtherType::Ipv4);
         assert_eq!(f.vlan_tci(), None);
         assert_eq!(f.payload(), &[0xaa, 0xbb, 0xcc, 0xdd]);
-    }
-
-    #[test]
-    fn vlan_tag_is_read() {
-        let mut b = [0u8; 22];
-        b[12..14].copy_from_slice(&[0x81, 0x00]);
-        b[14..16].copy_from_slice(&[0x00, 0x05]);
-        b[16..18].copy_from_slice(&[0x08, 0x06]);
-        let f = EthernetFrame::new_checked(&b[..]).unwrap();
-        assert_eq!(f.vlan_tci(), Some(5));
-        assert_eq!(f.ethertype(), EtherType::Arp);
-        assert_eq!(f.payload().len(), 4);
-        let r = EthernetRepr::parse(&f).unwrap();
-        let mut out = [0u8; 22];
-        r.emit(&mut EthernetFrame::new_unchecked(&mut out[..]));
-        assert_eq!(&out[..18], &b[..18]);
-        // A tag without room for itself is truncated.
-        assert!(EthernetFrame::new_checked(&b[..16]).is_err());
-    }
-
-    #[test]
-    fn truncated_and_unknown() {
-        assert!(EthernetFrame::new_checked(&FRAME[..13]).is_err());
-        let mut b = FRAME;
-        b[12..14].copy_from_slice(&[0x12, 0x34]);
-        let f = EthernetFrame::new_checked(&b[..]).unwrap();
-        assert_eq!(f.ethertype(), EtherType::Unknown(0x1234));
-        assert_eq!(u16::from(f.ethertype()), 0x1234);
+        assert_eq!(f.into_inner(), &FRAME[..]);
     }
 
     #[test]
     fn construct() {
-        let mut b = [0u8; 14];
-        let r = EthernetRepr {
-            src_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
-            dst_addr: EthernetAddress::BROADCAST,
-            ethertype: EtherType::Arp,
-            vlan_tci: None,
-        };
-        r.emit(&mut EthernetFrame::new_unchecked(&mut b[..]));
-        assert_eq!(
-            EthernetRepr::parse(&EthernetFrame::new_checked(&b[..]).unwrap()).unwrap(),
-            r
-        );
-        assert!(
-            EthernetAddress::BROADCAST.is_broadcast() && EthernetAddress::BROADCAST.is_multicast()
-        );
-        assert!(r.src_addr.is_unicast() && r.src_addr.is_local());
+        let mut b = [0u8; 18];
+        let mut f = EthernetFrame::new_unchecked(&mut b[..]);
+        f.set_dst_addr(EthernetAddress([2, 0, 0, 0, 0, 1]));
+        f.set_src_addr(EthernetAddress([2, 0, 0, 0, 0, 2]));
+        f.set_ethertype(EtherType::Ipv4);
+        f.payload_mut().copy_from_slice(&[0xaa, 0xbb, 0xcc, 0xdd]);
+        assert_eq!(b, FRAME);
     }
 
-    proptest::proptest! {
+    #[test]
+    fn vlan_tag() {
+        let f = EthernetFrame::new_checked(&TAGGED[..]).unwrap();
+        assert_eq!(f.header_len(), 18);
+        assert_eq!(f.vlan_tci(), Some(0x2005));
+        assert_eq!(f.ethertype(), EtherType::Arp);
+        assert_eq!(f.payload(), &[1, 2]);
+        let r = EthernetRepr::parse(&f).unwrap();
+        assert_eq!(r.buffer_len(), 18);
+        let mut out = [0u8; 20];
+        r.emit(&mut EthernetFrame::new_unchecked(&mut out[..]));
+        out[18..].copy_from_slice(&TAGGED[18..]);
+        assert_eq!(out, TAGGED);
+        // Built with the setters.
+        let mut b = [0u8; 20];
+        let mut f = EthernetFrame::new_unchecked(&mut b[..]);
+        f.set_dst_addr(EthernetAddress::BROADCAST);
+        f.set_src_addr(EthernetAddress([2, 0, 0, 0, 0, 2]));
+        f.set_vlan_tci(Some(0x2005));
+        f.set_inner_ethertype(EtherType::Arp);
+        f.payload_mut().copy_from_slice(&[1, 2]);
+        assert_eq!(b, TAGGED);
+    }
+
+    #[test]
+    fn truncated() {
+        for n in 0..14 {
+            assert!(EthernetFrame::new_checked(&FRAME[..n]).is_err(), "{n}");
+            assert!(EthernetRepr::parse(&EthernetFrame::new_unchecked(&FRAME[..n])).is_err());
+        }
+        assert!(EthernetFrame::new_checked(&FRAME[..14]).is_ok());
+        // A tag without room for itself.
+        for n in 14..18 {
+            assert!(EthernetFrame::new_checked(&TAGGED[..n]).is_err(), "{n}");
+        }
+        assert_eq!(
+            EthernetFrame::new_checked(&TAGGED[..18]).unwrap().payload(),
+            &[]
+        );
+        // Unchecked views answer anyway.
+        let f = EthernetFrame::new_unchecked(&TAGGED[..15]);
+        let _ = (
+            f.dst_addr(),
+            f.src_addr(),
+            f.ethertype(),
+            f.vlan_tci(),
+            f.payload(),
+        );
+        let mut short = [0u8; 3];
+        let mut f = EthernetFrame::new_unchecked(&mut short[..]);
+        f.set_src_addr(EthernetAddress::BROADCAST);
+        f.set_vlan_tci(Some(1));
+        assert!(f.payload_mut().is_empty());
+    }
+
+    #[test]
+    fn unknown_ethertypes_round_trip() {
+        let mut b = FRAME;
+        b[12..14].copy_from_slice(&[0x86, 0xdd]);
+        let f = EthernetFrame::new_checked(&b[..]).unwrap();
+        assert_eq!(f.ethertype(), EtherType::Unknown(0x86dd));
+        assert_eq!(u16::from(f.ethertype()), 0x86dd);
+        for v in [0x0800u16, 0x0806, 0x8100, 0, 0xffff] {
+            assert_eq!(u16::from(EtherType::from(v)), v);
+        }
+    }
+
+    #[test]
+    fn addresses() {
+        let a = EthernetAddress([0x02, 0xab, 0, 0, 0, 0x01]);
+        assert_eq!(a.to_string(), "02:ab:00:00:00:01");
+        assert_eq!(format!("{a:?}"), "02:ab:00:00:00:01");
+        assert!(a.is_unicast() && a.is_local() && !a.is_multicast() && !a.is_broadcast());
+        assert_eq!(a.as_bytes(), &[0x02, 0xab, 0, 0, 0, 1]);
+        let m = EthernetAddress([0x01, 0x00, 0x5e, 0, 0, 1]);
+        assert!(m.is_multicast() && !m.is_unicast() && !m.is_broadcast() && !m.is_local());
+        let b = EthernetAddress::BROADCAST;
+        assert!(b.is_broadcast() && b.is_multicast());
+        assert_eq!(EthernetAddress::from_bytes(&[1, 2, 3, 4, 5]), None);
+        assert_eq!(
+            EthernetAddress::from_bytes(&[1, 2, 3, 4, 5, 6, 7]),
+            Some(EthernetAddress([1, 2, 3, 4, 5, 6]))
+        );
+        assert_eq!(EthernetAddress::default(), EthernetAddress([0; 6]));
+    }
+
+    proptest! {
         #[test]
-        fn parse_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
+        fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let f = EthernetFrame::new_unchecked(&bytes[..]);
+            let _ = (f.dst_addr(), f.src_addr(), f.ethertype(), f.vlan_tci(), f.payload());
             if let Ok(f) = EthernetFrame::new_checked(&bytes[..]) {
-                let _ = EthernetRepr::parse(&f);
-                let _ = f.payload();
+                let r = EthernetRepr::parse(&f).unwrap();
+                prop_assert_eq!(r.buffer_len(), f.header_len());
             }
+        }
+
+        #[test]
+        fn emit_parse_roundtrip(src in any::<[u8; 6]>(), dst in any::<[u8; 6]>(), ty in any::<u16>(),
+                                tci in proptest::option::of(any::<u16>()), payload in 0usize..8) {
+            let ethertype = EtherType::from(ty);
+            prop_assume!(tci.is_some() || ethertype != EtherType::Vlan);
+            let r = EthernetRepr { src_addr: EthernetAddress(src), dst_addr: EthernetAddress(dst), ethertype, vlan_tci: tci };
+            let mut b = vec![0u8; r.buffer_len() + payload];
+            r.emit(&mut EthernetFrame::new_unchecked(&mut b[..]));
+            let f = EthernetFrame::new_checked(&b[..]).unwrap();
+            prop_assert_eq!(EthernetRepr::parse(&f).unwrap(), r);
+            prop_assert_eq!(f.payload().len(), payload);
         }
     }
 }

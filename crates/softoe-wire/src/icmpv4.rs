@@ -1,4 +1,17 @@
-//! ICMPv4 (RFC 792): echo, and destination unreachable.
+//! ICMPv4 (RFC 792): echo request and reply, destination unreachable.
+//!
+//! [`Icmpv4Packet`] reads any ICMPv4 message (type, code, checksum, the four
+//! bytes of "rest of header", data); [`Icmpv4Repr`] is the messages the stack
+//! answers or sends. Other types (time exceeded, redirects, timestamps…)
+//! are readable through the view and rejected by [`Icmpv4Repr::parse`].
+//!
+//! ## Contract
+//!
+//! Once [`Icmpv4Packet::check_len`] (or `new_checked`) has passed — at least
+//! 8 bytes — no accessor panics (every accessor here is in fact total).
+//! [`Icmpv4Repr::parse`] never panics on any bytes; [`Icmpv4Repr::emit`]
+//! never panics into a buffer of [`Icmpv4Repr::buffer_len`] bytes, nor into
+//! a shorter one (the data is cut to fit).
 
 use crate::checksum::{self, ChecksumCaps};
 use crate::error::{Error, Result};
@@ -85,8 +98,19 @@ impl From<Icmpv4DstUnreachable> for u8 {
     }
 }
 
+mod field {
+    pub const TYPE: usize = 0;
+    pub const CODE: usize = 1;
+    pub const CHECKSUM: usize = 2;
+    /// Echo: identifier; unreachable: unused.
+    pub const ECHO_IDENT: usize = 4;
+    /// Echo: sequence number; unreachable: unused or next-hop MTU.
+    pub const ECHO_SEQNO: usize = 6;
+    pub const DATA: usize = 8;
+}
+
 /// Header length (type, code, checksum, and four bytes of rest-of-header).
-pub const HEADER_LEN: usize = 8;
+pub const HEADER_LEN: usize = field::DATA;
 
 /// A view of an ICMPv4 message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,27 +154,27 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
 
     /// Type.
     pub fn msg_type(&self) -> Icmpv4Message {
-        Icmpv4Message::from(self.buffer.as_ref().first().copied().unwrap_or(0))
+        Icmpv4Message::from(self.buffer.as_ref().get(field::TYPE).copied().unwrap_or(0))
     }
 
     /// Code.
     pub fn msg_code(&self) -> u8 {
-        self.buffer.as_ref().get(1).copied().unwrap_or(0)
+        self.buffer.as_ref().get(field::CODE).copied().unwrap_or(0)
     }
 
     /// Checksum field.
     pub fn checksum(&self) -> u16 {
-        self.be16(2)
+        self.be16(field::CHECKSUM)
     }
 
     /// Echo identifier.
     pub fn echo_ident(&self) -> u16 {
-        self.be16(4)
+        self.be16(field::ECHO_IDENT)
     }
 
     /// Echo sequence number.
     pub fn echo_seq_no(&self) -> u16 {
-        self.be16(6)
+        self.be16(field::ECHO_SEQNO)
     }
 
     /// The bytes after the header.
@@ -158,7 +182,8 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
         self.buffer.as_ref().get(HEADER_LEN..).unwrap_or(&[])
     }
 
-    /// Whether the checksum (over the whole message) is right.
+    /// Whether the checksum over the whole buffer (the whole message) is
+    /// right.
     pub fn verify_checksum(&self) -> bool {
         checksum::data(self.buffer.as_ref()) == 0xffff
     }
@@ -172,27 +197,27 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
     }
     /// Sets the type.
     pub fn set_msg_type(&mut self, v: Icmpv4Message) {
-        if let Some(b) = self.buffer.as_mut().get_mut(0) {
+        if let Some(b) = self.buffer.as_mut().get_mut(field::TYPE) {
             *b = u8::from(v);
         }
     }
     /// Sets the code.
     pub fn set_msg_code(&mut self, v: u8) {
-        if let Some(b) = self.buffer.as_mut().get_mut(1) {
+        if let Some(b) = self.buffer.as_mut().get_mut(field::CODE) {
             *b = v;
         }
     }
     /// Sets the checksum field.
     pub fn set_checksum(&mut self, v: u16) {
-        self.set16(2, v);
+        self.set16(field::CHECKSUM, v);
     }
     /// Sets the echo identifier.
     pub fn set_echo_ident(&mut self, v: u16) {
-        self.set16(4, v);
+        self.set16(field::ECHO_IDENT, v);
     }
     /// Sets the echo sequence number.
     pub fn set_echo_seq_no(&mut self, v: u16) {
-        self.set16(6, v);
+        self.set16(field::ECHO_SEQNO, v);
     }
     /// The bytes after the header, mutably.
     pub fn data_mut(&mut self) -> &mut [u8] {
@@ -240,8 +265,11 @@ pub enum Icmpv4Repr<'a> {
 }
 
 impl<'a> Icmpv4Repr<'a> {
-    /// Parses a message; checksum verified when `caps.icmpv4.rx()`. Types
-    /// other than echo and destination unreachable are errors.
+    /// Parses a message (checking its length first); the checksum is
+    /// verified when `caps.icmpv4.rx()`. Echo request and reply must have
+    /// code 0; destination unreachable may have any code (unknown ones come
+    /// back as [`Icmpv4DstUnreachable::Unknown`]), and its data is taken as
+    /// received. Other types are errors.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(
         p: &Icmpv4Packet<&'a T>,
         caps: &ChecksumCaps,
@@ -270,7 +298,7 @@ impl<'a> Icmpv4Repr<'a> {
         }
     }
 
-    /// Length when emitted.
+    /// Length when emitted: 8 + data.
     pub fn buffer_len(&self) -> usize {
         match self {
             Icmpv4Repr::EchoRequest { data, .. }
@@ -279,7 +307,9 @@ impl<'a> Icmpv4Repr<'a> {
         }
     }
 
-    /// Writes the message into a buffer of `buffer_len()` bytes.
+    /// Writes the message into a buffer of [`buffer_len`](Self::buffer_len)
+    /// bytes (the unused field of destination unreachable is zero); the
+    /// checksum is computed when `caps.icmpv4.tx()`, else left zero.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Icmpv4Packet<T>, caps: &ChecksumCaps) {
         let (ty, code, ident, seq, data) = match *self {
             Icmpv4Repr::EchoRequest {
@@ -317,6 +347,37 @@ impl<'a> Icmpv4Repr<'a> {
 mod tests {
     use super::*;
     use alloc::vec;
+    use proptest::prelude::*;
+
+    /// An echo request, ident 0x1234, seq 7, "ping".
+    const ECHO: [u8; 12] = [
+        0x08, 0x00, 0x06, 0xf4, 0x12, 0x34, 0x00, 0x07, b'p', b'i', b'n', b'g',
+    ];
+
+    #[test]
+    fn deconstruct() {
+        let p = Icmpv4Packet::new_checked(&ECHO[..]).unwrap();
+        assert_eq!(p.msg_type(), Icmpv4Message::EchoRequest);
+        assert_eq!(p.msg_code(), 0);
+        assert_eq!(p.checksum(), 0x06f4);
+        assert_eq!((p.echo_ident(), p.echo_seq_no()), (0x1234, 7));
+        assert_eq!(p.data(), b"ping");
+        assert!(p.verify_checksum());
+        assert_eq!(p.into_inner(), &ECHO[..]);
+    }
+
+    #[test]
+    fn construct() {
+        let mut b = [0xffu8; 12];
+        let mut p = Icmpv4Packet::new_unchecked(&mut b[..]);
+        p.set_msg_type(Icmpv4Message::EchoRequest);
+        p.set_msg_code(0);
+        p.set_echo_ident(0x1234);
+        p.set_echo_seq_no(7);
+        p.data_mut().copy_from_slice(b"ping");
+        p.fill_checksum();
+        assert_eq!(b, ECHO);
+    }
 
     #[test]
     fn echo_roundtrip() {
@@ -325,22 +386,51 @@ mod tests {
             seq_no: 7,
             data: b"ping",
         };
+        let p = Icmpv4Packet::new_checked(&ECHO[..]).unwrap();
+        assert_eq!(Icmpv4Repr::parse(&p, &ChecksumCaps::default()).unwrap(), r);
         let mut b = vec![0u8; r.buffer_len()];
         r.emit(
             &mut Icmpv4Packet::new_unchecked(&mut b[..]),
             &ChecksumCaps::default(),
         );
-        assert_eq!(&b[..2], &[8, 0]);
-        let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
-        assert!(p.verify_checksum());
-        assert_eq!(Icmpv4Repr::parse(&p, &ChecksumCaps::default()).unwrap(), r);
+        assert_eq!(b, ECHO);
+        // A reply is the same with type 0.
+        let reply = Icmpv4Repr::EchoReply {
+            ident: 0x1234,
+            seq_no: 7,
+            data: b"ping",
+        };
+        reply.emit(
+            &mut Icmpv4Packet::new_unchecked(&mut b[..]),
+            &ChecksumCaps::default(),
+        );
+        assert_eq!(b[0], 0);
+        assert_eq!(
+            Icmpv4Repr::parse(
+                &Icmpv4Packet::new_checked(&b[..]).unwrap(),
+                &ChecksumCaps::default()
+            ),
+            Ok(reply)
+        );
+        // A damaged checksum is an error unless the port checked it.
         b[9] ^= 1;
         let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
         assert!(Icmpv4Repr::parse(&p, &ChecksumCaps::default()).is_err());
+        assert!(Icmpv4Repr::parse(&p, &ChecksumCaps::ignored()).is_ok());
+        // Echo with a nonzero code is malformed.
+        let mut b = ECHO;
+        b[1] = 1;
+        assert!(
+            Icmpv4Repr::parse(
+                &Icmpv4Packet::new_checked(&b[..]).unwrap(),
+                &ChecksumCaps::ignored()
+            )
+            .is_err()
+        );
     }
 
     #[test]
-    fn unreachable_and_unknown() {
+    fn unreachable_unknown_and_truncated() {
         let quote = [0x45u8; 28];
         let r = Icmpv4Repr::DstUnreachable {
             reason: Icmpv4DstUnreachable::PortUnreachable,
@@ -351,28 +441,114 @@ mod tests {
             &mut Icmpv4Packet::new_unchecked(&mut b[..]),
             &ChecksumCaps::default(),
         );
+        assert_eq!(&b[..2], &[3, 3]);
+        assert_eq!(&b[4..8], &[0; 4]);
         let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
         assert_eq!(Icmpv4Repr::parse(&p, &ChecksumCaps::default()).unwrap(), r);
+        // Unknown codes round-trip.
         let mut b2 = b.clone();
-        b2[0] = 13; // timestamp request: not understood
-        let mut p = Icmpv4Packet::new_unchecked(&mut b2[..]);
-        p.fill_checksum();
-        assert!(
-            Icmpv4Repr::parse(
-                &Icmpv4Packet::new_checked(&b2[..]).unwrap(),
-                &ChecksumCaps::default()
-            )
-            .is_err()
+        b2[1] = 13;
+        Icmpv4Packet::new_unchecked(&mut b2[..]).fill_checksum();
+        let r2 = Icmpv4Repr::parse(
+            &Icmpv4Packet::new_checked(&b2[..]).unwrap(),
+            &ChecksumCaps::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            r2,
+            Icmpv4Repr::DstUnreachable {
+                reason: Icmpv4DstUnreachable::Unknown(13),
+                data: &quote
+            }
         );
-        assert!(Icmpv4Packet::new_checked(&b[..7]).is_err());
+        for v in 0..=255u8 {
+            assert_eq!(u8::from(Icmpv4DstUnreachable::from(v)), v);
+            assert_eq!(u8::from(Icmpv4Message::from(v)), v);
+        }
+        // Types the stack does not speak: readable, not parsed.
+        for ty in [11u8, 13, 5, 42] {
+            let mut b2 = b.clone();
+            b2[0] = ty;
+            Icmpv4Packet::new_unchecked(&mut b2[..]).fill_checksum();
+            let p = Icmpv4Packet::new_checked(&b2[..]).unwrap();
+            assert_eq!(u8::from(p.msg_type()), ty);
+            assert!(Icmpv4Repr::parse(&p, &ChecksumCaps::default()).is_err());
+        }
+        for n in 0..8 {
+            assert!(Icmpv4Packet::new_checked(&b[..n]).is_err());
+            assert!(
+                Icmpv4Repr::parse(
+                    &Icmpv4Packet::new_unchecked(&b[..n]),
+                    &ChecksumCaps::ignored()
+                )
+                .is_err()
+            );
+            let p = Icmpv4Packet::new_unchecked(&b[..n]);
+            let _ = (
+                p.msg_type(),
+                p.msg_code(),
+                p.echo_ident(),
+                p.echo_seq_no(),
+                p.data(),
+                p.verify_checksum(),
+            );
+            // Emitting into a short buffer writes what fits.
+            let mut short = vec![0u8; n];
+            r.emit(
+                &mut Icmpv4Packet::new_unchecked(&mut short[..]),
+                &ChecksumCaps::default(),
+            );
+        }
+        // Exactly a header: empty data.
+        let p = Icmpv4Packet::new_checked(&b[..8]).unwrap();
+        assert!(p.data().is_empty());
     }
 
-    proptest::proptest! {
+    fn arb_repr(data: &[u8]) -> impl Strategy<Value = Icmpv4Repr<'_>> {
+        (
+            0u8..3,
+            any::<u16>(),
+            any::<u16>(),
+            any::<u8>(),
+            0..=data.len(),
+        )
+            .prop_map(move |(kind, ident, seq_no, code, n)| {
+                let data = &data[..n];
+                match kind {
+                    0 => Icmpv4Repr::EchoRequest {
+                        ident,
+                        seq_no,
+                        data,
+                    },
+                    1 => Icmpv4Repr::EchoReply {
+                        ident,
+                        seq_no,
+                        data,
+                    },
+                    _ => Icmpv4Repr::DstUnreachable {
+                        reason: Icmpv4DstUnreachable::from(code),
+                        data,
+                    },
+                }
+            })
+    }
+
+    proptest! {
         #[test]
-        fn parse_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
-            if let Ok(p) = Icmpv4Packet::new_checked(&bytes[..]) {
-                let _ = Icmpv4Repr::parse(&p, &ChecksumCaps::ignored());
-            }
+        fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let p = Icmpv4Packet::new_unchecked(&bytes[..]);
+            let _ = (p.msg_type(), p.data(), p.verify_checksum());
+            let _ = Icmpv4Repr::parse(&p, &ChecksumCaps::default());
+            let _ = Icmpv4Repr::parse(&p, &ChecksumCaps::ignored());
+        }
+
+        #[test]
+        fn emit_parse_roundtrip(r in arb_repr(&[0x45, 0, 0, 28, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17])) {
+            let mut b = vec![0u8; r.buffer_len()];
+            r.emit(&mut Icmpv4Packet::new_unchecked(&mut b[..]), &ChecksumCaps::default());
+            let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
+            prop_assert!(p.verify_checksum());
+            prop_assert_eq!(Icmpv4Repr::parse(&p, &ChecksumCaps::default()).unwrap(), r);
         }
     }
 }

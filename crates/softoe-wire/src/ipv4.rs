@@ -1,9 +1,20 @@
-//! IPv4 (RFC 791): addresses, prefixes, and the packet header.
+//! IPv4 (RFC 791): addresses, prefixes, protocol numbers, and the packet
+//! header.
 //!
 //! Options are skipped (the payload starts at the header length), fragments
 //! are recognised ([`Ipv4Packet::is_fragment`]) so a stack can count and drop
 //! them, and the payload ends at the total length, not at the end of the
-//! buffer (Ethernet pads short frames).
+//! buffer (Ethernet pads short frames to 60 bytes).
+//!
+//! ## Contract
+//!
+//! Once [`Ipv4Packet::check_len`] (or `new_checked`) has passed — at least
+//! 20 bytes, and 20 ≤ header length ≤ total length ≤ buffer length — no
+//! accessor panics (every accessor here is in fact total).
+//! [`Ipv4Repr::parse`] never panics on any bytes; it rejects a version other
+//! than 4 and, when `caps.ipv4.rx()`, a bad header checksum.
+//! [`Ipv4Repr::emit`] never panics into a buffer of
+//! [`Ipv4Repr::buffer_len`] (20) bytes, nor into a shorter one.
 
 use core::fmt;
 use core::str::FromStr;
@@ -95,18 +106,34 @@ impl fmt::Debug for Ipv4Address {
     }
 }
 
+/// A decimal number of 1 to `max_digits` ASCII digits, without a leading
+/// zero unless it is `0`.
+fn decimal(s: &str, max_digits: usize) -> Result<u32> {
+    let b = s.as_bytes();
+    if b.is_empty() || b.len() > max_digits || (b.len() > 1 && b[0] == b'0') {
+        return Err(Error);
+    }
+    b.iter().try_fold(0u32, |acc, &d| {
+        if d.is_ascii_digit() {
+            Ok(acc * 10 + u32::from(d - b'0'))
+        } else {
+            Err(Error)
+        }
+    })
+}
+
 impl FromStr for Ipv4Address {
     type Err = Error;
-    /// A strict dotted quad: four decimal octets, no leading `+`, no spaces.
+    /// A strict dotted quad: four decimal octets of one to three digits,
+    /// no leading zeros (they would read as octal elsewhere), no sign, no
+    /// spaces.
     fn from_str(s: &str) -> Result<Ipv4Address> {
         let mut out = [0u8; 4];
         let mut parts = s.split('.');
         for o in &mut out {
-            let p = parts.next().ok_or(Error)?;
-            if p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(Error);
-            }
-            *o = p.parse().map_err(|_| Error)?;
+            *o = decimal(parts.next().ok_or(Error)?, 3)?
+                .try_into()
+                .map_err(|_| Error)?;
         }
         if parts.next().is_some() {
             return Err(Error);
@@ -188,10 +215,8 @@ impl FromStr for Ipv4Cidr {
     type Err = Error;
     fn from_str(s: &str) -> Result<Ipv4Cidr> {
         let (a, p) = s.split_once('/').ok_or(Error)?;
-        if p.is_empty() || p.len() > 2 || !p.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(Error);
-        }
-        Ipv4Cidr::new(a.parse()?, p.parse().map_err(|_| Error)?).ok_or(Error)
+        let prefix = decimal(p, 2)?.try_into().map_err(|_| Error)?;
+        Ipv4Cidr::new(a.parse()?, prefix).ok_or(Error)
     }
 }
 
@@ -401,16 +426,52 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         }
     }
 
-    /// Sets version 4 and the header length (bytes, multiple of 4).
+    /// Sets the version and the header length (bytes, a multiple of 4 from
+    /// 20 to 60).
     pub fn set_version_and_header_len(&mut self, version: u8, header_len: usize) {
         self.set_byte(
             field::VER_IHL,
             (version << 4) | ((header_len / 4) as u8 & 0x0f),
         );
     }
+    /// Sets the version (4 bits).
+    pub fn set_version(&mut self, version: u8) {
+        let b = self.byte(field::VER_IHL);
+        self.set_byte(field::VER_IHL, (version << 4) | (b & 0x0f));
+    }
+    /// Sets the header length (bytes, a multiple of 4 from 20 to 60).
+    pub fn set_header_len(&mut self, header_len: usize) {
+        let b = self.byte(field::VER_IHL);
+        self.set_byte(field::VER_IHL, (b & 0xf0) | ((header_len / 4) as u8 & 0x0f));
+    }
     /// Sets DSCP and ECN.
     pub fn set_dscp_ecn(&mut self, dscp: u8, ecn: u8) {
         self.set_byte(field::DSCP_ECN, (dscp << 2) | (ecn & 3));
+    }
+    /// Sets the DSCP (6 bits).
+    pub fn set_dscp(&mut self, dscp: u8) {
+        let ecn = self.ecn();
+        self.set_dscp_ecn(dscp, ecn);
+    }
+    /// Sets the ECN field (2 bits).
+    pub fn set_ecn(&mut self, ecn: u8) {
+        let dscp = self.dscp();
+        self.set_dscp_ecn(dscp, ecn);
+    }
+    /// Sets Don't Fragment.
+    pub fn set_dont_frag(&mut self, on: bool) {
+        let (mf, off) = (self.more_frags(), self.frag_offset());
+        self.set_flags_and_offset(on, mf, off);
+    }
+    /// Sets More Fragments.
+    pub fn set_more_frags(&mut self, on: bool) {
+        let (df, off) = (self.dont_frag(), self.frag_offset());
+        self.set_flags_and_offset(df, on, off);
+    }
+    /// Sets the fragment offset (bytes, a multiple of 8).
+    pub fn set_frag_offset(&mut self, offset: u16) {
+        let (df, mf) = (self.dont_frag(), self.more_frags());
+        self.set_flags_and_offset(df, mf, offset);
     }
     /// Sets the total length.
     pub fn set_total_len(&mut self, v: u16) {
@@ -450,14 +511,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
             b.copy_from_slice(&a.0);
         }
     }
-    /// Computes and stores the header checksum.
+    /// Computes and stores the header checksum (over the header length).
     pub fn fill_checksum(&mut self) {
         self.set_checksum(0);
         let hl = self.header_len();
         let sum = checksum::data(self.buffer.as_ref().get(..hl).unwrap_or(&[]));
         self.set_checksum(!sum);
     }
-    /// The payload, mutably (from the header length to the end of the buffer).
+    /// The payload, mutably: from the header length to the end of the
+    /// buffer (unlike [`payload`](Ipv4Packet::payload), which stops at the
+    /// total length), so it can be written before or after the total length
+    /// is set.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let hl = self.header_len();
         self.buffer.as_mut().get_mut(hl..).unwrap_or(&mut [])
@@ -484,8 +548,10 @@ pub struct Ipv4Repr {
 }
 
 impl Ipv4Repr {
-    /// Parses a header; verifies its checksum when `caps.ipv4.rx()`.
-    /// Fragments parse fine: callers check [`Ipv4Packet::is_fragment`].
+    /// Parses a header (checking its lengths first): the version must be 4,
+    /// and the header checksum is verified when `caps.ipv4.rx()`. Options are
+    /// skipped. Fragments parse fine: callers check
+    /// [`Ipv4Packet::is_fragment`] on the view.
     pub fn parse<T: AsRef<[u8]>>(p: &Ipv4Packet<T>, caps: &ChecksumCaps) -> Result<Ipv4Repr> {
         p.check_len()?;
         if p.version() != 4 {
@@ -510,7 +576,10 @@ impl Ipv4Repr {
         HEADER_LEN
     }
 
-    /// Writes the header (total length = 20 + payload, saturating at 65,535).
+    /// Writes a 20-byte header, without options: total length = 20 +
+    /// `payload_len` (saturating at 65,535, which a 65,515-byte payload
+    /// reaches), DSCP/ECN zero, DF as given, not a fragment; the checksum is
+    /// computed when `caps.ipv4.tx()`, else left zero for the port.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Ipv4Packet<T>, caps: &ChecksumCaps) {
         p.set_version_and_header_len(4, HEADER_LEN);
         p.set_dscp_ecn(0, 0);
@@ -532,6 +601,7 @@ impl Ipv4Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
     use alloc::string::ToString;
     use alloc::vec;
 
@@ -633,10 +703,55 @@ mod tests {
             "1..2.3",
             "+1.2.3.4",
             "1.2.3.4 ",
+            " 1.2.3.4",
+            "01.2.3.4",
+            "1.2.3.0x4",
+            "1.2.3.-4",
+            "1.2.3.1000",
+            "1.2.3.",
+            "١.2.3.4",
             "",
         ] {
             assert!(bad.parse::<Ipv4Address>().is_err(), "{bad}");
         }
+        assert_eq!("0.0.0.0".parse(), Ok(Ipv4Address::UNSPECIFIED));
+        assert_eq!("255.255.255.255".parse(), Ok(Ipv4Address::BROADCAST));
+        assert_eq!(format!("{:?}", Ipv4Address::new(1, 2, 3, 4)), "1.2.3.4");
+        assert_eq!(Ipv4Address::from([1, 2, 3, 4]).to_bits(), 0x0102_0304);
+        assert_eq!(
+            Ipv4Address::from_bits(0x0102_0304),
+            Ipv4Address::new(1, 2, 3, 4)
+        );
+        assert_eq!(Ipv4Address::from_bytes(&[1, 2, 3]), None);
+        assert_eq!(Ipv4Address::new(1, 2, 3, 4).as_bytes(), &[1, 2, 3, 4]);
+        assert!(Ipv4Address::new(127, 0, 0, 1).is_loopback());
+        assert!(Ipv4Address::new(169, 254, 9, 9).is_link_local());
+        assert!(
+            Ipv4Address::UNSPECIFIED.is_unspecified() && !Ipv4Address::UNSPECIFIED.is_unicast()
+        );
+        assert!(Ipv4Address::new(10, 1, 2, 3).is_unicast());
+        for bad in [
+            "10.0.0.1",
+            "10.0.0.1/",
+            "10.0.0.1/024",
+            "10.0.0.1/-1",
+            "10.0.0.1/3 ",
+            "x/8",
+        ] {
+            assert!(bad.parse::<Ipv4Cidr>().is_err(), "{bad}");
+        }
+        let c: Ipv4Cidr = "192.168.7.9/31".parse().unwrap();
+        assert_eq!(c.to_string(), "192.168.7.9/31");
+        assert_eq!(
+            (c.address(), c.prefix_len()),
+            (Ipv4Address::new(192, 168, 7, 9), 31)
+        );
+        assert_eq!(c.broadcast(), None);
+        assert_eq!(c.network(), Ipv4Address::new(192, 168, 7, 8));
+        assert!(c.contains_addr(&Ipv4Address::new(192, 168, 7, 8)));
+        let all: Ipv4Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains_addr(&Ipv4Address::BROADCAST));
+        assert_eq!(all.broadcast(), Some(Ipv4Address::BROADCAST));
         let c: Ipv4Cidr = "10.0.0.1/24".parse().unwrap();
         assert_eq!(c.netmask(), Ipv4Address::new(255, 255, 255, 0));
         assert_eq!(c.network(), Ipv4Address::new(10, 0, 0, 0));
@@ -654,12 +769,162 @@ mod tests {
         assert!(!Ipv4Address::BROADCAST.is_unicast());
     }
 
+    #[test]
+    fn deconstruct_every_field() {
+        let b = pkt();
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!((p.version(), p.header_len(), p.total_len()), (4, 20, 24));
+        assert_eq!((p.dscp(), p.ecn(), p.ident()), (0, 0, 0x1234));
+        assert!(p.dont_frag() && !p.more_frags() && p.frag_offset() == 0);
+        assert_eq!((p.hop_limit(), p.next_header()), (64, IpProtocol::Tcp));
+        assert_eq!(p.checksum(), 0x14aa);
+        assert_eq!(p.src_addr(), Ipv4Address::new(10, 0, 0, 1));
+        assert_eq!(p.dst_addr(), Ipv4Address::new(10, 0, 0, 2));
+        assert_eq!(p.into_inner(), &b[..]);
+    }
+
+    #[test]
+    fn construct_with_setters() {
+        let mut b = [0xffu8; 24];
+        let mut p = Ipv4Packet::new_unchecked(&mut b[..]);
+        p.set_version(4);
+        p.set_header_len(20);
+        p.set_dscp(0x2e);
+        p.set_ecn(3);
+        p.set_dscp(0);
+        p.set_ecn(0);
+        p.set_total_len(24);
+        p.set_ident(0x1234);
+        p.set_flags_and_offset(false, false, 0);
+        p.set_more_frags(true);
+        p.set_frag_offset(8);
+        p.set_more_frags(false);
+        p.set_frag_offset(0);
+        p.set_dont_frag(true);
+        p.set_hop_limit(64);
+        p.set_next_header(IpProtocol::Tcp);
+        p.set_src_addr(Ipv4Address::new(10, 0, 0, 1));
+        p.set_dst_addr(Ipv4Address::new(10, 0, 0, 2));
+        p.payload_mut().copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+        p.fill_checksum();
+        assert_eq!(b, pkt());
+        let mut p = Ipv4Packet::new_unchecked(&mut b[..]);
+        p.set_dscp(0x2e);
+        p.set_ecn(2);
+        assert_eq!((p.dscp(), p.ecn()), (0x2e, 2));
+    }
+
+    #[test]
+    fn truncated() {
+        let b = pkt();
+        for n in 0..24 {
+            assert!(Ipv4Packet::new_checked(&b[..n]).is_err(), "{n}");
+            assert!(
+                Ipv4Repr::parse(
+                    &Ipv4Packet::new_unchecked(&b[..n]),
+                    &ChecksumCaps::ignored()
+                )
+                .is_err()
+            );
+            // Unchecked views answer anyway.
+            let p = Ipv4Packet::new_unchecked(&b[..n]);
+            let _ = (p.payload(), p.src_addr(), p.dst_addr(), p.verify_checksum());
+        }
+        let mut short = [0u8; 5];
+        let mut p = Ipv4Packet::new_unchecked(&mut short[..]);
+        p.set_dst_addr(Ipv4Address::BROADCAST);
+        p.set_version_and_header_len(4, 20);
+        p.fill_checksum();
+        assert!(p.payload_mut().is_empty());
+    }
+
+    #[test]
+    fn protocols_round_trip() {
+        for v in 0..=255u8 {
+            assert_eq!(u8::from(IpProtocol::from(v)), v);
+        }
+        assert_eq!(IpProtocol::from(17), IpProtocol::Udp);
+        assert_eq!(IpProtocol::from(1), IpProtocol::Icmp);
+    }
+
+    #[test]
+    fn super_segment_lengths() {
+        let r = Ipv4Repr {
+            src_addr: Ipv4Address::new(10, 0, 0, 1),
+            dst_addr: Ipv4Address::new(10, 0, 0, 2),
+            next_header: IpProtocol::Tcp,
+            payload_len: 65_515,
+            hop_limit: 64,
+            ident: 1,
+            dont_frag: true,
+        };
+        let mut b = vec![0u8; 65_535];
+        r.emit(
+            &mut Ipv4Packet::new_unchecked(&mut b[..]),
+            &ChecksumCaps::default(),
+        );
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.total_len(), 65_535);
+        assert_eq!(Ipv4Repr::parse(&p, &ChecksumCaps::default()).unwrap(), r);
+        // Emitting into a buffer of buffer_len() bytes only, or less.
+        for n in 0..=20 {
+            let mut h = vec![0u8; n];
+            r.emit(
+                &mut Ipv4Packet::new_unchecked(&mut h[..]),
+                &ChecksumCaps::default(),
+            );
+        }
+        // With the checksum offloaded the field is left zero.
+        let mut h = [0xffu8; 20];
+        let caps = ChecksumCaps {
+            ipv4: crate::Checksum::Rx,
+            ..ChecksumCaps::default()
+        };
+        r.emit(&mut Ipv4Packet::new_unchecked(&mut h[..]), &caps);
+        assert_eq!(&h[10..12], &[0, 0]);
+    }
+
     proptest::proptest! {
         #[test]
         fn parse_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
+            let p = Ipv4Packet::new_unchecked(&bytes[..]);
+            let _ = (p.payload(), p.is_fragment(), p.header_len(), p.verify_checksum());
+            let _ = Ipv4Repr::parse(&p, &ChecksumCaps::default());
             if let Ok(p) = Ipv4Packet::new_checked(&bytes[..]) {
                 let _ = Ipv4Repr::parse(&p, &ChecksumCaps::default());
                 let _ = (p.payload(), p.is_fragment(), p.dscp(), p.ecn());
+            }
+        }
+
+        #[test]
+        fn addresses_round_trip_through_text(bits in proptest::num::u32::ANY, prefix in 0u8..=32,
+                                             junk in "[0-9./ a-z+-]{0,20}") {
+            let a = Ipv4Address::from_bits(bits);
+            proptest::prop_assert_eq!(a.to_string().parse::<Ipv4Address>(), Ok(a));
+            let c = Ipv4Cidr::new(a, prefix).unwrap();
+            proptest::prop_assert_eq!(c.to_string().parse::<Ipv4Cidr>(), Ok(c));
+            proptest::prop_assert!(c.contains_addr(&a) && c.contains_addr(&c.network()));
+            if let Some(b) = c.broadcast() {
+                proptest::prop_assert!(c.contains_addr(&b));
+            }
+            // Anything that parses prints back the same.
+            if let Ok(a) = junk.parse::<Ipv4Address>() {
+                proptest::prop_assert_eq!(a.to_string(), junk.clone());
+            }
+            if let Ok(c) = junk.parse::<Ipv4Cidr>() {
+                proptest::prop_assert_eq!(c.to_string(), junk);
+            }
+        }
+
+        #[test]
+        fn parse_never_panics_with_good_checksum(mut bytes in proptest::collection::vec(proptest::num::u8::ANY, 20..80),
+                                                 ihl in 5u8..16, tl in 0u16..80) {
+            bytes[0] = 0x40 | ihl;
+            bytes[2..4].copy_from_slice(&tl.to_be_bytes());
+            Ipv4Packet::new_unchecked(&mut bytes[..]).fill_checksum();
+            if let Ok(p) = Ipv4Packet::new_checked(&bytes[..]) {
+                let r = Ipv4Repr::parse(&p, &ChecksumCaps::default()).unwrap();
+                proptest::prop_assert_eq!(r.payload_len, p.payload().len());
             }
         }
 

@@ -1,11 +1,32 @@
 //! UDP (RFC 768).
+//!
+//! [`UdpPacket`] is a view over a datagram (the IPv4 payload); its payload
+//! ends at the length field, not at the end of the buffer. [`UdpRepr`] is the
+//! two ports; the payload is read from the view and written by a closure, so
+//! it can come from wherever the caller keeps it.
+//!
+//! ## Contract
+//!
+//! Once [`UdpPacket::check_len`] (or `new_checked`) has passed — at least 8
+//! bytes, and 8 ≤ length field ≤ buffer length — no accessor panics (every
+//! accessor here is in fact total). [`UdpRepr::parse`] never panics on any
+//! bytes; [`UdpRepr::emit`] never panics into a buffer of
+//! `header_len() + payload_len` bytes, nor into a shorter one.
 
 use crate::checksum::{self, ChecksumCaps};
 use crate::error::{Error, Result};
 use crate::ipv4::{IpProtocol, Ipv4Address};
 
+mod field {
+    pub const SRC_PORT: usize = 0;
+    pub const DST_PORT: usize = 2;
+    pub const LENGTH: usize = 4;
+    pub const CHECKSUM: usize = 6;
+    pub const PAYLOAD: usize = 8;
+}
+
 /// Header length.
-pub const HEADER_LEN: usize = 8;
+pub const HEADER_LEN: usize = field::PAYLOAD;
 
 /// A view of a UDP datagram.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,15 +72,15 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
 
     /// Source port.
     pub fn src_port(&self) -> u16 {
-        self.be16(0)
+        self.be16(field::SRC_PORT)
     }
     /// Destination port.
     pub fn dst_port(&self) -> u16 {
-        self.be16(2)
+        self.be16(field::DST_PORT)
     }
     /// Length field (header and payload).
     pub fn len(&self) -> u16 {
-        self.be16(4)
+        self.be16(field::LENGTH)
     }
     /// Whether the length field says there is no payload.
     pub fn is_empty(&self) -> bool {
@@ -67,7 +88,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     }
     /// Checksum field.
     pub fn checksum(&self) -> u16 {
-        self.be16(6)
+        self.be16(field::CHECKSUM)
     }
     /// Payload, up to the length field.
     pub fn payload(&self) -> &[u8] {
@@ -77,7 +98,9 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
             .unwrap_or(&[])
     }
 
-    /// Whether the checksum is right (a zero field means "none": true).
+    /// Whether the checksum over the datagram (up to the length field), with
+    /// the pseudo-header from `src` to `dst`, is right. A zero field means
+    /// the sender computed none: true.
     pub fn verify_checksum(&self, src: &Ipv4Address, dst: &Ipv4Address) -> bool {
         if self.checksum() == 0 {
             return true;
@@ -103,19 +126,19 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
     }
     /// Sets the source port.
     pub fn set_src_port(&mut self, v: u16) {
-        self.set16(0, v);
+        self.set16(field::SRC_PORT, v);
     }
     /// Sets the destination port.
     pub fn set_dst_port(&mut self, v: u16) {
-        self.set16(2, v);
+        self.set16(field::DST_PORT, v);
     }
     /// Sets the length field.
     pub fn set_len(&mut self, v: u16) {
-        self.set16(4, v);
+        self.set16(field::LENGTH, v);
     }
     /// Sets the checksum field.
     pub fn set_checksum(&mut self, v: u16) {
-        self.set16(6, v);
+        self.set16(field::CHECKSUM, v);
     }
     /// Payload, mutably (to the end of the buffer).
     pub fn payload_mut(&mut self) -> &mut [u8] {
@@ -124,7 +147,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
             .get_mut(HEADER_LEN..)
             .unwrap_or(&mut [])
     }
-    /// Computes and stores the checksum (a computed 0 goes out as 0xffff).
+    /// Computes and stores the checksum over the datagram (up to the length
+    /// field); a computed 0 is sent as 0xffff, since 0 means "none".
     pub fn fill_checksum(&mut self, src: &Ipv4Address, dst: &Ipv4Address) {
         self.set_checksum(0);
         let l = usize::from(self.len());
@@ -151,7 +175,9 @@ pub struct UdpRepr {
 }
 
 impl UdpRepr {
-    /// Parses a header; checksum verified when `caps.udp.rx()` and nonzero.
+    /// Parses a header (checking the lengths first). Destination port 0 is
+    /// an error; the checksum is verified when `caps.udp.rx()` and the field
+    /// is nonzero.
     pub fn parse<T: AsRef<[u8]>>(
         p: &UdpPacket<T>,
         src: &Ipv4Address,
@@ -176,9 +202,13 @@ impl UdpRepr {
         HEADER_LEN
     }
 
-    /// Writes header and payload (`emit_payload` fills the payload). The
-    /// checksum is filled when `caps.udp.tx()`; otherwise the field holds the
-    /// pseudo-header sum, which is what a port with checksum offload needs.
+    /// Writes the header with length `8 + payload_len`, then lets
+    /// `emit_payload` fill the payload (it gets `payload_len` bytes, fewer if
+    /// the buffer is short). When `caps.udp.tx()` the checksum is computed;
+    /// otherwise the field holds the pseudo-header sum
+    /// ([`checksum::pseudo_header`]), which is what a port with checksum
+    /// offload (virtio-net `NEEDS_CSUM`, start at the UDP header, offset 6)
+    /// finishes.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
         &self,
         p: &mut UdpPacket<T>,
@@ -212,41 +242,90 @@ impl UdpRepr {
 mod tests {
     use super::*;
     use alloc::vec;
+    use proptest::prelude::*;
 
-    const SRC: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
-    const DST: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+    const SRC: Ipv4Address = Ipv4Address::new(192, 168, 1, 1);
+    const DST: Ipv4Address = Ipv4Address::new(192, 168, 1, 2);
+
+    /// Ports 48896 → 53, "abcd"; checksum by hand for 192.168.1.1 → .2.
+    const DGRAM: [u8; 12] = [
+        0xbf, 0x00, 0x00, 0x35, 0x00, 0x0c, 0xf8, 0x85, b'a', b'b', b'c', b'd',
+    ];
 
     #[test]
-    fn roundtrip_and_checksum() {
+    fn deconstruct() {
+        let p = UdpPacket::new_checked(&DGRAM[..]).unwrap();
+        assert_eq!((p.src_port(), p.dst_port(), p.len()), (48896, 53, 12));
+        assert_eq!(p.checksum(), 0xf885);
+        assert_eq!(p.payload(), b"abcd");
+        assert!(!p.is_empty());
+        assert!(p.verify_checksum(&SRC, &DST));
+        assert!(!p.verify_checksum(&SRC, &Ipv4Address::new(10, 0, 0, 3)));
+        assert_eq!(p.into_inner(), &DGRAM[..]);
+    }
+
+    #[test]
+    fn construct() {
+        let mut b = [0xffu8; 12];
+        let mut p = UdpPacket::new_unchecked(&mut b[..]);
+        p.set_src_port(48896);
+        p.set_dst_port(53);
+        p.set_len(12);
+        p.payload_mut().copy_from_slice(b"abcd");
+        p.fill_checksum(&SRC, &DST);
+        assert_eq!(b, DGRAM);
+    }
+
+    #[test]
+    fn parse_and_emit() {
         let r = UdpRepr {
-            src_port: 4000,
+            src_port: 48896,
             dst_port: 53,
         };
-        let mut b = [0u8; 8 + 5];
+        let p = UdpPacket::new_checked(&DGRAM[..]).unwrap();
+        assert_eq!(
+            UdpRepr::parse(&p, &SRC, &DST, &ChecksumCaps::default()),
+            Ok(r)
+        );
+        assert_eq!(r.header_len(), 8);
+        let mut b = [0u8; 12];
         r.emit(
             &mut UdpPacket::new_unchecked(&mut b[..]),
             &SRC,
             &DST,
-            5,
-            |p| p.copy_from_slice(b"hello"),
+            4,
+            |p| p.copy_from_slice(b"abcd"),
             &ChecksumCaps::default(),
         );
+        assert_eq!(b, DGRAM);
+        // A damaged checksum; zero means none.
+        b[9] ^= 1;
+        let p = UdpPacket::new_checked(&b[..]).unwrap();
+        assert!(UdpRepr::parse(&p, &SRC, &DST, &ChecksumCaps::default()).is_err());
+        assert!(UdpRepr::parse(&p, &SRC, &DST, &ChecksumCaps::ignored()).is_ok());
+        b[6..8].fill(0);
         let p = UdpPacket::new_checked(&b[..]).unwrap();
         assert!(p.verify_checksum(&SRC, &DST));
-        assert_eq!(
-            UdpRepr::parse(&p, &SRC, &DST, &ChecksumCaps::default()).unwrap(),
-            r
-        );
-        assert_eq!(p.payload(), b"hello");
-        assert!(!p.verify_checksum(&SRC, &Ipv4Address::new(10, 0, 0, 3)));
-        // Zero checksum: none.
-        b[6] = 0;
-        b[7] = 0;
-        assert!(
-            UdpPacket::new_checked(&b[..])
-                .unwrap()
-                .verify_checksum(&SRC, &DST)
-        );
+        assert!(UdpRepr::parse(&p, &SRC, &DST, &ChecksumCaps::default()).is_ok());
+    }
+
+    #[test]
+    fn computed_zero_is_sent_as_ffff() {
+        // Choose the payload word so that the sum is 0xffff.
+        let mut b = [0u8; 10];
+        let mut p = UdpPacket::new_unchecked(&mut b[..]);
+        p.set_src_port(1);
+        p.set_dst_port(2);
+        p.set_len(10);
+        let mut acc = checksum::Accumulator::new();
+        acc.add_sum(checksum::pseudo_header(SRC, DST, IpProtocol::Udp, 10));
+        acc.add(&p.into_inner()[..]);
+        let word = !acc.finish();
+        b[8..10].copy_from_slice(&word.to_be_bytes());
+        let mut p = UdpPacket::new_unchecked(&mut b[..]);
+        p.fill_checksum(&SRC, &DST);
+        assert_eq!(p.checksum(), 0xffff);
+        assert!(p.verify_checksum(&SRC, &DST));
     }
 
     #[test]
@@ -268,6 +347,10 @@ mod tests {
             |p| p.copy_from_slice(b"abc"),
             &caps,
         );
+        assert_eq!(
+            UdpPacket::new_unchecked(&b[..]).checksum(),
+            checksum::pseudo_header(SRC, DST, IpProtocol::Udp, 11)
+        );
         // A port finishing the sum from offset 0 gets a valid packet.
         let s = !checksum::data(&b);
         b[6..8].copy_from_slice(&s.to_be_bytes());
@@ -279,26 +362,71 @@ mod tests {
     }
 
     #[test]
-    fn bad_lengths() {
-        let mut b = [0u8; 12];
-        b[3] = 1;
+    fn truncated_and_bad_lengths() {
+        for n in 0..12 {
+            assert!(UdpPacket::new_checked(&DGRAM[..n]).is_err(), "{n}");
+            let p = UdpPacket::new_unchecked(&DGRAM[..n]);
+            assert!(UdpRepr::parse(&p, &SRC, &DST, &ChecksumCaps::ignored()).is_err());
+            let _ = (p.payload(), p.verify_checksum(&SRC, &DST), p.checksum());
+            let mut short = vec![0u8; n];
+            UdpRepr {
+                src_port: 1,
+                dst_port: 2,
+            }
+            .emit(
+                &mut UdpPacket::new_unchecked(&mut short[..]),
+                &SRC,
+                &DST,
+                4,
+                |p| p.fill(7),
+                &ChecksumCaps::default(),
+            );
+        }
+        let mut b = DGRAM;
         b[5] = 7; // length 7 < 8
         assert!(UdpPacket::new_checked(&b[..]).is_err());
-        b[5] = 13; // beyond buffer
+        b[5] = 13; // beyond the buffer
         assert!(UdpPacket::new_checked(&b[..]).is_err());
-        b[5] = 12;
-        b[3] = 0; // dst port 0
+        // Trailing bytes after the length field are not payload.
+        let mut padded = [0u8; 30];
+        padded[..12].copy_from_slice(&DGRAM);
+        let p = UdpPacket::new_checked(&padded[..]).unwrap();
+        assert_eq!(p.payload(), b"abcd");
+        assert!(p.verify_checksum(&SRC, &DST));
+        // Destination port 0.
+        let mut b = DGRAM;
+        b[2..4].fill(0);
         let p = UdpPacket::new_checked(&b[..]).unwrap();
         assert!(UdpRepr::parse(&p, &SRC, &DST, &ChecksumCaps::ignored()).is_err());
+        // Empty payload.
+        let mut b = [0u8; 8];
+        b[3] = 9;
+        b[5] = 8;
+        let p = UdpPacket::new_checked(&b[..]).unwrap();
+        assert!(p.is_empty() && p.payload().is_empty());
     }
 
-    proptest::proptest! {
+    proptest! {
         #[test]
-        fn parse_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..40)) {
-            if let Ok(p) = UdpPacket::new_checked(&bytes[..]) {
-                let _ = UdpRepr::parse(&p, &SRC, &DST, &ChecksumCaps::default());
-                let _ = p.payload();
-            }
+        fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let p = UdpPacket::new_unchecked(&bytes[..]);
+            let _ = (p.payload(), p.verify_checksum(&SRC, &DST));
+            let _ = UdpRepr::parse(&p, &SRC, &DST, &ChecksumCaps::default());
+            let _ = UdpRepr::parse(&p, &SRC, &DST, &ChecksumCaps::ignored());
+        }
+
+        #[test]
+        fn emit_parse_roundtrip(src_port in any::<u16>(), dst_port in 1u16.., src in any::<u32>(), dst in any::<u32>(),
+                                payload in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let (s, d) = (Ipv4Address::from_bits(src), Ipv4Address::from_bits(dst));
+            let r = UdpRepr { src_port, dst_port };
+            let mut b = vec![0u8; r.header_len() + payload.len()];
+            r.emit(&mut UdpPacket::new_unchecked(&mut b[..]), &s, &d, payload.len(),
+                   |p| p.copy_from_slice(&payload), &ChecksumCaps::default());
+            let p = UdpPacket::new_checked(&b[..]).unwrap();
+            prop_assert!(p.checksum() != 0);
+            prop_assert_eq!(UdpRepr::parse(&p, &s, &d, &ChecksumCaps::default()).unwrap(), r);
+            prop_assert_eq!(p.payload(), &payload[..]);
         }
     }
 }
