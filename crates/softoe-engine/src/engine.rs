@@ -411,6 +411,9 @@ impl<P: Port> Engine<P> {
         for t in deadlines {
             timeout = timeout.min(t.saturating_duration_since(now));
         }
+        if let Some(t) = self.port.wake_at() {
+            timeout = timeout.min(t.saturating_duration_since(std::time::Instant::now()));
+        }
         if timeout.is_zero() {
             return;
         }
@@ -423,10 +426,25 @@ impl<P: Port> Engine<P> {
                 revents: 0,
             })
             .collect();
-        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
+        // ppoll, not poll: timers and held frames are due to the
+        // microsecond, and poll(2) would round every sleep up to a
+        // millisecond.
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+        };
         let t0 = std::time::Instant::now();
-        // SAFETY: `fds` is a valid array of `fds.len()` pollfds for the call.
-        let _ = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfds and `ts` a
+        // valid timespec, both live for the call; a null signal mask leaves
+        // the thread's mask as it is.
+        let _ = unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &raw const ts,
+                std::ptr::null(),
+            )
+        };
         self.counters.sleeps += 1;
         self.counters.idle_nanos += t0.elapsed().as_nanos() as u64;
     }

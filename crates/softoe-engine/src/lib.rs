@@ -14,9 +14,11 @@
 //! - **Observability**: a pcap of every frame ([`pcap`]), and a control
 //!   socket answering `softoe stat` with a JSON snapshot ([`control`]).
 
+pub mod afpacket;
 pub mod app;
 pub mod control;
 pub mod engine;
+pub mod fault;
 pub mod memory;
 pub mod pcap;
 pub mod port;
@@ -24,9 +26,13 @@ pub mod services;
 pub mod tap;
 pub mod vnet;
 
+pub use afpacket::{AfPacketOffloads, AfPacketOptions, AfPacketPort, AfPacketStats};
 pub use app::App;
 pub use control::{ConnStat, EngineCounters, Snapshot};
 pub use engine::{Engine, EngineConfig, EngineError, StopHandle};
+pub use fault::{
+    DirectionCounters, DirectionFaults, FaultConfig, FaultConfigError, FaultCounters, FaultPort,
+};
 pub use memory::Memory;
 pub use port::{Port, RxFrame};
 pub use tap::{TapOffloads, TapPort};

@@ -31,4 +31,9 @@ pub trait Port {
     fn raw_fd(&self) -> RawFd;
     /// A short description for logs and `softoe stat`.
     fn describe(&self) -> String;
+    /// When the port next has work of its own (frames it holds back, as
+    /// the fault injector's delays); the engine's sleep ends by then.
+    fn wake_at(&self) -> Option<std::time::Instant> {
+        None
+    }
 }

@@ -234,14 +234,29 @@ fn super_segments_leave_the_engine_and_linux_gets_proper_segments() {
     );
     let mut segs = 0u64;
     let mut bytes = 0u64;
-    for line in rows.lines() {
+    let mut bad = Vec::new();
+    for (n, line) in rows.lines().enumerate() {
         let f: Vec<&str> = line.split('\t').collect();
         let len: u64 = f[0].parse().unwrap();
-        assert!(len <= 1448, "a segment of {len} bytes reached Linux");
-        assert_eq!(&f[1..], ["1", "1"], "checksums of a segment: {line}");
+        if len > 1448 || f[1..] != ["1", "1"] {
+            bad.push(format!(
+                "data segment {n}: len {len}, tcp/ip checksum status {:?}",
+                &f[1..]
+            ));
+        }
         segs += 1;
         bytes += len;
     }
+    // (Status 1 is "good"; the captures stay behind for a look if not.)
+    assert!(
+        bad.is_empty(),
+        "{} of {segs} segments reached Linux oversized or with bad checksums \
+         (captures kept: {} and {}):\n{}",
+        bad.len(),
+        linux_pcap.display(),
+        engine_pcap.display(),
+        bad.iter().take(10).cloned().collect::<Vec<_>>().join("\n")
+    );
     // tcpdump may miss a few under load; what it caught must be right.
     assert!(
         segs > 1000 && bytes >= N * 9 / 10,

@@ -1,0 +1,685 @@
+//! An AF_PACKET socket as a port, for hosts (and containers) without TAP.
+//!
+//! A TAP device is the engine's model NIC, but `/dev/net/tun` is not always
+//! there, and sometimes the wire already exists: a veth handed to a
+//! container, a spare physical NIC. [`AfPacketPort`] attaches to such an
+//! interface with a raw packet socket (`AF_PACKET`, `SOCK_RAW`, bound to the
+//! interface by index with `ETH_P_ALL`) in the calling thread's network
+//! namespace, and moves whole Ethernet frames through it: the kernel's own
+//! IP stack on that interface is bypassed, as a NIC handed to the engine
+//! would be. Give the interface no IP address, or the kernel will answer
+//! ARP and send resets for the engine's address.
+//!
+//! The socket is non-blocking. Sending gathers the frame header and the
+//! payload references (resolved in [`Memory`]) into one `sendmsg`, as
+//! [`TapPort`](crate::TapPort) does with `writev`: payload is never copied
+//! by the engine. Receiving uses `recvmsg`; frames the socket sees leaving
+//! the interface are skipped (`PACKET_IGNORE_OUTGOING`, and the
+//! `sll_pkttype` of each frame as a second check), so the engine never hears
+//! the kernel's own traffic on the interface, nor its own.
+//!
+//! ## Offloads
+//!
+//! With every offload off (the default) the port is a plain NIC: the stack
+//! computes every checksum and sends frames no larger than the MTU. With
+//! `PACKET_VNET_HDR` (turned on by [`AfPacketOffloads::csum`]) every frame
+//! is preceded by the same virtio-net header [`vnet`] writes for
+//! TAP, so the kernel finishes partial checksums (`csum`), cuts TCP
+//! super-segments (`tso`), and reports receive-coalesced frames and their
+//! segment size (`gro`). Each is switchable, as with
+//! [`TapOffloads`](crate::TapOffloads). Unlike a TAP, AF_PACKET cannot refuse
+//! coalesced frames: a peer on the same host (the other end of a veth) hands
+//! over its TSO super-segments whatever this port says, and without `gro`
+//! the stack simply processes them as one large segment. Turn TSO/GSO off on
+//! the peer (`ethtool -K`) for wire-sized frames.
+//!
+//! Received frames whose checksum the kernel left partial (a local sender
+//! with checksum offload: the field holds only the pseudo-header sum) or
+//! already verified are marked [`RxMeta::csum_verified`] in every mode —
+//! learnt from `PACKET_AUXDATA` — because their checksum field cannot be
+//! checked in software; the kernel's own stack trusts them the same way.
+//! Frames whose VLAN tag the kernel stripped are dropped, as the stack drops
+//! tagged frames.
+//!
+//! ```no_run
+//! use softoe_engine::{AfPacketOffloads, AfPacketOptions, AfPacketPort, Engine, EngineConfig};
+//! use softoe_stack::StackConfig;
+//! use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
+//!
+//! let opts = AfPacketOptions {
+//!     offloads: AfPacketOffloads::ALL,
+//!     ..AfPacketOptions::default()
+//! };
+//! let port = AfPacketPort::open("veth1", &opts)?;
+//! let addr = Ipv4Cidr::new(Ipv4Address([10, 0, 0, 1]), 24).expect("valid prefix");
+//! let cfg = StackConfig::new(EthernetAddress(port.mac()), addr);
+//! let mut engine = Engine::new(cfg, port, EngineConfig::default())?;
+//! engine.run()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::mem::{MaybeUninit, size_of};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use softoe_stack::{DeviceCaps, RxMeta, TxFrame};
+
+use crate::memory::Memory;
+use crate::port::{Port, RxFrame};
+use crate::vnet::{self, VnetHdr};
+
+// From <linux/if_ether.h> and <linux/if_packet.h> (kept here rather than
+// relying on the libc crate's version having them).
+const ETH_P_ALL: u16 = 0x0003;
+const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
+const PACKET_AUXDATA: libc::c_int = 8;
+const PACKET_VNET_HDR: libc::c_int = 15;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_VNET_HDR_SZ: libc::c_int = 24;
+const PACKET_MR_PROMISC: libc::c_ushort = 1;
+const PACKET_OUTGOING: u8 = 4;
+const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_CSUM_VALID: u32 = 1 << 7;
+
+/// The legacy `struct virtio_net_hdr` (no `num_buffers`), used when the
+/// kernel predates `PACKET_VNET_HDR_SZ`.
+const VNET_LEGACY_LEN: usize = 10;
+
+/// Most payload references in one frame (the stack never uses more).
+const MAX_IOV: usize = 72;
+
+/// Most unwanted frames (outgoing, truncated, tagged) one `recv` skips
+/// before reporting nothing, so a flood of them cannot stall the engine.
+const MAX_SKIPS: usize = 256;
+
+/// Default socket buffer size (each way): room for a window's worth of
+/// 64 KiB super-segments.
+const DEFAULT_SOCKET_BUFFER: usize = 4 << 20;
+
+/// `struct ifreq` with the int member of its union (`ifr_ifindex`, `ifr_mtu`).
+#[repr(C)]
+struct IfReqInt {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    value: libc::c_int,
+    _pad: [u8; 20],
+}
+
+/// `struct ifreq` with the sockaddr member of its union (`ifr_hwaddr`).
+#[repr(C)]
+struct IfReqAddr {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    addr: libc::sockaddr,
+    _pad: [u8; 8],
+}
+
+/// `struct tpacket_auxdata`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct TpacketAuxdata {
+    tp_status: u32,
+    tp_len: u32,
+    tp_snaplen: u32,
+    tp_mac: u16,
+    tp_net: u16,
+    tp_vlan_tci: u16,
+    tp_vlan_tpid: u16,
+}
+
+/// `struct packet_mreq`.
+#[repr(C)]
+struct PacketMreq {
+    mr_ifindex: libc::c_int,
+    mr_type: libc::c_ushort,
+    mr_alen: libc::c_ushort,
+    mr_address: [libc::c_uchar; 8],
+}
+
+/// Which offloads an AF_PACKET port uses. All off by default: the port is
+/// then a plain NIC.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AfPacketOffloads {
+    /// Send TCP super-segments for the kernel to cut (needs `csum`).
+    pub tso: bool,
+    /// Leave transport checksums to the kernel; turns on the virtio-net
+    /// header (`PACKET_VNET_HDR`) that the other two also need.
+    pub csum: bool,
+    /// Tell the stack the segment size of receive-coalesced frames (needs
+    /// `csum`).
+    pub gro: bool,
+}
+
+impl AfPacketOffloads {
+    /// Every offload on.
+    pub const ALL: AfPacketOffloads = AfPacketOffloads {
+        tso: true,
+        csum: true,
+        gro: true,
+    };
+    /// Every offload off.
+    pub const NONE: AfPacketOffloads = AfPacketOffloads {
+        tso: false,
+        csum: false,
+        gro: false,
+    };
+}
+
+/// How to open an [`AfPacketPort`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AfPacketOptions {
+    /// Offloads (all off by default).
+    pub offloads: AfPacketOffloads,
+    /// The IP MTU to report to the stack; `None`: the interface's. It may not
+    /// exceed the interface's (the kernel would refuse larger frames).
+    pub mtu: Option<usize>,
+    /// Put the interface into promiscuous mode while the port is open (needed
+    /// on a physical NIC when the engine uses a MAC address other than the
+    /// interface's; a veth passes every frame anyway).
+    pub promiscuous: bool,
+    /// Socket receive and send buffer size in bytes (`SO_RCVBUFFORCE`, falling
+    /// back to the `SO_RCVBUF` limit without `CAP_NET_ADMIN`).
+    pub socket_buffer: usize,
+}
+
+impl Default for AfPacketOptions {
+    fn default() -> AfPacketOptions {
+        AfPacketOptions {
+            offloads: AfPacketOffloads::NONE,
+            mtu: None,
+            promiscuous: false,
+            socket_buffer: DEFAULT_SOCKET_BUFFER,
+        }
+    }
+}
+
+/// Frames an [`AfPacketPort`] read but did not hand on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AfPacketStats {
+    /// Frames leaving the interface (seen only where
+    /// `PACKET_IGNORE_OUTGOING` is missing).
+    pub outgoing_skipped: u64,
+    /// Frames larger than the receive buffer.
+    pub truncated: u64,
+    /// Frames whose VLAN tag the kernel had stripped.
+    pub vlan_dropped: u64,
+}
+
+/// A port on an AF_PACKET socket bound to one interface.
+#[derive(Debug)]
+pub struct AfPacketPort {
+    fd: OwnedFd,
+    name: String,
+    ifindex: libc::c_int,
+    mac: [u8; 6],
+    mtu: usize,
+    offloads: AfPacketOffloads,
+    /// Length of the virtio-net header before every frame (0: none).
+    vnet_len: usize,
+    promiscuous: bool,
+    stats: AfPacketStats,
+}
+
+fn os_error(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// Sets a socket option whose value is `*val`.
+fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, val: &T) -> io::Result<()> {
+    // SAFETY: `val` points at a live `T` of `size_of::<T>()` bytes for the
+    // call, all of them initialised (callers pass a `c_int` or the
+    // padding-free `PacketMreq`); setsockopt only reads that many bytes.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            opt,
+            (val as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl AfPacketPort {
+    /// Opens a port on interface `ifname` of the calling thread's network
+    /// namespace. Needs `CAP_NET_RAW`. The interface should be up.
+    pub fn open(ifname: &str, opts: &AfPacketOptions) -> io::Result<AfPacketPort> {
+        let cname = CString::new(ifname)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"))?;
+        let bytes = cname.as_bytes_with_nul();
+        if bytes.len() > libc::IFNAMSIZ || bytes.len() < 2 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("interface name {ifname:?} must be 1 to 15 bytes"),
+            ));
+        }
+        let mut name = [0 as libc::c_char; libc::IFNAMSIZ];
+        for (d, s) in name.iter_mut().zip(bytes) {
+            *d = *s as libc::c_char;
+        }
+
+        // Protocol 0: the socket hears nothing until it is bound to the
+        // interface below, so no other interface's frames slip in.
+        // SAFETY: socket takes no pointers; a negative result is an error.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
+        if raw < 0 {
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::EPERM | libc::EACCES) => io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("opening an AF_PACKET socket needs CAP_NET_RAW (run as root): {e}"),
+                ),
+                _ => io::Error::new(e.kind(), format!("opening an AF_PACKET socket: {e}")),
+            });
+        }
+        // SAFETY: `raw` is a fresh descriptor nothing else owns; `OwnedFd`
+        // closes it exactly once.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+
+        let mut req = IfReqInt {
+            name,
+            value: 0,
+            _pad: [0; 20],
+        };
+        // SAFETY: SIOCGIFINDEX reads the name of and writes the int member of
+        // a `struct ifreq`, laid out as `IfReqInt` (16-byte name, union of 24
+        // bytes); `req` lives for the call.
+        let rc = unsafe {
+            libc::ioctl(
+                fd.as_raw_fd(),
+                libc::SIOCGIFINDEX,
+                &mut req as *mut IfReqInt,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::ENODEV) => io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("interface {ifname} not found in this network namespace"),
+                ),
+                _ => io::Error::new(e.kind(), format!("looking up interface {ifname}: {e}")),
+            });
+        }
+        let ifindex = req.value;
+
+        // SAFETY: SIOCGIFMTU fills the int member of the same layout.
+        let rc =
+            unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFMTU, &mut req as *mut IfReqInt) };
+        if rc < 0 {
+            return Err(os_error(&format!("reading the MTU of {ifname}")));
+        }
+        let if_mtu = usize::try_from(req.value).unwrap_or(0);
+        let mtu = match opts.mtu {
+            None => if_mtu,
+            Some(m) if m > if_mtu => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("MTU {m} exceeds the MTU of {ifname} ({if_mtu})"),
+                ));
+            }
+            Some(m) => m,
+        };
+        if mtu < 576 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("MTU {mtu} of {ifname} is below IPv4's minimum of 576"),
+            ));
+        }
+
+        let mut hw = IfReqAddr {
+            name,
+            // SAFETY: `sockaddr` is plain old data; all zeroes is a valid value.
+            addr: unsafe { MaybeUninit::<libc::sockaddr>::zeroed().assume_init() },
+            _pad: [0; 8],
+        };
+        // SAFETY: SIOCGIFHWADDR fills the sockaddr member of a `struct
+        // ifreq`, laid out as `IfReqAddr`; `hw` lives for the call.
+        let rc = unsafe {
+            libc::ioctl(
+                fd.as_raw_fd(),
+                libc::SIOCGIFHWADDR,
+                &mut hw as *mut IfReqAddr,
+            )
+        };
+        if rc < 0 {
+            return Err(os_error(&format!("reading the address of {ifname}")));
+        }
+        if hw.addr.sa_family != libc::ARPHRD_ETHER {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "{ifname} is not an Ethernet interface (ARPHRD {})",
+                    hw.addr.sa_family
+                ),
+            ));
+        }
+        let mut mac = [0u8; 6];
+        for (d, s) in mac.iter_mut().zip(hw.addr.sa_data) {
+            *d = s as u8;
+        }
+
+        let offloads = AfPacketOffloads {
+            tso: opts.offloads.tso && opts.offloads.csum,
+            gro: opts.offloads.gro && opts.offloads.csum,
+            ..opts.offloads
+        };
+        let vnet_len = if offloads.csum {
+            // The 12-byte header vnet.rs writes; kernels before 6.2 know
+            // only the 10-byte one.
+            let sz = vnet::LEN as libc::c_int;
+            match setsockopt(&fd, libc::SOL_PACKET, PACKET_VNET_HDR_SZ, &sz) {
+                Ok(()) => vnet::LEN,
+                Err(_) => {
+                    setsockopt(&fd, libc::SOL_PACKET, PACKET_VNET_HDR, &1 as &libc::c_int)
+                        .map_err(|e| {
+                            io::Error::new(e.kind(), format!("enabling PACKET_VNET_HDR: {e}"))
+                        })?;
+                    VNET_LEGACY_LEN
+                }
+            }
+        } else {
+            0
+        };
+        setsockopt(&fd, libc::SOL_PACKET, PACKET_AUXDATA, &1 as &libc::c_int)
+            .map_err(|e| io::Error::new(e.kind(), format!("enabling PACKET_AUXDATA: {e}")))?;
+        // Missing before Linux 4.20; `recv` checks `sll_pkttype` anyway.
+        let _ = setsockopt(
+            &fd,
+            libc::SOL_PACKET,
+            PACKET_IGNORE_OUTGOING,
+            &1 as &libc::c_int,
+        );
+        let size = libc::c_int::try_from(opts.socket_buffer).unwrap_or(libc::c_int::MAX);
+        for (force, plain) in [
+            (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+            (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+        ] {
+            if setsockopt(&fd, libc::SOL_SOCKET, force, &size).is_err() {
+                setsockopt(&fd, libc::SOL_SOCKET, plain, &size)
+                    .map_err(|e| io::Error::new(e.kind(), format!("sizing socket buffers: {e}")))?;
+            }
+        }
+
+        // SAFETY: `sockaddr_ll` is plain old data; all zeroes is a valid value.
+        let mut sll: libc::sockaddr_ll = unsafe { MaybeUninit::zeroed().assume_init() };
+        sll.sll_family = libc::AF_PACKET as libc::c_ushort;
+        sll.sll_protocol = ETH_P_ALL.to_be();
+        sll.sll_ifindex = ifindex;
+        // SAFETY: `sll` is a valid `sockaddr_ll` of the length passed, live
+        // for the call; bind only reads it.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sll as *const libc::sockaddr_ll).cast(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(os_error(&format!("binding to {ifname}")));
+        }
+
+        if opts.promiscuous {
+            let mreq = PacketMreq {
+                mr_ifindex: ifindex,
+                mr_type: PACKET_MR_PROMISC,
+                mr_alen: 0,
+                mr_address: [0; 8],
+            };
+            // The kernel drops the membership when the socket closes.
+            setsockopt(&fd, libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("putting {ifname} into promiscuous mode: {e}"),
+                )
+            })?;
+        }
+
+        Ok(AfPacketPort {
+            fd,
+            name: ifname.to_string(),
+            ifindex,
+            mac,
+            mtu,
+            offloads,
+            vnet_len,
+            promiscuous: opts.promiscuous,
+            stats: AfPacketStats::default(),
+        })
+    }
+
+    /// The interface's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The interface's index.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex.unsigned_abs()
+    }
+
+    /// The interface's hardware address (a stack may use it as its own, or
+    /// another one with [`AfPacketOptions::promiscuous`] on a physical NIC).
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// The offloads in use (`tso` and `gro` are off unless `csum` is on).
+    pub fn offloads(&self) -> AfPacketOffloads {
+        self.offloads
+    }
+
+    /// Length of the virtio-net header on every frame: 12, 10 on kernels
+    /// without `PACKET_VNET_HDR_SZ`, 0 with offloads off.
+    pub fn vnet_hdr_len(&self) -> usize {
+        self.vnet_len
+    }
+
+    /// Frames read but not handed on.
+    pub fn stats(&self) -> AfPacketStats {
+        self.stats
+    }
+}
+
+impl Port for AfPacketPort {
+    fn caps(&self) -> DeviceCaps {
+        DeviceCaps {
+            mtu: self.mtu,
+            tso_max: self.offloads.tso.then_some(65_535),
+            tx_csum: self.offloads.csum,
+        }
+    }
+
+    fn send(&mut self, frame: &TxFrame<'_>, mem: &Memory) -> io::Result<bool> {
+        if frame.payload.len() > MAX_IOV {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "too many payload references",
+            ));
+        }
+        let hdr_bytes = VnetHdr::for_tx(&frame.offload, frame.header.len()).to_bytes();
+        let hdr = hdr_bytes.get(..self.vnet_len).unwrap_or(&[]);
+        let empty = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        let mut iov = [empty; MAX_IOV + 2];
+        let mut n = 0;
+        let mut push = |b: &[u8]| {
+            if b.is_empty() {
+                return;
+            }
+            if let Some(v) = iov.get_mut(n) {
+                *v = libc::iovec {
+                    iov_base: b.as_ptr() as *mut libc::c_void,
+                    iov_len: b.len(),
+                };
+                n += 1;
+            }
+        };
+        push(hdr);
+        push(frame.header);
+        for r in frame.payload {
+            let Some(b) = mem.get(r) else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "payload reference outside its region",
+                ));
+            };
+            push(b);
+        }
+        // SAFETY: `msghdr` is plain old data; all zeroes (no name, no
+        // control) is a valid value.
+        let mut msg: libc::msghdr = unsafe { MaybeUninit::zeroed().assume_init() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = n as _;
+        // SAFETY: `msg` names `iov[..n]`, which describe `n` live slices (the
+        // vnet header on this stack frame, the frame header and payload
+        // borrowed for the call); sendmsg only reads through them. The socket
+        // is bound, so no destination address is needed.
+        let rc = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            // EAGAIN: the socket's send buffer is full; ENOBUFS: the device
+            // queue dropped the frame. Either way, nothing went out.
+            if e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS) {
+                return Ok(false);
+            }
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<RxFrame>> {
+        for _ in 0..MAX_SKIPS {
+            // SAFETY: `sockaddr_ll` is plain old data; all zeroes is valid.
+            let mut sll: libc::sockaddr_ll = unsafe { MaybeUninit::zeroed().assume_init() };
+            // u64s: aligned for `cmsghdr`.
+            let mut control = [0u64; 8];
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
+            };
+            // SAFETY: as above for `msghdr`.
+            let mut msg: libc::msghdr = unsafe { MaybeUninit::zeroed().assume_init() };
+            msg.msg_name = (&mut sll as *mut libc::sockaddr_ll).cast();
+            msg.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = size_of::<[u64; 8]>() as _;
+            // SAFETY: every pointer in `msg` names memory live and writable
+            // for the call with the length given beside it: `sll`, `buf`
+            // (through `iov`) and `control`.
+            let rc = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    return Ok(None);
+                }
+                return Err(e);
+            }
+            let n = (rc as usize).min(buf.len());
+            if sll.sll_pkttype == PACKET_OUTGOING {
+                self.stats.outgoing_skipped += 1;
+                continue;
+            }
+            if msg.msg_flags & libc::MSG_TRUNC != 0 {
+                self.stats.truncated += 1;
+                continue;
+            }
+            let aux = auxdata(&msg);
+            if aux.tp_status & TP_STATUS_VLAN_VALID != 0 {
+                self.stats.vlan_dropped += 1;
+                continue;
+            }
+            let mut meta = RxMeta {
+                csum_verified: aux.tp_status & (TP_STATUS_CSUMNOTREADY | TP_STATUS_CSUM_VALID) != 0,
+                gso_size: None,
+            };
+            if self.vnet_len > 0 {
+                let mut b = [0u8; vnet::LEN];
+                if let Some(h) = buf.get(..self.vnet_len.min(n)) {
+                    for (d, s) in b.iter_mut().zip(h) {
+                        *d = *s;
+                    }
+                }
+                if let Some(h) = VnetHdr::parse(&b) {
+                    let m = h.rx_meta();
+                    meta.csum_verified |= m.csum_verified;
+                    if self.offloads.gro {
+                        meta.gso_size = m.gso_size;
+                    }
+                }
+            }
+            return Ok(Some(RxFrame {
+                start: self.vnet_len.min(n),
+                len: n.saturating_sub(self.vnet_len),
+                meta,
+            }));
+        }
+        Ok(None)
+    }
+
+    fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "af_packet {} (tso {}, csum {}, gro {}{})",
+            self.name,
+            self.offloads.tso,
+            self.offloads.csum,
+            self.offloads.gro,
+            if self.promiscuous {
+                ", promiscuous"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+/// The `PACKET_AUXDATA` control message of a received frame, or zeroes.
+fn auxdata(msg: &libc::msghdr) -> TpacketAuxdata {
+    // SAFETY: `msg` was filled by recvmsg, so its control pointer and length
+    // describe the control buffer the kernel wrote (or a length of zero).
+    let mut c = unsafe { libc::CMSG_FIRSTHDR(msg) };
+    while !c.is_null() {
+        // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR return either null or a pointer
+        // to a whole, aligned `cmsghdr` inside the control buffer.
+        let h = unsafe { &*c };
+        let want = size_of::<TpacketAuxdata>();
+        if h.cmsg_level == libc::SOL_PACKET
+            && h.cmsg_type == PACKET_AUXDATA
+            // SAFETY: CMSG_LEN only computes a length.
+            && h.cmsg_len as usize >= unsafe { libc::CMSG_LEN(want as u32) } as usize
+        {
+            // SAFETY: the message's length covers a whole `tpacket_auxdata`
+            // after the header (checked just above), inside the buffer the
+            // kernel wrote; it may be unaligned for u32, so read unaligned.
+            return unsafe {
+                std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<TpacketAuxdata>())
+            };
+        }
+        // SAFETY: `c` is a header inside `msg`'s control buffer.
+        c = unsafe { libc::CMSG_NXTHDR(msg, c) };
+    }
+    TpacketAuxdata::default()
+}
