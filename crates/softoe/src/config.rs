@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Deserializer, Serialize};
-use softoe_engine::{EngineConfig, TapOffloads};
+use softoe_engine::{EngineConfig, FaultConfig, TapOffloads};
 use softoe_stack::{Algorithm, StackConfig};
 use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
 
@@ -52,12 +52,26 @@ pub struct InterfaceSection {
     pub mtu: Option<usize>,
 }
 
+/// Which kind of port.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PortKind {
+    /// A TAP device the engine creates (virtio-net header offloads).
+    Tap,
+    /// An existing interface (e.g. a veth) through an AF_PACKET socket.
+    Afpacket,
+}
+
 /// `[port]`: the device the engine drives.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PortSection {
+    /// `tap` or `afpacket`.
+    pub kind: PortKind,
     /// TAP device name (created if absent).
     pub tap: String,
+    /// For `afpacket`: the interface to drive.
+    pub interface: Option<String>,
     /// Attach the TAP device to this Linux bridge.
     pub bridge: Option<String>,
     /// TCP segmentation offload (super-segments up to 64 KiB).
@@ -71,7 +85,9 @@ pub struct PortSection {
 impl Default for PortSection {
     fn default() -> PortSection {
         PortSection {
+            kind: PortKind::Tap,
             tap: "softoe0".into(),
+            interface: None,
             bridge: None,
             tso: true,
             csum: true,
@@ -234,6 +250,9 @@ pub struct FileConfig {
     /// `[[service]]`.
     #[serde(rename = "service")]
     pub services: Vec<ServiceSpec>,
+    /// `[fault]`: seeded faults injected at the port (tests and demos).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<FaultConfig>,
 }
 
 impl FileConfig {
@@ -308,8 +327,17 @@ impl FileConfig {
         engine.rx_batch = e.rx_batch;
         engine.pcap = e.pcap.clone();
         engine.control = Some(e.control.clone());
-        if self.port.tap.is_empty() || self.port.tap.len() > 15 {
-            bail!("port.tap must be 1–15 bytes, got '{}'", self.port.tap);
+        match self.port.kind {
+            PortKind::Tap if self.port.tap.is_empty() || self.port.tap.len() > 15 => {
+                bail!("port.tap must be 1–15 bytes, got '{}'", self.port.tap);
+            }
+            PortKind::Afpacket if self.port.interface.is_none() => {
+                bail!("port kind afpacket needs port.interface (or --afpacket IFACE)");
+            }
+            _ => {}
+        }
+        if let Some(f) = &self.fault {
+            f.validate().context("in [fault]")?;
         }
         let mut seen = std::collections::HashSet::new();
         for s in &self.services {
@@ -471,6 +499,28 @@ mod tests {
         assert!(parse_mac("01:00:5e:00:00:01").is_err());
         assert!(parse_mac("02:00:00:00:00").is_err());
         assert!(parse_mac("02:00:00:00:00:0g").is_err());
+    }
+
+    #[test]
+    fn afpacket_and_faults() {
+        let c = FileConfig::parse(
+            "[interface]\naddress = \"10.0.0.1/24\"\n[port]\nkind = \"afpacket\"\n\
+             interface = \"veth0\"\n[fault]\nseed = 3\n[fault.rx]\nloss = 0.01\n",
+        )
+        .unwrap();
+        c.build().unwrap();
+        assert_eq!(c.port.kind, PortKind::Afpacket);
+        assert_eq!(c.fault.as_ref().map(|f| f.rx.loss), Some(0.01));
+        let bad =
+            FileConfig::parse("[interface]\naddress = \"10.0.0.1/24\"\n[fault.tx]\nloss = 1.5\n")
+                .unwrap();
+        let e = format!("{:#}", bad.build().unwrap_err());
+        assert!(e.contains("[fault]") && e.contains("1.5"), "{e}");
+        let no_iface = FileConfig::parse(
+            "[interface]\naddress = \"10.0.0.1/24\"\n[port]\nkind = \"afpacket\"\n",
+        )
+        .unwrap();
+        assert!(format!("{:#}", no_iface.build().unwrap_err()).contains("interface"));
     }
 
     #[test]

@@ -7,10 +7,12 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use softoe_engine::services::{Discard, Echo, Service, Source};
-use softoe_engine::{Engine, TapPort};
+use softoe_engine::{
+    AfPacketOffloads, AfPacketOptions, AfPacketPort, Engine, FaultConfig, FaultPort, Port, TapPort,
+};
 use tracing::info;
 
-use crate::config::{Congestion, FileConfig, ServiceKind, ServiceSpec, Size};
+use crate::config::{Built, Congestion, FileConfig, PortKind, ServiceKind, ServiceSpec, Size};
 
 /// Options of `softoe engine`. Flags override the file.
 #[derive(Debug, Args)]
@@ -32,8 +34,19 @@ pub struct EngineArgs {
     #[arg(long)]
     mtu: Option<usize>,
     /// TAP device to create (or attach to).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "afpacket")]
     tap: Option<String>,
+    /// Drive this existing interface (e.g. a veth) through AF_PACKET instead
+    /// of a TAP device.
+    #[arg(long, value_name = "IFACE")]
+    afpacket: Option<String>,
+    /// Inject seeded faults at the port: drop this fraction (0–1) of frames
+    /// each way (more kinds in the file's [fault] section).
+    #[arg(long, value_name = "FRACTION")]
+    fault_loss: Option<f64>,
+    /// Seed of the injected faults.
+    #[arg(long)]
+    fault_seed: Option<u64>,
     /// Attach the TAP device to this Linux bridge.
     #[arg(long)]
     bridge: Option<String>,
@@ -83,16 +96,23 @@ Examples:
   # An engine at 10.7.0.1 on TAP softoe0, bridged to br0, serving echo and discard:
   sudo softoe engine --address 10.7.0.1/24 --bridge br0 -s echo:7 -s discard:9
 
-  # The same from a file, with a capture:
+  # On an existing veth through AF_PACKET, dropping 1 % of frames each way:
+  sudo softoe engine --address 10.7.0.1/24 --afpacket veth1 --fault-loss 0.01 -s echo:7
+
+  # From a file (every key: --print-config), with a capture:
   sudo softoe engine --config engine.toml --pcap /tmp/engine.pcap
 
   # In another terminal, watch its connections:
-  sudo softoe stat
+  sudo softoe stat --watch 1
 
 The engine creates the TAP device, brings it up and, with --bridge, attaches
 it. Without a bridge, put the TAP in your topology yourself (ip link set
-softoe0 master BRIDGE). It runs until Ctrl-C or SIGTERM and prints its
-counters on the way out. Logs: RUST_LOG=info (or debug).";
+softoe0 master BRIDGE). With --afpacket the interface must exist and be up;
+the engine answers for its own address and MAC on it. It runs until Ctrl-C
+or SIGTERM and prints its counters on the way out. The [fault] section of
+the file takes per-direction loss, duplicate, reorder, corrupt, delay_us
+and jitter_us ([fault.rx], [fault.tx]) and a seed. Logs: RUST_LOG=info (or
+debug).";
 
 impl EngineArgs {
     /// The file (if any) with the flags applied.
@@ -109,6 +129,20 @@ impl EngineArgs {
         let p = &mut c.port;
         if let Some(t) = &self.tap {
             p.tap = t.clone();
+        }
+        if let Some(i) = &self.afpacket {
+            p.kind = PortKind::Afpacket;
+            p.interface = Some(i.clone());
+        }
+        if self.fault_loss.is_some() || self.fault_seed.is_some() {
+            let f = c.fault.get_or_insert_with(FaultConfig::default);
+            if let Some(l) = self.fault_loss {
+                f.rx.loss = l;
+                f.tx.loss = l;
+            }
+            if let Some(s) = self.fault_seed {
+                f.seed = s;
+            }
         }
         p.bridge = self.bridge.clone().or(p.bridge.take());
         p.tso &= !self.no_tso;
@@ -146,26 +180,61 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating {} for the control socket", dir.display()))?;
     }
-    let port = TapPort::open(&cfg.port.tap, built.offloads, built.mtu).map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
-            " (creating a TAP device needs root or CAP_NET_ADMIN)"
-        } else {
-            ""
-        };
-        anyhow!("opening TAP device {}: {e}{hint}", cfg.port.tap)
-    })?;
-    port.bring_up()
-        .with_context(|| format!("bringing {} up", cfg.port.tap))?;
-    if let Some(br) = &cfg.port.bridge {
-        let st = std::process::Command::new("ip")
-            .args(["link", "set", &cfg.port.tap, "master", br])
-            .status()
-            .context("running ip (iproute2) to attach the TAP device")?;
-        if !st.success() {
-            bail!("could not attach {} to bridge {br}", cfg.port.tap);
+    match cfg.port.kind {
+        PortKind::Tap => {
+            let port = TapPort::open(&cfg.port.tap, built.offloads, built.mtu).map_err(|e| {
+                let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    " (creating a TAP device needs root or CAP_NET_ADMIN)"
+                } else {
+                    ""
+                };
+                anyhow!("opening TAP device {}: {e}{hint}", cfg.port.tap)
+            })?;
+            port.bring_up()
+                .with_context(|| format!("bringing {} up", cfg.port.tap))?;
+            if let Some(br) = &cfg.port.bridge {
+                let st = std::process::Command::new("ip")
+                    .args(["link", "set", &cfg.port.tap, "master", br])
+                    .status()
+                    .context("running ip (iproute2) to attach the TAP device")?;
+                if !st.success() {
+                    bail!("could not attach {} to bridge {br}", cfg.port.tap);
+                }
+            }
+            with_faults(&cfg, built, port)
+        }
+        PortKind::Afpacket => {
+            let iface = cfg.port.interface.clone().unwrap_or_default();
+            let opts = AfPacketOptions {
+                offloads: AfPacketOffloads {
+                    tso: cfg.port.tso,
+                    csum: cfg.port.csum,
+                    gro: cfg.port.gro,
+                },
+                mtu: cfg.interface.mtu,
+                ..AfPacketOptions::default()
+            };
+            let port = AfPacketPort::open(&iface, &opts)
+                .map_err(|e| anyhow!("opening AF_PACKET on {iface}: {e}"))?;
+            with_faults(&cfg, built, port)
         }
     }
-    let offloads = port.offloads();
+}
+
+/// Wraps the port in the fault injector if `[fault]` asks for it.
+fn with_faults<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
+    match &cfg.fault {
+        Some(f) if f.rx.is_active() || f.tx.is_active() => {
+            let port = FaultPort::new(port, f.clone()).context("in [fault]")?;
+            serve(cfg, built, port)
+        }
+        _ => serve(cfg, built, port),
+    }
+}
+
+/// Runs the engine on `port` until a signal.
+fn serve<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
+    let describe = port.describe();
     let mut engine = Engine::new(built.stack, port, built.engine)?;
     let reports = Arc::new(Mutex::new(Vec::new()));
     for s in &cfg.services {
@@ -196,14 +265,9 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         .map(|s| format!("{:?}:{}", s.kind, s.port).to_lowercase())
         .collect();
     eprintln!(
-        "softoe engine: {} on TAP {} (mtu {}, tso {}, csum {}, gro {}); services [{}]; \
-         control {}{}. Ctrl-C stops.",
+        "softoe engine: {} on {describe} (mtu {}); services [{}]; control {}{}. Ctrl-C stops.",
         cfg.interface.address.as_deref().unwrap_or("?"),
-        cfg.port.tap,
         built.mtu,
-        on(offloads.tso),
-        on(offloads.csum),
-        on(offloads.gro),
         services.join(", "),
         cfg.engine.control.display(),
         cfg.engine
@@ -226,8 +290,4 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         c.idle_share() * 100.0
     );
     Ok(())
-}
-
-fn on(b: bool) -> &'static str {
-    if b { "on" } else { "off" }
 }

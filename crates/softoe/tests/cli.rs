@@ -150,6 +150,67 @@ fn engine_serves_and_stat_shows_a_live_connection() {
     let _ = std::fs::remove_file(&pcap);
 }
 
+/// `softoe engine --afpacket` on a veth, with seeded faults: an echo
+/// through a lossy port still returns every byte.
+#[test]
+fn engine_on_afpacket_with_faults() {
+    let mut tb = Testbed::new().unwrap();
+    let eng = tb.netns("eng").unwrap();
+    let linux = tb.netns("lx").unwrap();
+    tb.veth(&eng, "veth1", &linux, "eth0").unwrap();
+    tb.addr(&linux, "eth0", "10.8.1.2/24").unwrap();
+    // Linux sends wire-sized segments, so each fault hits one segment.
+    tb.ethtool_k(&linux, "eth0", &["tso", "off", "gso", "off", "gro", "off"])
+        .unwrap();
+    let control: PathBuf =
+        std::env::temp_dir().join(format!("softoe-cli-af-{}.sock", std::process::id()));
+    let mut engine = Running(Some(
+        Command::new("ip")
+            .args(["netns", "exec", eng.name(), BIN, "engine"])
+            .args(["--address", "10.8.1.1/24", "--afpacket", "veth1"])
+            .args(["--fault-loss", "0.01", "--fault-seed", "7", "-s", "echo:7"])
+            .arg("--control")
+            .arg(&control)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let end = Instant::now() + Duration::from_secs(10);
+    while !control.exists() {
+        assert!(Instant::now() < end, "the engine made no control socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ok = linux
+        .run(|| {
+            let to = SocketAddrV4::new([10, 8, 1, 1].into(), 7);
+            let mut s = TcpStream::connect_timeout(&to.into(), Duration::from_secs(10)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let data: Vec<u8> = (0..2u32 << 20).map(|i| (i * 7 + i / 1000) as u8).collect();
+            let mut w = s.try_clone().unwrap();
+            let d2 = data.clone();
+            let writer = std::thread::spawn(move || {
+                w.write_all(&d2).unwrap();
+                w.shutdown(std::net::Shutdown::Write).unwrap();
+            });
+            let mut back = Vec::new();
+            s.read_to_end(&mut back).unwrap();
+            writer.join().unwrap();
+            back == data
+        })
+        .unwrap();
+    assert!(ok, "the echo came back different");
+    let v = stat_json(&control);
+    assert!(
+        v["port"].as_str().unwrap().contains("faults"),
+        "{}",
+        v["port"]
+    );
+    let out = engine.terminate();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "engine exit: {:?}\n{err}", out.status);
+}
+
 #[test]
 fn bad_input_gets_a_clear_error() {
     let out = softoe(&["engine", "--tap", "x"]);
