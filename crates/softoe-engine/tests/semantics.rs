@@ -74,7 +74,10 @@ fn handshake_both_directions() {
     assert_eq!(&got, b"thanks");
     assert_eq!(peer, std::net::SocketAddr::V4(c.local_addr()));
     let st = c.info().unwrap().state;
-    assert!(matches!(st, State::Established | State::CloseWait), "{st:?}");
+    assert!(
+        matches!(st, State::Established | State::CloseWait),
+        "{st:?}"
+    );
 }
 
 /// Connects from the engine to Linux's `port`, retrying while Linux's
