@@ -105,7 +105,7 @@ fn rate_limited_and_lossy_path() {
             .unwrap();
     }
     bed.tb.tbf(&bed.linux, "eth0", 100).unwrap();
-    bed.tb.random_drop(&bed.linux, 1).unwrap();
+    bed.tb.lossy_link(&bed.linux, &bed.sw, 1).unwrap();
     let data = linux_bytes(N, 3);
     let want = hex(&Sha256::digest(&data));
     let secs = bed
@@ -130,6 +130,8 @@ fn rate_limited_and_lossy_path() {
         (N as u64, want.as_str()),
         "data intact"
     );
+    let lost = bed.tb.dropped(&bed.sw).unwrap();
+    assert!(lost > 0, "the wire lost none of Linux's segments");
     let mbps = N as f64 * 8.0 / secs / 1e6;
     eprintln!(
         "Linux → softoe, 100 Mbit/s with 1 % drops: {mbps:.1} Mbit/s ({mbps:.0} % of the rate)"
@@ -172,6 +174,8 @@ fn rate_limited_and_lossy_path() {
     )));
     let (n, sha, secs) = server.join().unwrap();
     assert_eq!((n, sha), (N as u64, pattern_sha(N as u64)), "data intact");
+    let lost = bed.tb.dropped(&bed.linux).unwrap();
+    assert!(lost > 0, "the wire lost none of softoe's segments");
     let mbps = N as f64 * 8.0 / secs / 1e6;
     eprintln!(
         "softoe → Linux, 100 Mbit/s with 1 % drops: {mbps:.1} Mbit/s ({mbps:.0} % of the rate)"

@@ -269,16 +269,34 @@ impl Testbed {
         .map(|_| ())
     }
 
-    /// Drops `percent` % of TCP packets entering and leaving `ns` (nftables
-    /// `numgen random`).
-    pub fn random_drop(&self, ns: &Netns, percent: u32) -> Result<()> {
+    /// Drops `percent` % of the TCP frames that arrive on `dev` in `ns`
+    /// (an nftables `netdev` ingress chain with `numgen random`), before any
+    /// stack or bridge sees them: loss on the wire, invisible to the sender.
+    ///
+    /// Drops belong at ingress. A rule in the `output` hook makes Linux's
+    /// TCP see a local transmit error: it keeps the segment and sends it
+    /// again at once, so nothing is lost on the wire and the "lossy" path
+    /// only loses the other side's packets. Frames are dropped as they
+    /// arrive, so turn segmentation offloads off upstream if drops should
+    /// hit segments rather than super-packets.
+    pub fn random_drop(&self, ns: &Netns, dev: &str, percent: u32) -> Result<()> {
+        if percent > 100 {
+            return Err(Error::Command {
+                cmd: format!("random_drop {dev} {percent}%"),
+                stderr: "a drop rate is a percentage, 0 to 100".into(),
+            });
+        }
+        let chain: String = dev
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
         let rules = format!(
-            "table inet softoe_drop {{\n\
-               chain in {{ type filter hook input priority 0; meta l4proto tcp numgen random mod 100 < {percent} drop; }}\n\
-               chain out {{ type filter hook output priority 0; meta l4proto tcp numgen random mod 100 < {percent} drop; }}\n\
+            "table netdev softoe_drop {{\n\
+               chain in_{chain} {{ type filter hook ingress device \"{dev}\" priority 0; \
+                 meta protocol ip ip protocol tcp numgen random mod 100 < {percent} counter drop; }}\n\
              }}\n"
         );
-        let path = std::env::temp_dir().join(format!("{}-{}.nft", self.prefix, ns.name()));
+        let path = std::env::temp_dir().join(format!("{}-{}-{chain}.nft", self.prefix, ns.name()));
         std::fs::write(&path, rules).map_err(|source| Error::Spawn {
             cmd: "write nft rules".into(),
             source,
@@ -290,19 +308,55 @@ impl Testbed {
         r.map(|_| ())
     }
 
-    /// Removes the drop rules of [`random_drop`](Self::random_drop).
+    /// Makes `host`'s link to the bridge lose `percent` % of TCP frames in
+    /// each direction: drops on the ingress of `host`'s `eth0` (toward the
+    /// host) and of its bridge port in `sw` (from the host).
+    pub fn lossy_link(&self, host: &Netns, sw: &Netns, percent: u32) -> Result<()> {
+        let port = self
+            .veth_to_bridge_port(host)
+            .ok_or_else(|| Error::Command {
+                cmd: format!("lossy_link {}", host.name()),
+                stderr: "no bridge port found for its eth0".into(),
+            })?;
+        self.random_drop(host, "eth0", percent)?;
+        self.random_drop(sw, &port, percent)
+    }
+
+    /// How many frames the drop rules in `ns` have dropped so far.
+    pub fn dropped(&self, ns: &Netns) -> Result<u64> {
+        let out = run(Command::new("ip").args([
+            "netns",
+            "exec",
+            ns.name(),
+            "nft",
+            "list",
+            "table",
+            "netdev",
+            "softoe_drop",
+        ]))?;
+        Ok(out
+            .split("counter packets ")
+            .skip(1)
+            .filter_map(|t| t.split_whitespace().next()?.parse::<u64>().ok())
+            .sum())
+    }
+
+    /// Removes the drop rules of [`random_drop`](Self::random_drop) in `ns`
+    /// (all of its devices); fine if there are none.
     pub fn clear_drop(&self, ns: &Netns) -> Result<()> {
-        run(Command::new("ip").args([
+        match run(Command::new("ip").args([
             "netns",
             "exec",
             ns.name(),
             "nft",
             "delete",
             "table",
-            "inet",
+            "netdev",
             "softoe_drop",
-        ]))
-        .map(|_| ())
+        ])) {
+            Err(Error::Command { stderr, .. }) if stderr.contains("No such file") => Ok(()),
+            r => r.map(|_| ()),
+        }
     }
 
     /// Runs a sysctl in `ns` (e.g. `net.ipv4.tcp_sack=0`).

@@ -32,15 +32,44 @@ fn two_hosts_on_a_bridge_talk_and_everything_is_removed() {
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(100));
         a.run(|| {
-            let mut s = TcpStream::connect("10.9.0.2:7000").unwrap();
+            let mut s = connect("10.9.0.2:7000");
             s.write_all(b"across the bridge").unwrap();
         })
         .unwrap();
         assert_eq!(server.join().unwrap(), b"across the bridge");
-        // Faults and rates apply without error.
-        tb.tbf(&a, "eth0", 100).unwrap();
-        tb.random_drop(&b, 1).unwrap();
+        // Drops happen on the wire, in both directions: a's data and b's
+        // ACKs are lost (the counters say so), and TCP repairs it all.
+        // Segments, not 64 KiB super-packets, meet the drop rules.
+        tb.ethtool_k(&a, "eth0", &["tso", "off", "gso", "off"])
+            .unwrap();
+        tb.lossy_link(&b, &sw, 5).unwrap();
+        let server = b
+            .spawn(|| {
+                let l = TcpListener::bind("10.9.0.2:7001").unwrap();
+                let (mut s, _) = l.accept().unwrap();
+                let mut buf = Vec::new();
+                s.read_to_end(&mut buf).unwrap();
+                buf
+            })
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+        let sent = data.clone();
+        a.run(move || {
+            let mut s = connect("10.9.0.2:7001");
+            s.write_all(&sent).unwrap();
+        })
+        .unwrap();
+        assert!(server.join().unwrap() == data, "data intact across drops");
+        let (to_b, from_b) = (tb.dropped(&b).unwrap(), tb.dropped(&sw).unwrap());
+        assert!(
+            to_b > 0 && from_b > 0,
+            "dropped {to_b} toward b, {from_b} from b"
+        );
         tb.clear_drop(&b).unwrap();
+        tb.clear_drop(&sw).unwrap();
+        tb.clear_drop(&sw).unwrap();
+        tb.tbf(&a, "eth0", 100).unwrap();
     }
     let left = std::process::Command::new("ip")
         .args(["netns", "list"])
@@ -67,4 +96,16 @@ fn a_panicking_test_leaves_nothing_behind() {
         .output()
         .unwrap();
     assert!(!String::from_utf8_lossy(&left.stdout).contains(prefix.lock().unwrap().as_str()));
+}
+
+/// Connects, retrying while the server thread is still getting to `listen`
+/// (and while SYNs are lost on a lossy link).
+fn connect(addr: &str) -> TcpStream {
+    for _ in 0..100 {
+        if let Ok(s) = TcpStream::connect(addr) {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("cannot connect to {addr}");
 }

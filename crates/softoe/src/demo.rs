@@ -71,7 +71,6 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     if args.simulated {
         return crate::sim::demo(&crate::sim::DemoArgs::new(args.json));
     }
-    // SAFETY-free check: geteuid has no preconditions.
     if !is_root() {
         bail!(
             "softoe demo builds network namespaces, a bridge and a TAP device, which needs root.\n\
@@ -212,16 +211,18 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     }
     rows.push(row("4-byte RR p50", "µs", lat[0].0, lat[1].0, "lower"));
     rows.push(row("4-byte RR p99", "µs", lat[0].1, lat[1].1, "lower"));
-    // Drops per wire segment: the bridge port toward the client cuts
-    // super-packets (no TSO/GSO there), and the client neither builds nor
-    // coalesces them, so nftables sees MTU-sized segments both ways.
+    // Drops on the wire, per segment, both ways: the client neither builds
+    // nor coalesces super-packets, its bridge port cuts those of softoe and
+    // Linux into segments, and the rules drop frames as they arrive on
+    // either end of the client's link (ingress: loss the sender must
+    // repair, not a local transmit error it just retries).
     tb.ethtool_k(&client, "eth0", &["tso", "off", "gso", "off", "gro", "off"])?;
     tb.ethtool_k(
         &sw,
         &client_port,
         &["tso", "off", "gso", "off", "gro", "off"],
     )?;
-    tb.random_drop(&client, 1)?;
+    tb.lossy_link(&client, &sw, 1)?;
     let c = client.clone();
     let drop_in = move |ip: Ipv4Addr| -> Result<f64> {
         let t = c.run(move || linux::send_bulk(SocketAddrV4::new(ip, 9), drop_bytes))??;
@@ -254,6 +255,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         "higher",
     ));
     tb.clear_drop(&client)?;
+    tb.clear_drop(&sw)?;
     pb.inc(1);
     pb.set_message("stopping");
     drop(stop_guard);
