@@ -36,6 +36,10 @@ pub struct EngineConfig {
     pub rx_coalesce: Duration,
     /// Most frames read per turn.
     pub rx_batch: usize,
+    /// Answer a turn's received segments once, at the end of the batch
+    /// (one ACK per connection per batch: receive coalescing in software,
+    /// see `Stack::begin_batch`); off: every segment is answered at once.
+    pub batch_acks: bool,
     /// Longest sleep when nothing is due (so stop requests are seen).
     pub max_sleep: Duration,
     /// Write every frame to this pcap file.
@@ -50,6 +54,7 @@ impl Default for EngineConfig {
             spin: Duration::from_micros(50),
             rx_coalesce: Duration::ZERO,
             rx_batch: 64,
+            batch_acks: true,
             max_sleep: Duration::from_millis(20),
             pcap: None,
             control: None,
@@ -322,6 +327,9 @@ impl<P: Port> Engine<P> {
         let mut got = 0;
         let coalesce_until = (!self.cfg.rx_coalesce.is_zero())
             .then(|| std::time::Instant::now() + self.cfg.rx_coalesce);
+        if self.cfg.batch_acks {
+            self.stack.begin_batch();
+        }
         while got < self.cfg.rx_batch {
             match self.port.recv(&mut self.rx_buf) {
                 Ok(Some(f)) => {
@@ -356,6 +364,16 @@ impl<P: Port> Engine<P> {
                     break;
                 }
             }
+        }
+        if self.cfg.batch_acks {
+            let now = self.now();
+            let mut dev = PortDev {
+                port: &mut self.port,
+                mem: &self.mem,
+                pcap: self.pcap.as_mut(),
+                counters: &mut self.counters,
+            };
+            self.stack.end_batch(now, &mut dev);
         }
         if got > 0 {
             self.counters.rx_batches += 1;

@@ -158,6 +158,8 @@ pub struct Stack {
     ident: u16,
     stats: StackStats,
     next_port: u16,
+    /// Inside [`begin_batch`](Stack::begin_batch): answers wait for the end.
+    batching: bool,
 }
 
 impl fmt::Debug for Stack {
@@ -227,6 +229,7 @@ impl Stack {
             ident: (cfg.seed >> 16) as u16,
             stats: StackStats::default(),
             next_port,
+            batching: false,
             cfg,
         })
     }
@@ -271,6 +274,28 @@ impl Stack {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// Starts a receive batch: until [`end_batch`](Stack::end_batch), the
+    /// segments [`receive`](Stack::receive) hands to a connection update its
+    /// state at once, but what the connection sends in answer (ACKs, and
+    /// the data they let out) waits for the end of the batch.
+    ///
+    /// This is receive coalescing done after the fact, for ports that
+    /// deliver frames one by one: where a NIC with GRO would hand up one
+    /// large frame and get one ACK, a batch of 30 segments read in a burst
+    /// gets one ACK (carrying the newest SACK blocks) instead of 30, and the
+    /// sender's ACK clock sees stretch ACKs, as it does from Linux's GRO.
+    /// Handshake segments, resets and ICMP/ARP answers still go at once.
+    pub fn begin_batch(&mut self) {
+        self.batching = true;
+    }
+
+    /// Ends a receive batch and sends what it held back (with everything
+    /// else that is due, as [`poll`](Stack::poll) does).
+    pub fn end_batch<D: Device>(&mut self, now: Instant, dev: &mut D) {
+        self.batching = false;
+        self.poll(now, dev);
     }
 
     /// Does all the work that is due: queued application data, ACKs owed,
@@ -759,6 +784,13 @@ impl Stack {
         };
         let reply = sock.process(&mut cx, seg, gso);
         if reply == Reply::Reopen {
+            return reply;
+        }
+        if self.batching {
+            // Answer at the end of the batch (begin_batch).
+            self.after_tcp(now, i, prev);
+            self.sockets.push_ready_back(i);
+            self.sockets.touch(i);
             return reply;
         }
         let mut eg = egress!(self, now, dev);

@@ -107,6 +107,9 @@ pub struct EngineSection {
     pub rx_coalesce_us: u64,
     /// Most frames read per turn.
     pub rx_batch: usize,
+    /// Answer each turn's received segments once, at the end of the batch
+    /// (one ACK per connection per batch); false: every segment at once.
+    pub batch_acks: bool,
     /// Write every frame sent and received to this pcap file.
     pub pcap: Option<PathBuf>,
     /// The control socket `softoe stat` asks.
@@ -123,6 +126,7 @@ impl Default for EngineSection {
             spin_us: d.spin.as_micros() as u64,
             rx_coalesce_us: d.rx_coalesce.as_micros() as u64,
             rx_batch: d.rx_batch,
+            batch_acks: d.batch_acks,
             pcap: None,
             control: DEFAULT_CONTROL.into(),
         }
@@ -325,6 +329,7 @@ impl FileConfig {
         engine.spin = Duration::from_micros(e.spin_us);
         engine.rx_coalesce = Duration::from_micros(e.rx_coalesce_us);
         engine.rx_batch = e.rx_batch;
+        engine.batch_acks = e.batch_acks;
         engine.pcap = e.pcap.clone();
         engine.control = Some(e.control.clone());
         match self.port.kind {

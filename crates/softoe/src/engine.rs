@@ -69,6 +69,10 @@ pub struct EngineArgs {
     /// Most frames read per loop turn.
     #[arg(long)]
     rx_batch: Option<usize>,
+    /// Answer every received segment at once instead of once per receive
+    /// batch (more ACKs; for ablations).
+    #[arg(long)]
+    no_batch_acks: bool,
     /// Write every frame sent and received to this pcap file (super-segments
     /// as written; tcpdump -r and tshark -r read it).
     #[arg(long)]
@@ -152,6 +156,7 @@ impl EngineArgs {
         e.spin_us = self.spin_us.unwrap_or(e.spin_us);
         e.rx_coalesce_us = self.rx_coalesce_us.unwrap_or(e.rx_coalesce_us);
         e.rx_batch = self.rx_batch.unwrap_or(e.rx_batch);
+        e.batch_acks &= !self.no_batch_acks;
         e.pcap = self.pcap.clone().or(e.pcap.take());
         if let Some(ctl) = &self.control {
             e.control = ctl.clone();

@@ -421,6 +421,17 @@ impl SocketSet {
     }
 
     /// Puts a socket back at the front of the ready queue (the port was busy).
+    /// Queues a socket for service at the next poll (if it still exists).
+    pub(crate) fn push_ready_back(&mut self, index: usize) {
+        if let Some(slot) = self.slots.get_mut(index)
+            && slot.socket.is_some()
+            && !slot.in_ready
+        {
+            slot.in_ready = true;
+            self.ready.push_back(index);
+        }
+    }
+
     pub(crate) fn push_ready_front(&mut self, index: usize) {
         if let Some(slot) = self.slots.get_mut(index)
             && !slot.in_ready

@@ -142,3 +142,106 @@ fn verified_frames_skip_the_checksum_and_others_do_not() {
         "the port vouched for it"
     );
 }
+
+/// A SACK connection opened passively (MSS 1460).
+fn open_sack(h: &mut Harness) -> (crate::SocketHandle, softoe_wire::TcpSeqNumber) {
+    let (c, s, _) = open_passive(
+        h,
+        TcpRepr {
+            max_seg_size: Some(1460),
+            sack_permitted: true,
+            ..SEND_TEMPL
+        },
+    );
+    (c, s)
+}
+
+fn data_seg(our: softoe_wire::TcpSeqNumber, k: usize, data: &[u8]) -> TcpRepr<'_> {
+    TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1 + k * 1460),
+        ack_number: Some(our),
+        payload: data,
+        ..SEND_TEMPL
+    }
+}
+
+#[test]
+fn a_receive_batch_gets_one_ack_for_many_segments() {
+    let mut h = Harness::new();
+    let (_conn, our) = open_sack(&mut h);
+    let data = [1u8; 1460];
+    // Unbatched, every second segment is acknowledged at once.
+    for k in 0..8 {
+        h.send(data_seg(our, k, &data));
+    }
+    assert_eq!(h.take().len(), 4, "an ACK per two full segments");
+    // Batched: the same eight segments, one ACK at the end of the batch.
+    h.stack.begin_batch();
+    for k in 8..16 {
+        h.send(data_seg(our, k, &data));
+    }
+    assert!(h.take().is_empty(), "nothing goes out inside the batch");
+    h.stack.end_batch(h.now, &mut h.dev);
+    let out = h.take();
+    assert_eq!(out.len(), 1, "one ACK for the batch: {out:?}");
+    assert_eq!(out[0].ack(), Some(add(REMOTE_SEQ, 1 + 16 * 1460)));
+}
+
+#[test]
+fn a_batch_with_holes_gets_one_ack_with_every_new_sack_block() {
+    let mut h = Harness::new();
+    let (_conn, our) = open_sack(&mut h);
+    let data = [2u8; 1460];
+    h.stack.begin_batch();
+    // Segments 0, 2, 4 and 6 of 0..7: three holes.
+    for k in [0, 2, 4, 6] {
+        h.send(data_seg(our, k, &data));
+    }
+    assert!(h.take().is_empty());
+    h.stack.end_batch(h.now, &mut h.dev);
+    let out = h.take();
+    assert_eq!(out.len(), 1, "one ACK: {out:?}");
+    let ack = &out[0].repr;
+    assert_eq!(ack.ack_number, Some(add(REMOTE_SEQ, 1 + 1460)));
+    let start = |k: usize| add(REMOTE_SEQ, 1 + k * 1460);
+    let block = |k: usize| Some((start(k).0, start(k + 1).0));
+    // The newest block first (RFC 2018), then the others.
+    assert_eq!(ack.sack_ranges[..3], [block(6), block(4), block(2),]);
+    // Filling a hole inside a later batch is acknowledged at its end too.
+    h.stack.begin_batch();
+    h.send(data_seg(our, 1, &data));
+    assert!(h.take().is_empty());
+    h.stack.end_batch(h.now, &mut h.dev);
+    let out = h.take();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].ack(), Some(start(3)));
+}
+
+#[test]
+fn handshakes_and_resets_are_not_held_by_a_batch() {
+    let mut h = Harness::new();
+    let _lst = h.stack.tcp_listen(local(), 8, None).unwrap();
+    h.stack.begin_batch();
+    h.send(TcpRepr {
+        control: softoe_wire::TcpControl::Syn,
+        seq_number: REMOTE_SEQ,
+        ack_number: None,
+        max_seg_size: Some(1460),
+        ..SEND_TEMPL
+    });
+    let out = h.take();
+    assert_eq!(out.len(), 1, "the SYN-ACK goes at once");
+    assert_eq!(out[0].repr.control, softoe_wire::TcpControl::Syn);
+    // A segment to a closed port is reset at once, too.
+    h.send(TcpRepr {
+        src_port: 999,
+        dst_port: 4000,
+        seq_number: REMOTE_SEQ,
+        ack_number: Some(softoe_wire::TcpSeqNumber(5)),
+        ..SEND_TEMPL
+    });
+    let out = h.take();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].repr.control, softoe_wire::TcpControl::Rst);
+    h.stack.end_batch(h.now, &mut h.dev);
+}
