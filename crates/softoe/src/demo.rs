@@ -36,8 +36,9 @@ pub struct DemoArgs {
     /// Bytes per bulk transfer (suffixes K, M, G).
     #[arg(long, default_value = "256M", value_parser = crate::sim::parse_size)]
     bytes: u64,
-    /// Bytes per transfer with 1 % drops.
-    #[arg(long, default_value = "16M", value_parser = crate::sim::parse_size)]
+    /// Bytes per transfer with 1 % drops (large enough that one 200 ms
+    /// timeout does not decide the figure).
+    #[arg(long, default_value = "64M", value_parser = crate::sim::parse_size)]
     drop_bytes: u64,
     /// Request/response rounds for the latency test.
     #[arg(long, default_value_t = 5000)]

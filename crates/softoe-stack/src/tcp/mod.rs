@@ -233,6 +233,8 @@ pub struct TcpInfo {
     pub keepalive_probes: u32,
     /// Tail-loss probes sent (RFC 8985 §7).
     pub tlp_probes: u32,
+    /// Holes found lost by the reordering timer (RFC 8985 §6.2).
+    pub reorder_timeouts: u32,
     /// Retransmissions found lost and sent again.
     pub lost_retransmits: u32,
     /// Bytes queued to send (unsent plus unacknowledged).

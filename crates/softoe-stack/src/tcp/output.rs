@@ -302,14 +302,16 @@ impl TcpSocket {
         self.plan_sequential(room, mss)
     }
 
-    /// RFC 8985 §7.3: new data if the windows allow, else the last segment.
+    /// The probe (RFC 8985 §7.3) is the last segment sent, again, not new
+    /// data. RFC 8985 prefers new data, but a lone new segment arriving at a
+    /// receiver with nothing else unacknowledged waits for its delayed-ACK
+    /// timer (40 ms on Linux), and that is the common case when the probe
+    /// fires because the ACK for a whole flight was lost: the probe then
+    /// costs as much as it saves. A segment the receiver already has is a
+    /// duplicate, which every receiver acknowledges at once (RFC 5681 §4.2;
+    /// Linux with a D-SACK); one it lacks is out of order and acknowledged
+    /// at once with SACK. Either way the answer comes a round trip later.
     fn plan_probe(&self, mss: u32) -> Option<Plan> {
-        if let Some(mut p) = self.plan_sequential(mss, mss)
-            && !seq::lt(p.seq, self.snd_max)
-        {
-            p.kind = Kind::Probe;
-            return Some(p);
-        }
         let data_end = seq::add(self.tx_seq0, self.tx.len() as u32);
         let end = if seq::lt(self.snd_max, data_end) {
             self.snd_max

@@ -82,6 +82,9 @@ pub(crate) struct Recovery {
     pub(crate) prr_allow: u32,
     /// A tail-loss probe is out, covering up to this sequence number.
     pub(crate) tlp_high: Option<TcpSeqNumber>,
+    /// Holes below this offset (from `snd_una`) are lost by the reordering
+    /// timer (RACK), whatever the duplicate threshold says.
+    pub(crate) rack_lost: u32,
     mss: u32,
 }
 
@@ -104,6 +107,7 @@ impl Recovery {
             recover_fs: 0,
             prr_allow: 0,
             tlp_high: None,
+            rack_lost: 0,
             mss: 536,
         }
     }
@@ -283,7 +287,7 @@ impl Recovery {
             }
             bytes = after;
         }
-        best
+        best.max(self.rack_lost)
     }
 
     /// RFC 6675 `pipe`: bytes presumed in the network.
@@ -358,7 +362,6 @@ impl TcpSocket {
         }
 
         let una_before = self.snd_una;
-        let was_recovering = self.rec.phase.is_some_and(|p| p.sack);
         if seq::gt(ack, self.snd_una) {
             self.ack_advanced(now, ack, flight_before);
         } else if ack == self.snd_una && flight_before > 0 {
@@ -372,6 +375,7 @@ impl TcpSocket {
             }
         }
 
+        self.arm_reorder(now, new_sack);
         if self.rec.phase.is_some_and(|p| p.sack) {
             if new_sack {
                 self.counters.lost_retransmits +=
@@ -379,14 +383,17 @@ impl TcpSocket {
                         .detect_lost_retransmissions(self.snd_una, now, self.rtt.min_rtt() / 4);
             }
             // PRR: what this ACK delivered (newly cumulatively acknowledged
-            // plus newly SACKed bytes) paces sending during recovery.
+            // plus newly SACKed bytes) paces sending during recovery, the
+            // ACK that starts it included (RFC 6937 §3: "starting or
+            // during"): it may SACK most of the flight, and if only the
+            // retransmission went out, one lost ACK would leave nothing in
+            // flight to clock the next and cost an RTO.
             let delivered = (i64::from(seq::dist(self.snd_una, una_before))
                 + i64::from(self.rec.scoreboard.covered_bytes())
                 - i64::from(covered_at_start))
             .max(0) as u32;
-            let counted = if was_recovering { delivered } else { 0 };
             let pipe = self.rec.pipe(self.snd_una, self.snd_max);
-            self.rec.prr_update(counted, pipe, self.cc.ssthresh());
+            self.rec.prr_update(delivered, pipe, self.cc.ssthresh());
         }
 
         // Window update (RFC 9293 §3.10.7.4, SND.WL1/WL2).
@@ -424,6 +431,7 @@ impl TcpSocket {
             self.snd_nxt = ack;
         }
         self.rec.scoreboard.advance(acked);
+        self.rec.rack_lost = self.rec.rack_lost.saturating_sub(acked);
         if seq::lt(self.rec.high_rxt, ack) {
             self.rec.high_rxt = ack;
         }
@@ -460,6 +468,7 @@ impl TcpSocket {
         match self.rec.phase {
             Some(p) if seq::ge(ack, p.point) => {
                 self.rec.phase = None;
+                self.rec.rack_lost = 0;
                 self.rec.inflation = 0;
                 self.rec.dupacks = 0;
                 self.rec.rtx_first = false;
@@ -524,6 +533,42 @@ impl TcpSocket {
         }
     }
 
+    /// RACK's reordering timer, for the holes the duplicate threshold
+    /// cannot find (RFC 8985 §6.2). Data is sent in order, so data SACKed
+    /// above a hole went out after it; once the ACK that SACKed it is a
+    /// reordering window old (a quarter of the minimum RTT, at least 1 ms)
+    /// and the hole is still open, the hole is lost. Without this, a hole
+    /// with fewer than three segments SACKed above it and nothing more to
+    /// send (tail losses, small windows) waits for the RTO: the probe is not
+    /// allowed while anything is SACKed.
+    fn arm_reorder(&mut self, now: Instant, new_sack: bool) {
+        if !self.sack_ok || self.rec.phase.is_some() || self.rec.scoreboard.is_empty() {
+            self.timers.clear(Timer::Reorder);
+            return;
+        }
+        if new_sack {
+            let reo_wnd = (self.rtt.min_rtt() / 4).max(core::time::Duration::from_millis(1));
+            self.timers.set(Timer::Reorder, now + reo_wnd);
+        }
+    }
+
+    fn on_reorder_timeout(&mut self, now: Instant) {
+        if !self.sack_ok || self.rec.phase.is_some() || self.rec.scoreboard.is_empty() {
+            return;
+        }
+        self.counters.reorder_timeouts += 1;
+        // Every hole below the highest SACKed range went out before data
+        // that has arrived: all of them are lost now.
+        self.rec.rack_lost = self.rec.scoreboard.iter().last().map_or(0, |(s, _)| s);
+        let reduce = self.rec.recover.is_none_or(|r| seq::gt(self.snd_una, r));
+        self.enter_recovery(now, reduce);
+        // What the SACKs and this timer say was delivered counts for PRR,
+        // so new data can go with the retransmission (see on_ack).
+        let pipe = self.rec.pipe(self.snd_una, self.snd_max);
+        let sacked = self.rec.scoreboard.covered_bytes();
+        self.rec.prr_update(sacked, pipe, self.cc.ssthresh());
+    }
+
     fn enter_recovery(&mut self, now: Instant, reduce: bool) {
         let flight = self.flight();
         if reduce {
@@ -575,6 +620,10 @@ impl TcpSocket {
                 return;
             }
         }
+        if self.timers.expired(Timer::Reorder, now) {
+            self.timers.clear(Timer::Reorder);
+            self.on_reorder_timeout(now);
+        }
         if self.timers.expired(Timer::Tlp, now) {
             self.timers.clear(Timer::Tlp);
             if self.tlp_allowed() {
@@ -605,12 +654,15 @@ impl TcpSocket {
         }
     }
 
-    /// RFC 8985 §7.2: a probe only with SACK, outside recovery, with an
-    /// empty scoreboard, data in flight and no probe already out.
+    /// A probe needs SACK, data in flight and no probe already out. RFC
+    /// 8985 §7.2 also rules it out in recovery and while anything is SACKed;
+    /// the second stays (the reordering timer covers it), the first does
+    /// not: when the ACK that would end a recovery is lost and the whole
+    /// flight was covered by it, no ACK is coming and only the RTO (200 ms)
+    /// would be left. A probe two round trips later costs one segment.
     pub(crate) fn tlp_allowed(&self) -> bool {
         self.sack_ok
-            && self.rec.phase.is_none()
-            && self.rec.scoreboard.is_empty()
+            && (self.rec.phase.is_some() || self.rec.scoreboard.is_empty())
             && self.rec.tlp_high.is_none()
             && self.flight() > 0
             && self.rtt.srtt() > core::time::Duration::ZERO
@@ -662,6 +714,7 @@ impl TcpSocket {
             if self.retries > 1 {
                 self.rec.scoreboard.clear();
             }
+            self.rec.rack_lost = 0;
             self.rec.clear_marks();
             self.rec.tlp_high = None;
             self.tlp_pending = false;

@@ -47,9 +47,12 @@ pub(crate) enum Timer {
     FinWait2 = 5,
     /// Tail-loss probe (RFC 8985 §7).
     Tlp = 6,
+    /// RACK reordering window (RFC 8985 §6.2): a hole below SACKed data
+    /// that no further ACK will declare lost.
+    Reorder = 7,
 }
 
-const TIMERS: usize = 7;
+const TIMERS: usize = 8;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Timers {
@@ -116,6 +119,7 @@ pub(crate) struct Counters {
     pub(crate) zero_window_probes: u32,
     pub(crate) keepalive_probes: u32,
     pub(crate) tlp_probes: u32,
+    pub(crate) reorder_timeouts: u32,
     pub(crate) lost_retransmits: u32,
 }
 
@@ -672,6 +676,7 @@ impl TcpSocket {
             zero_window_probes: self.counters.zero_window_probes,
             keepalive_probes: self.counters.keepalive_probes,
             tlp_probes: self.counters.tlp_probes,
+            reorder_timeouts: self.counters.reorder_timeouts,
             lost_retransmits: self.counters.lost_retransmits,
             send_queue: self.tx.len().min(u32::MAX as usize) as u32,
             recv_queue: self.rx.len().min(u32::MAX as usize) as u32,

@@ -258,14 +258,148 @@ fn tail_loss_probe_instead_of_a_timeout() {
     assert_eq!(probe[0].len(), MSS);
     let info = h.stack.tcp_info(conn).unwrap();
     assert_eq!((info.tlp_probes, info.rto_count), (1, 0));
-    // Its SACK shows the first two lost: recovery, not a timeout.
+    // Its SACK shows the first two missing. One SACKed segment is below the
+    // duplicate threshold, and no second probe is allowed; the reordering
+    // window (1 ms floor) passes and the holes are repaired, not the RTO.
     h.send(TcpRepr {
         seq_number: add(REMOTE_SEQ, 1),
         ack_number: Some(our),
         sack_ranges: [Some((seg(our, 2).0, seg(our, 3).0)), None, None, None],
         ..SEND_TEMPL
     });
-    h.take();
-    // Only one probe per flight: nothing more until the RTO.
-    assert!(h.advance(Duration::from_millis(50)).is_empty());
+    assert!(h.take().is_empty());
+    assert!(h.advance(Duration::from_micros(900)).is_empty());
+    let rtx = h.advance(Duration::from_micros(100));
+    assert_eq!(
+        rtx.iter().map(|s| (s.seq(), s.len())).collect::<Vec<_>>(),
+        [(seg(our, 0), MSS), (seg(our, 1), MSS)],
+        "both holes, once"
+    );
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!(
+        (info.reorder_timeouts, info.rto_count, info.tlp_probes),
+        (1, 0, 1)
+    );
+}
+
+#[test]
+fn the_probe_resends_the_last_segment_even_with_new_data_waiting() {
+    let mut h = Harness::new();
+    let (conn, our, _) = open_passive(
+        &mut h,
+        TcpRepr {
+            max_seg_size: Some(MSS as u16),
+            sack_permitted: true,
+            ..SEND_TEMPL
+        },
+    );
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (40 * MSS) as u32))
+        .unwrap();
+    let first = h.recv();
+    let n = first.iter().map(|s| s.len()).sum::<usize>() / MSS;
+    assert!(n < 40, "the window holds some back");
+    // The ACK for the whole flight is lost: the probe repeats the last
+    // segment (which the receiver acknowledges at once as a duplicate).
+    let probe = h.advance(Duration::from_millis(2));
+    assert_eq!(probe.len(), 1);
+    assert_eq!((probe[0].seq(), probe[0].len()), (seg(our, n - 1), MSS));
+}
+
+/// RFC 6937 §3 counts the data delivered by every ACK "starting or during"
+/// recovery. If the ACK that starts it counted nothing, a recovery that
+/// begins with one ACK SACKing the whole flight sends only the
+/// retransmission, and if the ACK for it is lost, nothing is left in flight
+/// to bring another: a 200 ms RTO (seen on the demo's 1 %-drop path).
+#[test]
+fn the_ack_that_starts_recovery_lets_new_data_out_with_the_retransmission() {
+    let mut h = Harness::new();
+    let (conn, our, _) = open_passive(
+        &mut h,
+        TcpRepr {
+            max_seg_size: Some(MSS as u16),
+            sack_permitted: true,
+            ..SEND_TEMPL
+        },
+    );
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (40 * MSS) as u32))
+        .unwrap();
+    let first = h.recv();
+    let n = first.iter().map(|s| s.len()).sum::<usize>() / MSS;
+    assert!(n >= 4, "an initial window of several segments: {n}");
+    // Segment 0 is lost; one ACK SACKs all the others.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(our),
+        sack_ranges: [Some((seg(our, 1).0, seg(our, n).0)), None, None, None],
+        ..SEND_TEMPL
+    });
+    let out = h.take();
+    assert_eq!(
+        out.first().map(Sent::seq),
+        Some(seg(our, 0)),
+        "fast retransmit"
+    );
+    let new: usize = out
+        .iter()
+        .filter(|s| seq_ge(s.seq(), seg(our, n)))
+        .map(Sent::len)
+        .sum();
+    assert!(
+        new >= MSS,
+        "new data goes out beside the retransmission: {:?}",
+        out.iter().map(|s| (s.seq().0, s.len())).collect::<Vec<_>>()
+    );
+    // PRR-SSRB: not more than ssthresh allows (0.7 or 0.5 of the window).
+    assert!(
+        new <= n * MSS * 7 / 10,
+        "{new} bytes of new data for {n} delivered"
+    );
+    assert_eq!(h.stack.tcp_info(conn).unwrap().sack_recoveries, 1);
+}
+
+fn seq_ge(a: TcpSeqNumber, b: TcpSeqNumber) -> bool {
+    a.0.wrapping_sub(b.0) as i32 >= 0
+}
+
+#[test]
+fn a_lost_ack_at_the_end_of_recovery_is_probed_not_timed_out() {
+    let mut h = Harness::new();
+    let (conn, our, _) = open_passive(
+        &mut h,
+        TcpRepr {
+            max_seg_size: Some(MSS as u16),
+            sack_permitted: true,
+            ..SEND_TEMPL
+        },
+    );
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (10 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 10);
+    // Segment 0 lost; the rest SACKed: recovery resends it.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(our),
+        sack_ranges: [Some((seg(our, 1).0, seg(our, 10).0)), None, None, None],
+        ..SEND_TEMPL
+    });
+    let out = h.take();
+    assert_eq!(out.first().map(Sent::seq), Some(seg(our, 0)));
+    // The ACK for it (and everything) is lost. Two round trips (2 ms floor)
+    // later a probe goes, long before the 200 ms RTO.
+    let probe = h.advance(Duration::from_millis(2));
+    assert_eq!(probe.len(), 1, "{probe:?}");
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!((info.tlp_probes, info.rto_count), (1, 0));
+    // Its answer ends recovery.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(seg(our, 10)),
+        ..SEND_TEMPL
+    });
+    assert_eq!(h.stack.tcp_acked(conn).unwrap(), (10 * MSS) as u64);
+    assert!(h.advance(Duration::from_millis(300)).is_empty());
+    assert_eq!(h.stack.tcp_info(conn).unwrap().rto_count, 0);
 }
