@@ -325,6 +325,91 @@ impl Service for Source {
     }
 }
 
+/// Request/response, as netperf's TCP_RR: every `request` bytes a client
+/// sends are answered with `response` bytes (a pattern, sent by reference
+/// from engine memory). The message sizes of a latency sweep, served by the
+/// engine itself.
+#[derive(Debug)]
+pub struct RequestResponse {
+    port: u16,
+    request: u64,
+    response: u64,
+    listener: Option<SocketHandle>,
+    conns: Vec<Conn>,
+    reports: Reports,
+}
+
+impl RequestResponse {
+    /// Answers each `request`-byte request on `port` with `response` bytes.
+    /// Sizes of zero are refused.
+    pub fn new(
+        port: u16,
+        request: u64,
+        response: u64,
+        reports: Reports,
+    ) -> Result<RequestResponse, String> {
+        if request == 0 || response == 0 {
+            return Err(format!(
+                "request/response sizes must be above zero (got {request} and {response})"
+            ));
+        }
+        Ok(RequestResponse {
+            port,
+            request,
+            response,
+            listener: None,
+            conns: Vec::new(),
+            reports,
+        })
+    }
+}
+
+impl Service for RequestResponse {
+    fn name(&self) -> &str {
+        "request/response"
+    }
+    fn start(&mut self, _now: Instant, stack: &mut Stack, _mem: &mut Memory) -> Result<(), String> {
+        self.listener = Some(listen(stack, self.port)?);
+        Ok(())
+    }
+    fn step(&mut self, now: Instant, stack: &mut Stack, mem: &mut Memory) -> bool {
+        let before = self.conns.len();
+        let mut any = accept_all(stack, self.listener, now, &mut self.conns);
+        for c in self.conns.iter_mut().skip(before) {
+            c.hash = None;
+        }
+        let (req, resp, reports) = (self.request, self.response, &self.reports);
+        self.conns.retain_mut(|c| {
+            let r = c.drain(stack);
+            any |= matches!(r, Ok(true));
+            // Whole requests received so far, each owed one response.
+            let owed = (c.received / req).saturating_mul(resp);
+            any |= send_pattern(stack, mem, c, owed);
+            if c.eof && c.queued == owed && !c.shut {
+                let _ = stack.tcp_shutdown(c.h);
+                c.shut = true;
+            }
+            let acked = stack.tcp_acked(c.h).unwrap_or(0) >= owed;
+            let done = match r {
+                Err(e) => Some(Some(e)),
+                Ok(_) if c.shut && acked => Some(None),
+                Ok(_) => None,
+            };
+            if let Some(err) = done {
+                let rep = c.report(now, err);
+                if let Ok(mut v) = reports.lock() {
+                    v.push(rep);
+                }
+                let _ = stack.close(now, c.h);
+                any = true;
+                return false;
+            }
+            true
+        });
+        any
+    }
+}
+
 /// Echoes every byte back (RFC 862), through a ring in engine memory per
 /// connection.
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! TCP and UDP semantics against Linux: handshakes both ways, half-close
 //! both ways, resets from either side, many connections at once, UDP echo
-//! both ways, ping and ARP. The engine's side is the in-process application
+//! both ways, ping and ARP, the request/response service. The engine's side is the in-process application
 //! API (`softoe_engine::app`), used from the test's threads. Needs root.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, unsafe_code)]
@@ -12,7 +12,7 @@ use std::net::{Shutdown, TcpListener, TcpStream, UdpSocket};
 use std::time::Duration;
 
 use common::*;
-use softoe_engine::services::Echo;
+use softoe_engine::services::{Echo, RequestResponse};
 use softoe_stack::State;
 
 const T: Duration = Duration::from_secs(10);
@@ -464,4 +464,53 @@ fn linger_zero(s: &TcpStream) {
         )
     };
     assert_eq!(r, 0, "SO_LINGER");
+}
+
+/// netperf-style request/response against the engine's built-in service:
+/// 4-byte requests, 1,000-byte answers (the engine's pattern, in order),
+/// one at a time and then pipelined; a half request is not answered.
+#[test]
+fn request_response_service_answers_each_request() {
+    let done = reports();
+    let bed = Bed::start(
+        Options::default(),
+        vec![Box::new(
+            RequestResponse::new(5000, 4, 1000, done.clone()).unwrap(),
+        )],
+    );
+    assert!(RequestResponse::new(1, 0, 10, reports()).is_err());
+    let got = bed
+        .linux
+        .run(|| {
+            let mut s = connect_to_engine(5000);
+            s.set_nodelay(true).unwrap();
+            let mut all = Vec::new();
+            let mut buf = [0u8; 1000];
+            for _ in 0..50 {
+                s.write_all(b"ping").unwrap();
+                s.read_exact(&mut buf).unwrap();
+                all.extend_from_slice(&buf);
+            }
+            // Ten requests at once, then two bytes of an eleventh.
+            s.write_all(&[7u8; 42]).unwrap();
+            let mut ten = vec![0u8; 10_000];
+            s.read_exact(&mut ten).unwrap();
+            all.extend_from_slice(&ten);
+            s.shutdown(Shutdown::Write).unwrap();
+            let mut rest = Vec::new();
+            s.read_to_end(&mut rest).unwrap();
+            assert!(rest.is_empty(), "{} bytes for half a request", rest.len());
+            all
+        })
+        .unwrap();
+    assert_eq!(got.len(), 60_000);
+    assert_eq!(
+        hex(&<sha2::Sha256 as sha2::Digest>::digest(&got)),
+        pattern_sha(60_000)
+    );
+    wait_for(10, "the service's report", || {
+        !done.lock().unwrap().is_empty()
+    });
+    let r = done.lock().unwrap()[0].clone();
+    assert_eq!((r.received, r.sent, r.error), (242, 60_000, None));
 }

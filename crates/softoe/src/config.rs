@@ -177,18 +177,24 @@ impl Default for TcpSection {
     }
 }
 
-/// One built-in service (`[[service]]`), or `KIND:PORT[:BYTES]` on the
-/// command line.
+/// One built-in service (`[[service]]`), or `KIND:PORT[:BYTES]` (and
+/// `rr:PORT:REQUEST:RESPONSE`) on the command line.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceSpec {
-    /// `echo`, `discard` or `source`.
+    /// `echo`, `discard`, `source` or `rr`.
     pub kind: ServiceKind,
     /// TCP port.
     pub port: u16,
     /// For `source`: bytes sent to each client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<Size>,
+    /// For `rr`: bytes in each request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<Size>,
+    /// For `rr`: bytes in each response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<Size>,
 }
 
 /// The built-in services.
@@ -201,6 +207,9 @@ pub enum ServiceKind {
     Discard,
     /// Sends a fixed number of pattern bytes to each client, then closes.
     Source,
+    /// Request/response (netperf TCP_RR): each `request` bytes received are
+    /// answered with `response` bytes.
+    Rr,
 }
 
 impl std::str::FromStr for ServiceSpec {
@@ -211,8 +220,11 @@ impl std::str::FromStr for ServiceSpec {
             Some("echo") => ServiceKind::Echo,
             Some("discard") => ServiceKind::Discard,
             Some("source") => ServiceKind::Source,
+            Some("rr") => ServiceKind::Rr,
             Some(k) => {
-                return Err(format!("unknown service '{k}' (echo, discard or source)"));
+                return Err(format!(
+                    "unknown service '{k}' (echo, discard, source or rr)"
+                ));
             }
             None => return Err("empty service".into()),
         };
@@ -223,18 +235,30 @@ impl std::str::FromStr for ServiceSpec {
             .ok()
             .filter(|&p| p != 0)
             .ok_or_else(|| format!("'{s}': the port must be 1–65535"))?;
-        let bytes = it.next().map(crate::sim::parse_size).transpose()?.map(Size);
-        if it.next().is_some() {
-            return Err(format!("'{s}': too many fields (KIND:PORT[:BYTES])"));
-        }
-        match (kind, bytes) {
-            (ServiceKind::Source, None) => {
+        let sizes = it
+            .map(crate::sim::parse_size)
+            .collect::<Result<Vec<u64>, String>>()
+            .map_err(|e| format!("'{s}': {e}"))?;
+        let spec = |bytes: Option<u64>, request: Option<u64>, response: Option<u64>| ServiceSpec {
+            kind,
+            port,
+            bytes: bytes.map(Size),
+            request: request.map(Size),
+            response: response.map(Size),
+        };
+        match (kind, sizes.as_slice()) {
+            (ServiceKind::Echo | ServiceKind::Discard, []) => Ok(spec(None, None, None)),
+            (ServiceKind::Echo | ServiceKind::Discard, _) => {
+                Err(format!("'{s}': echo and discard take only a port"))
+            }
+            (ServiceKind::Source, [b]) => Ok(spec(Some(*b), None, None)),
+            (ServiceKind::Source, _) => {
                 Err(format!("'{s}': source needs BYTES, e.g. source:19:1G"))
             }
-            (ServiceKind::Echo | ServiceKind::Discard, Some(_)) => {
-                Err(format!("'{s}': only source takes BYTES"))
-            }
-            _ => Ok(ServiceSpec { kind, port, bytes }),
+            (ServiceKind::Rr, [q, r]) if *q > 0 && *r > 0 => Ok(spec(None, Some(*q), Some(*r))),
+            (ServiceKind::Rr, _) => Err(format!(
+                "'{s}': rr needs request and response sizes above zero, e.g. rr:5000:4:64"
+            )),
         }
     }
 }
@@ -351,6 +375,13 @@ impl FileConfig {
             }
             if s.kind == ServiceKind::Source && s.bytes.is_none() {
                 bail!("service source on port {} needs bytes", s.port);
+            }
+            let rr_sizes = s.request.zip(s.response);
+            if s.kind == ServiceKind::Rr && !rr_sizes.is_some_and(|(q, r)| q.0 > 0 && r.0 > 0) {
+                bail!(
+                    "service rr on port {} needs request and response sizes above zero",
+                    s.port
+                );
             }
         }
         Ok(Built {
@@ -501,6 +532,10 @@ mod tests {
             err("[interface]\naddress = \"10.0.0.1/24\"\n[[service]]\nkind = \"echo\"\nport = 7\n[[service]]\nkind = \"discard\"\nport = 7")
                 .contains("two services")
         );
+        assert!(
+            err("[interface]\naddress = \"10.0.0.1/24\"\n[[service]]\nkind = \"rr\"\nport = 7\nrequest = \"4\"")
+                .contains("request and response")
+        );
         assert!(parse_mac("01:00:5e:00:00:01").is_err());
         assert!(parse_mac("02:00:00:00:00").is_err());
         assert!(parse_mac("02:00:00:00:00:0g").is_err());
@@ -536,7 +571,16 @@ mod tests {
             (ServiceKind::Source, 19, Some(Size(64 << 20)))
         );
         assert!("echo:7".parse::<ServiceSpec>().is_ok());
+        let rr: ServiceSpec = "rr:5000:4:64K".parse().unwrap();
+        assert_eq!(
+            (rr.kind, rr.request, rr.response),
+            (ServiceKind::Rr, Some(Size(4)), Some(Size(64 << 10)))
+        );
         for bad in [
+            "rr:5000",
+            "rr:5000:4",
+            "rr:5000:0:4",
+            "rr:5000:4:4:4",
             "echo",
             "echo:0",
             "echo:7:1M",

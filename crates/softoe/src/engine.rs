@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
-use softoe_engine::services::{Discard, Echo, Service, Source};
+use softoe_engine::services::{Discard, Echo, RequestResponse, Service, Source};
 use softoe_engine::{
     AfPacketOffloads, AfPacketOptions, AfPacketPort, Engine, FaultConfig, FaultPort, Port, TapPort,
 };
@@ -86,8 +86,9 @@ pub struct EngineArgs {
     /// Congestion control.
     #[arg(long, value_enum)]
     cc: Option<Congestion>,
-    /// A built-in service, KIND:PORT[:BYTES]: echo:7, discard:9,
-    /// source:19:1G. Repeat for more.
+    /// A built-in service: echo:7, discard:9, source:19:1G (bytes to each
+    /// client), rr:5000:4:64 (answer each 4-byte request with 64 bytes).
+    /// Repeat for more.
     #[arg(long = "service", short = 's')]
     services: Vec<ServiceSpec>,
     /// Print the merged configuration as TOML and exit.
@@ -251,6 +252,15 @@ fn serve<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
                 s.bytes.map_or(0, |b| b.0),
                 reports.clone(),
             )),
+            ServiceKind::Rr => Box::new(
+                RequestResponse::new(
+                    s.port,
+                    s.request.map_or(0, |b| b.0),
+                    s.response.map_or(0, |b| b.0),
+                    reports.clone(),
+                )
+                .map_err(anyhow::Error::msg)?,
+            ),
         };
         engine.add_service(svc);
     }
