@@ -117,6 +117,21 @@ impl Conn {
         }
     }
 
+    /// Reports what the connection carried and closes it.
+    fn finish(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        reports: &Reports,
+        error: Option<TcpError>,
+    ) {
+        let rep = self.report(now, error);
+        if let Ok(mut v) = reports.lock() {
+            v.push(rep);
+        }
+        let _ = stack.close(now, self.h);
+    }
+
     /// Reads everything available, hashing it. Returns false on error.
     fn drain(&mut self, stack: &mut Stack) -> Result<bool, TcpError> {
         let mut progress = false;
@@ -226,11 +241,7 @@ impl Service for Discard {
                 Ok(_) => None,
             };
             if let Some(err) = done {
-                let rep = c.report(now, err);
-                if let Ok(mut v) = reports.lock() {
-                    v.push(rep);
-                }
-                let _ = stack.close(now, c.h);
+                c.finish(now, stack, reports, err);
                 any = true;
                 return false;
             }
@@ -311,11 +322,7 @@ impl Service for Source {
                 Ok(_) => None,
             };
             if let Some(err) = done {
-                let rep = c.report(now, err);
-                if let Ok(mut v) = reports.lock() {
-                    v.push(rep);
-                }
-                let _ = stack.close(now, c.h);
+                c.finish(now, stack, reports, err);
                 any = true;
                 return false;
             }
@@ -396,11 +403,7 @@ impl Service for RequestResponse {
                 Ok(_) => None,
             };
             if let Some(err) = done {
-                let rep = c.report(now, err);
-                if let Ok(mut v) = reports.lock() {
-                    v.push(rep);
-                }
-                let _ = stack.close(now, c.h);
+                c.finish(now, stack, reports, err);
                 any = true;
                 return false;
             }
@@ -519,11 +522,7 @@ impl Service for Echo {
             }
             let all_acked = stack.tcp_acked(c.h).unwrap_or(0) >= c.queued;
             if err.is_some() || (c.eof && all_acked) {
-                let rep = c.report(now, err);
-                if let Ok(mut v) = reports.lock() {
-                    v.push(rep);
-                }
-                let _ = stack.close(now, c.h);
+                c.finish(now, stack, reports, err);
                 // Its references are released only when the stack says so;
                 // keep the ring out of reuse until then by not recycling it
                 // while unacknowledged data remained.
@@ -591,11 +590,7 @@ impl Service for BulkClient {
             .err()
             .or_else(|| stack.tcp_info(c.h).ok().and_then(|i| i.error));
         if err.is_some() || c.eof {
-            let rep = c.report(now, err);
-            if let Ok(mut v) = self.reports.lock() {
-                v.push(rep);
-            }
-            let _ = stack.close(now, c.h);
+            c.finish(now, stack, &self.reports, err);
             self.finished = true;
             any = true;
         }

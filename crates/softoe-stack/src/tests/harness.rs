@@ -138,6 +138,19 @@ pub(crate) fn open_passive(
     (conn, add(iss, 1), sa)
 }
 
+/// A passive connection with MSS 1460 and SACK permitted.
+pub(crate) fn open_sack(h: &mut Harness) -> (crate::SocketHandle, TcpSeqNumber) {
+    let (c, s, _) = open_passive(
+        h,
+        TcpRepr {
+            max_seg_size: Some(1460),
+            sack_permitted: true,
+            ..SEND_TEMPL
+        },
+    );
+    (c, s)
+}
+
 /// A plain passive connection: MSS 1460, no other options.
 pub(crate) fn open_plain(h: &mut Harness) -> (crate::SocketHandle, TcpSeqNumber) {
     let (c, s, _) = open_passive(

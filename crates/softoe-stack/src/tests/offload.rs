@@ -143,19 +143,6 @@ fn verified_frames_skip_the_checksum_and_others_do_not() {
     );
 }
 
-/// A SACK connection opened passively (MSS 1460).
-fn open_sack(h: &mut Harness) -> (crate::SocketHandle, softoe_wire::TcpSeqNumber) {
-    let (c, s, _) = open_passive(
-        h,
-        TcpRepr {
-            max_seg_size: Some(1460),
-            sack_permitted: true,
-            ..SEND_TEMPL
-        },
-    );
-    (c, s)
-}
-
 fn data_seg(our: softoe_wire::TcpSeqNumber, k: usize, data: &[u8]) -> TcpRepr<'_> {
     TcpRepr {
         seq_number: add(REMOTE_SEQ, 1 + k * 1460),

@@ -237,14 +237,7 @@ fn small_window_is_not_filled_with_tiny_segments() {
 #[test]
 fn tail_loss_probe_instead_of_a_timeout() {
     let mut h = Harness::new();
-    let (conn, our, _) = open_passive(
-        &mut h,
-        TcpRepr {
-            max_seg_size: Some(MSS as u16),
-            sack_permitted: true,
-            ..SEND_TEMPL
-        },
-    );
+    let (conn, our) = open_sack(&mut h);
     h.stack
         .tcp_send(conn, PayloadRef::new(0, 0, (3 * MSS) as u32))
         .unwrap();
@@ -285,14 +278,7 @@ fn tail_loss_probe_instead_of_a_timeout() {
 #[test]
 fn the_probe_resends_the_last_segment_even_with_new_data_waiting() {
     let mut h = Harness::new();
-    let (conn, our, _) = open_passive(
-        &mut h,
-        TcpRepr {
-            max_seg_size: Some(MSS as u16),
-            sack_permitted: true,
-            ..SEND_TEMPL
-        },
-    );
+    let (conn, our) = open_sack(&mut h);
     h.stack
         .tcp_send(conn, PayloadRef::new(0, 0, (40 * MSS) as u32))
         .unwrap();
@@ -314,14 +300,7 @@ fn the_probe_resends_the_last_segment_even_with_new_data_waiting() {
 #[test]
 fn the_ack_that_starts_recovery_lets_new_data_out_with_the_retransmission() {
     let mut h = Harness::new();
-    let (conn, our, _) = open_passive(
-        &mut h,
-        TcpRepr {
-            max_seg_size: Some(MSS as u16),
-            sack_permitted: true,
-            ..SEND_TEMPL
-        },
-    );
+    let (conn, our) = open_sack(&mut h);
     h.stack
         .tcp_send(conn, PayloadRef::new(0, 0, (40 * MSS) as u32))
         .unwrap();
@@ -366,14 +345,7 @@ fn seq_ge(a: TcpSeqNumber, b: TcpSeqNumber) -> bool {
 #[test]
 fn a_lost_ack_at_the_end_of_recovery_is_probed_not_timed_out() {
     let mut h = Harness::new();
-    let (conn, our, _) = open_passive(
-        &mut h,
-        TcpRepr {
-            max_seg_size: Some(MSS as u16),
-            sack_permitted: true,
-            ..SEND_TEMPL
-        },
-    );
+    let (conn, our) = open_sack(&mut h);
     h.stack
         .tcp_send(conn, PayloadRef::new(0, 0, (10 * MSS) as u32))
         .unwrap();
