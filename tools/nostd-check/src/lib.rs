@@ -25,5 +25,7 @@ fn panic(_info: &core::panic::PanicInfo<'_>) -> ! {
 /// Keeps the stack's code in the link.
 #[unsafe(no_mangle)]
 pub extern "C" fn softoe_nostd_check() -> usize {
-    core::mem::size_of::<softoe_stack::Stack>() + softoe_wire::checksum::data(&[1, 2, 3]) as usize
+    core::mem::size_of::<softoe_stack::Stack>()
+        + core::mem::size_of::<softoe_abi::Command>()
+        + softoe_wire::checksum::data(&[1, 2, 3]) as usize
 }

@@ -1,0 +1,579 @@
+/* softoe host interface: shared region, rings, records (ABI version 1). */
+
+#ifndef SOFTOE_ABI_H
+#define SOFTOE_ABI_H
+
+/* Generated from crates/softoe-abi by cbindgen: do not edit. */
+
+#include <stdint.h>
+
+/**
+ * The largest ring or single send the engine accepts: 1 GiB.
+ */
+#define softoe_MAX_SPAN (1 << 30)
+
+/**
+ * The first eight bytes of every region: `b"softoe\0\x01"` read as a
+ * little-endian `u64`.
+ */
+#define softoe_MAGIC 72169123406573427
+
+/**
+ * The ABI version this crate speaks. A program refuses a region whose
+ * version differs.
+ */
+#define softoe_VERSION 1
+
+/**
+ * The engine is polling its rings (`RegionHeader::engine_state`).
+ */
+#define softoe_ENGINE_POLLING 0
+
+/**
+ * The engine sleeps: ring its doorbell after posting commands.
+ */
+#define softoe_ENGINE_SLEEPING 1
+
+/**
+ * The engine has closed this session (the program broke the protocol or
+ * the engine is stopping): every socket is gone.
+ */
+#define softoe_SESSION_CLOSED 2
+
+/**
+ * Complete only on error (any opcode but `SOCKET`, `ACCEPT`, `CONNECT`).
+ */
+#define softoe_CMD_QUIET (1 << 15)
+
+/**
+ * Send what the program wrote into the socket's send ring (the `copy`
+ * policy): `args[1]` bytes after what it sent before.
+ */
+#define softoe_SEND_RING (1 << 0)
+
+/**
+ * Send from a buffer in the data area, by reference: released on ACK.
+ */
+#define softoe_SEND_ZEROCOPY (1 << 1)
+
+/**
+ * Send from a buffer in the data area; the engine copies it and releases it
+ * when the copy is made (the result completion).
+ */
+#define softoe_SEND_OVERLAP (1 << 2)
+
+/**
+ * Send from the program's own memory (an address, not an offset): the
+ * engine reads it with `process_vm_readv`, then releases it.
+ */
+#define softoe_SEND_REMOTE (1 << 3)
+
+/**
+ * More data follows at once: hold a partial segment (like `MSG_MORE`).
+ */
+#define softoe_SEND_MORE (1 << 4)
+
+/**
+ * The completion releases a buffer or a socket's rings.
+ */
+#define softoe_CMP_RELEASE (1 << 0)
+
+/**
+ * Shut down the receive side.
+ */
+#define softoe_SHUT_RD 0
+
+/**
+ * Shut down the send side (FIN after the data sent so far).
+ */
+#define softoe_SHUT_WR 1
+
+/**
+ * Both.
+ */
+#define softoe_SHUT_RDWR 2
+
+/**
+ * Bytes wait in the receive ring (or, on a listener, see [`EV_ACCEPT`]).
+ */
+#define softoe_EV_READABLE (1 << 0)
+
+/**
+ * The socket can take more data.
+ */
+#define softoe_EV_WRITABLE (1 << 1)
+
+/**
+ * The peer sent FIN: nothing follows the bytes up to `rx_tail`.
+ */
+#define softoe_EV_RDHUP (1 << 2)
+
+/**
+ * Both directions are closed.
+ */
+#define softoe_EV_HUP (1 << 3)
+
+/**
+ * The connection failed; `error` says why.
+ */
+#define softoe_EV_ERR (1 << 4)
+
+/**
+ * The connection is established.
+ */
+#define softoe_EV_CONNECTED (1 << 5)
+
+/**
+ * A listener has connections waiting for `ACCEPT`.
+ */
+#define softoe_EV_ACCEPT (1 << 6)
+
+/**
+ * The program waits to read (`interest`).
+ */
+#define softoe_WANT_READ (1 << 0)
+
+/**
+ * The program waits to write (`interest`).
+ */
+#define softoe_WANT_WRITE (1 << 1)
+
+/**
+ * What a command asks for. Parameters are `args[0..6]`; offsets are into
+ * the region's data area; addresses are IPv4 in network byte order held in
+ * the low 32 bits; ports are in host byte order.
+ */
+enum softoe_Opcode
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint16_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * Does nothing; completes with 0 (a ring round trip).
+   */
+  SOFTOE_OPCODE_NOP = 0,
+  /**
+   * Creates a socket. `args`: kind ([`SockKind`]), receive ring offset,
+   * receive ring length, send ring offset, send ring length (0 without a
+   * send ring). Result: the new socket id.
+   */
+  SOFTOE_OPCODE_SOCKET = 1,
+  /**
+   * Binds. `args`: address, port (0: any). `aux`: the bound address.
+   */
+  SOFTOE_OPCODE_BIND = 2,
+  /**
+   * Listens. `args`: backlog.
+   */
+  SOFTOE_OPCODE_LISTEN = 3,
+  /**
+   * Takes one waiting connection from a listener. `args[1..5]`: the new
+   * socket's rings as for `SOCKET`. Result: the new socket id; `-EAGAIN`
+   * when none waits (wait for `EV_ACCEPT`). `aux`: the peer.
+   */
+  SOFTOE_OPCODE_ACCEPT = 4,
+  /**
+   * Connects. `args`: address, port. Completes when the connection is
+   * established or fails; `aux`: the local address.
+   */
+  SOFTOE_OPCODE_CONNECT = 5,
+  /**
+   * Sends. `flags`: one source (`SEND_RING`, `SEND_ZEROCOPY`,
+   * `SEND_OVERLAP`, `SEND_REMOTE`), optionally `SEND_MORE`. `args`:
+   * offset (or address for `SEND_REMOTE`), length; for UDP also the
+   * destination address and port. Result: bytes taken. A zero-copy send
+   * completes twice: once when taken, once with [`CMP_RELEASE`] when the
+   * peer has acknowledged every byte and the buffer is the program's again.
+   */
+  SOFTOE_OPCODE_SEND = 6,
+  /**
+   * The program consumed bytes from a full receive ring: the engine may
+   * move more into it. No parameters.
+   */
+  SOFTOE_OPCODE_RX_DONE = 7,
+  /**
+   * Shuts down. `args`: how ([`SHUT_RD`], [`SHUT_WR`], [`SHUT_RDWR`]).
+   */
+  SOFTOE_OPCODE_SHUTDOWN = 8,
+  /**
+   * Closes the socket id. `args`: 1 to abort (send RST). The id is free
+   * at once; a second completion with [`CMP_RELEASE`] says when the
+   * engine no longer reads the socket's rings.
+   */
+  SOFTOE_OPCODE_CLOSE = 9,
+  /**
+   * Sets an option. `args`: a [`SockOpt`], then its values.
+   */
+  SOFTOE_OPCODE_SET_OPT = 10,
+  /**
+   * Writes a [`TcpInfoRecord`] to the data area. `args`: offset, length.
+   * Result: bytes written.
+   */
+  SOFTOE_OPCODE_INFO = 11,
+  /**
+   * Asks the engine to resend the socket's readiness (after the program
+   * changed its `interest`). No parameters.
+   */
+  SOFTOE_OPCODE_ARM = 12,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum softoe_Opcode softoe_Opcode;
+#else
+typedef uint16_t softoe_Opcode;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Socket kinds for `SOCKET`.
+ */
+enum softoe_SockKind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint64_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * A TCP socket.
+   */
+  SOFTOE_SOCK_KIND_TCP = 1,
+  /**
+   * A UDP socket.
+   */
+  SOFTOE_SOCK_KIND_UDP = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum softoe_SockKind softoe_SockKind;
+#else
+typedef uint64_t softoe_SockKind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Options for `SETOPT` (`args[0]`), values in `args[1..]`.
+ */
+enum softoe_SockOpt
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint64_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * `TCP_NODELAY`: on (1) or off (0).
+   */
+  SOFTOE_SOCK_OPT_NO_DELAY = 1,
+  /**
+   * `SO_KEEPALIVE` with `TCP_KEEPIDLE`, `TCP_KEEPINTVL` (seconds) and
+   * `TCP_KEEPCNT`: on, idle, interval, count.
+   */
+  SOFTOE_SOCK_OPT_KEEP_ALIVE = 2,
+  /**
+   * `TCP_USER_TIMEOUT`: milliseconds (0: off).
+   */
+  SOFTOE_SOCK_OPT_USER_TIMEOUT = 3,
+  /**
+   * `TCP_CORK`: on or off.
+   */
+  SOFTOE_SOCK_OPT_CORK = 4,
+  /**
+   * Send policy default for this socket (0 copy, 1 zerocopy, 2 overlap):
+   * recorded for `softoe stat`.
+   */
+  SOFTOE_SOCK_OPT_POLICY = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum softoe_SockOpt softoe_SockOpt;
+#else
+typedef uint64_t softoe_SockOpt;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * The header at offset 0 of a region, 1 KiB. Line 0 is written once by the
+ * engine when it creates the region; every other line holds one word with
+ * one writer, alone on its 128-byte line so the two sides do not share
+ * cache lines (x86-64 prefetches line pairs).
+ */
+typedef struct {
+  /**
+   * [`MAGIC`].
+   */
+  uint64_t magic;
+  /**
+   * [`VERSION`].
+   */
+  uint32_t version;
+  /**
+   * `size_of::<RegionHeader>()`.
+   */
+  uint32_t header_len;
+  /**
+   * Bytes in the whole region.
+   */
+  uint64_t region_len;
+  /**
+   * Offset of the command ring's entries.
+   */
+  uint64_t cmd_offset;
+  /**
+   * Offset of the completion ring's entries.
+   */
+  uint64_t cmp_offset;
+  /**
+   * Offset of the socket table.
+   */
+  uint64_t socks_offset;
+  /**
+   * Offset of the data area.
+   */
+  uint64_t data_offset;
+  /**
+   * Bytes in the data area.
+   */
+  uint64_t data_len;
+  /**
+   * Entries in the command ring (a power of two).
+   */
+  uint32_t cmd_entries;
+  /**
+   * Entries in the completion ring (a power of two).
+   */
+  uint32_t cmp_entries;
+  /**
+   * Entries in the socket table: socket ids are `0..socks_entries`.
+   */
+  uint32_t socks_entries;
+  /**
+   * The engine's number for this session (as `softoe stat` shows it).
+   */
+  uint32_t session;
+  uint8_t _pad0[48];
+  /**
+   * Commands the engine has consumed (engine writes).
+   */
+  uint32_t cmd_head;
+  uint8_t _pad1[124];
+  /**
+   * Commands the program has posted (program writes).
+   */
+  uint32_t cmd_tail;
+  uint8_t _pad2[124];
+  /**
+   * Completions the program has consumed (program writes).
+   */
+  uint32_t cmp_head;
+  uint8_t _pad3[124];
+  /**
+   * Completions the engine has posted (engine writes).
+   */
+  uint32_t cmp_tail;
+  uint8_t _pad4[124];
+  /**
+   * [`ENGINE_POLLING`], [`ENGINE_SLEEPING`] or [`SESSION_CLOSED`]
+   * (engine writes).
+   */
+  uint32_t engine_state;
+  uint8_t _pad5[124];
+  /**
+   * How many of the program's threads sleep waiting for the engine; the
+   * engine rings the program's doorbell only when this is non-zero
+   * (program writes).
+   */
+  uint32_t app_waiting;
+  uint8_t _pad6[124];
+  /**
+   * Bumped by the engine after every batch of completions or socket
+   * events; a futex word a program may wait on (engine writes).
+   */
+  uint32_t event_seq;
+  uint8_t _pad7[124];
+} softoe_RegionHeader;
+
+/**
+ * One command, program → engine.
+ */
+typedef struct {
+  /**
+   * An [`Opcode`] (as `u16`).
+   */
+  uint16_t opcode;
+  /**
+   * Opcode-specific flags (`SEND_*`, [`CMD_QUIET`]).
+   */
+  uint16_t flags;
+  /**
+   * The socket id (a slot of the socket table); ignored by `SOCKET` and
+   * `NOP`.
+   */
+  uint32_t sock;
+  /**
+   * Chosen by the program; echoed in the completion.
+   */
+  uint64_t tag;
+  /**
+   * Parameters; see [`Opcode`].
+   */
+  uint64_t args[6];
+} softoe_Command;
+
+/**
+ * One completion, engine → program.
+ */
+typedef struct {
+  /**
+   * The command's tag.
+   */
+  uint64_t tag;
+  /**
+   * The result (≥ 0) or a negated errno ([`errno`](crate::errno)).
+   */
+  int64_t result;
+  /**
+   * The socket id the command named (or created).
+   */
+  uint32_t sock;
+  /**
+   * [`CMP_RELEASE`] or 0.
+   */
+  uint32_t flags;
+  /**
+   * Opcode-specific: the peer address for `ACCEPT`
+   * ([`pack_addr`]), the local address for `CONNECT` and `BIND`.
+   */
+  uint64_t aux;
+} softoe_Completion;
+
+/**
+ * One socket's shared state.
+ */
+typedef struct {
+  /**
+   * `EV_*` bits (engine writes).
+   */
+  uint32_t events;
+  /**
+   * Why the connection failed, an errno; 0 (engine writes).
+   */
+  uint32_t error;
+  /**
+   * Bytes the engine has placed in the receive ring (engine writes).
+   */
+  uint64_t rx_tail;
+  /**
+   * Send-ring bytes the engine no longer needs (engine writes).
+   */
+  uint64_t tx_acked;
+  /**
+   * Local address, [`pack_addr`](crate::pack_addr) (engine writes).
+   */
+  uint64_t local;
+  /**
+   * Remote address (engine writes).
+   */
+  uint64_t remote;
+  /**
+   * Bumped whenever `events` changes (engine writes).
+   */
+  uint32_t seq;
+  uint8_t _pad0[20];
+  /**
+   * Bytes the program has taken from the receive ring (program writes).
+   */
+  uint64_t rx_head;
+  /**
+   * `WANT_*` bits (program writes).
+   */
+  uint32_t interest;
+  uint8_t _pad1[52];
+} softoe_SockSlot;
+
+/**
+ * The header of one datagram in a UDP socket's receive ring.
+ */
+typedef struct {
+  /**
+   * Payload bytes that follow.
+   */
+  uint32_t len;
+  /**
+   * Sender's port (host order).
+   */
+  uint16_t port;
+  /**
+   * Reserved.
+   */
+  uint16_t _pad;
+  /**
+   * Sender's address (network order).
+   */
+  uint32_t addr;
+  /**
+   * Reserved.
+   */
+  uint32_t _pad2;
+} softoe_UdpHeader;
+
+/**
+ * What `INFO` writes: the fields of Linux's `struct tcp_info` that
+ * programs read, in softoe's units (microseconds, bytes, segments).
+ */
+typedef struct {
+  /**
+   * Linux `TCP_*` state number (1 ESTABLISHED … 11 CLOSING).
+   */
+  uint32_t state;
+  /**
+   * Sender MSS.
+   */
+  uint32_t snd_mss;
+  /**
+   * Smoothed RTT, µs.
+   */
+  uint32_t rtt_us;
+  /**
+   * RTT variation, µs.
+   */
+  uint32_t rttvar_us;
+  /**
+   * Retransmission timeout, µs.
+   */
+  uint32_t rto_us;
+  /**
+   * Congestion window, segments.
+   */
+  uint32_t snd_cwnd;
+  /**
+   * Slow-start threshold, segments.
+   */
+  uint32_t snd_ssthresh;
+  /**
+   * Segments retransmitted in total.
+   */
+  uint32_t total_retrans;
+  /**
+   * Bytes the peer acknowledged.
+   */
+  uint64_t bytes_acked;
+  /**
+   * Bytes received in order.
+   */
+  uint64_t bytes_received;
+  /**
+   * Segments sent.
+   */
+  uint64_t segs_out;
+  /**
+   * Segments received.
+   */
+  uint64_t segs_in;
+  /**
+   * Local address ([`pack_addr`]).
+   */
+  uint64_t local;
+  /**
+   * Remote address ([`pack_addr`]).
+   */
+  uint64_t remote;
+} softoe_TcpInfoRecord;
+
+#endif  /* SOFTOE_ABI_H */

@@ -1,0 +1,385 @@
+//! Decoding and checking one command: the first thing the engine does with
+//! bytes a program wrote, so it accepts any bytes and either returns a
+//! well-formed [`Request`] whose data-area references lie inside the region,
+//! or the errno the error completion carries. What it cannot know — whether
+//! a socket id is open, whether a remote address is mapped — the engine
+//! checks against the program's own sockets and memory.
+
+use crate::errno::{EFAULT, EINVAL, ENOPROTOOPT, ENOSYS, EPROTONOSUPPORT};
+use crate::layout::Layout;
+use crate::record::{
+    CMD_QUIET, Command, Opcode, SEND_MORE, SEND_OVERLAP, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY,
+    SHUT_RDWR, SockKind, SockOpt,
+};
+
+/// The largest ring or single send the engine accepts: 1 GiB.
+pub const MAX_SPAN: u64 = 1 << 30;
+
+/// A ring in the data area: offset and length, both multiples of 8.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingSpan {
+    /// Offset in the data area.
+    pub offset: u64,
+    /// Length in bytes (0: no ring).
+    pub len: u64,
+}
+
+/// Where a `SEND`'s bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendSource {
+    /// Next in the socket's send ring (`copy`).
+    Ring,
+    /// A data-area buffer sent by reference (`zerocopy`).
+    Zerocopy {
+        /// Offset in the data area.
+        offset: u64,
+    },
+    /// A data-area buffer the engine copies (`overlap`).
+    Overlap {
+        /// Offset in the data area.
+        offset: u64,
+    },
+    /// The program's own memory, read by the engine (`overlap` by
+    /// `process_vm_readv`).
+    Remote {
+        /// A virtual address in the program.
+        addr: u64,
+    },
+}
+
+/// A decoded command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Request {
+    /// `NOP`.
+    Nop,
+    /// `SOCKET`.
+    Socket {
+        /// TCP or UDP.
+        kind: SockKind,
+        /// The receive ring.
+        rx: RingSpan,
+        /// The send ring (may be empty).
+        tx: RingSpan,
+    },
+    /// `BIND`.
+    Bind {
+        /// Socket id.
+        sock: u32,
+        /// Address, network order.
+        addr: u32,
+        /// Port.
+        port: u16,
+    },
+    /// `LISTEN`.
+    Listen {
+        /// Socket id.
+        sock: u32,
+        /// Backlog (at least 1).
+        backlog: u32,
+    },
+    /// `ACCEPT`.
+    Accept {
+        /// The listener.
+        sock: u32,
+        /// The new socket's receive ring.
+        rx: RingSpan,
+        /// The new socket's send ring.
+        tx: RingSpan,
+    },
+    /// `CONNECT`.
+    Connect {
+        /// Socket id.
+        sock: u32,
+        /// Address, network order.
+        addr: u32,
+        /// Port.
+        port: u16,
+    },
+    /// `SEND`.
+    Send {
+        /// Socket id.
+        sock: u32,
+        /// Where the bytes are.
+        source: SendSource,
+        /// How many.
+        len: u64,
+        /// UDP: the destination (address, port), if given.
+        to: Option<(u32, u16)>,
+        /// `SEND_MORE`.
+        more: bool,
+    },
+    /// `RXDONE`.
+    RxDone {
+        /// Socket id.
+        sock: u32,
+    },
+    /// `SHUTDOWN`.
+    Shutdown {
+        /// Socket id.
+        sock: u32,
+        /// `SHUT_*`.
+        how: u64,
+    },
+    /// `CLOSE`.
+    Close {
+        /// Socket id.
+        sock: u32,
+        /// Reset instead of FIN.
+        abort: bool,
+    },
+    /// `SETOPT`.
+    SetOpt {
+        /// Socket id.
+        sock: u32,
+        /// Which option.
+        opt: SockOpt,
+        /// Its values.
+        values: [u64; 5],
+    },
+    /// `INFO`.
+    Info {
+        /// Socket id.
+        sock: u32,
+        /// Offset in the data area.
+        offset: u64,
+        /// Bytes there.
+        len: u64,
+    },
+    /// `ARM`.
+    Arm {
+        /// Socket id.
+        sock: u32,
+    },
+}
+
+fn ring(layout: &Layout, offset: u64, len: u64, required: bool) -> Result<RingSpan, i32> {
+    if len == 0 && !required {
+        return Ok(RingSpan::default());
+    }
+    if !(64..=MAX_SPAN).contains(&len) || !offset.is_multiple_of(8) || !len.is_multiple_of(8) {
+        return Err(EINVAL);
+    }
+    if !layout.data_contains(offset, len) {
+        return Err(EFAULT);
+    }
+    Ok(RingSpan { offset, len })
+}
+
+fn addr_port(a: u64, p: u64) -> Result<(u32, u16), i32> {
+    Ok((
+        u32::try_from(a).map_err(|_| EINVAL)?,
+        u16::try_from(p).map_err(|_| EINVAL)?,
+    ))
+}
+
+/// Decodes `cmd` and checks every data-area reference against `layout`.
+pub fn decode(cmd: &Command, layout: &Layout) -> Result<Request, i32> {
+    let op = Opcode::from_u16(cmd.opcode).ok_or(ENOSYS)?;
+    let a = cmd.args;
+    let flags = cmd.flags & !CMD_QUIET;
+    let sock = cmd.sock;
+    if op != Opcode::Send && flags != 0 {
+        return Err(EINVAL);
+    }
+    Ok(match op {
+        Opcode::Nop => Request::Nop,
+        Opcode::Socket => Request::Socket {
+            kind: match a[0] {
+                1 => SockKind::Tcp,
+                2 => SockKind::Udp,
+                _ => return Err(EPROTONOSUPPORT),
+            },
+            rx: ring(layout, a[1], a[2], true)?,
+            tx: ring(layout, a[3], a[4], false)?,
+        },
+        Opcode::Bind => {
+            let (addr, port) = addr_port(a[0], a[1])?;
+            Request::Bind { sock, addr, port }
+        }
+        Opcode::Listen => Request::Listen {
+            sock,
+            backlog: u32::try_from(a[0].clamp(1, 65_535)).unwrap_or(1),
+        },
+        Opcode::Accept => Request::Accept {
+            sock,
+            rx: ring(layout, a[1], a[2], true)?,
+            tx: ring(layout, a[3], a[4], false)?,
+        },
+        Opcode::Connect => {
+            let (addr, port) = addr_port(a[0], a[1])?;
+            if port == 0 {
+                return Err(EINVAL);
+            }
+            Request::Connect { sock, addr, port }
+        }
+        Opcode::Send => {
+            let len = a[1];
+            if len > MAX_SPAN {
+                return Err(EINVAL);
+            }
+            let source = match flags & !SEND_MORE {
+                SEND_RING => SendSource::Ring,
+                SEND_ZEROCOPY | SEND_OVERLAP => {
+                    if !layout.data_contains(a[0], len) {
+                        return Err(EFAULT);
+                    }
+                    if flags & SEND_ZEROCOPY != 0 {
+                        SendSource::Zerocopy { offset: a[0] }
+                    } else {
+                        SendSource::Overlap { offset: a[0] }
+                    }
+                }
+                SEND_REMOTE => SendSource::Remote { addr: a[0] },
+                _ => return Err(EINVAL),
+            };
+            let to = if a[2] != 0 || a[3] != 0 {
+                Some(addr_port(a[2], a[3])?)
+            } else {
+                None
+            };
+            Request::Send {
+                sock,
+                source,
+                len,
+                to,
+                more: flags & SEND_MORE != 0,
+            }
+        }
+        Opcode::RxDone => Request::RxDone { sock },
+        Opcode::Shutdown => {
+            if a[0] > SHUT_RDWR {
+                return Err(EINVAL);
+            }
+            Request::Shutdown { sock, how: a[0] }
+        }
+        Opcode::Close => {
+            if a[0] > 1 {
+                return Err(EINVAL);
+            }
+            Request::Close {
+                sock,
+                abort: a[0] == 1,
+            }
+        }
+        Opcode::SetOpt => Request::SetOpt {
+            sock,
+            opt: SockOpt::from_u64(a[0]).ok_or(ENOPROTOOPT)?,
+            values: [a[1], a[2], a[3], a[4], a[5]],
+        },
+        Opcode::Info => {
+            if !layout.data_contains(a[0], a[1]) {
+                return Err(EFAULT);
+            }
+            Request::Info {
+                sock,
+                offset: a[0],
+                len: a[1],
+            }
+        }
+        Opcode::Arm => Request::Arm { sock },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn layout() -> Layout {
+        Layout::new(16, 16, 8, 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn a_socket_with_rings() {
+        let c = Command::socket(1, SockKind::Tcp, (0, 4096), (4096, 8192));
+        assert_eq!(
+            decode(&c, &layout()),
+            Ok(Request::Socket {
+                kind: SockKind::Tcp,
+                rx: RingSpan {
+                    offset: 0,
+                    len: 4096
+                },
+                tx: RingSpan {
+                    offset: 4096,
+                    len: 8192
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn bad_commands_get_the_right_errno() {
+        let l = layout();
+        let mut c = Command::socket(1, SockKind::Tcp, (0, 4096), (0, 0));
+        c.args[0] = 3;
+        assert_eq!(decode(&c, &l), Err(EPROTONOSUPPORT));
+        // A ring past the data area, and one overflowing u64.
+        let c = Command::socket(1, SockKind::Tcp, (1 << 20, 4096), (0, 0));
+        assert_eq!(decode(&c, &l), Err(EFAULT));
+        let c = Command::socket(1, SockKind::Tcp, (u64::MAX - 7, 64), (0, 0));
+        assert_eq!(decode(&c, &l), Err(EFAULT));
+        // No receive ring, a misaligned one, a tiny one.
+        for rx in [(0, 0), (4, 4096), (0, 8)] {
+            let c = Command::socket(1, SockKind::Tcp, rx, (0, 0));
+            assert_eq!(decode(&c, &l), Err(EINVAL), "{rx:?}");
+        }
+        let c = Command {
+            opcode: 99,
+            ..Command::default()
+        };
+        assert_eq!(decode(&c, &l), Err(ENOSYS));
+        // Two send sources at once; none.
+        let c = Command::new(
+            Opcode::Send,
+            SEND_RING | SEND_REMOTE,
+            0,
+            0,
+            [0, 1, 0, 0, 0, 0],
+        );
+        assert_eq!(decode(&c, &l), Err(EINVAL));
+        let c = Command::new(Opcode::Send, 0, 0, 0, [0, 1, 0, 0, 0, 0]);
+        assert_eq!(decode(&c, &l), Err(EINVAL));
+        // A zero-copy buffer outside the area.
+        let c = Command::new(Opcode::Send, SEND_ZEROCOPY, 0, 0, [1 << 20, 1, 0, 0, 0, 0]);
+        assert_eq!(decode(&c, &l), Err(EFAULT));
+        // Port out of range; connect to port 0.
+        let c = Command::new(Opcode::Connect, 0, 0, 0, [1, 70_000, 0, 0, 0, 0]);
+        assert_eq!(decode(&c, &l), Err(EINVAL));
+        let c = Command::new(Opcode::Connect, 0, 0, 0, [1, 0, 0, 0, 0, 0]);
+        assert_eq!(decode(&c, &l), Err(EINVAL));
+        let c = Command::new(Opcode::SetOpt, 0, 0, 0, [77, 0, 0, 0, 0, 0]);
+        assert_eq!(decode(&c, &l), Err(ENOPROTOOPT));
+        // Flags on an opcode that has none.
+        let c = Command::new(Opcode::Listen, SEND_RING, 0, 0, [1, 0, 0, 0, 0, 0]);
+        assert_eq!(decode(&c, &l), Err(EINVAL));
+    }
+
+    #[test]
+    fn quiet_is_allowed_everywhere() {
+        let c = Command::new(Opcode::RxDone, CMD_QUIET, 3, 0, [0; 6]);
+        assert_eq!(decode(&c, &layout()), Ok(Request::RxDone { sock: 3 }));
+    }
+
+    proptest! {
+        /// Any bytes decode or fail; whatever decodes names only the data
+        /// area.
+        #[test]
+        fn any_command_is_safe(opcode in 0u16..16, flags: u16, sock: u32, args: [u64; 6]) {
+            let l = layout();
+            let c = Command { opcode, flags, sock, tag: 0, args };
+            match decode(&c, &l) {
+                Ok(Request::Socket { rx, tx, .. } | Request::Accept { rx, tx, .. }) => {
+                    prop_assert!(l.data_contains(rx.offset, rx.len) && rx.len > 0);
+                    prop_assert!(l.data_contains(tx.offset, tx.len));
+                }
+                Ok(Request::Send { source: SendSource::Zerocopy { offset } | SendSource::Overlap { offset }, len, .. }) => {
+                    prop_assert!(l.data_contains(offset, len));
+                }
+                Ok(Request::Info { offset, len, .. }) => prop_assert!(l.data_contains(offset, len)),
+                _ => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! Command and completion records.
+//!
+//! A command is 64 bytes: an opcode, flags, the socket id it acts on, a tag
+//! the program chooses (echoed in the completion, so any number of commands
+//! can be in flight), and six parameters whose meaning depends on the opcode
+//! (see [`Opcode`]). A completion is 32 bytes: the tag, a result (≥ 0) or a
+//! negative errno, the socket id, flags and one extra word.
+
+use core::mem::size_of;
+
+/// One command, program → engine.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Command {
+    /// An [`Opcode`] (as `u16`).
+    pub opcode: u16,
+    /// Opcode-specific flags (`SEND_*`, [`CMD_QUIET`]).
+    pub flags: u16,
+    /// The socket id (a slot of the socket table); ignored by `SOCKET` and
+    /// `NOP`.
+    pub sock: u32,
+    /// Chosen by the program; echoed in the completion.
+    pub tag: u64,
+    /// Parameters; see [`Opcode`].
+    pub args: [u64; 6],
+}
+
+/// One completion, engine → program.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Completion {
+    /// The command's tag.
+    pub tag: u64,
+    /// The result (≥ 0) or a negated errno ([`errno`](crate::errno)).
+    pub result: i64,
+    /// The socket id the command named (or created).
+    pub sock: u32,
+    /// [`CMP_RELEASE`] or 0.
+    pub flags: u32,
+    /// Opcode-specific: the peer address for `ACCEPT`
+    /// ([`pack_addr`]), the local address for `CONNECT` and `BIND`.
+    pub aux: u64,
+}
+
+const _: () = {
+    assert!(size_of::<Command>() == 64);
+    assert!(size_of::<Completion>() == 32);
+};
+
+/// What a command asks for. Parameters are `args[0..6]`; offsets are into
+/// the region's data area; addresses are IPv4 in network byte order held in
+/// the low 32 bits; ports are in host byte order.
+#[repr(u16)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Opcode {
+    /// Does nothing; completes with 0 (a ring round trip).
+    Nop = 0,
+    /// Creates a socket. `args`: kind ([`SockKind`]), receive ring offset,
+    /// receive ring length, send ring offset, send ring length (0 without a
+    /// send ring). Result: the new socket id.
+    Socket = 1,
+    /// Binds. `args`: address, port (0: any). `aux`: the bound address.
+    Bind = 2,
+    /// Listens. `args`: backlog.
+    Listen = 3,
+    /// Takes one waiting connection from a listener. `args[1..5]`: the new
+    /// socket's rings as for `SOCKET`. Result: the new socket id; `-EAGAIN`
+    /// when none waits (wait for `EV_ACCEPT`). `aux`: the peer.
+    Accept = 4,
+    /// Connects. `args`: address, port. Completes when the connection is
+    /// established or fails; `aux`: the local address.
+    Connect = 5,
+    /// Sends. `flags`: one source (`SEND_RING`, `SEND_ZEROCOPY`,
+    /// `SEND_OVERLAP`, `SEND_REMOTE`), optionally `SEND_MORE`. `args`:
+    /// offset (or address for `SEND_REMOTE`), length; for UDP also the
+    /// destination address and port. Result: bytes taken. A zero-copy send
+    /// completes twice: once when taken, once with [`CMP_RELEASE`] when the
+    /// peer has acknowledged every byte and the buffer is the program's again.
+    Send = 6,
+    /// The program consumed bytes from a full receive ring: the engine may
+    /// move more into it. No parameters.
+    RxDone = 7,
+    /// Shuts down. `args`: how ([`SHUT_RD`], [`SHUT_WR`], [`SHUT_RDWR`]).
+    Shutdown = 8,
+    /// Closes the socket id. `args`: 1 to abort (send RST). The id is free
+    /// at once; a second completion with [`CMP_RELEASE`] says when the
+    /// engine no longer reads the socket's rings.
+    Close = 9,
+    /// Sets an option. `args`: a [`SockOpt`], then its values.
+    SetOpt = 10,
+    /// Writes a [`TcpInfoRecord`] to the data area. `args`: offset, length.
+    /// Result: bytes written.
+    Info = 11,
+    /// Asks the engine to resend the socket's readiness (after the program
+    /// changed its `interest`). No parameters.
+    Arm = 12,
+}
+
+impl Opcode {
+    /// The opcode a raw value names.
+    pub fn from_u16(v: u16) -> Option<Opcode> {
+        Some(match v {
+            0 => Opcode::Nop,
+            1 => Opcode::Socket,
+            2 => Opcode::Bind,
+            3 => Opcode::Listen,
+            4 => Opcode::Accept,
+            5 => Opcode::Connect,
+            6 => Opcode::Send,
+            7 => Opcode::RxDone,
+            8 => Opcode::Shutdown,
+            9 => Opcode::Close,
+            10 => Opcode::SetOpt,
+            11 => Opcode::Info,
+            12 => Opcode::Arm,
+            _ => return None,
+        })
+    }
+}
+
+/// Complete only on error (any opcode but `SOCKET`, `ACCEPT`, `CONNECT`).
+pub const CMD_QUIET: u16 = 1 << 15;
+/// Send what the program wrote into the socket's send ring (the `copy`
+/// policy): `args[1]` bytes after what it sent before.
+pub const SEND_RING: u16 = 1 << 0;
+/// Send from a buffer in the data area, by reference: released on ACK.
+pub const SEND_ZEROCOPY: u16 = 1 << 1;
+/// Send from a buffer in the data area; the engine copies it and releases it
+/// when the copy is made (the result completion).
+pub const SEND_OVERLAP: u16 = 1 << 2;
+/// Send from the program's own memory (an address, not an offset): the
+/// engine reads it with `process_vm_readv`, then releases it.
+pub const SEND_REMOTE: u16 = 1 << 3;
+/// More data follows at once: hold a partial segment (like `MSG_MORE`).
+pub const SEND_MORE: u16 = 1 << 4;
+/// The completion releases a buffer or a socket's rings.
+pub const CMP_RELEASE: u32 = 1 << 0;
+
+/// Shut down the receive side.
+pub const SHUT_RD: u64 = 0;
+/// Shut down the send side (FIN after the data sent so far).
+pub const SHUT_WR: u64 = 1;
+/// Both.
+pub const SHUT_RDWR: u64 = 2;
+
+/// Socket kinds for `SOCKET`.
+#[repr(u64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SockKind {
+    /// A TCP socket.
+    Tcp = 1,
+    /// A UDP socket.
+    Udp = 2,
+}
+
+/// Options for `SETOPT` (`args[0]`), values in `args[1..]`.
+#[repr(u64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SockOpt {
+    /// `TCP_NODELAY`: on (1) or off (0).
+    NoDelay = 1,
+    /// `SO_KEEPALIVE` with `TCP_KEEPIDLE`, `TCP_KEEPINTVL` (seconds) and
+    /// `TCP_KEEPCNT`: on, idle, interval, count.
+    KeepAlive = 2,
+    /// `TCP_USER_TIMEOUT`: milliseconds (0: off).
+    UserTimeout = 3,
+    /// `TCP_CORK`: on or off.
+    Cork = 4,
+    /// Send policy default for this socket (0 copy, 1 zerocopy, 2 overlap):
+    /// recorded for `softoe stat`.
+    Policy = 5,
+}
+
+impl SockOpt {
+    /// The option a raw value names.
+    pub fn from_u64(v: u64) -> Option<SockOpt> {
+        Some(match v {
+            1 => SockOpt::NoDelay,
+            2 => SockOpt::KeepAlive,
+            3 => SockOpt::UserTimeout,
+            4 => SockOpt::Cork,
+            5 => SockOpt::Policy,
+            _ => return None,
+        })
+    }
+}
+
+/// What `INFO` writes: the fields of Linux's `struct tcp_info` that
+/// programs read, in softoe's units (microseconds, bytes, segments).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpInfoRecord {
+    /// Linux `TCP_*` state number (1 ESTABLISHED … 11 CLOSING).
+    pub state: u32,
+    /// Sender MSS.
+    pub snd_mss: u32,
+    /// Smoothed RTT, µs.
+    pub rtt_us: u32,
+    /// RTT variation, µs.
+    pub rttvar_us: u32,
+    /// Retransmission timeout, µs.
+    pub rto_us: u32,
+    /// Congestion window, segments.
+    pub snd_cwnd: u32,
+    /// Slow-start threshold, segments.
+    pub snd_ssthresh: u32,
+    /// Segments retransmitted in total.
+    pub total_retrans: u32,
+    /// Bytes the peer acknowledged.
+    pub bytes_acked: u64,
+    /// Bytes received in order.
+    pub bytes_received: u64,
+    /// Segments sent.
+    pub segs_out: u64,
+    /// Segments received.
+    pub segs_in: u64,
+    /// Local address ([`pack_addr`]).
+    pub local: u64,
+    /// Remote address ([`pack_addr`]).
+    pub remote: u64,
+}
+
+/// Packs an IPv4 address (network order, as in `in_addr`) and a port into
+/// one word: address in the high 32 bits, port in the low 16.
+pub const fn pack_addr(addr_be: u32, port: u16) -> u64 {
+    ((addr_be as u64) << 32) | port as u64
+}
+
+/// The address (network order) and port [`pack_addr`] packed.
+pub const fn unpack_addr(v: u64) -> (u32, u16) {
+    ((v >> 32) as u32, v as u16)
+}
+
+impl Command {
+    /// A `NOP`.
+    pub fn nop(tag: u64) -> Command {
+        Command {
+            opcode: Opcode::Nop as u16,
+            tag,
+            ..Command::default()
+        }
+    }
+
+    /// A `SOCKET` with its receive and send rings (offset, length).
+    pub fn socket(tag: u64, kind: SockKind, rx: (u64, u64), tx: (u64, u64)) -> Command {
+        Command {
+            opcode: Opcode::Socket as u16,
+            tag,
+            args: [kind as u64, rx.0, rx.1, tx.0, tx.1, 0],
+            ..Command::default()
+        }
+    }
+
+    /// Any other opcode on socket `sock` with `args`.
+    pub fn new(op: Opcode, flags: u16, sock: u32, tag: u64, args: [u64; 6]) -> Command {
+        Command {
+            opcode: op as u16,
+            flags,
+            sock,
+            tag,
+            args,
+        }
+    }
+}
+
+impl Completion {
+    /// Whether this is an error, and which.
+    pub fn errno(&self) -> Option<i32> {
+        (self.result < 0).then(|| {
+            self.result
+                .checked_neg()
+                .and_then(|e| i32::try_from(e).ok())
+                .unwrap_or(crate::errno::EIO)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opcodes_round_trip() {
+        for v in 0..=20u16 {
+            if let Some(op) = Opcode::from_u16(v) {
+                assert_eq!(op as u16, v);
+            }
+        }
+        assert_eq!(Opcode::from_u16(13), None);
+        for v in 0..=10u64 {
+            if let Some(o) = SockOpt::from_u64(v) {
+                assert_eq!(o as u64, v);
+            }
+        }
+    }
+
+    #[test]
+    fn addresses_pack() {
+        let v = pack_addr(0x0a00_0001u32.to_be(), 8080);
+        assert_eq!(unpack_addr(v), (0x0a00_0001u32.to_be(), 8080));
+    }
+
+    #[test]
+    fn errno_of_completion() {
+        let c = Completion {
+            result: -111,
+            ..Completion::default()
+        };
+        assert_eq!(c.errno(), Some(111));
+        let c = Completion {
+            result: i64::MIN,
+            ..Completion::default()
+        };
+        assert_eq!(c.errno(), Some(crate::errno::EIO));
+    }
+}

@@ -1,0 +1,229 @@
+//! The socket table: one 128-byte slot per socket id, the socket's state as
+//! the engine publishes it and the program's progress through its receive
+//! ring.
+//!
+//! Received bytes do not travel in completions: the engine copies them into
+//! the socket's receive ring in the data area and advances `rx_tail`; the
+//! program copies them out and advances `rx_head`. Both are free-running
+//! byte counts (the ring position is the count modulo the ring length). A
+//! UDP socket's ring holds datagrams, each a [`UdpHeader`] and its payload,
+//! 8-byte aligned.
+
+use core::marker::PhantomData;
+use core::mem::{offset_of, size_of};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Bytes wait in the receive ring (or, on a listener, see [`EV_ACCEPT`]).
+pub const EV_READABLE: u32 = 1 << 0;
+/// The socket can take more data.
+pub const EV_WRITABLE: u32 = 1 << 1;
+/// The peer sent FIN: nothing follows the bytes up to `rx_tail`.
+pub const EV_RDHUP: u32 = 1 << 2;
+/// Both directions are closed.
+pub const EV_HUP: u32 = 1 << 3;
+/// The connection failed; `error` says why.
+pub const EV_ERR: u32 = 1 << 4;
+/// The connection is established.
+pub const EV_CONNECTED: u32 = 1 << 5;
+/// A listener has connections waiting for `ACCEPT`.
+pub const EV_ACCEPT: u32 = 1 << 6;
+
+/// The program waits to read (`interest`).
+pub const WANT_READ: u32 = 1 << 0;
+/// The program waits to write (`interest`).
+pub const WANT_WRITE: u32 = 1 << 1;
+
+/// One socket's shared state.
+#[repr(C)]
+#[derive(Debug)]
+pub struct SockSlot {
+    /// `EV_*` bits (engine writes).
+    pub events: u32,
+    /// Why the connection failed, an errno; 0 (engine writes).
+    pub error: u32,
+    /// Bytes the engine has placed in the receive ring (engine writes).
+    pub rx_tail: u64,
+    /// Send-ring bytes the engine no longer needs (engine writes).
+    pub tx_acked: u64,
+    /// Local address, [`pack_addr`](crate::pack_addr) (engine writes).
+    pub local: u64,
+    /// Remote address (engine writes).
+    pub remote: u64,
+    /// Bumped whenever `events` changes (engine writes).
+    pub seq: u32,
+    _pad0: [u8; 20],
+    /// Bytes the program has taken from the receive ring (program writes).
+    pub rx_head: u64,
+    /// `WANT_*` bits (program writes).
+    pub interest: u32,
+    _pad1: [u8; 52],
+}
+
+const _: () = {
+    assert!(size_of::<SockSlot>() == 128);
+    assert!(offset_of!(SockSlot, rx_head) == 64);
+};
+
+/// The header of one datagram in a UDP socket's receive ring.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UdpHeader {
+    /// Payload bytes that follow.
+    pub len: u32,
+    /// Sender's port (host order).
+    pub port: u16,
+    /// Reserved.
+    pub _pad: u16,
+    /// Sender's address (network order).
+    pub addr: u32,
+    /// Reserved.
+    pub _pad2: u32,
+}
+
+impl UdpHeader {
+    /// Ring bytes a datagram of `len` payload bytes takes (header, payload,
+    /// padding to 8).
+    pub const fn footprint(len: u32) -> u64 {
+        (size_of::<UdpHeader>() as u64 + len as u64).div_ceil(8) * 8
+    }
+}
+
+/// Atomic access to one slot.
+#[derive(Clone, Copy, Debug)]
+pub struct SlotView<'r> {
+    base: *mut SockSlot,
+    _r: PhantomData<&'r ()>,
+}
+
+macro_rules! word {
+    ($get:ident, $set:ident, $field:ident, $ty:ty, $atomic:ty, $doc:literal) => {
+        #[doc = concat!("Reads `", stringify!($field), "`: ", $doc)]
+        pub fn $get(&self) -> $ty {
+            self.at::<$atomic>(offset_of!(SockSlot, $field))
+                .load(Ordering::Acquire)
+        }
+        #[doc = concat!("Writes `", stringify!($field), "`.")]
+        pub fn $set(&self, v: $ty) {
+            self.at::<$atomic>(offset_of!(SockSlot, $field))
+                .store(v, Ordering::Release)
+        }
+    };
+}
+
+impl<'r> SlotView<'r> {
+    /// # Safety
+    /// `base` must point to a live, 128-aligned slot for `'r`.
+    pub(crate) unsafe fn new(base: *mut SockSlot) -> SlotView<'r> {
+        SlotView {
+            base,
+            _r: PhantomData,
+        }
+    }
+
+    fn at<A>(&self, off: usize) -> &A {
+        // SAFETY: `off` is a field offset of `SockSlot` (from `offset_of!`)
+        // whose type matches `A` in size and alignment (u32/AtomicU32,
+        // u64/AtomicU64); the slot lives for `'r` and its words are only
+        // accessed atomically.
+        unsafe { &*self.base.cast::<u8>().add(off).cast::<A>() }
+    }
+
+    word!(
+        events,
+        set_events,
+        events,
+        u32,
+        AtomicU32,
+        "readiness bits."
+    );
+    word!(
+        error,
+        set_error,
+        error,
+        u32,
+        AtomicU32,
+        "the failure's errno."
+    );
+    word!(
+        rx_tail,
+        set_rx_tail,
+        rx_tail,
+        u64,
+        AtomicU64,
+        "bytes received into the ring."
+    );
+    word!(
+        tx_acked,
+        set_tx_acked,
+        tx_acked,
+        u64,
+        AtomicU64,
+        "send-ring bytes free again."
+    );
+    word!(
+        local,
+        set_local,
+        local,
+        u64,
+        AtomicU64,
+        "the local address."
+    );
+    word!(
+        remote,
+        set_remote,
+        remote,
+        u64,
+        AtomicU64,
+        "the remote address."
+    );
+    word!(seq, set_seq, seq, u32, AtomicU32, "the event generation.");
+    word!(
+        rx_head,
+        set_rx_head,
+        rx_head,
+        u64,
+        AtomicU64,
+        "bytes the program took."
+    );
+    word!(
+        interest,
+        set_interest,
+        interest,
+        u32,
+        AtomicU32,
+        "what the program waits for."
+    );
+
+    /// Clears every word (the engine, when it hands the slot out).
+    pub fn reset(&self) {
+        self.set_events(0);
+        self.set_error(0);
+        self.set_rx_tail(0);
+        self.set_tx_acked(0);
+        self.set_local(0);
+        self.set_remote(0);
+        self.set_rx_head(0);
+        self.set_interest(0);
+    }
+
+    /// A pointer to the `seq` word (a futex word for one socket).
+    pub fn seq_ptr(&self) -> *const AtomicU32 {
+        core::ptr::from_ref(self.at::<AtomicU32>(offset_of!(SockSlot, seq)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn footprints_are_aligned() {
+        assert_eq!(UdpHeader::footprint(0), 16);
+        assert_eq!(UdpHeader::footprint(1), 24);
+        assert_eq!(UdpHeader::footprint(8), 24);
+        assert_eq!(
+            UdpHeader::footprint(u32::MAX),
+            (16 + u32::MAX as u64).div_ceil(8) * 8
+        );
+    }
+}
