@@ -8,6 +8,11 @@
 #include <stdint.h>
 
 /**
+ * The first word of both messages: `b"softoeAT"` little-endian.
+ */
+#define softoe_ATTACH_MAGIC 6071245302040784755
+
+/**
  * The largest ring or single send the engine accepts: 1 GiB.
  */
 #define softoe_MAX_SPAN (1 << 30)
@@ -287,6 +292,67 @@ typedef enum softoe_SockOpt softoe_SockOpt;
 typedef uint64_t softoe_SockOpt;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
+
+/**
+ * Program → engine: what it asks for. The engine clamps each size to its
+ * limits and rounds rings up to powers of two.
+ */
+typedef struct {
+  /**
+   * [`ATTACH_MAGIC`].
+   */
+  uint64_t magic;
+  /**
+   * [`VERSION`](crate::VERSION).
+   */
+  uint32_t version;
+  /**
+   * Command ring entries wanted.
+   */
+  uint32_t cmd_entries;
+  /**
+   * Completion ring entries wanted.
+   */
+  uint32_t cmp_entries;
+  /**
+   * Socket slots wanted.
+   */
+  uint32_t socks;
+  /**
+   * Data-area bytes wanted.
+   */
+  uint64_t data_len;
+} softoe_Hello;
+
+/**
+ * Engine → program, with the three descriptors.
+ */
+typedef struct {
+  /**
+   * [`ATTACH_MAGIC`].
+   */
+  uint64_t magic;
+  /**
+   * The engine's [`VERSION`](crate::VERSION).
+   */
+  uint32_t version;
+  /**
+   * 0, or a negated errno (then no descriptors follow).
+   */
+  int32_t status;
+  /**
+   * The session number.
+   */
+  uint32_t session;
+  /**
+   * Reserved.
+   */
+  uint32_t _pad;
+  /**
+   * Bytes to map from the memfd.
+   */
+  uint64_t region_len;
+} softoe_Welcome;
 
 /**
  * The header at offset 0 of a region, 1 KiB. Line 0 is written once by the

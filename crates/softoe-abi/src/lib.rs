@@ -63,12 +63,14 @@
 #![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod attach;
 mod decode;
 mod layout;
 mod record;
 mod ring;
 mod slot;
 
+pub use attach::{ATTACH_MAGIC, Hello, Welcome};
 pub use decode::{MAX_SPAN, Request, RingSpan, SendSource, decode};
 pub use layout::{
     ENGINE_POLLING, ENGINE_SLEEPING, Layout, LayoutError, MAGIC, RegionHeader, SESSION_CLOSED,

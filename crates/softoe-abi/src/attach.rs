@@ -1,0 +1,139 @@
+//! Attaching: the two messages on the engine's Unix socket.
+//!
+//! A program connects to the engine's `SOCK_SEQPACKET` socket and sends a
+//! [`Hello`] with the sizes it wants; the engine answers with a [`Welcome`]
+//! and, in the same message (`SCM_RIGHTS`), three descriptors: the region's
+//! memfd (sealed against resizing), the engine's doorbell (an eventfd the
+//! program writes when the engine sleeps) and the program's doorbell (an
+//! eventfd the engine writes when the program waits). The connection then
+//! stays open: when every process holding it has gone, the engine sees it
+//! close and ends the session.
+
+/// The first word of both messages: `b"softoeAT"` little-endian.
+pub const ATTACH_MAGIC: u64 = 0x5441_656f_7466_6f73;
+
+/// Program → engine: what it asks for. The engine clamps each size to its
+/// limits and rounds rings up to powers of two.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hello {
+    /// [`ATTACH_MAGIC`].
+    pub magic: u64,
+    /// [`VERSION`](crate::VERSION).
+    pub version: u32,
+    /// Command ring entries wanted.
+    pub cmd_entries: u32,
+    /// Completion ring entries wanted.
+    pub cmp_entries: u32,
+    /// Socket slots wanted.
+    pub socks: u32,
+    /// Data-area bytes wanted.
+    pub data_len: u64,
+}
+
+/// Engine → program, with the three descriptors.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Welcome {
+    /// [`ATTACH_MAGIC`].
+    pub magic: u64,
+    /// The engine's [`VERSION`](crate::VERSION).
+    pub version: u32,
+    /// 0, or a negated errno (then no descriptors follow).
+    pub status: i32,
+    /// The session number.
+    pub session: u32,
+    /// Reserved.
+    pub _pad: u32,
+    /// Bytes to map from the memfd.
+    pub region_len: u64,
+}
+
+const _: () = {
+    assert!(size_of::<Hello>() == 32);
+    assert!(size_of::<Welcome>() == 32);
+};
+
+impl Hello {
+    /// The bytes of the message.
+    pub fn to_bytes(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&self.magic.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.version.to_ne_bytes());
+        b[12..16].copy_from_slice(&self.cmd_entries.to_ne_bytes());
+        b[16..20].copy_from_slice(&self.cmp_entries.to_ne_bytes());
+        b[20..24].copy_from_slice(&self.socks.to_ne_bytes());
+        b[24..32].copy_from_slice(&self.data_len.to_ne_bytes());
+        b
+    }
+
+    /// The message in `b`, if it is one.
+    pub fn from_bytes(b: &[u8]) -> Option<Hello> {
+        let b: &[u8; 32] = b.try_into().ok()?;
+        let h = Hello {
+            magic: u64::from_ne_bytes(b[0..8].try_into().ok()?),
+            version: u32::from_ne_bytes(b[8..12].try_into().ok()?),
+            cmd_entries: u32::from_ne_bytes(b[12..16].try_into().ok()?),
+            cmp_entries: u32::from_ne_bytes(b[16..20].try_into().ok()?),
+            socks: u32::from_ne_bytes(b[20..24].try_into().ok()?),
+            data_len: u64::from_ne_bytes(b[24..32].try_into().ok()?),
+        };
+        (h.magic == ATTACH_MAGIC).then_some(h)
+    }
+}
+
+impl Welcome {
+    /// The bytes of the message.
+    pub fn to_bytes(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&self.magic.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.version.to_ne_bytes());
+        b[12..16].copy_from_slice(&self.status.to_ne_bytes());
+        b[16..20].copy_from_slice(&self.session.to_ne_bytes());
+        b[24..32].copy_from_slice(&self.region_len.to_ne_bytes());
+        b
+    }
+
+    /// The message in `b`, if it is one.
+    pub fn from_bytes(b: &[u8]) -> Option<Welcome> {
+        let b: &[u8; 32] = b.try_into().ok()?;
+        let w = Welcome {
+            magic: u64::from_ne_bytes(b[0..8].try_into().ok()?),
+            version: u32::from_ne_bytes(b[8..12].try_into().ok()?),
+            status: i32::from_ne_bytes(b[12..16].try_into().ok()?),
+            session: u32::from_ne_bytes(b[16..20].try_into().ok()?),
+            _pad: 0,
+            region_len: u64::from_ne_bytes(b[24..32].try_into().ok()?),
+        };
+        (w.magic == ATTACH_MAGIC).then_some(w)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip() {
+        let h = Hello {
+            magic: ATTACH_MAGIC,
+            version: 1,
+            cmd_entries: 256,
+            cmp_entries: 512,
+            socks: 1024,
+            data_len: 1 << 24,
+        };
+        assert_eq!(Hello::from_bytes(&h.to_bytes()), Some(h));
+        assert_eq!(Hello::from_bytes(&h.to_bytes()[..31]), None);
+        let w = Welcome {
+            magic: ATTACH_MAGIC,
+            version: 1,
+            status: -12,
+            session: 3,
+            _pad: 0,
+            region_len: 1 << 20,
+        };
+        assert_eq!(Welcome::from_bytes(&w.to_bytes()), Some(w));
+        assert_eq!(Welcome::from_bytes(&[0; 32]), None);
+    }
+}
