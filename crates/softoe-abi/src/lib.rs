@@ -109,6 +109,7 @@ pub mod errno {
     pub const EPIPE: i32 = 32;
     pub const ENOSYS: i32 = 38;
     pub const ENOTSOCK: i32 = 88;
+    pub const EDESTADDRREQ: i32 = 89;
     pub const EMSGSIZE: i32 = 90;
     pub const EPROTOTYPE: i32 = 91;
     pub const ENOPROTOOPT: i32 = 92;

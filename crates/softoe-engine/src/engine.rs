@@ -435,6 +435,19 @@ impl<P: Port> Engine<P> {
         if timeout.is_zero() {
             return;
         }
+        let mut woke = false;
+        for s in &mut self.services {
+            woke |= s.before_sleep();
+        }
+        if !woke {
+            self.sleep_for(timeout);
+        }
+        for s in &mut self.services {
+            s.after_sleep();
+        }
+    }
+
+    fn sleep_for(&mut self, timeout: Duration) {
         let mut fds: Vec<libc::pollfd> = std::iter::once(self.port.raw_fd())
             .chain(self.services.iter().filter_map(|s| s.wake_fd()))
             .chain(self.control.as_ref().map(Control::raw_fd))

@@ -19,6 +19,7 @@ pub mod app;
 pub mod control;
 pub mod engine;
 pub mod fault;
+pub mod host;
 pub mod memory;
 pub mod pcap;
 pub mod port;

@@ -1,15 +1,48 @@
 //! Memory the engine sends from: regions that payload references name.
 //!
-//! Region 0 is the engine's own: built-in services send from it. Later
-//! issues add one region per attached process (shared memory).
+//! Engine buffers are owned regions (built-in services send from them);
+//! each attached process adds its shared data area, so the stack sends
+//! straight from the memory the program wrote.
+
+#![allow(unsafe_code)]
 
 use softoe_stack::PayloadRef;
+
+#[derive(Debug)]
+enum Backing {
+    Owned(Box<[u8]>),
+    /// A process's shared data area, mapped by its session.
+    Shared {
+        ptr: *mut u8,
+        len: usize,
+    },
+}
+
+impl Backing {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Owned(b) => b,
+            // SAFETY: `add_shared`'s caller guarantees the mapping is valid
+            // for `len` bytes until `remove`. The program may write these
+            // bytes concurrently: they are only ever handed to system calls
+            // (`writev`) or copied, never interpreted, so a torn read costs
+            // the program its own data and nothing else.
+            Backing::Shared { ptr, len } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
+        }
+    }
+}
 
 /// A set of byte regions, addressed by [`PayloadRef`].
 #[derive(Debug, Default)]
 pub struct Memory {
-    regions: Vec<Box<[u8]>>,
+    regions: Vec<Option<Backing>>,
+    free: Vec<u32>,
 }
+
+// SAFETY: the only non-Send part is the pointer of a shared mapping, which
+// is process-wide memory valid until `remove` (see `add_shared`); the engine
+// owns its `Memory` on one thread at a time.
+unsafe impl Send for Memory {}
 
 impl Memory {
     /// Empty.
@@ -17,26 +50,57 @@ impl Memory {
         Memory::default()
     }
 
+    fn insert(&mut self, b: Backing) -> u32 {
+        if let Some(i) = self.free.pop() {
+            self.regions[i as usize] = Some(b);
+            return i;
+        }
+        self.regions.push(Some(b));
+        (self.regions.len() - 1) as u32
+    }
+
     /// Adds a region; returns its number.
     pub fn add(&mut self, bytes: Box<[u8]>) -> u32 {
-        self.regions.push(bytes);
-        (self.regions.len() - 1) as u32
+        self.insert(Backing::Owned(bytes))
+    }
+
+    /// Adds `len` bytes of shared memory at `ptr` (a process's data area).
+    ///
+    /// # Safety
+    /// `ptr` must stay valid for reads and writes of `len` bytes until
+    /// [`remove`](Self::remove) is called with the returned number.
+    pub unsafe fn add_shared(&mut self, ptr: *mut u8, len: usize) -> u32 {
+        self.insert(Backing::Shared { ptr, len })
+    }
+
+    /// Forgets a region (the stack must hold no reference into it); its
+    /// number may be reused.
+    pub fn remove(&mut self, i: u32) {
+        if let Some(slot) = self.regions.get_mut(i as usize)
+            && slot.take().is_some()
+        {
+            self.free.push(i);
+        }
     }
 
     /// A region's bytes.
     pub fn region(&self, i: u32) -> Option<&[u8]> {
-        self.regions.get(i as usize).map(|r| &r[..])
+        self.regions.get(i as usize)?.as_ref().map(Backing::bytes)
     }
 
-    /// A region's bytes, mutably (for engine-side buffers such as echo rings;
-    /// the caller must not overwrite bytes the stack still references).
+    /// An owned region's bytes, mutably (for engine-side buffers such as
+    /// echo rings; the caller must not overwrite bytes the stack still
+    /// references). Shared regions are written only by their session.
     pub fn region_mut(&mut self, i: u32) -> Option<&mut [u8]> {
-        self.regions.get_mut(i as usize).map(|r| &mut r[..])
+        match self.regions.get_mut(i as usize)?.as_mut()? {
+            Backing::Owned(b) => Some(&mut b[..]),
+            Backing::Shared { .. } => None,
+        }
     }
 
     /// The bytes `r` names, if it lies inside its region.
     pub fn get(&self, r: &PayloadRef) -> Option<&[u8]> {
-        let region = self.regions.get(r.region as usize)?;
+        let region = self.region(r.region)?;
         let start = usize::try_from(r.offset).ok()?;
         region.get(start..start.checked_add(r.len())?)
     }
@@ -76,5 +140,25 @@ mod tests {
         assert!(m.get(&PayloadRef::new(r, 95, 10)).is_none());
         assert!(m.get(&PayloadRef::new(r, u64::MAX, 1)).is_none());
         assert!(m.get(&PayloadRef::new(9, 0, 1)).is_none());
+    }
+
+    #[test]
+    fn removed_regions_are_gone_and_reused() {
+        let mut m = Memory::new();
+        let a = m.add(vec![1u8; 10].into_boxed_slice());
+        let mut shared = vec![2u8; 10];
+        // SAFETY: `shared` outlives its registration (removed below).
+        let b = unsafe { m.add_shared(shared.as_mut_ptr(), shared.len()) };
+        assert_eq!(m.region(b), Some(&[2u8; 10][..]));
+        assert!(
+            m.region_mut(b).is_none(),
+            "shared regions are read-only here"
+        );
+        m.remove(b);
+        assert!(m.region(b).is_none());
+        m.remove(b);
+        let c = m.add(vec![3u8; 1].into_boxed_slice());
+        assert_eq!(c, b, "numbers are reused");
+        assert_eq!(m.region(a).map(<[u8]>::len), Some(10));
     }
 }

@@ -34,6 +34,14 @@ pub trait Service: Send {
     fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
         None
     }
+    /// The engine is about to sleep: tell peers to ring the doorbell from
+    /// now on, then say whether work arrived meanwhile (the engine then
+    /// stays awake). Closes the race between a last look and the sleep.
+    fn before_sleep(&mut self) -> bool {
+        false
+    }
+    /// The engine is awake again (after `before_sleep`).
+    fn after_sleep(&mut self) {}
 }
 
 /// What a server saw on one connection.

@@ -249,6 +249,11 @@ impl Stack {
         self.arp.len()
     }
 
+    /// Whether `addr` is one of the interface's addresses.
+    pub fn has_addr(&self, addr: Ipv4Address) -> bool {
+        self.iface.has_addr(addr)
+    }
+
     /// Number of live sockets of every kind.
     pub fn socket_count(&self) -> usize {
         self.sockets.len()

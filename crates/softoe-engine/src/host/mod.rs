@@ -1,0 +1,428 @@
+//! The host interface: programs in other processes attach over a Unix
+//! socket and hand the engine their socket work through a shared region
+//! (see `softoe-abi`).
+//!
+//! [`HostService`] is a [`Service`] on the engine thread. Each turn it
+//! accepts attaches, consumes every session's command ring, moves data
+//! between the stack and the sessions' rings for the sockets the stack
+//! reported events on, posts completions, and rings a program's doorbell
+//! only when one of its threads sleeps. Before the engine sleeps it marks
+//! every region `ENGINE_SLEEPING` and looks at the rings once more, so a
+//! command posted in between is never missed.
+//!
+//! Nothing a program writes is trusted: commands go through
+//! [`softoe_abi::decode`], socket ids index only the session's own table,
+//! ring indices are range-checked, and a broken ring ends that session
+//! alone. A process that exits or is killed closes its Unix socket; the
+//! engine then closes its sockets as the kernel would at exit and frees its
+//! region once the stack holds no reference into it.
+
+#![allow(unsafe_code)]
+
+mod session;
+pub mod sys;
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use softoe_abi::{ATTACH_MAGIC, Hello, Layout, VERSION, Welcome, errno};
+use softoe_stack::{Events, Instant, SocketHandle, Stack};
+use tracing::{debug, info, warn};
+
+use crate::memory::Memory;
+use crate::services::Service;
+use session::Session;
+use sys::{Epoll, EventFd, Mapping};
+
+/// How the engine serves host programs.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// The Unix socket programs attach to.
+    pub path: PathBuf,
+    /// Its file mode: who may attach.
+    pub mode: u32,
+    /// Most sessions at once.
+    pub max_sessions: usize,
+    /// Largest data area a program may ask for.
+    pub max_data: u64,
+    /// Most sockets per session.
+    pub max_socks: u32,
+    /// Engine-side copy buffer per TCP socket for the `overlap` policy and
+    /// for sends from a program's own memory.
+    pub copy_ring: usize,
+    /// Completion wake-ups: ring a waiting program's doorbell once this many
+    /// completions or events are pending…
+    pub wake_batch: u32,
+    /// …or once the oldest has waited this long (interrupt coalescing).
+    pub wake_delay: Duration,
+}
+
+impl Default for HostConfig {
+    fn default() -> HostConfig {
+        HostConfig {
+            path: PathBuf::from(DEFAULT_PATH),
+            mode: 0o666,
+            max_sessions: 256,
+            max_data: 1 << 30,
+            max_socks: 65_536,
+            copy_ring: 512 * 1024,
+            wake_batch: 1,
+            wake_delay: Duration::ZERO,
+        }
+    }
+}
+
+/// Where programs find the engine unless told otherwise (`SOFTOE_SOCKET`).
+pub const DEFAULT_PATH: &str = "/run/softoe/host.sock";
+
+/// What `softoe stat` shows of one session.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SessionStat {
+    /// Session number.
+    pub id: u32,
+    /// The attached process.
+    pub pid: i32,
+    /// Its user.
+    pub uid: u32,
+    /// Open socket ids.
+    pub sockets: usize,
+    /// Closed sockets the stack still finishes.
+    pub closing: usize,
+    /// Commands taken.
+    pub commands: u64,
+    /// Commands refused with an error completion.
+    pub rejected: u64,
+    /// Doorbells rung to wake the program.
+    pub wakeups: u64,
+    /// The process has gone; the session ends when its sockets do.
+    pub dead: bool,
+}
+
+/// Shared with the control socket: the sessions as the last turn saw them.
+pub type SessionStats = std::sync::Arc<std::sync::Mutex<Vec<SessionStat>>>;
+
+/// Serves attached programs. Add it to an engine as a service.
+#[derive(Debug)]
+pub struct HostService {
+    cfg: HostConfig,
+    listener: OwnedFd,
+    epoll: Epoll,
+    sessions: Vec<Option<Session>>,
+    /// Which session (slot in `sessions`) owns a stack socket.
+    owner: HashMap<SocketHandle, usize>,
+    events: Vec<(SocketHandle, Events)>,
+    next_id: u32,
+    look_at: Option<Instant>,
+    woke: bool,
+    stats: SessionStats,
+    scratch: Vec<u8>,
+}
+
+const LISTENER: u64 = u64::MAX;
+
+impl HostService {
+    /// Listens on `cfg.path`.
+    pub fn new(cfg: HostConfig) -> io::Result<HostService> {
+        if let Some(dir) = cfg.path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir)?;
+        }
+        let listener = sys::listen(&cfg.path, cfg.mode)?;
+        let epoll = Epoll::new()?;
+        epoll.add(listener.as_raw_fd(), LISTENER)?;
+        info!(path = %cfg.path.display(), "host interface listening");
+        Ok(HostService {
+            cfg,
+            listener,
+            epoll,
+            sessions: Vec::new(),
+            owner: HashMap::new(),
+            events: Vec::new(),
+            next_id: 1,
+            look_at: None,
+            woke: true,
+            stats: SessionStats::default(),
+            scratch: vec![0u8; 65_536],
+        })
+    }
+
+    /// The sessions, refreshed every millisecond (for `softoe stat`).
+    pub fn stats(&self) -> SessionStats {
+        self.stats.clone()
+    }
+
+    fn attach(&mut self, conn: OwnedFd) {
+        let fd = conn.as_raw_fd();
+        let (pid, uid, _gid) = match sys::peer_cred(fd) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(error = %e, "attach: no peer credentials");
+                return;
+            }
+        };
+        // The hello is sent right after connect; wait for it briefly.
+        let mut buf = [0u8; 64];
+        let mut got = None;
+        for _ in 0..200 {
+            match sys::recv(fd, &mut buf) {
+                Ok(Some(n)) => {
+                    got = Some(n);
+                    break;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_micros(50)),
+                Err(_) => break,
+            }
+        }
+        let refuse = |status: i32| {
+            let w = Welcome {
+                magic: ATTACH_MAGIC,
+                version: VERSION,
+                status: -status,
+                ..Welcome::default()
+            };
+            let _ = sys::send_with_fds(fd, &w.to_bytes(), &[]);
+        };
+        let Some(hello) = got.and_then(|n| Hello::from_bytes(&buf[..n])) else {
+            warn!(pid, "attach: no valid hello");
+            refuse(errno::EINVAL);
+            return;
+        };
+        if hello.version != VERSION {
+            warn!(pid, version = hello.version, "attach: wrong ABI version");
+            refuse(errno::EPROTONOSUPPORT);
+            return;
+        }
+        let live = self.sessions.iter().flatten().count();
+        if live >= self.cfg.max_sessions {
+            warn!(pid, "attach: too many sessions");
+            refuse(errno::EMFILE);
+            return;
+        }
+        let ring = |n: u32| n.clamp(64, 16_384).next_power_of_two();
+        let layout = match Layout::new(
+            ring(hello.cmd_entries),
+            ring(hello.cmp_entries),
+            hello.socks.clamp(16, self.cfg.max_socks),
+            hello.data_len.clamp(1 << 16, self.cfg.max_data),
+        ) {
+            Ok(l) => l,
+            Err(e) => {
+                warn!(pid, error = %e, "attach: bad sizes");
+                refuse(errno::EINVAL);
+                return;
+            }
+        };
+        let id = self.next_id;
+        let made = (|| -> io::Result<(OwnedFd, Mapping, EventFd, EventFd)> {
+            let (memfd, map) = Mapping::memfd(
+                &format!("softoe-session-{id}"),
+                layout.region_len() as usize,
+            )?;
+            Ok((memfd, map, EventFd::new()?, EventFd::new()?))
+        })();
+        let (memfd, map, bell_engine, bell_app) = match made {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(pid, error = %e, "attach: cannot make the region");
+                refuse(e.raw_os_error().unwrap_or(errno::ENOMEM));
+                return;
+            }
+        };
+        let w = Welcome {
+            magic: ATTACH_MAGIC,
+            version: VERSION,
+            status: 0,
+            session: id,
+            _pad: 0,
+            region_len: layout.region_len(),
+        };
+        if let Err(e) = sys::send_with_fds(
+            fd,
+            &w.to_bytes(),
+            &[memfd.as_raw_fd(), bell_engine.raw(), bell_app.raw()],
+        ) {
+            warn!(pid, error = %e, "attach: cannot send the region");
+            return;
+        }
+        let slot = self
+            .sessions
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or_else(|| {
+                self.sessions.push(None);
+                self.sessions.len() - 1
+            });
+        let token = slot as u64;
+        if self.epoll.add(fd, token).is_err() || self.epoll.add(bell_engine.raw(), token).is_err() {
+            warn!(pid, "attach: epoll");
+            return;
+        }
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        info!(
+            session = id,
+            pid,
+            uid,
+            region = layout.region_len(),
+            "program attached"
+        );
+        match Session::new(
+            id,
+            pid,
+            uid,
+            conn,
+            memfd,
+            map,
+            layout,
+            bell_engine,
+            bell_app,
+        ) {
+            Ok(s) => self.sessions[slot] = Some(s),
+            Err(e) => warn!(pid, error = %e, "attach: session setup failed"),
+        }
+    }
+
+    fn look(&mut self, now: Instant, stack: &mut Stack, mem: &mut Memory) {
+        let mut ready = Vec::new();
+        self.epoll.ready(&mut ready);
+        for t in ready {
+            if t == LISTENER {
+                loop {
+                    match sys::accept(self.listener.as_raw_fd()) {
+                        Ok(Some(c)) => self.attach(c),
+                        Ok(None) => break,
+                        Err(e) => {
+                            warn!(error = %e, "host accept failed");
+                            break;
+                        }
+                    }
+                }
+                continue;
+            }
+            let Some(Some(s)) = self.sessions.get_mut(t as usize) else {
+                continue;
+            };
+            s.bell_engine.drain();
+            if !s.dead && s.peer_gone() {
+                info!(
+                    session = s.id,
+                    pid = s.pid,
+                    "program gone: closing its sockets"
+                );
+                self.epoll.delete(s.conn_fd());
+                self.epoll.delete(s.bell_engine.raw());
+                s.end(now, stack, &mut self.owner);
+            }
+        }
+        // Sessions whose sockets are all released give their region back.
+        for slot in &mut self.sessions {
+            if slot.as_ref().is_some_and(Session::finished)
+                && let Some(s) = slot.take()
+            {
+                info!(session = s.id, pid = s.pid, "session reclaimed");
+                s.reclaim(mem);
+            }
+        }
+        let mut stats = Vec::new();
+        for s in self.sessions.iter().flatten() {
+            stats.push(s.stat());
+        }
+        if let Ok(mut g) = self.stats.lock() {
+            *g = stats;
+        }
+    }
+}
+
+impl Service for HostService {
+    fn name(&self) -> &str {
+        "host"
+    }
+
+    fn start(
+        &mut self,
+        _now: Instant,
+        _stack: &mut Stack,
+        _mem: &mut Memory,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn step(&mut self, now: Instant, stack: &mut Stack, mem: &mut Memory) -> bool {
+        let mut any = false;
+        // Attaches and deaths: right after a sleep, else once a millisecond
+        // (an epoll_wait per turn would cost more than the work).
+        if self.woke || self.look_at.is_none_or(|t| now >= t) {
+            self.woke = false;
+            self.look_at = Some(now + Duration::from_millis(1));
+            self.look(now, stack, mem);
+        }
+        for (h, e) in self.events.drain(..) {
+            let Some(&slot) = self.owner.get(&h) else {
+                continue;
+            };
+            if let Some(Some(s)) = self.sessions.get_mut(slot) {
+                s.stack_event(h, e);
+            }
+            if e.contains(Events::RELEASED) {
+                self.owner.remove(&h);
+            }
+        }
+        for (slot, s) in self.sessions.iter_mut().enumerate() {
+            if let Some(s) = s {
+                any |= s.step(
+                    now,
+                    stack,
+                    &self.cfg,
+                    slot,
+                    &mut self.owner,
+                    &mut self.scratch,
+                    mem,
+                );
+            }
+        }
+        any
+    }
+
+    fn event(&mut self, h: SocketHandle, e: Events) {
+        if self.owner.contains_key(&h) {
+            self.events.push((h, e));
+        }
+    }
+
+    fn wake_at(&self) -> Option<Instant> {
+        self.sessions
+            .iter()
+            .flatten()
+            .filter_map(Session::wake_at)
+            .min()
+    }
+
+    fn wake_fd(&self) -> Option<RawFd> {
+        Some(self.epoll.raw())
+    }
+
+    fn before_sleep(&mut self) -> bool {
+        let mut work = false;
+        for s in self.sessions.iter_mut().flatten() {
+            work |= s.before_sleep();
+        }
+        work
+    }
+
+    fn after_sleep(&mut self) {
+        self.woke = true;
+        for s in self.sessions.iter_mut().flatten() {
+            s.after_sleep();
+        }
+    }
+}
+
+impl Drop for HostService {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.cfg.path);
+        debug!("host interface closed");
+    }
+}

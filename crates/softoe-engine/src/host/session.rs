@@ -1,0 +1,1377 @@
+//! One attached program: its region, its sockets, its commands.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::Ordering;
+
+use softoe_abi::{
+    CMD_QUIET, CMP_RELEASE, Command, Completion, Consumer, ENGINE_POLLING, ENGINE_SLEEPING,
+    EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HUP, EV_RDHUP, EV_READABLE, EV_WRITABLE, Layout, Producer,
+    Region, Request, RingSpan, SESSION_CLOSED, SHUT_RD, SHUT_WR, SendSource, SlotView, SockKind,
+    SockOpt, TcpInfoRecord, UdpHeader, decode, errno, pack_addr,
+};
+use softoe_stack::{
+    BindError, Endpoint, Events, HandleError, Instant, Keepalive, PayloadRef, RecvError, SendError,
+    SocketHandle, Stack, State, TcpError, UdpSendError,
+};
+use softoe_wire::Ipv4Address;
+use tracing::{debug, warn};
+
+use super::sys::{self, EventFd, Mapping};
+use super::{HostConfig, SessionStat};
+use crate::memory::Memory;
+
+/// Commands taken from one session per step, so one program cannot starve
+/// the others or the network.
+const CMD_BUDGET: usize = 256;
+/// Completions held back while the program's ring is full, before the
+/// engine stops taking its commands (backpressure, bounded memory).
+const OVERFLOW_MAX: usize = 4096;
+/// Bytes of engine memory per UDP socket for datagrams on their way out.
+const UDP_RING: u64 = 256 * 1024;
+
+/// What a send's bytes hold up until the peer acknowledges them.
+#[derive(Clone, Copy, Debug)]
+enum Hold {
+    /// Send-ring bytes up to this ring position.
+    TxRing(u64),
+    /// Engine copy-ring bytes up to this position.
+    Copy(u64),
+    /// A zero-copy buffer: its command's tag and length.
+    Zerocopy(u64, u64),
+}
+
+/// Options set before the stack socket exists.
+#[derive(Clone, Copy, Debug, Default)]
+struct Opts {
+    nodelay: Option<bool>,
+    keepalive: Option<Option<Keepalive>>,
+    user_timeout: Option<Option<std::time::Duration>>,
+}
+
+#[derive(Debug)]
+struct HSock {
+    kind: SockKind,
+    h: Option<SocketHandle>,
+    listener: bool,
+    bound: Option<Endpoint>,
+    /// UDP: where `send` without an address goes.
+    peer: Option<Endpoint>,
+    rx: RingSpan,
+    tx: RingSpan,
+    /// Receive-ring bytes written (trusted copy of the slot's `rx_tail`).
+    rx_tail: u64,
+    /// The program's `rx_head` as last seen (it only moves forward).
+    rx_head: u64,
+    rx_fin: bool,
+    /// The stack has more than the receive ring could take.
+    rx_blocked: bool,
+    /// Send-ring bytes the stack has taken (`copy` policy).
+    tx_queued: u64,
+    /// Engine copy ring: region, length, bytes written, bytes free again.
+    copy: Option<(u32, u64)>,
+    copy_queued: u64,
+    copy_acked: u64,
+    /// Bytes handed to the stack on this connection.
+    stream: u64,
+    holds: VecDeque<(u64, Hold)>,
+    /// UDP: copy-ring spans of datagrams the port has not taken yet.
+    udp_live: VecDeque<(u64, u64)>,
+    udp_done: u64,
+    connect_tag: Option<u64>,
+    opts: Opts,
+    events: u32,
+    dirty: bool,
+}
+
+impl HSock {
+    fn new(kind: SockKind, rx: RingSpan, tx: RingSpan) -> HSock {
+        HSock {
+            kind,
+            h: None,
+            listener: false,
+            bound: None,
+            peer: None,
+            rx,
+            tx,
+            rx_tail: 0,
+            rx_head: 0,
+            rx_fin: false,
+            rx_blocked: false,
+            tx_queued: 0,
+            copy: None,
+            copy_queued: 0,
+            copy_acked: 0,
+            stream: 0,
+            holds: VecDeque::new(),
+            udp_live: VecDeque::new(),
+            udp_done: 0,
+            connect_tag: None,
+            opts: Opts::default(),
+            events: 0,
+            dirty: true,
+        }
+    }
+}
+
+/// A closed socket the stack is still finishing: what to release when it
+/// reports `RELEASED`.
+#[derive(Debug)]
+struct Retiring {
+    id: u32,
+    close_tag: Option<u64>,
+    zerocopy: Vec<(u64, u64)>,
+    copy: Option<(u32, u64)>,
+}
+
+#[derive(Debug)]
+pub(super) struct Session {
+    pub(super) id: u32,
+    pub(super) pid: i32,
+    uid: u32,
+    conn: OwnedFd,
+    _memfd: OwnedFd,
+    map: Mapping,
+    region: Region,
+    /// The data area as a `Memory` region (payload references name it).
+    mem: Option<u32>,
+    cmds: Consumer<Command>,
+    cmps: Producer<Completion>,
+    pub(super) bell_engine: EventFd,
+    bell_app: EventFd,
+    socks: Vec<Option<HSock>>,
+    /// Sockets to serve this turn (each once: `HSock::dirty`).
+    dirty: Vec<u32>,
+    /// Sockets whose receive ring was full with more in the stack.
+    blocked: Vec<u32>,
+    by_handle: HashMap<SocketHandle, u32>,
+    retiring: HashMap<SocketHandle, Retiring>,
+    overflow: VecDeque<Completion>,
+    /// Events or completions the program has not been woken for.
+    unwoken: u32,
+    first_unwoken: Option<Instant>,
+    /// Engine copy rings no socket uses now.
+    free_copy: Vec<(u32, u64)>,
+    pub(super) dead: bool,
+    commands: u64,
+    rejected: u64,
+    wakeups: u64,
+}
+
+fn bind_errno(e: BindError) -> i32 {
+    match e {
+        BindError::AddrInUse => errno::EADDRINUSE,
+        BindError::Unaddressable => errno::EADDRNOTAVAIL,
+        BindError::NoRoute => errno::ENETUNREACH,
+        _ => errno::ENOBUFS,
+    }
+}
+
+fn tcp_errno(e: TcpError) -> i32 {
+    match e {
+        TcpError::Refused => errno::ECONNREFUSED,
+        TcpError::Reset => errno::ECONNRESET,
+        TcpError::TimedOut => errno::ETIMEDOUT,
+        _ => errno::ECONNABORTED,
+    }
+}
+
+fn handle_errno(_: HandleError) -> i32 {
+    errno::ENOTCONN
+}
+
+fn endpoint(addr_be: u32, port: u16) -> Endpoint {
+    Endpoint::new(Ipv4Address::from_bits(u32::from_be(addr_be)), port)
+}
+
+fn packed(ep: Endpoint) -> u64 {
+    pack_addr(ep.addr.to_bits().to_be(), ep.port)
+}
+
+/// Linux's `TCP_*` state numbers.
+fn linux_state(s: State) -> u32 {
+    match s {
+        State::Established => 1,
+        State::SynSent => 2,
+        State::SynReceived => 3,
+        State::FinWait1 => 4,
+        State::FinWait2 => 5,
+        State::TimeWait => 6,
+        State::Closed => 7,
+        State::CloseWait => 8,
+        State::LastAck => 9,
+        State::Listen => 10,
+        State::Closing => 11,
+    }
+}
+
+type Result<T> = std::result::Result<T, i32>;
+
+impl Session {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        id: u32,
+        pid: i32,
+        uid: u32,
+        conn: OwnedFd,
+        memfd: OwnedFd,
+        map: Mapping,
+        layout: Layout,
+        bell_engine: EventFd,
+        bell_app: EventFd,
+    ) -> io::Result<Session> {
+        if (map.len() as u64) < layout.region_len() {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        // SAFETY: the mapping is `region_len` bytes, page-aligned, zeroed
+        // (fresh memfd), and lives as long as this session, which holds it;
+        // the program gets the memfd only after this call returns... it was
+        // sent just before, but it cannot have written a header the engine
+        // reads: the engine never reads its header back.
+        let region = unsafe { Region::init(map.ptr(), layout, id) };
+        let cmds = region.command_consumer();
+        let cmps = region.completion_producer();
+        Ok(Session {
+            id,
+            pid,
+            uid,
+            conn,
+            _memfd: memfd,
+            map,
+            region,
+            mem: None,
+            cmds,
+            cmps,
+            bell_engine,
+            bell_app,
+            socks: (0..layout.socks()).map(|_| None).collect(),
+            dirty: Vec::new(),
+            blocked: Vec::new(),
+            by_handle: HashMap::new(),
+            retiring: HashMap::new(),
+            overflow: VecDeque::new(),
+            unwoken: 0,
+            first_unwoken: None,
+            free_copy: Vec::new(),
+            dead: false,
+            commands: 0,
+            rejected: 0,
+            wakeups: 0,
+        })
+    }
+
+    pub(super) fn conn_fd(&self) -> RawFd {
+        self.conn.as_raw_fd()
+    }
+
+    /// Whether the program's end of the Unix socket has closed.
+    pub(super) fn peer_gone(&self) -> bool {
+        let mut b = [0u8; 64];
+        loop {
+            match sys::recv(self.conn.as_raw_fd(), &mut b) {
+                Ok(Some(0)) | Err(_) => return true,
+                // Nothing else is spoken after attaching: ignore it.
+                Ok(Some(_)) => continue,
+                Ok(None) => return false,
+            }
+        }
+    }
+
+    pub(super) fn stat(&self) -> SessionStat {
+        SessionStat {
+            id: self.id,
+            pid: self.pid,
+            uid: self.uid,
+            sockets: self.socks.iter().flatten().count(),
+            closing: self.retiring.len(),
+            commands: self.commands,
+            rejected: self.rejected,
+            wakeups: self.wakeups,
+            dead: self.dead,
+        }
+    }
+
+    /// The program has gone: close its sockets as the kernel does at exit
+    /// (FIN, or RST where data was left unread).
+    pub(super) fn end(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        owner: &mut HashMap<SocketHandle, usize>,
+    ) {
+        self.dead = true;
+        self.region
+            .engine_state()
+            .store(SESSION_CLOSED, Ordering::Release);
+        for id in 0..self.socks.len() as u32 {
+            self.close_sock(now, stack, id, None, false);
+        }
+        self.overflow.clear();
+        owner.retain(|h, _| self.retiring.contains_key(h));
+    }
+
+    /// Dead and nothing of it left in the stack.
+    pub(super) fn finished(&self) -> bool {
+        self.dead && self.retiring.is_empty()
+    }
+
+    /// Gives the region back.
+    pub(super) fn reclaim(self, mem: &mut Memory) {
+        if let Some(m) = self.mem {
+            mem.remove(m);
+        }
+        for (r, _) in self.free_copy {
+            mem.remove(r);
+        }
+        drop(self.map);
+    }
+
+    fn mark(&mut self, id: u32) {
+        if let Some(Some(s)) = self.socks.get_mut(id as usize)
+            && !s.dirty
+        {
+            s.dirty = true;
+            self.dirty.push(id);
+        }
+    }
+
+    pub(super) fn stack_event(&mut self, h: SocketHandle, e: Events) {
+        if let Some(&id) = self.by_handle.get(&h) {
+            self.mark(id);
+        } else if e.contains(Events::RELEASED)
+            && let Some(r) = self.retiring.remove(&h)
+        {
+            for (tag, len) in r.zerocopy {
+                self.complete_release(tag, r.id, len as i64);
+            }
+            if let Some(c) = r.copy {
+                self.free_copy.push(c);
+            }
+            if let Some(tag) = r.close_tag {
+                self.complete_release(tag, r.id, 0);
+            }
+        }
+    }
+
+    pub(super) fn wake_at(&self) -> Option<Instant> {
+        self.first_unwoken
+    }
+
+    pub(super) fn before_sleep(&mut self) -> bool {
+        if self.dead {
+            return false;
+        }
+        self.region
+            .engine_state()
+            .store(ENGINE_SLEEPING, Ordering::SeqCst);
+        // A command posted before the store above is visible now.
+        self.cmds.available().is_ok_and(|n| n > 0)
+    }
+
+    pub(super) fn after_sleep(&mut self) {
+        if !self.dead {
+            self.region
+                .engine_state()
+                .store(ENGINE_POLLING, Ordering::Release);
+        }
+    }
+
+    fn complete(&mut self, c: Completion) {
+        self.unwoken += 1;
+        if (!self.overflow.is_empty() || self.cmps.push(&c).is_err()) && !self.dead {
+            self.overflow.push_back(c);
+        }
+    }
+
+    fn complete_release(&mut self, tag: u64, sock: u32, result: i64) {
+        self.complete(Completion {
+            tag,
+            result,
+            sock,
+            flags: CMP_RELEASE,
+            aux: 0,
+        });
+    }
+
+    fn sock(&mut self, id: u32) -> Result<&mut HSock> {
+        self.socks
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+            .ok_or(errno::EBADF)
+    }
+
+    fn data_region(&mut self, mem: &mut Memory) -> u32 {
+        if let Some(m) = self.mem {
+            return m;
+        }
+        let l = *self.region.layout();
+        // SAFETY: the data area lies inside the mapping, which this session
+        // owns and unmaps only in `reclaim`, after removing this region.
+        let m = unsafe {
+            mem.add_shared(
+                self.map.ptr().add(l.data_offset() as usize),
+                l.data_len() as usize,
+            )
+        };
+        self.mem = Some(m);
+        m
+    }
+
+    fn copy_ring(&mut self, mem: &mut Memory, len: u64) -> (u32, u64) {
+        if let Some(i) = self.free_copy.iter().position(|c| c.1 == len) {
+            return self.free_copy.swap_remove(i);
+        }
+        (mem.add(vec![0u8; len as usize].into_boxed_slice()), len)
+    }
+
+    /// One turn: commands, then the sockets that changed, then wake-ups.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn step(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        cfg: &HostConfig,
+        slot: usize,
+        owner: &mut HashMap<SocketHandle, usize>,
+        scratch: &mut Vec<u8>,
+        mem: &mut Memory,
+    ) -> bool {
+        if self.dead {
+            return false;
+        }
+        let mut any = false;
+        // Completions held back go first, in order.
+        while let Some(c) = self.overflow.front() {
+            if self.cmps.push(c).is_err() {
+                break;
+            }
+            self.overflow.pop_front();
+        }
+        let mut taken = 0;
+        while taken < CMD_BUDGET && self.overflow.len() < OVERFLOW_MAX {
+            match self.cmds.read() {
+                Ok(Some(c)) => {
+                    taken += 1;
+                    self.command(now, stack, cfg, slot, owner, scratch, mem, &c);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    warn!(session = self.id, pid = self.pid, error = %e, "command ring broken: ending the session");
+                    self.rejected += 1;
+                    self.end(now, stack, owner);
+                    return true;
+                }
+            }
+        }
+        if taken > 0 {
+            self.cmds.release();
+            self.commands += taken as u64;
+            any = true;
+        }
+        // A full receive ring the program has read from takes more.
+        let mut i = 0;
+        while i < self.blocked.len() {
+            let id = self.blocked[i];
+            let (blocked, moved) = match (&self.socks.get(id as usize), self.region.slot(id)) {
+                (Some(Some(s)), Some(v)) => (s.rx_blocked, v.rx_head() != s.rx_head),
+                _ => (false, false),
+            };
+            if !blocked {
+                self.blocked.swap_remove(i);
+                continue;
+            }
+            if moved {
+                self.mark(id);
+            }
+            i += 1;
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        for &id in &dirty {
+            any |= self.serve(now, stack, id, scratch, mem);
+            if matches!(self.socks.get(id as usize), Some(Some(s)) if s.rx_blocked)
+                && !self.blocked.contains(&id)
+            {
+                self.blocked.push(id);
+            }
+        }
+        // Keep the allocation (no allocation per turn in steady state).
+        let mut dirty = dirty;
+        dirty.clear();
+        if self.dirty.is_empty() {
+            self.dirty = dirty;
+        }
+        self.wake(now, cfg);
+        any
+    }
+
+    fn wake(&mut self, now: Instant, cfg: &HostConfig) {
+        if self.unwoken == 0 {
+            return;
+        }
+        let first = *self.first_unwoken.get_or_insert(now);
+        if self.unwoken < cfg.wake_batch && now.saturating_duration_since(first) < cfg.wake_delay {
+            return;
+        }
+        self.region.bump_events();
+        if self.region.app_waiting().load(Ordering::SeqCst) > 0 {
+            self.bell_app.signal();
+            self.wakeups += 1;
+        }
+        self.unwoken = 0;
+        self.first_unwoken = None;
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn command(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        cfg: &HostConfig,
+        slot: usize,
+        owner: &mut HashMap<SocketHandle, usize>,
+        scratch: &mut Vec<u8>,
+        mem: &mut Memory,
+        c: &Command,
+    ) {
+        let quiet = c.flags & CMD_QUIET != 0;
+        let mut done = Completion {
+            tag: c.tag,
+            sock: c.sock,
+            ..Completion::default()
+        };
+        let r = match decode(c, self.region.layout()) {
+            Ok(req) => self.request(now, stack, cfg, slot, owner, scratch, mem, req, &mut done),
+            Err(e) => Err(e),
+        };
+        self.mark(c.sock);
+        self.mark(done.sock);
+        match r {
+            Ok(Some(v)) => {
+                done.result = v;
+                if !quiet {
+                    self.complete(done);
+                }
+            }
+            // Completes later (connect).
+            Ok(None) => {}
+            Err(e) => {
+                self.rejected += 1;
+                debug!(
+                    session = self.id,
+                    opcode = c.opcode,
+                    sock = c.sock,
+                    errno = e,
+                    "command refused"
+                );
+                done.result = -i64::from(e);
+                self.complete(done);
+            }
+        }
+    }
+
+    fn new_id(&self) -> Result<u32> {
+        self.socks
+            .iter()
+            .position(Option::is_none)
+            .map(|i| i as u32)
+            .ok_or(errno::EMFILE)
+    }
+
+    fn install(&mut self, id: u32, s: HSock) {
+        if let Some(v) = self.region.slot(id) {
+            v.reset();
+            v.set_seq(v.seq().wrapping_add(1));
+        }
+        if let Some(h) = s.h {
+            self.by_handle.insert(h, id);
+        }
+        let mut s = s;
+        s.dirty = false;
+        self.socks[id as usize] = Some(s);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn request(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        cfg: &HostConfig,
+        slot: usize,
+        owner: &mut HashMap<SocketHandle, usize>,
+        scratch: &mut Vec<u8>,
+        mem: &mut Memory,
+        req: Request,
+        done: &mut Completion,
+    ) -> Result<Option<i64>> {
+        match req {
+            Request::Nop => Ok(Some(0)),
+            Request::Socket { kind, rx, tx } => {
+                let id = self.new_id()?;
+                self.install(id, HSock::new(kind, rx, tx));
+                done.sock = id;
+                Ok(Some(i64::from(id)))
+            }
+            Request::Bind { sock, addr, port } => {
+                let ep = endpoint(addr, port);
+                let s = self.sock(sock)?;
+                if s.h.is_some() || s.bound.is_some() {
+                    return Err(errno::EINVAL);
+                }
+                if !ep.addr.is_unspecified() && !stack.has_addr(ep.addr) {
+                    return Err(errno::EADDRNOTAVAIL);
+                }
+                let kind = s.kind;
+                let ep = if kind == SockKind::Udp {
+                    let (h, port) = udp_bind(stack, ep)?;
+                    let bound = Endpoint::new(ep.addr, port);
+                    owner.insert(h, slot);
+                    self.by_handle.insert(h, sock);
+                    let s = self.sock(sock)?;
+                    s.h = Some(h);
+                    bound
+                } else {
+                    ep
+                };
+                let s = self.sock(sock)?;
+                s.bound = Some(ep);
+                done.aux = packed(ep);
+                if let Some(v) = self.region.slot(sock) {
+                    v.set_local(done.aux);
+                }
+                Ok(Some(0))
+            }
+            Request::Listen { sock, backlog } => {
+                let s = self.sock(sock)?;
+                if s.kind != SockKind::Tcp {
+                    return Err(errno::EOPNOTSUPP);
+                }
+                if s.listener {
+                    return Ok(Some(0));
+                }
+                if s.h.is_some() {
+                    return Err(errno::EINVAL);
+                }
+                let Some(ep) = s.bound else {
+                    return Err(errno::EDESTADDRREQ);
+                };
+                let h = stack
+                    .tcp_listen(ep, backlog as usize, None)
+                    .map_err(bind_errno)?;
+                s.h = Some(h);
+                s.listener = true;
+                owner.insert(h, slot);
+                self.by_handle.insert(h, sock);
+                Ok(Some(0))
+            }
+            Request::Accept { sock, rx, tx } => {
+                let s = self.sock(sock)?;
+                let (true, Some(lh)) = (s.listener, s.h) else {
+                    return Err(errno::EINVAL);
+                };
+                let id = self.new_id()?;
+                let Some(h) = stack.tcp_accept(lh).map_err(handle_errno)? else {
+                    return Err(errno::EAGAIN);
+                };
+                let info = stack.tcp_info(h).map_err(handle_errno)?;
+                let mut n = HSock::new(SockKind::Tcp, rx, tx);
+                n.h = Some(h);
+                owner.insert(h, slot);
+                if let Some(v) = self.region.slot(id) {
+                    v.reset();
+                    v.set_local(packed(info.local));
+                    v.set_remote(packed(info.remote));
+                }
+                // Options set on the listener carry over, as in Linux.
+                if let Some(Some(l)) = self.socks.get(sock as usize) {
+                    n.opts = l.opts;
+                }
+                apply_opts(now, stack, h, &n.opts);
+                self.by_handle.insert(h, id);
+                n.dirty = false;
+                self.socks[id as usize] = Some(n);
+                done.sock = id;
+                done.aux = packed(info.remote);
+                Ok(Some(i64::from(id)))
+            }
+            Request::Connect { sock, addr, port } => {
+                let remote = endpoint(addr, port);
+                let s = self.sock(sock)?;
+                if s.kind == SockKind::Udp {
+                    s.peer = Some(remote);
+                    if let Some(v) = self.region.slot(sock) {
+                        v.set_remote(pack_addr(addr, port));
+                    }
+                    return Ok(Some(0));
+                }
+                if s.listener {
+                    return Err(errno::EINVAL);
+                }
+                if s.h.is_some() {
+                    return Err(if s.connect_tag.is_some() {
+                        errno::EALREADY
+                    } else {
+                        errno::EISCONN
+                    });
+                }
+                let local = s.bound.filter(|b| b.port != 0 || !b.addr.is_unspecified());
+                let h = stack
+                    .tcp_connect(now, remote, local, None)
+                    .map_err(bind_errno)?;
+                s.h = Some(h);
+                s.connect_tag = Some(done.tag);
+                let opts = s.opts;
+                apply_opts(now, stack, h, &opts);
+                owner.insert(h, slot);
+                self.by_handle.insert(h, sock);
+                if let Some(v) = self.region.slot(sock) {
+                    v.set_remote(pack_addr(addr, port));
+                    if let Ok(i) = stack.tcp_info(h) {
+                        v.set_local(packed(i.local));
+                    }
+                }
+                Ok(None)
+            }
+            Request::Send {
+                sock,
+                source,
+                len,
+                to,
+                more: _,
+            } => {
+                let data = self.data_region(mem);
+                let kind = self.sock(sock)?.kind;
+                let n = if kind == SockKind::Udp {
+                    self.send_udp(stack, sock, source, len, to, scratch, mem, data)?
+                } else {
+                    self.send_tcp(stack, cfg, sock, source, len, scratch, mem, data, done.tag)?
+                };
+                Ok(Some(n as i64))
+            }
+            Request::RxDone { sock } => {
+                self.sock(sock)?;
+                Ok(Some(0))
+            }
+            Request::Arm { sock } => {
+                let s = self.sock(sock)?;
+                s.events = u32::MAX;
+                Ok(Some(0))
+            }
+            Request::Shutdown { sock, how } => {
+                let s = self.sock(sock)?;
+                let Some(h) = s.h else {
+                    return Err(errno::ENOTCONN);
+                };
+                if s.kind == SockKind::Tcp && !s.listener && how != SHUT_RD {
+                    stack.tcp_shutdown(h).map_err(handle_errno)?;
+                }
+                if how != SHUT_WR {
+                    // Reading is over: what arrives is dropped.
+                    s.rx_fin = true;
+                }
+                Ok(Some(0))
+            }
+            Request::Close { sock, abort } => {
+                self.sock(sock)?;
+                self.close_sock(now, stack, sock, Some(done.tag), abort);
+                Ok(Some(0))
+            }
+            Request::SetOpt { sock, opt, values } => {
+                let s = self.sock(sock)?;
+                let on = values[0] != 0;
+                match opt {
+                    SockOpt::NoDelay => s.opts.nodelay = Some(on),
+                    SockOpt::KeepAlive => {
+                        let secs = |v: u64, d: std::time::Duration| {
+                            if v == 0 {
+                                d
+                            } else {
+                                std::time::Duration::from_secs(v)
+                            }
+                        };
+                        let def = Keepalive::default();
+                        s.opts.keepalive = Some(on.then(|| Keepalive {
+                            idle: secs(values[1], def.idle),
+                            interval: secs(values[2], def.interval),
+                            count: if values[3] == 0 {
+                                def.count
+                            } else {
+                                values[3].min(255) as u32
+                            },
+                        }));
+                    }
+                    SockOpt::UserTimeout => {
+                        s.opts.user_timeout =
+                            Some(on.then(|| std::time::Duration::from_millis(values[0])));
+                    }
+                    // Recorded; the stack's Nagle covers what programs use it for.
+                    SockOpt::Cork | SockOpt::Policy => return Ok(Some(0)),
+                    _ => return Err(errno::ENOPROTOOPT),
+                }
+                if let (Some(h), false) = (s.h, s.listener) {
+                    let opts = s.opts;
+                    apply_opts(now, stack, h, &opts);
+                }
+                Ok(Some(0))
+            }
+            Request::Info { sock, offset, len } => {
+                let s = self.sock(sock)?;
+                let h = s.h.ok_or(errno::ENOTCONN)?;
+                let i = stack.tcp_info(h).map_err(handle_errno)?;
+                let rec = TcpInfoRecord {
+                    state: linux_state(i.state),
+                    snd_mss: i.snd_mss,
+                    rtt_us: i.srtt.as_micros().min(u32::MAX as u128) as u32,
+                    rttvar_us: i.rttvar.as_micros().min(u32::MAX as u128) as u32,
+                    rto_us: i.rto.as_micros().min(u32::MAX as u128) as u32,
+                    snd_cwnd: i.cwnd / i.snd_mss.max(1),
+                    snd_ssthresh: i.ssthresh / i.snd_mss.max(1),
+                    total_retrans: i.retransmits.min(u32::MAX as u64) as u32,
+                    bytes_acked: i.bytes_acked,
+                    bytes_received: i.bytes_received,
+                    segs_out: i.segs_out,
+                    segs_in: i.segs_in,
+                    local: packed(i.local),
+                    remote: packed(i.remote),
+                };
+                // SAFETY: `rec` is plain integers; viewing it as bytes is
+                // sound and the slice does not outlive it.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(
+                        (&raw const rec).cast::<u8>(),
+                        size_of::<TcpInfoRecord>(),
+                    )
+                };
+                let n = (len as usize).min(bytes.len());
+                let span = RingSpan {
+                    offset,
+                    len: n as u64,
+                };
+                if n > 0 && !self.region.ring_write(span, 0, &bytes[..n]) {
+                    return Err(errno::EFAULT);
+                }
+                Ok(Some(n as i64))
+            }
+            _ => Err(errno::ENOSYS),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_tcp(
+        &mut self,
+        stack: &mut Stack,
+        cfg: &HostConfig,
+        sock: u32,
+        source: SendSource,
+        len: u64,
+        scratch: &mut Vec<u8>,
+        mem: &mut Memory,
+        data: u32,
+        tag: u64,
+    ) -> Result<u64> {
+        let pid = self.pid;
+        let copy = match source {
+            SendSource::Overlap { .. } | SendSource::Remote { .. } => {
+                let s = self.sock(sock)?;
+                if s.copy.is_none() {
+                    let c = self.copy_ring(mem, cfg.copy_ring as u64);
+                    self.sock(sock)?.copy = Some(c);
+                }
+                self.sock(sock)?.copy
+            }
+            _ => None,
+        };
+        let region = self.region;
+        let s = self.sock(sock)?;
+        let Some(h) = s.h.filter(|_| !s.listener) else {
+            return Err(errno::ENOTCONN);
+        };
+        if let Some(e) = stack.tcp_info(h).ok().and_then(|i| i.error) {
+            return Err(tcp_errno(e));
+        }
+        let space = stack.tcp_send_space(h).map_err(handle_errno)? as u64;
+        if len == 0 {
+            return Ok(0);
+        }
+        let mut want = len.min(space);
+        if want == 0 {
+            return Err(errno::EAGAIN);
+        }
+        let mut taken = 0u64;
+        match source {
+            SendSource::Ring => {
+                if s.tx.len == 0 {
+                    return Err(errno::EINVAL);
+                }
+                let acked = region.slot(sock).map_or(0, |v| v.tx_acked());
+                // The program says `len` more bytes follow what the stack
+                // took; they must lie within the ring's unacknowledged span.
+                if s.tx_queued + len - acked > s.tx.len {
+                    return Err(errno::EINVAL);
+                }
+                while taken < want {
+                    let pos = s.tx_queued % s.tx.len;
+                    let n = (want - taken).min(s.tx.len - pos);
+                    let r = PayloadRef::new(data, s.tx.offset + pos, n as u32);
+                    let k = queue(stack, h, r)?;
+                    s.tx_queued += k;
+                    s.stream += k;
+                    taken += k;
+                    if k < n {
+                        break;
+                    }
+                }
+                let end = s.tx_queued;
+                s.holds.push_back((s.stream, Hold::TxRing(end)));
+            }
+            SendSource::Zerocopy { offset } => {
+                let r = PayloadRef::new(data, offset, want as u32);
+                taken = queue(stack, h, r)?;
+                s.stream += taken;
+                s.holds.push_back((s.stream, Hold::Zerocopy(tag, taken)));
+            }
+            SendSource::Overlap { offset } | SendSource::Remote { addr: offset } => {
+                let Some((cr, clen)) = copy else {
+                    return Err(errno::ENOMEM);
+                };
+                let free = clen - (s.copy_queued - s.copy_acked);
+                want = want.min(free);
+                if want == 0 {
+                    return Err(errno::EAGAIN);
+                }
+                while taken < want {
+                    let pos = s.copy_queued % clen;
+                    let n = (want - taken).min(clen - pos) as usize;
+                    let Some(dst) = mem
+                        .region_mut(cr)
+                        .and_then(|b| b.get_mut(pos as usize..pos as usize + n))
+                    else {
+                        return Err(errno::ENOMEM);
+                    };
+                    match source {
+                        SendSource::Remote { addr } => {
+                            let got = sys::read_process(pid, addr + taken, dst)
+                                .map_err(|e| e.raw_os_error().unwrap_or(errno::EFAULT))?;
+                            if got < n {
+                                // A partial read: the rest is unmapped.
+                                if got == 0 {
+                                    return Err(errno::EFAULT);
+                                }
+                            }
+                        }
+                        _ => {
+                            let span = RingSpan {
+                                offset: offset + taken,
+                                len: n as u64,
+                            };
+                            if !region.ring_read(span, 0, dst) {
+                                return Err(errno::EFAULT);
+                            }
+                        }
+                    }
+                    let r = PayloadRef::new(cr, pos, n as u32);
+                    let k = queue(stack, h, r)?;
+                    s.copy_queued += k;
+                    s.stream += k;
+                    taken += k;
+                    if k < n as u64 {
+                        break;
+                    }
+                }
+                let end = s.copy_queued;
+                s.holds.push_back((s.stream, Hold::Copy(end)));
+            }
+        }
+        let _ = scratch;
+        if taken == 0 {
+            return Err(errno::EAGAIN);
+        }
+        Ok(taken)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_udp(
+        &mut self,
+        stack: &mut Stack,
+        sock: u32,
+        source: SendSource,
+        len: u64,
+        to: Option<(u32, u16)>,
+        scratch: &mut Vec<u8>,
+        mem: &mut Memory,
+        _data: u32,
+    ) -> Result<u64> {
+        let pid = self.pid;
+        let region = self.region;
+        if self.sock(sock)?.copy.is_none() {
+            let c = self.copy_ring(mem, UDP_RING);
+            self.sock(sock)?.copy = Some(c);
+        }
+        let s = self.sock(sock)?;
+        let dest = match to {
+            Some((a, p)) => endpoint(a, p),
+            None => s.peer.ok_or(errno::EDESTADDRREQ)?,
+        };
+        if s.h.is_none() {
+            // Sending binds an ephemeral port, as in Linux.
+            let (h, port) = udp_bind(stack, Endpoint::new(Ipv4Address::UNSPECIFIED, 0))?;
+            s.h = Some(h);
+            s.bound = Some(Endpoint::new(Ipv4Address::UNSPECIFIED, port));
+            self.by_handle.insert(h, sock);
+        }
+        let s = self.sock(sock)?;
+        let (Some(h), Some((cr, clen))) = (s.h, s.copy) else {
+            return Err(errno::ENOTCONN);
+        };
+        if len > 65_507 {
+            return Err(errno::EMSGSIZE);
+        }
+        // Datagrams the port has taken free their copy-ring space.
+        let sent = stack.udp_sent(h).unwrap_or(0);
+        while s.udp_done < sent {
+            s.udp_live.pop_front();
+            s.udp_done += 1;
+        }
+        let mut pos = s.copy_queued;
+        if pos % clen + len > clen {
+            pos += clen - pos % clen;
+        }
+        let live_start = s.udp_live.front().map_or(pos, |&(a, _)| a);
+        if pos + len - live_start > clen {
+            return Err(errno::EAGAIN);
+        }
+        let off = (pos % clen) as usize;
+        scratch.resize(len as usize, 0);
+        match source {
+            SendSource::Remote { addr } => {
+                let got = sys::read_process(pid, addr, &mut scratch[..len as usize])
+                    .map_err(|e| e.raw_os_error().unwrap_or(errno::EFAULT))?;
+                if got as u64 != len {
+                    return Err(errno::EFAULT);
+                }
+            }
+            SendSource::Overlap { offset } | SendSource::Zerocopy { offset } => {
+                let span = RingSpan { offset, len };
+                if len > 0 && !region.ring_read(span, 0, &mut scratch[..len as usize]) {
+                    return Err(errno::EFAULT);
+                }
+            }
+            SendSource::Ring => return Err(errno::EINVAL),
+        }
+        let Some(dst) = mem
+            .region_mut(cr)
+            .and_then(|b| b.get_mut(off..off + len as usize))
+        else {
+            return Err(errno::ENOMEM);
+        };
+        dst.copy_from_slice(&scratch[..len as usize]);
+        match stack.udp_send_to(h, dest, PayloadRef::new(cr, off as u64, len as u32)) {
+            Ok(()) => {
+                s.udp_live.push_back((pos, pos + len));
+                s.copy_queued = pos + len;
+                Ok(len)
+            }
+            Err(UdpSendError::Full) => Err(errno::EAGAIN),
+            Err(UdpSendError::TooLarge) => Err(errno::EMSGSIZE),
+            Err(UdpSendError::Unaddressable) => Err(errno::EINVAL),
+            Err(_) => Err(errno::EBADF),
+        }
+    }
+
+    /// Closes socket `id` for the program (or because it died).
+    fn close_sock(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        id: u32,
+        tag: Option<u64>,
+        abort: bool,
+    ) {
+        let Some(s) = self.socks.get_mut(id as usize).and_then(Option::take) else {
+            return;
+        };
+        if let Some(v) = self.region.slot(id) {
+            v.set_events(EV_HUP);
+        }
+        // A connect still waiting is answered now.
+        if let Some(t) = s.connect_tag {
+            self.complete(Completion {
+                tag: t,
+                result: -i64::from(errno::ECONNABORTED),
+                sock: id,
+                ..Completion::default()
+            });
+        }
+        let Some(h) = s.h else {
+            if let Some(c) = s.copy {
+                self.free_copy.push(c);
+            }
+            if let Some(t) = tag {
+                self.complete_release(t, id, 0);
+            }
+            return;
+        };
+        self.by_handle.remove(&h);
+        if abort && s.kind == SockKind::Tcp && !s.listener {
+            let _ = stack.tcp_abort(h);
+        }
+        let _ = stack.close(now, h);
+        let zerocopy = s
+            .holds
+            .iter()
+            .filter_map(|&(_, hold)| match hold {
+                Hold::Zerocopy(t, n) => Some((t, n)),
+                _ => None,
+            })
+            .collect();
+        self.retiring.insert(
+            h,
+            Retiring {
+                id,
+                close_tag: tag,
+                zerocopy,
+                copy: s.copy,
+            },
+        );
+    }
+
+    /// Moves one socket along: received bytes into its ring, acknowledged
+    /// bytes released, a waiting connect answered, readiness published.
+    fn serve(
+        &mut self,
+        _now: Instant,
+        stack: &mut Stack,
+        id: u32,
+        scratch: &mut Vec<u8>,
+        _mem: &mut Memory,
+    ) -> bool {
+        let region = self.region;
+        let Some(view) = region.slot(id) else {
+            return false;
+        };
+        let mut done: Vec<Completion> = Vec::new();
+        let Some(Some(s)) = self.socks.get_mut(id as usize) else {
+            return false;
+        };
+        s.dirty = false;
+        let Some(h) = s.h else {
+            publish(s, &view, EV_WRITABLE);
+            return false;
+        };
+        let mut ev = 0;
+        if s.listener {
+            if stack
+                .readiness(h)
+                .is_ok_and(|r| r.contains(Events::READABLE))
+            {
+                ev |= EV_ACCEPT | EV_READABLE;
+            }
+            return publish(s, &view, ev);
+        }
+        let head = view.rx_head().clamp(s.rx_head, s.rx_tail);
+        s.rx_head = head;
+        let mut moved = false;
+        if s.kind == SockKind::Udp {
+            loop {
+                let free = s.rx.len - (s.rx_tail - s.rx_head);
+                scratch.resize(65_536, 0);
+                // Peek the size first by receiving into scratch only when a
+                // whole datagram fits.
+                if free < UdpHeader::footprint(0) {
+                    s.rx_blocked = true;
+                    break;
+                }
+                match stack.udp_recv_from(h, scratch) {
+                    Ok(Some((n, from))) => {
+                        let n = n.min(scratch.len());
+                        let need = UdpHeader::footprint(n as u32);
+                        if need > free {
+                            // Does not fit now: dropped, as a full socket
+                            // buffer drops in Linux.
+                            s.rx_blocked = true;
+                            continue;
+                        }
+                        let hdr = UdpHeader {
+                            len: n as u32,
+                            port: from.port,
+                            addr: from.addr.to_bits().to_be(),
+                            ..UdpHeader::default()
+                        };
+                        // SAFETY: `hdr` is plain integers.
+                        let hb = unsafe {
+                            std::slice::from_raw_parts(
+                                (&raw const hdr).cast::<u8>(),
+                                size_of::<UdpHeader>(),
+                            )
+                        };
+                        region.ring_write(s.rx, s.rx_tail, hb);
+                        region.ring_write(s.rx, s.rx_tail + hb.len() as u64, &scratch[..n]);
+                        s.rx_tail += need;
+                        moved = true;
+                    }
+                    _ => break,
+                }
+            }
+            if moved {
+                view.set_rx_tail(s.rx_tail);
+            }
+            ev |= EV_WRITABLE;
+            if s.rx_tail != s.rx_head {
+                ev |= EV_READABLE;
+            }
+            return publish(s, &view, ev) || moved;
+        }
+        // TCP: received bytes into the ring.
+        let mut error = None;
+        if !s.rx_fin {
+            let free = s.rx.len - (s.rx_tail - s.rx_head);
+            let (rx, tail) = (s.rx, s.rx_tail);
+            let r = stack.tcp_recv_with(h, |a, b| {
+                let n1 = a.len().min(free as usize);
+                let n2 = b.len().min(free as usize - n1);
+                region.ring_write(rx, tail, &a[..n1]);
+                region.ring_write(rx, tail + n1 as u64, &b[..n2]);
+                (n1 + n2, (n1 + n2, a.len() + b.len() > n1 + n2))
+            });
+            match r {
+                Ok((n, more)) => {
+                    if n > 0 {
+                        s.rx_tail += n as u64;
+                        view.set_rx_tail(s.rx_tail);
+                        moved = true;
+                    }
+                    s.rx_blocked = more;
+                }
+                Err(RecvError::Finished) => s.rx_fin = true,
+                Err(RecvError::Failed(e)) => error = Some(e),
+                Err(_) => {}
+            }
+        }
+        // Acknowledged bytes: release what they held.
+        let acked = stack.tcp_acked(h).unwrap_or(0);
+        while let Some(&(end, hold)) = s.holds.front() {
+            if end > acked {
+                break;
+            }
+            s.holds.pop_front();
+            match hold {
+                Hold::TxRing(p) => view.set_tx_acked(p),
+                Hold::Copy(p) => s.copy_acked = p,
+                Hold::Zerocopy(tag, n) => done.push(Completion {
+                    tag,
+                    result: n as i64,
+                    sock: id,
+                    flags: CMP_RELEASE,
+                    aux: 0,
+                }),
+            }
+        }
+        let info = stack.tcp_info(h).ok();
+        let error = error.or(info.as_ref().and_then(|i| i.error));
+        let state = info.as_ref().map_or(State::Closed, |i| i.state);
+        let connecting = matches!(state, State::SynSent | State::SynReceived);
+        if let Some(e) = error {
+            ev |= EV_ERR | EV_HUP | EV_RDHUP;
+            view.set_error(tcp_errno(e) as u32);
+        } else if !connecting {
+            ev |= EV_CONNECTED;
+        }
+        if let Some(tag) = s.connect_tag
+            && (error.is_some() || !connecting)
+        {
+            s.connect_tag = None;
+            done.push(Completion {
+                tag,
+                result: error.map_or(0, |e| -i64::from(tcp_errno(e))),
+                sock: id,
+                flags: 0,
+                aux: info.as_ref().map_or(0, |i| packed(i.local)),
+            });
+            if let Some(i) = &info {
+                view.set_local(packed(i.local));
+            }
+        }
+        if s.rx_fin {
+            ev |= EV_RDHUP;
+        }
+        if s.rx_tail != s.rx_head {
+            ev |= EV_READABLE;
+        }
+        let copy_free = s.copy.is_none_or(|(_, l)| s.copy_queued - s.copy_acked < l);
+        if error.is_none()
+            && !connecting
+            && copy_free
+            && stack.tcp_send_space(h).is_ok_and(|n| n > 0)
+        {
+            ev |= EV_WRITABLE;
+        }
+        if matches!(
+            state,
+            State::Closed | State::TimeWait | State::LastAck | State::Closing
+        ) && s.rx_fin
+        {
+            ev |= EV_HUP;
+        }
+        let changed = publish(s, &view, ev);
+        let any = changed || moved || !done.is_empty();
+        for c in done {
+            self.complete(c);
+        }
+        if moved || changed {
+            self.unwoken += 1;
+        }
+        any
+    }
+}
+
+/// Writes `ev` to the slot if it changed; bumps the slot's sequence.
+fn publish(s: &mut HSock, view: &SlotView<'_>, ev: u32) -> bool {
+    if s.events == ev {
+        return false;
+    }
+    s.events = ev;
+    view.set_events(ev);
+    view.set_seq(view.seq().wrapping_add(1));
+    true
+}
+
+fn queue(stack: &mut Stack, h: SocketHandle, r: PayloadRef) -> Result<u64> {
+    match stack.tcp_send(h, r) {
+        Ok(k) => Ok(k as u64),
+        Err(SendError::Failed(e)) => Err(tcp_errno(e)),
+        Err(SendError::InvalidState) => Err(errno::EPIPE),
+        Err(_) => Err(errno::ENOTCONN),
+    }
+}
+
+fn apply_opts(now: Instant, stack: &mut Stack, h: SocketHandle, o: &Opts) {
+    if let Some(on) = o.nodelay {
+        let _ = stack.tcp_set_nodelay(h, on);
+    }
+    if let Some(ka) = o.keepalive {
+        let _ = stack.tcp_set_keepalive(now, h, ka);
+    }
+    if let Some(t) = o.user_timeout {
+        let _ = stack.tcp_set_user_timeout(h, t);
+    }
+}
+
+/// Binds a UDP socket; port 0 takes an ephemeral port. Returns the port.
+fn udp_bind(stack: &mut Stack, ep: Endpoint) -> Result<(SocketHandle, u16)> {
+    if ep.port != 0 {
+        return stack
+            .udp_bind(ep, None)
+            .map(|h| (h, ep.port))
+            .map_err(bind_errno);
+    }
+    let start = (stack.socket_count() as u16).wrapping_mul(7919);
+    for i in 0..16_384u16 {
+        let port = 49_152 + (start.wrapping_add(i) % 16_384);
+        match stack.udp_bind(Endpoint::new(ep.addr, port), None) {
+            Ok(h) => return Ok((h, port)),
+            Err(BindError::AddrInUse) => continue,
+            Err(e) => return Err(bind_errno(e)),
+        }
+    }
+    Err(errno::EADDRINUSE)
+}

@@ -1,0 +1,352 @@
+//! The system calls the host interface needs, each wrapped once: sealed
+//! memfd mappings, eventfds, a `SOCK_SEQPACKET` listener with peer
+//! credentials and descriptor passing, epoll, and `process_vm_readv`.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn owned(fd: libc::c_int) -> io::Result<OwnedFd> {
+    let fd = check(fd)?;
+    // SAFETY: `fd` was just returned by the kernel to this process and
+    // nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A shared mapping of a sealed memfd, unmapped on drop.
+#[derive(Debug)]
+pub struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is process-wide memory; whoever holds the `Mapping`
+// decides who touches it (all access goes through atomics or raw copies).
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    /// A zeroed memfd of `len` bytes, sealed so nobody can shrink or grow it
+    /// (a program shrinking it would make the engine fault), mapped shared.
+    pub fn memfd(name: &str, len: usize) -> io::Result<(OwnedFd, Mapping)> {
+        let cname = CString::new(name).map_err(|_| io::ErrorKind::InvalidInput)?;
+        // SAFETY: `cname` is a valid C string for the call.
+        let fd = owned(unsafe {
+            libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        })?;
+        let size = libc::off_t::try_from(len).map_err(|_| io::ErrorKind::InvalidInput)?;
+        // SAFETY: plain calls on our own descriptor.
+        unsafe {
+            check(libc::ftruncate(fd.as_raw_fd(), size))?;
+            check(libc::fcntl(
+                fd.as_raw_fd(),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+            ))?;
+        }
+        // SAFETY: maps `len` bytes of our memfd, which is exactly `len` long
+        // and can no longer shrink.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((fd, Mapping { ptr: p.cast(), len }))
+    }
+
+    /// The first byte.
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is mapped.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what `memfd` mapped; the owner guarantees
+        // nothing references it any more (the session removes its region
+        // from `Memory` first).
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// An eventfd: a doorbell.
+#[derive(Debug)]
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    /// A non-blocking eventfd.
+    pub fn new() -> io::Result<EventFd> {
+        // SAFETY: eventfd takes no pointers.
+        owned(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) }).map(EventFd)
+    }
+
+    /// Rings it.
+    pub fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64; a full counter (EAGAIN)
+        // means the reader is already due to wake.
+        let _ = unsafe { libc::write(self.0.as_raw_fd(), (&raw const one).cast(), 8) };
+    }
+
+    /// Clears it.
+    pub fn drain(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64 from a non-blocking eventfd.
+        let _ = unsafe { libc::read(self.0.as_raw_fd(), (&raw mut v).cast(), 8) };
+    }
+
+    /// The descriptor.
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// A listening `SOCK_SEQPACKET` Unix socket at `path` with file mode
+/// `mode` (who may attach); a stale socket file there is replaced.
+pub fn listen(path: &Path, mode: u32) -> io::Result<OwnedFd> {
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data; zeroed is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("socket path longer than {} bytes", addr.sun_path.len() - 1),
+        ));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // A live engine answers a connect; only a dead one's file is removed.
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() || seqpacket_alive(&addr) {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("another engine serves {}", path.display()),
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    // SAFETY: plain socket calls; `addr` lives across them.
+    unsafe {
+        let fd = owned(libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        ))?;
+        check(libc::bind(
+            fd.as_raw_fd(),
+            (&raw const addr).cast(),
+            size_of::<libc::sockaddr_un>() as libc::socklen_t,
+        ))?;
+        let cpath = CString::new(bytes).map_err(|_| io::ErrorKind::InvalidInput)?;
+        check(libc::chmod(cpath.as_ptr(), mode))?;
+        check(libc::listen(fd.as_raw_fd(), 128))?;
+        Ok(fd)
+    }
+}
+
+fn seqpacket_alive(addr: &libc::sockaddr_un) -> bool {
+    // SAFETY: plain socket calls on a descriptor we own; `addr` is valid.
+    unsafe {
+        let Ok(fd) = owned(libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+        )) else {
+            return false;
+        };
+        libc::connect(
+            fd.as_raw_fd(),
+            std::ptr::from_ref(addr).cast(),
+            size_of::<libc::sockaddr_un>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+/// Accepts one connection, non-blocking; `None` when none waits.
+pub fn accept(listener: RawFd) -> io::Result<Option<OwnedFd>> {
+    // SAFETY: accept4 with null address pointers is allowed.
+    let r = unsafe {
+        libc::accept4(
+            listener,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    owned(r).map(Some)
+}
+
+/// The peer's process, user and group (`SO_PEERCRED`).
+pub fn peer_cred(fd: RawFd) -> io::Result<(i32, u32, u32)> {
+    // SAFETY: ucred is plain data; getsockopt writes at most `len` bytes.
+    unsafe {
+        let mut c: libc::ucred = std::mem::zeroed();
+        let mut len = size_of::<libc::ucred>() as libc::socklen_t;
+        check(libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut c).cast(),
+            &raw mut len,
+        ))?;
+        Ok((c.pid, c.uid, c.gid))
+    }
+}
+
+/// Receives one message, non-blocking: `Ok(None)` when none waits,
+/// `Ok(Some(0))` when the peer has gone.
+pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: receives into `buf`, which is valid for its length.
+    let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Ok(Some(r as usize))
+}
+
+/// Sends `bytes` with `fds` attached (`SCM_RIGHTS`).
+pub fn send_with_fds(fd: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    let fd_bytes = size_of_val(fds);
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr().cast_mut().cast(),
+        iov_len: bytes.len(),
+    };
+    // SAFETY: msghdr is plain data; every pointer set below is valid for the
+    // call: `iov` names `bytes`, `control` is large enough for one cmsg
+    // carrying `fds` (CMSG_SPACE), and the CMSG_* macros stay inside it.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        if !fds.is_empty() {
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = space as _;
+            let c = libc::CMSG_FIRSTHDR(&raw const msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
+            std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(c), fd_bytes);
+        }
+        let r = libc::sendmsg(fd, &raw const msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT);
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// An epoll instance whose events carry a `u64` token.
+#[derive(Debug)]
+pub struct Epoll(OwnedFd);
+
+impl Epoll {
+    /// A new instance.
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: no pointers.
+        owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map(Epoll)
+    }
+
+    /// Watches `fd` for input (and hang-up) with `token`.
+    pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
+            u64: token,
+        };
+        // SAFETY: `ev` is valid for the call.
+        check(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &raw mut ev) })
+            .map(drop)
+    }
+
+    /// Stops watching `fd`.
+    pub fn delete(&self, fd: RawFd) {
+        // SAFETY: a null event is allowed for EPOLL_CTL_DEL.
+        let _ = unsafe {
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
+    /// Tokens of ready descriptors, without waiting.
+    pub fn ready(&self, out: &mut Vec<u64>) {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
+        // SAFETY: `evs` holds 64 events for the kernel to fill.
+        let n = unsafe { libc::epoll_wait(self.0.as_raw_fd(), evs.as_mut_ptr(), 64, 0) };
+        for e in evs.iter().take(n.max(0) as usize) {
+            out.push(e.u64);
+        }
+    }
+
+    /// The descriptor (readable when any watched one is).
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Copies `dst.len()` bytes from address `addr` in process `pid`
+/// (`process_vm_readv`): the engine reading a program's buffer, the software
+/// twin of a NIC's DMA from host memory.
+pub fn read_process(pid: i32, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
+    let local = libc::iovec {
+        iov_base: dst.as_mut_ptr().cast(),
+        iov_len: dst.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: dst.len(),
+    };
+    // SAFETY: `local` names `dst`, valid for writes; the remote iovec is
+    // only interpreted by the kernel in the other process, which checks it.
+    let r = unsafe { libc::process_vm_readv(pid, &raw const local, 1, &raw const remote, 1, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as usize)
+}
