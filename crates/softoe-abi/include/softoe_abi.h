@@ -134,6 +134,12 @@
 #define softoe_EV_ACCEPT (1 << 6)
 
 /**
+ * The engine holds received data the ring could not take: post `RXDONE`
+ * after taking bytes from the ring, or they wait.
+ */
+#define softoe_EV_RXFULL (1 << 7)
+
+/**
  * The program waits to read (`interest`).
  */
 #define softoe_WANT_READ (1 << 0)
@@ -142,6 +148,8 @@
  * The program waits to write (`interest`).
  */
 #define softoe_WANT_WRITE (1 << 1)
+
+#define softoe_EDESTADDRREQ 89
 
 /**
  * What a command asks for. Parameters are `args[0..6]`; offsets are into

@@ -333,6 +333,11 @@ impl Region {
         Ok(Region { base, layout })
     }
 
+    /// The first byte of the region (the header).
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+
     /// The trusted layout.
     pub fn layout(&self) -> &Layout {
         &self.layout

@@ -83,8 +83,8 @@ pub use record::{
 };
 pub use ring::{Consumer, Producer, RingError};
 pub use slot::{
-    EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HUP, EV_RDHUP, EV_READABLE, EV_WRITABLE, SlotView,
-    SockSlot, UdpHeader, WANT_READ, WANT_WRITE,
+    EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HUP, EV_RDHUP, EV_READABLE, EV_RXFULL, EV_WRITABLE,
+    SlotView, SockSlot, UdpHeader, WANT_READ, WANT_WRITE,
 };
 
 pub use layout::Region;

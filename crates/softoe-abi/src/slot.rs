@@ -27,6 +27,9 @@ pub const EV_ERR: u32 = 1 << 4;
 pub const EV_CONNECTED: u32 = 1 << 5;
 /// A listener has connections waiting for `ACCEPT`.
 pub const EV_ACCEPT: u32 = 1 << 6;
+/// The engine holds received data the ring could not take: post `RXDONE`
+/// after taking bytes from the ring, or they wait.
+pub const EV_RXFULL: u32 = 1 << 7;
 
 /// The program waits to read (`interest`).
 pub const WANT_READ: u32 = 1 << 0;

@@ -232,6 +232,25 @@ impl HostService {
                 return;
             }
         };
+        // The header is written before the program can see the region.
+        let session = match Session::new(
+            id,
+            pid,
+            uid,
+            conn,
+            memfd,
+            map,
+            layout,
+            bell_engine,
+            bell_app,
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(pid, error = %e, "attach: session setup failed");
+                refuse(errno::ENOMEM);
+                return;
+            }
+        };
         let w = Welcome {
             magic: ATTACH_MAGIC,
             version: VERSION,
@@ -240,11 +259,7 @@ impl HostService {
             _pad: 0,
             region_len: layout.region_len(),
         };
-        if let Err(e) = sys::send_with_fds(
-            fd,
-            &w.to_bytes(),
-            &[memfd.as_raw_fd(), bell_engine.raw(), bell_app.raw()],
-        ) {
+        if let Err(e) = sys::send_with_fds(fd, &w.to_bytes(), &session.fds()) {
             warn!(pid, error = %e, "attach: cannot send the region");
             return;
         }
@@ -257,7 +272,9 @@ impl HostService {
                 self.sessions.len() - 1
             });
         let token = slot as u64;
-        if self.epoll.add(fd, token).is_err() || self.epoll.add(bell_engine.raw(), token).is_err() {
+        if self.epoll.add(fd, token).is_err()
+            || self.epoll.add(session.bell_engine.raw(), token).is_err()
+        {
             warn!(pid, "attach: epoll");
             return;
         }
@@ -269,20 +286,7 @@ impl HostService {
             region = layout.region_len(),
             "program attached"
         );
-        match Session::new(
-            id,
-            pid,
-            uid,
-            conn,
-            memfd,
-            map,
-            layout,
-            bell_engine,
-            bell_app,
-        ) {
-            Ok(s) => self.sessions[slot] = Some(s),
-            Err(e) => warn!(pid, error = %e, "attach: session setup failed"),
-        }
+        self.sessions[slot] = Some(session);
     }
 
     fn look(&mut self, now: Instant, stack: &mut Stack, mem: &mut Memory) {

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 
 use softoe_abi::{
     CMD_QUIET, CMP_RELEASE, Command, Completion, Consumer, ENGINE_POLLING, ENGINE_SLEEPING,
-    EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HUP, EV_RDHUP, EV_READABLE, EV_WRITABLE, Layout, Producer,
-    Region, Request, RingSpan, SESSION_CLOSED, SHUT_RD, SHUT_WR, SendSource, SlotView, SockKind,
-    SockOpt, TcpInfoRecord, UdpHeader, decode, errno, pack_addr,
+    EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HUP, EV_RDHUP, EV_READABLE, EV_RXFULL, EV_WRITABLE, Layout,
+    Producer, Region, Request, RingSpan, SESSION_CLOSED, SHUT_RD, SHUT_WR, SendSource, SlotView,
+    SockKind, SockOpt, TcpInfoRecord, UdpHeader, decode, errno, pack_addr,
 };
 use softoe_stack::{
     BindError, Endpoint, Events, HandleError, Instant, Keepalive, PayloadRef, RecvError, SendError,
@@ -226,9 +226,7 @@ impl Session {
         }
         // SAFETY: the mapping is `region_len` bytes, page-aligned, zeroed
         // (fresh memfd), and lives as long as this session, which holds it;
-        // the program gets the memfd only after this call returns... it was
-        // sent just before, but it cannot have written a header the engine
-        // reads: the engine never reads its header back.
+        // the program gets the memfd only after this returns.
         let region = unsafe { Region::init(map.ptr(), layout, id) };
         let cmds = region.command_consumer();
         let cmps = region.completion_producer();
@@ -259,6 +257,15 @@ impl Session {
             rejected: 0,
             wakeups: 0,
         })
+    }
+
+    /// What the program gets: the region, the engine's doorbell, its own.
+    pub(super) fn fds(&self) -> [RawFd; 3] {
+        [
+            self._memfd.as_raw_fd(),
+            self.bell_engine.raw(),
+            self.bell_app.raw(),
+        ]
     }
 
     pub(super) fn conn_fd(&self) -> RawFd {
@@ -1216,14 +1223,22 @@ impl Session {
                 view.set_rx_tail(s.rx_tail);
             }
             ev |= EV_WRITABLE;
+            if s.rx_blocked {
+                ev |= EV_RXFULL;
+            }
             if s.rx_tail != s.rx_head {
                 ev |= EV_READABLE;
             }
             return publish(s, &view, ev) || moved;
         }
-        // TCP: received bytes into the ring.
+        // TCP: received bytes into the ring. A second look after the
+        // stack was emptied finds a FIN that came with the data (no later
+        // event would report it).
         let mut error = None;
-        if !s.rx_fin {
+        for _ in 0..2 {
+            if s.rx_fin {
+                break;
+            }
             let free = s.rx.len - (s.rx_tail - s.rx_head);
             let (rx, tail) = (s.rx, s.rx_tail);
             let r = stack.tcp_recv_with(h, |a, b| {
@@ -1235,16 +1250,23 @@ impl Session {
             });
             match r {
                 Ok((n, more)) => {
-                    if n > 0 {
-                        s.rx_tail += n as u64;
-                        view.set_rx_tail(s.rx_tail);
-                        moved = true;
-                    }
                     s.rx_blocked = more;
+                    if n == 0 {
+                        break;
+                    }
+                    s.rx_tail += n as u64;
+                    view.set_rx_tail(s.rx_tail);
+                    moved = true;
+                    if more {
+                        break;
+                    }
                 }
                 Err(RecvError::Finished) => s.rx_fin = true,
-                Err(RecvError::Failed(e)) => error = Some(e),
-                Err(_) => {}
+                Err(RecvError::Failed(e)) => {
+                    error = Some(e);
+                    break;
+                }
+                Err(_) => break,
             }
         }
         // Acknowledged bytes: release what they held.
@@ -1254,6 +1276,8 @@ impl Session {
                 break;
             }
             s.holds.pop_front();
+            // Space came free: a writer may be waiting for it.
+            moved = true;
             match hold {
                 Hold::TxRing(p) => view.set_tx_acked(p),
                 Hold::Copy(p) => s.copy_acked = p,
@@ -1293,6 +1317,9 @@ impl Session {
         }
         if s.rx_fin {
             ev |= EV_RDHUP;
+        }
+        if s.rx_blocked {
+            ev |= EV_RXFULL;
         }
         if s.rx_tail != s.rx_head {
             ev |= EV_READABLE;

@@ -32,6 +32,8 @@ pub struct Bed {
     pub app: App,
     /// The engine's control socket.
     pub control: PathBuf,
+    /// Where host programs attach (when `Options::host`).
+    pub host: PathBuf,
     stop: Option<StopHandle>,
     engine: Option<NsThread<Result<EngineCounters, String>>>,
 }
@@ -40,6 +42,8 @@ pub struct Options {
     pub offloads: TapOffloads,
     pub mtu: usize,
     pub engine: EngineConfig,
+    /// Serve host programs (the host interface) on a socket of its own.
+    pub host: bool,
 }
 
 impl Default for Options {
@@ -48,6 +52,7 @@ impl Default for Options {
             offloads: TapOffloads::default(),
             mtu: 1500,
             engine: EngineConfig::default(),
+            host: false,
         }
     }
 }
@@ -85,6 +90,18 @@ impl Bed {
         let tap_name = tap.clone();
         let (offloads, mtu, mut ecfg) = (opts.offloads, opts.mtu, opts.engine);
         ecfg.control = Some(control.clone());
+        let host =
+            std::env::temp_dir().join(format!("softoe-host-{}-{n}.sock", std::process::id()));
+        let host_service = opts
+            .host
+            .then(|| {
+                softoe_engine::host::HostService::new(softoe_engine::host::HostConfig {
+                    path: host.clone(),
+                    ..Default::default()
+                })
+            })
+            .transpose()
+            .unwrap();
         let (app, app_service) = softoe_engine::app::channel().unwrap();
         let engine = sw
             .spawn(move || -> Result<EngineCounters, String> {
@@ -99,6 +116,9 @@ impl Bed {
                 cfg.tcp.tx_max_chunks = 4096;
                 let mut e = Engine::new(cfg, port, ecfg).map_err(|e| e.to_string())?;
                 e.add_service(Box::new(app_service));
+                if let Some(h) = host_service {
+                    e.add_service(Box::new(h));
+                }
                 for s in services {
                     e.add_service(s);
                 }
@@ -119,6 +139,7 @@ impl Bed {
             tap,
             app,
             control,
+            host,
             stop: Some(stop),
             engine: Some(engine),
         }
@@ -241,4 +262,9 @@ pub fn hash_stream(r: &mut impl std::io::Read) -> (u64, String) {
         n += k as u64;
     }
     (n, hex(&h.finalize()))
+}
+
+/// SHA-256 of `b`, hex.
+pub fn sha256(b: &[u8]) -> String {
+    hex(&Sha256::digest(b))
 }

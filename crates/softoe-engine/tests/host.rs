@@ -1,0 +1,279 @@
+//! Host programs on the engine through the shared-memory host interface:
+//! attach, sockets both ways against Linux, each send policy, and programs
+//! that misbehave.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddrV4, TcpListener, TcpStream};
+use std::time::Duration;
+
+use common::{Bed, ENGINE_IP, LINUX_IP, Options, sha256};
+use softoe_abi::{Command, Opcode, errno};
+use softoe_host::{Client, SendPolicy};
+
+fn bed() -> Bed {
+    Bed::start(
+        Options {
+            host: true,
+            ..Options::default()
+        },
+        Vec::new(),
+    )
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 10) as u8)
+        .collect()
+}
+
+/// A Linux echo server on `port` for one connection; returns what it saw.
+fn linux_echo(bed: &Bed, port: u16) -> softoe_testbed::NsThread<Vec<u8>> {
+    let l = bed
+        .linux
+        .run(move || TcpListener::bind(SocketAddrV4::new(LINUX_IP, port)).unwrap())
+        .unwrap();
+    bed.linux
+        .spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut all = Vec::new();
+            let mut buf = vec![0u8; 65536];
+            loop {
+                let n = s.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                all.extend_from_slice(&buf[..n]);
+                s.write_all(&buf[..n]).unwrap();
+            }
+            all
+        })
+        .unwrap()
+}
+
+#[test]
+fn attach_and_round_trip() {
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    assert!(c.session() > 0);
+    for _ in 0..1000 {
+        c.nop().unwrap();
+    }
+    // A second program (here: a second attachment) gets its own session.
+    let d = Client::attach_to(&bed.host).unwrap();
+    assert_ne!(c.session(), d.session());
+    d.nop().unwrap();
+}
+
+/// Every byte Linux receives is the byte the program wrote, and every
+/// byte echoed back arrives, with each send policy.
+#[test]
+fn echo_through_linux_with_each_policy() {
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    for (i, policy) in [SendPolicy::Copy, SendPolicy::Overlap]
+        .into_iter()
+        .enumerate()
+    {
+        let port = 7000 + i as u16;
+        let server = linux_echo(&bed, port);
+        let mut s = c.tcp_connect(SocketAddrV4::new(LINUX_IP, port)).unwrap();
+        s.set_send_policy(policy);
+        assert_eq!(s.peer_addr(), SocketAddrV4::new(LINUX_IP, port));
+        assert_eq!(*s.local_addr().ip(), ENGINE_IP);
+        let data = pattern(8 << 20, i as u8);
+        let mut r = s.try_clone_reader();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            r.read_to_end(&mut got).unwrap();
+            got
+        });
+        let t0 = std::time::Instant::now();
+        for chunk in data.chunks(100_000) {
+            s.write_all(chunk).unwrap();
+        }
+        eprintln!(
+            "{policy:?}: wrote {} MiB in {:?}",
+            data.len() >> 20,
+            t0.elapsed()
+        );
+        s.shutdown_write().unwrap();
+        let back = reader.join().unwrap();
+        eprintln!("{policy:?}: echoed in {:?}", t0.elapsed());
+        let seen = server.join().unwrap();
+        assert_eq!(
+            sha256(&seen),
+            sha256(&data),
+            "{policy:?}: Linux got other bytes"
+        );
+        assert_eq!(sha256(&back), sha256(&data), "{policy:?}: echo differs");
+    }
+}
+
+/// Linux connects to a program listening on the engine.
+#[test]
+fn accept_from_linux() {
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    let l = c
+        .tcp_listen(SocketAddrV4::new(ENGINE_IP, 8080), 16)
+        .unwrap();
+    let data = pattern(4 << 20, 9);
+    let want = data.clone();
+    let peer = bed
+        .linux
+        .spawn(move || {
+            let mut s = TcpStream::connect(SocketAddrV4::new(ENGINE_IP, 8080)).unwrap();
+            s.write_all(&want).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut back = Vec::new();
+            s.read_to_end(&mut back).unwrap();
+            back
+        })
+        .unwrap();
+    let (mut s, from) = l.accept().unwrap();
+    assert_eq!(*from.ip(), LINUX_IP);
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).unwrap();
+    assert_eq!(sha256(&got), sha256(&data));
+    s.write_all(b"thanks").unwrap();
+    drop(s);
+    assert_eq!(peer.join().unwrap(), b"thanks");
+}
+
+/// Zero-copy: the engine sends from the program's region buffer and gives
+/// it back only when Linux has acknowledged it; until then the buffer
+/// cannot be rewritten, and what Linux receives is what was written.
+#[test]
+fn zerocopy_buffers_come_back_on_ack() {
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    let server = linux_echo(&bed, 7100);
+    let mut s = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7100)).unwrap();
+    let mut buf = c.zc_buf(256 * 1024).unwrap();
+    let mut sent = Vec::new();
+    let mut r = s.try_clone_reader();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).unwrap();
+        got
+    });
+    for round in 0..16u8 {
+        let data = pattern(buf.len(), round);
+        buf.write_at(0, &data).unwrap();
+        let mut off = 0;
+        while off < data.len() {
+            // Each round sends the whole buffer; partial takes resend the rest.
+            let n = s.send_zerocopy(&mut buf, data.len()).unwrap();
+            assert!(n > 0);
+            // In flight: the buffer is not ours.
+            assert!(buf.write_at(0, b"x").is_err() || buf.released());
+            buf.wait_released().unwrap();
+            off += n;
+            if off < data.len() {
+                // Move the unsent rest to the front and go on.
+                buf.write_at(0, &data[off..]).unwrap();
+            }
+        }
+        sent.extend_from_slice(&data);
+    }
+    s.shutdown_write().unwrap();
+    assert_eq!(sha256(&server.join().unwrap()), sha256(&sent));
+    assert_eq!(sha256(&reader.join().unwrap()), sha256(&sent));
+}
+
+/// Garbage commands get error completions; the session and other programs
+/// go on.
+#[test]
+fn bad_commands_get_errors_not_crashes() {
+    let bed = bed();
+    let bad = Client::attach_to(&bed.host).unwrap();
+    let good = Client::attach_to(&bed.host).unwrap();
+    let server = linux_echo(&bed, 7200);
+    let mut s = good.tcp_connect(SocketAddrV4::new(LINUX_IP, 7200)).unwrap();
+    let cases: Vec<(Command, i32)> = vec![
+        (
+            Command {
+                opcode: 999,
+                ..Command::default()
+            },
+            errno::ENOSYS,
+        ),
+        // Another program's socket id (and ids never opened).
+        (
+            Command::new(
+                Opcode::Send,
+                softoe_abi::SEND_RING,
+                s.id(),
+                0,
+                [0, 10, 0, 0, 0, 0],
+            ),
+            errno::EBADF,
+        ),
+        (
+            Command::new(Opcode::Close, 0, 4000, 0, [0; 6]),
+            errno::EBADF,
+        ),
+        (
+            Command::new(Opcode::Shutdown, 0, u32::MAX, 0, [0; 6]),
+            errno::EBADF,
+        ),
+        (
+            Command::new(Opcode::Shutdown, 0, 0, 0, [7, 0, 0, 0, 0, 0]),
+            errno::EINVAL,
+        ),
+        // Offsets past the data area.
+        (
+            Command::socket(0, softoe_abi::SockKind::Tcp, (u64::MAX - 63, 64), (0, 0)),
+            errno::EFAULT,
+        ),
+        (
+            Command::new(Opcode::Info, 0, 0, 0, [1 << 40, 64, 0, 0, 0, 0]),
+            errno::EFAULT,
+        ),
+        (
+            Command::new(Opcode::Connect, 0, 0, 0, [1, 0, 0, 0, 0, 0]),
+            errno::EINVAL,
+        ),
+    ];
+    for (cmd, want) in cases {
+        let r = bad.submit_raw(cmd).unwrap();
+        assert_eq!(r.errno(), Some(want), "{cmd:?}");
+    }
+    // A send from an address the program does not have.
+    let t = bad.tcp_connect(SocketAddrV4::new(LINUX_IP, 7201));
+    assert!(t.is_err(), "nobody listens on 7201");
+    bad.nop().unwrap();
+    // The good program is untouched.
+    s.write_all(b"still fine").unwrap();
+    s.shutdown_write().unwrap();
+    let mut back = Vec::new();
+    s.read_to_end(&mut back).unwrap();
+    assert_eq!(back, b"still fine");
+    assert_eq!(server.join().unwrap(), b"still fine");
+}
+
+/// A program that breaks its command ring loses its session, nobody else.
+#[test]
+fn a_corrupt_ring_ends_only_that_session() {
+    let bed = bed();
+    let bad = Client::attach_to(&bed.host).unwrap();
+    let good = Client::attach_to(&bed.host).unwrap();
+    bad.nop().unwrap();
+    bad.corrupt_command_ring();
+    let t0 = std::time::Instant::now();
+    while bad.is_alive() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "session not ended");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(bad.nop().is_err());
+    good.nop().unwrap();
+    let server = linux_echo(&bed, 7300);
+    let mut s = good.tcp_connect(SocketAddrV4::new(LINUX_IP, 7300)).unwrap();
+    s.write_all(b"ok").unwrap();
+    s.shutdown_write().unwrap();
+    assert_eq!(server.join().unwrap(), b"ok");
+}

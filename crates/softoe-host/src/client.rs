@@ -1,0 +1,417 @@
+//! The attachment: one region per process, shared by all its threads.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use softoe_abi::{
+    ATTACH_MAGIC, CMP_RELEASE, Command, Completion, Consumer, ENGINE_SLEEPING, Hello, Producer,
+    Region, SESSION_CLOSED, VERSION, Welcome,
+};
+
+use crate::alloc::Alloc;
+use crate::sys::{self, Mapping};
+
+/// What to ask the engine for when attaching.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The engine's socket (default: `$SOFTOE_SOCKET`, else
+    /// `/run/softoe/host.sock`).
+    pub path: PathBuf,
+    /// Command ring entries.
+    pub cmd_entries: u32,
+    /// Completion ring entries.
+    pub cmp_entries: u32,
+    /// Socket slots.
+    pub sockets: u32,
+    /// Data-area bytes (rings and zero-copy buffers).
+    pub data_len: u64,
+    /// Receive ring per socket.
+    pub rx_ring: u64,
+    /// Send ring per socket (the `copy` policy).
+    pub tx_ring: u64,
+    /// How long a waiting thread spins before it sleeps on its doorbell
+    /// (`$SOFTOE_SPIN_US`).
+    pub spin: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        let env_u64 = |k: &str, d: u64| {
+            std::env::var(k)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(d)
+        };
+        Config {
+            path: std::env::var_os("SOFTOE_SOCKET")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/run/softoe/host.sock")),
+            cmd_entries: 1024,
+            cmp_entries: 4096,
+            sockets: 4096,
+            data_len: env_u64("SOFTOE_DATA_MB", 256) << 20,
+            rx_ring: env_u64("SOFTOE_RX_KB", 512) << 10,
+            tx_ring: env_u64("SOFTOE_TX_KB", 512) << 10,
+            spin: Duration::from_micros(env_u64("SOFTOE_SPIN_US", 30)),
+        }
+    }
+}
+
+/// Completions the dispatcher has taken off the ring, by tag.
+#[derive(Debug, Default)]
+pub(crate) struct Dispatch {
+    pub(crate) done: HashMap<u64, Completion>,
+    /// Tags whose release completion frees data-area spans.
+    frees: HashMap<u64, Vec<(u64, u64)>>,
+    /// Tags nobody waits for (quiet commands, abandoned waits): dropped.
+    pub(crate) released: HashMap<u64, Completion>,
+    /// A thread is asleep on the doorbell; others wait on the condvar.
+    sleeper: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    region: Region,
+    _map: Mapping,
+    /// Held open: when every process holding it has gone, the engine
+    /// ends the session.
+    _conn: OwnedFd,
+    _memfd: OwnedFd,
+    bell_engine: OwnedFd,
+    bell_app: OwnedFd,
+    cmds: Mutex<Producer<Command>>,
+    cmps: Mutex<Consumer<Completion>>,
+    dispatch: Mutex<Dispatch>,
+    cond: Condvar,
+    alloc: Mutex<Alloc>,
+    next_tag: AtomicU64,
+    pub(crate) cfg: Config,
+    session: u32,
+}
+
+/// An attachment to an engine. Cheap to clone; every clone and every
+/// socket made from it share one region.
+#[derive(Clone, Debug)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+fn closed() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "the engine closed this session",
+    )
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Client {
+    /// Attaches with the default [`Config`].
+    pub fn attach() -> io::Result<Client> {
+        Client::attach_with(Config::default())
+    }
+
+    /// Attaches to the engine at `path` with otherwise default settings.
+    pub fn attach_to(path: &Path) -> io::Result<Client> {
+        Client::attach_with(Config {
+            path: path.to_path_buf(),
+            ..Config::default()
+        })
+    }
+
+    /// Attaches with `cfg`.
+    pub fn attach_with(cfg: Config) -> io::Result<Client> {
+        let conn = sys::connect(&cfg.path).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot reach the softoe engine at {}: {e}",
+                    cfg.path.display()
+                ),
+            )
+        })?;
+        let hello = Hello {
+            magic: ATTACH_MAGIC,
+            version: VERSION,
+            cmd_entries: cfg.cmd_entries,
+            cmp_entries: cfg.cmp_entries,
+            socks: cfg.sockets,
+            data_len: cfg.data_len,
+        };
+        sys::send(conn.as_raw_fd(), &hello.to_bytes())?;
+        let mut buf = [0u8; 64];
+        let (n, fds) = sys::recv_fds::<3>(conn.as_raw_fd(), &mut buf)?;
+        let w = Welcome::from_bytes(&buf[..n.min(buf.len())])
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not a softoe engine"))?;
+        if w.status < 0 {
+            return Err(io::Error::from_raw_os_error(-w.status));
+        }
+        let mut fds = fds.into_iter();
+        let (Some(memfd), Some(bell_engine), Some(bell_app)) = (fds.next(), fds.next(), fds.next())
+        else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "engine sent no region",
+            ));
+        };
+        let len = usize::try_from(w.region_len).map_err(|_| io::ErrorKind::InvalidData)?;
+        let map = Mapping::map(memfd.as_raw_fd(), len)?;
+        // SAFETY: the mapping is `len` bytes, page-aligned, and lives in
+        // `Inner` as long as the region view and every copy of it.
+        let region = unsafe { Region::attach(map.ptr, w.region_len) }
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        let data_len = region.layout().data_len();
+        let inner = Inner {
+            cmds: Mutex::new(region.command_producer()),
+            cmps: Mutex::new(region.completion_consumer()),
+            region,
+            _map: map,
+            _conn: conn,
+            _memfd: memfd,
+            bell_engine,
+            bell_app,
+            dispatch: Mutex::new(Dispatch::default()),
+            cond: Condvar::new(),
+            alloc: Mutex::new(Alloc::new(data_len)),
+            next_tag: AtomicU64::new(1),
+            cfg,
+            session: w.session,
+        };
+        Ok(Client {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The engine's number for this attachment.
+    pub fn session(&self) -> u32 {
+        self.inner.session
+    }
+
+    /// A round trip through the rings (`NOP`): the engine's command latency.
+    pub fn nop(&self) -> io::Result<()> {
+        self.call(Command::nop(0)).map(drop)
+    }
+
+    pub(crate) fn region(&self) -> &Region {
+        &self.inner.region
+    }
+
+    pub(crate) fn alloc(&self, len: u64) -> io::Result<u64> {
+        lock(&self.inner.alloc).alloc(len).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!("shared data area full ({len} bytes wanted): raise SOFTOE_DATA_MB"),
+            )
+        })
+    }
+
+    pub(crate) fn free(&self, off: u64, len: u64) {
+        lock(&self.inner.alloc).free(off, len);
+    }
+
+    fn dead(&self) -> bool {
+        self.inner.region.engine_state().load(Ordering::Acquire) == SESSION_CLOSED
+    }
+
+    /// Posts `cmd` (its tag is set here) and returns the tag.
+    pub(crate) fn submit(&self, mut cmd: Command) -> io::Result<u64> {
+        if self.dead() {
+            return Err(closed());
+        }
+        let tag = self.inner.next_tag.fetch_add(1, Ordering::Relaxed);
+        cmd.tag = tag;
+        let mut p = lock(&self.inner.cmds);
+        loop {
+            match p.push(&cmd) {
+                Ok(()) => break,
+                Err(softoe_abi::RingError::Full) => {
+                    // The engine is behind: give it the core for a moment.
+                    self.ring_engine();
+                    std::thread::yield_now();
+                    if self.dead() {
+                        return Err(closed());
+                    }
+                }
+                Err(_) => return Err(closed()),
+            }
+        }
+        drop(p);
+        self.ring_engine();
+        Ok(tag)
+    }
+
+    fn ring_engine(&self) {
+        // Pairs with the engine's SeqCst store of ENGINE_SLEEPING before its
+        // last look at the ring.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.inner.region.engine_state().load(Ordering::SeqCst) == ENGINE_SLEEPING {
+            sys::signal(self.inner.bell_engine.as_raw_fd());
+        }
+    }
+
+    /// Posts `cmd` and waits for its completion.
+    pub(crate) fn call(&self, cmd: Command) -> io::Result<Completion> {
+        let tag = self.submit(cmd)?;
+        self.wait_tag(tag)
+    }
+
+    /// Says that span `(off, len)` of the data area is free once the
+    /// release completion of `tag` arrives.
+    pub(crate) fn free_on_release(&self, tag: u64, spans: Vec<(u64, u64)>) {
+        let mut d = lock(&self.inner.dispatch);
+        if d.released.remove(&tag).is_some() {
+            drop(d);
+            for (o, l) in spans {
+                self.free(o, l);
+            }
+        } else {
+            d.frees.insert(tag, spans);
+        }
+    }
+
+    /// Whether the release completion of `tag` has arrived (and forgets
+    /// it).
+    pub(crate) fn take_release(&self, tag: u64) -> Option<Completion> {
+        let mut d = lock(&self.inner.dispatch);
+        self.drain(&mut d);
+        d.released.remove(&tag)
+    }
+
+    /// Takes every completion off the ring (dispatcher lock held).
+    fn drain(&self, d: &mut Dispatch) -> bool {
+        let mut c = lock(&self.inner.cmps);
+        let mut any = false;
+        loop {
+            match c.read() {
+                Ok(Some(cmp)) => {
+                    any = true;
+                    if cmp.flags & CMP_RELEASE != 0 {
+                        if let Some(spans) = d.frees.remove(&cmp.tag) {
+                            for (o, l) in spans {
+                                lock(&self.inner.alloc).free(o, l);
+                            }
+                        } else {
+                            d.released.insert(cmp.tag, cmp);
+                        }
+                    } else {
+                        d.done.insert(cmp.tag, cmp);
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => break,
+            }
+        }
+        if any {
+            c.release();
+        }
+        any
+    }
+
+    fn wait_tag(&self, tag: u64) -> io::Result<Completion> {
+        self.block_until(None, |d| d.done.remove(&tag))?
+            .ok_or_else(closed)
+    }
+
+    /// Waits until `check` (run with the dispatcher locked, after taking
+    /// completions) returns something, or `timeout` passes (`Ok(None)`).
+    /// Spins first, then sleeps on the doorbell with the engine told to
+    /// ring it.
+    pub(crate) fn block_until<T>(
+        &self,
+        timeout: Option<Duration>,
+        mut check: impl FnMut(&mut Dispatch) -> Option<T>,
+    ) -> io::Result<Option<T>> {
+        let start = Instant::now();
+        let deadline = timeout.map(|t| start + t);
+        let inner = &*self.inner;
+        let mut d = lock(&inner.dispatch);
+        loop {
+            self.drain(&mut d);
+            if let Some(v) = check(&mut d) {
+                return Ok(Some(v));
+            }
+            if self.dead() {
+                return Err(closed());
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|t| now >= t) {
+                return Ok(None);
+            }
+            if now - start < inner.cfg.spin {
+                drop(d);
+                std::hint::spin_loop();
+                d = lock(&inner.dispatch);
+                continue;
+            }
+            if d.sleeper {
+                // Another thread sleeps on the doorbell and will wake us.
+                let wait = deadline.map_or(Duration::from_millis(50), |t| {
+                    t.saturating_duration_since(now)
+                });
+                d = inner
+                    .cond
+                    .wait_timeout(d, wait.min(Duration::from_millis(50)))
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0);
+                continue;
+            }
+            d.sleeper = true;
+            let seq = inner.region.event_seq().load(Ordering::Acquire);
+            inner.region.app_waiting().fetch_add(1, Ordering::SeqCst);
+            drop(d);
+            // Look once more after announcing the wait: an event published
+            // before the announcement is seen here, one after rings us.
+            let changed = inner.region.event_seq().load(Ordering::SeqCst) != seq
+                || lock(&inner.cmps).available().is_ok_and(|n| n > 0);
+            if !changed {
+                let wait = deadline.map_or(Duration::from_millis(100), |t| {
+                    t.saturating_duration_since(Instant::now())
+                });
+                sys::wait_readable(
+                    inner.bell_app.as_raw_fd(),
+                    wait.min(Duration::from_millis(100)),
+                );
+            }
+            sys::drain(inner.bell_app.as_raw_fd());
+            inner.region.app_waiting().fetch_sub(1, Ordering::SeqCst);
+            d = lock(&inner.dispatch);
+            d.sleeper = false;
+            inner.cond.notify_all();
+        }
+    }
+
+    /// Posts any command, as written, and waits for its completion: for
+    /// tests of the engine's checks (a well-behaved program never needs it).
+    #[doc(hidden)]
+    pub fn submit_raw(&self, cmd: Command) -> io::Result<Completion> {
+        self.call(cmd)
+    }
+
+    /// Breaks this session's command ring on purpose (tests of the engine's
+    /// checks): claims a million commands more than the ring holds.
+    #[doc(hidden)]
+    pub fn corrupt_command_ring(&self) {
+        let p = lock(&self.inner.cmds);
+        let at = std::mem::offset_of!(softoe_abi::RegionHeader, cmd_tail);
+        // SAFETY: `cmd_tail` is a 4-aligned word inside the mapped header,
+        // only ever accessed atomically.
+        let w = unsafe {
+            std::sync::atomic::AtomicU32::from_ptr(self.inner.region.base().add(at).cast())
+        };
+        w.fetch_add(1_000_000, Ordering::Release);
+        drop(p);
+        self.ring_engine();
+    }
+
+    /// Whether the engine still serves this process.
+    pub fn is_alive(&self) -> bool {
+        !self.dead()
+    }
+}

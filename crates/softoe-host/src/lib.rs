@@ -1,0 +1,36 @@
+//! # softoe-host: programs on the softoe engine
+//!
+//! A program attaches to a running engine ([`Client::attach`]) and gets a
+//! shared region: its socket calls become commands on a ring the engine
+//! polls, received bytes appear in per-socket rings in the region, and
+//! sends either copy into a send ring (`copy`), let the engine read the
+//! program's own buffer (`overlap`, by `process_vm_readv`: the host core
+//! does no per-byte work), or hand the engine a region buffer by reference
+//! until the peer acknowledges it ([`TcpStream::send_zerocopy`]).
+//!
+//! Calls block by spinning briefly and then sleeping on an eventfd the
+//! engine rings only when a thread sleeps; non-blocking sockets return
+//! `WouldBlock`. Errors are `io::Error`s carrying the errno Linux would
+//! give.
+//!
+//! ```no_run
+//! use std::io::{Read, Write};
+//! let client = softoe_host::Client::attach()?; // $SOFTOE_SOCKET
+//! let mut s = client.tcp_connect("10.0.0.1:7".parse().unwrap())?;
+//! s.write_all(b"hello")?;
+//! let mut back = [0u8; 5];
+//! s.read_exact(&mut back)?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+#![allow(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod alloc;
+mod client;
+mod socket;
+mod sys;
+
+pub use client::{Client, Config};
+pub use socket::{SendPolicy, TcpListener, TcpReader, TcpStream, UdpSocket, ZcBuf};
+pub use softoe_abi::TcpInfoRecord;

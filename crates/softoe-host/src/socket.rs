@@ -1,0 +1,803 @@
+//! Sockets over the shared region.
+
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::Duration;
+
+use softoe_abi::{
+    CMD_QUIET, Command, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_RDHUP, EV_RXFULL, EV_WRITABLE, Opcode,
+    RingSpan, SEND_OVERLAP, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SockKind, SockOpt,
+    TcpInfoRecord, UdpHeader, errno, pack_addr, unpack_addr,
+};
+
+use crate::client::Client;
+
+/// How a socket's `write` hands bytes to the engine (DESIGN.md, "Send
+/// policies").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SendPolicy {
+    /// The host copies into the socket's send ring; the buffer is free at
+    /// once.
+    Copy,
+    /// The engine reads the caller's buffer itself (`process_vm_readv`)
+    /// and keeps a copy for retransmission; the host does no per-byte work.
+    #[default]
+    Overlap,
+}
+
+impl SendPolicy {
+    /// The policy named by `$SOFTOE_SEND` (`copy` or `overlap`).
+    pub fn from_env() -> SendPolicy {
+        match std::env::var("SOFTOE_SEND").as_deref() {
+            Ok("copy") => SendPolicy::Copy,
+            _ => SendPolicy::Overlap,
+        }
+    }
+}
+
+pub(crate) fn errno_err(e: i32) -> io::Error {
+    io::Error::from_raw_os_error(e)
+}
+
+fn result(c: &softoe_abi::Completion) -> io::Result<u64> {
+    match c.errno() {
+        Some(e) => Err(errno_err(e)),
+        None => Ok(c.result as u64),
+    }
+}
+
+fn addr_of(v: u64) -> SocketAddrV4 {
+    let (a, p) = unpack_addr(v);
+    SocketAddrV4::new(Ipv4Addr::from(u32::from_be(a)), p)
+}
+
+fn packed(a: SocketAddrV4) -> (u64, u64) {
+    (u64::from(u32::from(*a.ip()).to_be()), u64::from(a.port()))
+}
+
+/// One socket id with its rings: closed when the last handle goes, its
+/// rings freed when the engine releases them.
+#[derive(Debug)]
+struct Sock {
+    c: Client,
+    id: u32,
+    rx: RingSpan,
+    tx: RingSpan,
+    /// The close already sent (by `abort`), 0 if none.
+    closed: std::sync::atomic::AtomicU64,
+}
+
+/// How one handle waits.
+#[derive(Clone, Copy, Debug, Default)]
+struct Mode {
+    nonblocking: bool,
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+}
+
+impl Sock {
+    fn open(c: &Client, kind: SockKind) -> io::Result<Sock> {
+        let (rx, tx) = Sock::rings(c, kind)?;
+        let cmd = Command::socket(0, kind, (rx.offset, rx.len), (tx.offset, tx.len));
+        match c.call(cmd).and_then(|r| result(&r).map(|v| v as u32)) {
+            Ok(id) => Ok(Sock::with(c, id, rx, tx)),
+            Err(e) => {
+                Sock::unring(c, rx, tx);
+                Err(e)
+            }
+        }
+    }
+
+    fn rings(c: &Client, kind: SockKind) -> io::Result<(RingSpan, RingSpan)> {
+        let cfg = &c.inner.cfg;
+        let rx_len = cfg.rx_ring.max(4096).div_ceil(64) * 64;
+        let tx_len = if kind == SockKind::Tcp {
+            cfg.tx_ring.div_ceil(64) * 64
+        } else {
+            0
+        };
+        let rx = RingSpan {
+            offset: c.alloc(rx_len)?,
+            len: rx_len,
+        };
+        let tx = if tx_len > 0 {
+            match c.alloc(tx_len) {
+                Ok(o) => RingSpan {
+                    offset: o,
+                    len: tx_len,
+                },
+                Err(e) => {
+                    c.free(rx.offset, rx.len);
+                    return Err(e);
+                }
+            }
+        } else {
+            RingSpan::default()
+        };
+        Ok((rx, tx))
+    }
+
+    fn unring(c: &Client, rx: RingSpan, tx: RingSpan) {
+        c.free(rx.offset, rx.len);
+        if tx.len > 0 {
+            c.free(tx.offset, tx.len);
+        }
+    }
+
+    fn with(c: &Client, id: u32, rx: RingSpan, tx: RingSpan) -> Sock {
+        Sock {
+            c: c.clone(),
+            id,
+            rx,
+            tx,
+            closed: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn cmd(&self, op: Opcode, flags: u16, args: [u64; 6]) -> io::Result<softoe_abi::Completion> {
+        self.c.call(Command::new(op, flags, self.id, 0, args))
+    }
+
+    fn events(&self) -> u32 {
+        self.c.region().slot(self.id).map_or(0, |v| v.events())
+    }
+
+    fn error(&self) -> io::Error {
+        let e = self.c.region().slot(self.id).map_or(0, |v| v.error());
+        errno_err(if e == 0 { errno::ECONNRESET } else { e as i32 })
+    }
+
+    /// Waits until `ready` holds for the slot, honouring non-blocking mode
+    /// and `timeout`.
+    fn wait(
+        &self,
+        nonblocking: bool,
+        timeout: Option<Duration>,
+        ready: impl Fn(&Sock) -> bool,
+    ) -> io::Result<()> {
+        if ready(self) {
+            return Ok(());
+        }
+        if nonblocking {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        match self.c.block_until(timeout, |_| ready(self).then_some(()))? {
+            Some(()) => Ok(()),
+            None => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    fn setopt(&self, opt: SockOpt, v: [u64; 5]) -> io::Result<()> {
+        let r = self.cmd(
+            Opcode::SetOpt,
+            0,
+            [opt as u64, v[0], v[1], v[2], v[3], v[4]],
+        )?;
+        result(&r).map(drop)
+    }
+
+    fn local(&self) -> SocketAddrV4 {
+        addr_of(self.c.region().slot(self.id).map_or(0, |v| v.local()))
+    }
+
+    fn remote(&self) -> SocketAddrV4 {
+        addr_of(self.c.region().slot(self.id).map_or(0, |v| v.remote()))
+    }
+}
+
+impl Drop for Sock {
+    fn drop(&mut self) {
+        let (rx, tx) = (self.rx, self.tx);
+        let spans = if tx.len > 0 {
+            vec![(rx.offset, rx.len), (tx.offset, tx.len)]
+        } else {
+            vec![(rx.offset, rx.len)]
+        };
+        let tag = match self.closed.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => self
+                .c
+                .submit(Command::new(Opcode::Close, 0, self.id, 0, [0; 6])),
+            t => Ok(t),
+        };
+        match tag {
+            // The rings are free once the engine says it is done with them.
+            Ok(tag) => self.c.free_on_release(tag, spans),
+            // The session is gone: the engine reads nothing any more.
+            Err(_) => {
+                for (o, l) in spans {
+                    self.c.free(o, l);
+                }
+            }
+        }
+    }
+}
+
+/// A TCP connection.
+#[derive(Debug)]
+pub struct TcpStream {
+    s: Arc<Sock>,
+    mode: Mode,
+    policy: SendPolicy,
+    /// Send-ring bytes the engine has taken.
+    tx_queued: u64,
+}
+
+/// The reading half of a [`TcpStream`], for another thread
+/// ([`TcpStream::try_clone_reader`]). One reader at a time.
+#[derive(Debug)]
+pub struct TcpReader {
+    s: Arc<Sock>,
+    mode: Mode,
+}
+
+/// A listening TCP socket.
+#[derive(Debug)]
+pub struct TcpListener {
+    s: Sock,
+    mode: Mode,
+}
+
+/// A UDP socket.
+#[derive(Debug)]
+pub struct UdpSocket {
+    s: Sock,
+    mode: Mode,
+}
+
+impl Client {
+    /// Connects to `addr`.
+    pub fn tcp_connect(&self, addr: SocketAddrV4) -> io::Result<TcpStream> {
+        let s = Sock::open(self, SockKind::Tcp)?;
+        let (a, p) = packed(addr);
+        let r = s.cmd(Opcode::Connect, 0, [a, p, 0, 0, 0, 0])?;
+        result(&r)?;
+        Ok(TcpStream::new(s))
+    }
+
+    /// Listens on `addr` (port 0 is refused: name a port).
+    pub fn tcp_listen(&self, addr: SocketAddrV4, backlog: u32) -> io::Result<TcpListener> {
+        let s = Sock::open(self, SockKind::Tcp)?;
+        let (a, p) = packed(addr);
+        result(&s.cmd(Opcode::Bind, 0, [a, p, 0, 0, 0, 0])?)?;
+        result(&s.cmd(Opcode::Listen, 0, [u64::from(backlog), 0, 0, 0, 0, 0])?)?;
+        Ok(TcpListener {
+            s,
+            mode: Mode::default(),
+        })
+    }
+
+    /// A UDP socket bound to `addr` (port 0: an ephemeral port).
+    pub fn udp_bind(&self, addr: SocketAddrV4) -> io::Result<UdpSocket> {
+        let s = Sock::open(self, SockKind::Udp)?;
+        let (a, p) = packed(addr);
+        result(&s.cmd(Opcode::Bind, 0, [a, p, 0, 0, 0, 0])?)?;
+        Ok(UdpSocket {
+            s,
+            mode: Mode::default(),
+        })
+    }
+}
+
+impl TcpListener {
+    /// Takes the next connection, waiting for one unless non-blocking.
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddrV4)> {
+        loop {
+            let (rx, tx) = Sock::rings(&self.s.c, SockKind::Tcp)?;
+            let r = self.s.cmd(
+                Opcode::Accept,
+                0,
+                [0, rx.offset, rx.len, tx.offset, tx.len, 0],
+            )?;
+            match r.errno() {
+                None => {
+                    let s = Sock::with(&self.s.c, r.result as u32, rx, tx);
+                    return Ok((TcpStream::new(s), addr_of(r.aux)));
+                }
+                Some(e) => {
+                    Sock::unring(&self.s.c, rx, tx);
+                    if e != errno::EAGAIN {
+                        return Err(errno_err(e));
+                    }
+                }
+            }
+            // Wait for the listener's slot to show a connection. The bit may
+            // be stale (another thread took it); the engine clears it after
+            // the refused accept above, and the loop asks again.
+            self.s
+                .wait(self.mode.nonblocking, self.mode.read_timeout, |s| {
+                    s.events() & EV_ACCEPT != 0
+                })?;
+        }
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.s.local()
+    }
+
+    /// Non-blocking accepts (`WouldBlock` when none waits).
+    pub fn set_nonblocking(&mut self, on: bool) {
+        self.mode.nonblocking = on;
+    }
+}
+
+impl TcpStream {
+    fn new(s: Sock) -> TcpStream {
+        TcpStream {
+            s: Arc::new(s),
+            mode: Mode::default(),
+            policy: SendPolicy::from_env(),
+            tx_queued: 0,
+        }
+    }
+
+    /// A handle that reads this connection from another thread while this
+    /// one writes.
+    pub fn try_clone_reader(&self) -> TcpReader {
+        TcpReader {
+            s: self.s.clone(),
+            mode: self.mode,
+        }
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.s.local()
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddrV4 {
+        self.s.remote()
+    }
+
+    /// The socket id in the session (for `softoe stat`).
+    pub fn id(&self) -> u32 {
+        self.s.id
+    }
+
+    /// Chooses how writes reach the engine.
+    pub fn set_send_policy(&mut self, p: SendPolicy) {
+        self.policy = p;
+    }
+
+    /// Non-blocking mode: calls that would wait return `WouldBlock`.
+    pub fn set_nonblocking(&mut self, on: bool) {
+        self.mode.nonblocking = on;
+    }
+
+    /// Read timeout (`SO_RCVTIMEO`): a read that waits longer returns
+    /// `WouldBlock`.
+    pub fn set_read_timeout(&mut self, t: Option<Duration>) {
+        self.mode.read_timeout = t;
+    }
+
+    /// Write timeout (`SO_SNDTIMEO`).
+    pub fn set_write_timeout(&mut self, t: Option<Duration>) {
+        self.mode.write_timeout = t;
+    }
+
+    /// `TCP_NODELAY`.
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.s.setopt(SockOpt::NoDelay, [u64::from(on), 0, 0, 0, 0])
+    }
+
+    /// `SO_KEEPALIVE` with idle, interval (seconds) and count (0: Linux's
+    /// defaults).
+    pub fn set_keepalive(&self, on: bool, idle: u64, intvl: u64, cnt: u64) -> io::Result<()> {
+        self.s
+            .setopt(SockOpt::KeepAlive, [u64::from(on), idle, intvl, cnt, 0])
+    }
+
+    /// `TCP_USER_TIMEOUT` (None: off).
+    pub fn set_user_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        let ms = t.map_or(0, |t| t.as_millis().max(1) as u64);
+        self.s.setopt(SockOpt::UserTimeout, [ms, 0, 0, 0, 0])
+    }
+
+    /// Closes the sending half: FIN after the data written.
+    pub fn shutdown_write(&self) -> io::Result<()> {
+        result(
+            &self
+                .s
+                .cmd(Opcode::Shutdown, 0, [softoe_abi::SHUT_WR, 0, 0, 0, 0, 0])?,
+        )
+        .map(drop)
+    }
+
+    /// Resets the connection.
+    pub fn abort(self) -> io::Result<()> {
+        let tag = self.s.c.submit(Command::new(
+            Opcode::Close,
+            0,
+            self.s.id,
+            0,
+            [1, 0, 0, 0, 0, 0],
+        ))?;
+        // Dropping frees the rings when the engine releases them.
+        self.s
+            .closed
+            .store(tag, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The connection's state and counters (`TCP_INFO`).
+    pub fn info(&self) -> io::Result<TcpInfoRecord> {
+        let len = size_of::<TcpInfoRecord>() as u64;
+        let off = self.s.c.alloc(len)?;
+        let r = self.s.cmd(Opcode::Info, 0, [off, len, 0, 0, 0, 0]);
+        let mut rec = TcpInfoRecord::default();
+        let ok = r.as_ref().map(result);
+        if let Ok(Ok(_)) = ok {
+            // SAFETY: `rec` is plain integers; any bytes are a valid value.
+            let dst = unsafe {
+                std::slice::from_raw_parts_mut((&raw mut rec).cast::<u8>(), len as usize)
+            };
+            self.s
+                .c
+                .region()
+                .ring_read(RingSpan { offset: off, len }, 0, dst);
+        }
+        self.s.c.free(off, len);
+        r.and_then(|r| result(&r)).map(|_| rec)
+    }
+
+    /// The slot as the engine published it: receive tail and head, events,
+    /// sequence (for debugging).
+    #[doc(hidden)]
+    pub fn slot_state(&self) -> (u64, u64, u32, u32) {
+        self.s.c.region().slot(self.s.id).map_or((0, 0, 0, 0), |v| {
+            (v.rx_tail(), v.rx_head(), v.events(), v.seq())
+        })
+    }
+
+    /// Bytes waiting to be read.
+    pub fn pending(&self) -> u64 {
+        self.s
+            .c
+            .region()
+            .slot(self.s.id)
+            .map_or(0, |v| v.rx_tail().saturating_sub(v.rx_head()))
+    }
+
+    /// Copies received bytes without consuming them (`MSG_PEEK`).
+    pub fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        read_inner(&self.s, self.mode, buf, true)
+    }
+
+    fn write_copy(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let region = *self.s.c.region();
+        let tx = self.s.tx;
+        loop {
+            let acked = region.slot(self.s.id).map_or(0, |v| v.tx_acked());
+            let space = tx.len - (self.tx_queued - acked).min(tx.len);
+            let n = space.min(buf.len() as u64);
+            if n > 0 {
+                region.ring_write(tx, self.tx_queued, &buf[..n as usize]);
+                let r = self.s.cmd(Opcode::Send, SEND_RING, [0, n, 0, 0, 0, 0])?;
+                match r.errno() {
+                    None if r.result > 0 => {
+                        self.tx_queued += r.result as u64;
+                        return Ok(r.result as usize);
+                    }
+                    None | Some(errno::EAGAIN) => {}
+                    Some(e) => return Err(errno_err(e)),
+                }
+            }
+            self.wait_writable(acked)?;
+        }
+    }
+
+    fn write_remote(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            let r = self.s.cmd(
+                Opcode::Send,
+                SEND_REMOTE,
+                [buf.as_ptr() as u64, buf.len() as u64, 0, 0, 0, 0],
+            )?;
+            match r.errno() {
+                None => return Ok(r.result as usize),
+                Some(errno::EAGAIN) => {}
+                Some(e) => return Err(errno_err(e)),
+            }
+            let acked = self
+                .s
+                .c
+                .region()
+                .slot(self.s.id)
+                .map_or(0, |v| v.tx_acked());
+            self.wait_writable(acked)?;
+        }
+    }
+
+    fn wait_writable(&self, acked: u64) -> io::Result<()> {
+        let seq = self.s.c.region().slot(self.s.id).map_or(0, |v| v.seq());
+        self.s
+            .wait(self.mode.nonblocking, self.mode.write_timeout, |s| {
+                s.c.region().slot(s.id).is_some_and(|v| {
+                    v.seq() != seq || v.tx_acked() != acked || v.events() & EV_ERR != 0
+                })
+            })?;
+        if self.s.events() & EV_ERR != 0 {
+            return Err(self.s.error());
+        }
+        Ok(())
+    }
+
+    /// Sends `len` bytes of a zero-copy buffer by reference. Returns how
+    /// many the engine took; the buffer is the caller's again when
+    /// [`ZcBuf::released`] says so (the peer acknowledged them).
+    pub fn send_zerocopy(&mut self, buf: &mut ZcBuf, len: usize) -> io::Result<usize> {
+        if buf.in_flight.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                "buffer still in flight",
+            ));
+        }
+        let len = len.min(buf.len as usize) as u64;
+        loop {
+            let tag = self.s.c.submit(Command::new(
+                Opcode::Send,
+                SEND_ZEROCOPY,
+                self.s.id,
+                0,
+                [buf.off, len, 0, 0, 0, 0],
+            ))?;
+            let r = self.s.c.block_until(None, |d| d.done.remove(&tag))?;
+            let Some(r) = r else {
+                return Err(errno_err(errno::ECONNABORTED));
+            };
+            match r.errno() {
+                None => {
+                    buf.in_flight = Some(tag);
+                    return Ok(r.result as usize);
+                }
+                Some(errno::EAGAIN) => {}
+                Some(e) => return Err(errno_err(e)),
+            }
+            self.wait_writable(0)?;
+        }
+    }
+
+    /// Sends from a region buffer with the `overlap` policy: the engine
+    /// copies it while sending; the buffer is free when this returns.
+    pub fn send_overlap(&mut self, buf: &ZcBuf, len: usize) -> io::Result<usize> {
+        let len = len.min(buf.len as usize) as u64;
+        loop {
+            let r = self
+                .s
+                .cmd(Opcode::Send, SEND_OVERLAP, [buf.off, len, 0, 0, 0, 0])?;
+            match r.errno() {
+                None => return Ok(r.result as usize),
+                Some(errno::EAGAIN) => {}
+                Some(e) => return Err(errno_err(e)),
+            }
+            self.wait_writable(0)?;
+        }
+    }
+
+    /// Whether the connection is established.
+    pub fn is_connected(&self) -> bool {
+        self.s.events() & EV_CONNECTED != 0
+    }
+
+    /// Whether a write would take bytes now.
+    pub fn is_writable(&self) -> bool {
+        self.s.events() & EV_WRITABLE != 0
+    }
+}
+
+fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<usize> {
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    let region = *s.c.region();
+    let Some(view) = region.slot(s.id) else {
+        return Err(errno_err(errno::EBADF));
+    };
+    s.wait(mode.nonblocking, mode.read_timeout, |s| {
+        let v = s.c.region().slot(s.id);
+        v.is_some_and(|v| v.rx_tail() != v.rx_head()) || s.events() & (EV_RDHUP | EV_ERR) != 0
+    })?;
+    let head = view.rx_head();
+    let tail = view.rx_tail();
+    let n = (tail - head).min(buf.len() as u64);
+    if n == 0 {
+        if s.events() & EV_ERR != 0 {
+            return Err(s.error());
+        }
+        return Ok(0);
+    }
+    region.ring_read(s.rx, head, &mut buf[..n as usize]);
+    if !peek {
+        view.set_rx_head(head + n);
+        // The engine holds more than the ring could take: tell it there
+        // is room now.
+        if s.events() & EV_RXFULL != 0 {
+            let _ =
+                s.c.submit(Command::new(Opcode::RxDone, CMD_QUIET, s.id, 0, [0; 6]));
+        }
+    }
+    Ok(n as usize)
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        read_inner(&self.s, self.mode, buf, false)
+    }
+}
+
+impl Read for TcpReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        read_inner(&self.s, self.mode, buf, false)
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        match self.policy {
+            SendPolicy::Copy => self.write_copy(buf),
+            SendPolicy::Overlap => self.write_remote(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A buffer in the shared data area, for zero-copy and overlap sends.
+#[derive(Debug)]
+pub struct ZcBuf {
+    c: Client,
+    off: u64,
+    len: u64,
+    in_flight: Option<u64>,
+}
+
+impl Client {
+    /// A zero-copy buffer of `len` bytes in the shared region.
+    pub fn zc_buf(&self, len: usize) -> io::Result<ZcBuf> {
+        let off = self.alloc(len as u64)?;
+        Ok(ZcBuf {
+            c: self.clone(),
+            off,
+            len: len as u64,
+            in_flight: None,
+        })
+    }
+}
+
+impl ZcBuf {
+    /// Copies `src` in at `at` (refused while the buffer is in flight).
+    pub fn write_at(&mut self, at: usize, src: &[u8]) -> io::Result<()> {
+        if self.in_flight.is_some() && !self.released() {
+            return Err(io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                "buffer still in flight",
+            ));
+        }
+        if at as u64 + src.len() as u64 > self.len {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        let span = RingSpan {
+            offset: self.off + at as u64,
+            len: src.len() as u64,
+        };
+        if !src.is_empty() && !self.c.region().ring_write(span, 0, src) {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        Ok(())
+    }
+
+    /// Whether the engine has given the buffer back (always true when it
+    /// was never sent zero-copy).
+    pub fn released(&mut self) -> bool {
+        match self.in_flight {
+            None => true,
+            Some(tag) => {
+                if self.c.take_release(tag).is_some() {
+                    self.in_flight = None;
+                    true
+                } else {
+                    false
+                }
+            }
+        }
+    }
+
+    /// Waits until the buffer is released.
+    pub fn wait_released(&mut self) -> io::Result<()> {
+        let Some(tag) = self.in_flight else {
+            return Ok(());
+        };
+        self.c.block_until(None, |d| d.released.remove(&tag))?;
+        self.in_flight = None;
+        Ok(())
+    }
+
+    /// Its length.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for ZcBuf {
+    fn drop(&mut self) {
+        let tag = self.in_flight;
+        match tag {
+            Some(tag) if !self.released() => {
+                self.c.free_on_release(tag, vec![(self.off, self.len)]);
+            }
+            _ => self.c.free(self.off, self.len),
+        }
+    }
+}
+
+impl UdpSocket {
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.s.local()
+    }
+
+    /// Sends one datagram (the engine reads it from our memory).
+    pub fn send_to(&self, data: &[u8], to: SocketAddrV4) -> io::Result<usize> {
+        let (a, p) = packed(to);
+        loop {
+            let r = self.s.cmd(
+                Opcode::Send,
+                SEND_REMOTE,
+                [data.as_ptr() as u64, data.len() as u64, a, p, 0, 0],
+            )?;
+            match r.errno() {
+                None => return Ok(r.result as usize),
+                Some(errno::EAGAIN) if !self.mode.nonblocking => std::thread::yield_now(),
+                Some(e) => return Err(errno_err(e)),
+            }
+        }
+    }
+
+    /// Receives one datagram; a datagram longer than `buf` is truncated.
+    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
+        let region = *self.s.c.region();
+        let Some(view) = region.slot(self.s.id) else {
+            return Err(errno_err(errno::EBADF));
+        };
+        self.s
+            .wait(self.mode.nonblocking, self.mode.read_timeout, |s| {
+                s.c.region()
+                    .slot(s.id)
+                    .is_some_and(|v| v.rx_tail() != v.rx_head())
+            })?;
+        let head = view.rx_head();
+        let mut hb = [0u8; size_of::<UdpHeader>()];
+        region.ring_read(self.s.rx, head, &mut hb);
+        // SAFETY: `hb` holds exactly one header's bytes; any bytes are a
+        // valid header of integers.
+        let h: UdpHeader = unsafe { std::ptr::read_unaligned(hb.as_ptr().cast()) };
+        let n = (h.len as usize).min(buf.len());
+        region.ring_read(self.s.rx, head + hb.len() as u64, &mut buf[..n]);
+        view.set_rx_head(head + UdpHeader::footprint(h.len));
+        let _ = self.s.c.submit(Command::new(
+            Opcode::RxDone,
+            CMD_QUIET,
+            self.s.id,
+            0,
+            [0; 6],
+        ));
+        Ok((n, addr_of(pack_addr(h.addr, h.port))))
+    }
+
+    /// Read timeout.
+    pub fn set_read_timeout(&mut self, t: Option<Duration>) {
+        self.mode.read_timeout = t;
+    }
+}

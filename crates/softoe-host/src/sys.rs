@@ -1,0 +1,177 @@
+//! System calls of the client: connecting, receiving descriptors, mapping,
+//! doorbells.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::Duration;
+
+fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// Connects a `SOCK_SEQPACKET` socket to `path`.
+pub(crate) fn connect(path: &Path) -> io::Result<OwnedFd> {
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data; zeroed is valid.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "socket path too long",
+        ));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: plain socket calls; `addr` is valid for the call.
+    unsafe {
+        let fd = check(libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+        ))?;
+        let fd = OwnedFd::from_raw_fd(fd);
+        check(libc::connect(
+            fd.as_raw_fd(),
+            (&raw const addr).cast(),
+            size_of::<libc::sockaddr_un>() as libc::socklen_t,
+        ))?;
+        Ok(fd)
+    }
+}
+
+/// Sends one message.
+pub(crate) fn send(fd: RawFd, b: &[u8]) -> io::Result<()> {
+    // SAFETY: sends from `b`, valid for its length.
+    let r = unsafe { libc::send(fd, b.as_ptr().cast(), b.len(), libc::MSG_NOSIGNAL) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Receives one message and up to `N` descriptors.
+pub(crate) fn recv_fds<const N: usize>(
+    fd: RawFd,
+    buf: &mut [u8],
+) -> io::Result<(usize, Vec<OwnedFd>)> {
+    let fd_bytes = N * size_of::<RawFd>();
+    // SAFETY: a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut fds = Vec::new();
+    // SAFETY: msghdr is plain data; `iov` names `buf` and `control` is
+    // CMSG_SPACE bytes; the CMSG_* walk stays inside `control` as the kernel
+    // filled it; each descriptor received is new and owned by us.
+    let n = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let n = libc::recvmsg(fd, &raw mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut c = libc::CMSG_FIRSTHDR(&raw const msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c);
+                let len = (*c).cmsg_len as usize - (data as usize - c as usize);
+                for i in 0..len / size_of::<RawFd>() {
+                    let mut raw: RawFd = 0;
+                    std::ptr::copy_nonoverlapping(
+                        data.add(i * size_of::<RawFd>()),
+                        (&raw mut raw).cast::<u8>(),
+                        size_of::<RawFd>(),
+                    );
+                    fds.push(OwnedFd::from_raw_fd(raw));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&raw const msg, c);
+        }
+        n as usize
+    };
+    Ok((n, fds))
+}
+
+/// A shared mapping, unmapped on drop.
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
+}
+
+// SAFETY: process-wide memory; access goes through atomics and raw copies.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; nothing hands out references into it.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `len` bytes of `fd` shared.
+    pub(crate) fn map(fd: RawFd, len: usize) -> io::Result<Mapping> {
+        // SAFETY: maps `len` bytes of a memfd the engine sealed at (at
+        // least) that size.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping { ptr: p.cast(), len })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps what `map` mapped; the client is gone.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Rings an eventfd.
+pub(crate) fn signal(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64.
+    let _ = unsafe { libc::write(fd, (&raw const one).cast(), 8) };
+}
+
+/// Clears an eventfd (non-blocking).
+pub(crate) fn drain(fd: RawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads 8 bytes into a live u64; the engine made it non-blocking.
+    let _ = unsafe { libc::read(fd, (&raw mut v).cast(), 8) };
+}
+
+/// Waits until `fd` is readable or `timeout` passes.
+pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: one valid pollfd and a valid timespec for the call.
+    let _ = unsafe { libc::ppoll(&raw mut p, 1, &raw const ts, std::ptr::null()) };
+}
