@@ -170,6 +170,9 @@ pub struct Snapshot {
     pub stack: StackCounters,
     /// Live TCP connections (listeners excluded).
     pub connections: Vec<ConnStat>,
+    /// Attached host programs.
+    #[serde(default)]
+    pub sessions: Vec<crate::host::SessionStat>,
 }
 
 impl Snapshot {
@@ -199,6 +202,7 @@ impl Snapshot {
                 icmp_echo: s.icmp_echo,
             },
             connections,
+            sessions: Vec::new(),
         }
     }
 }
@@ -208,6 +212,7 @@ impl Snapshot {
 pub struct Control {
     listener: UnixListener,
     path: PathBuf,
+    sessions: Option<crate::host::SessionStats>,
 }
 
 impl Control {
@@ -221,7 +226,13 @@ impl Control {
         Ok(Control {
             listener,
             path: path.to_path_buf(),
+            sessions: None,
         })
+    }
+
+    /// Includes the host interface's sessions in every snapshot.
+    pub fn watch_sessions(&mut self, s: crate::host::SessionStats) {
+        self.sessions = Some(s);
     }
 
     /// The listening socket's descriptor (readable when a request waits).
@@ -233,7 +244,10 @@ impl Control {
     /// Answers every waiting request (never blocks the engine for long).
     pub fn serve(&mut self, stack: &Stack, engine: &EngineCounters, port: &str) {
         while let Ok((mut conn, _)) = self.listener.accept() {
-            let snap = Snapshot::take(stack, engine, port);
+            let mut snap = Snapshot::take(stack, engine, port);
+            if let Some(s) = self.sessions.as_ref().and_then(|s| s.lock().ok()) {
+                snap.sessions = s.clone();
+            }
             if let Ok(json) = serde_json::to_vec(&snap) {
                 let _ = conn.set_write_timeout(Some(Duration::from_millis(100)));
                 let _ = conn.write_all(&json);

@@ -480,6 +480,13 @@ impl<P: Port> Engine<P> {
         self.counters.idle_nanos += t0.elapsed().as_nanos() as u64;
     }
 
+    /// Shows the host interface's sessions in `softoe stat`.
+    pub fn watch_sessions(&mut self, s: crate::host::SessionStats) {
+        if let Some(c) = self.control.as_mut() {
+            c.watch_sessions(s);
+        }
+    }
+
     /// The port (e.g. to read its name).
     pub fn port(&self) -> &P {
         &self.port

@@ -277,3 +277,107 @@ fn a_corrupt_ring_ends_only_that_session() {
     s.shutdown_write().unwrap();
     assert_eq!(server.join().unwrap(), b"ok");
 }
+
+/// Not a test by itself: the program `a_killed_program_is_cleaned_up` runs
+/// in a child process and kills. It attaches, connects to
+/// `$SOFTOE_TEST_PEER` and writes until it dies.
+#[test]
+#[ignore = "run as a child process by a_killed_program_is_cleaned_up"]
+fn child_program() {
+    let Some(peer) = std::env::var("SOFTOE_TEST_PEER").ok() else {
+        return;
+    };
+    let c = Client::attach().unwrap();
+    let mut s = c.tcp_connect(peer.parse().unwrap()).unwrap();
+    let chunk = pattern(1 << 20, 3);
+    s.write_all(&chunk).unwrap();
+    println!("ready");
+    loop {
+        if s.write_all(&chunk).is_err() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A program killed with SIGKILL mid-transfer: its connection is closed,
+/// its session and region are gone (as `softoe stat` shows), and a program
+/// using the engine at the same time notices nothing.
+#[test]
+fn a_killed_program_is_cleaned_up() {
+    use std::io::BufRead;
+    let bed = bed();
+    let good = Client::attach_to(&bed.host).unwrap();
+    let sink = bed
+        .linux
+        .run(|| TcpListener::bind(SocketAddrV4::new(LINUX_IP, 7400)).unwrap())
+        .unwrap();
+    let sink = bed
+        .linux
+        .spawn(move || {
+            let (mut s, _) = sink.accept().unwrap();
+            let mut n = 0u64;
+            let mut buf = vec![0u8; 1 << 16];
+            // Ends by FIN or RST: either is a closed connection.
+            while let Ok(k) = s.read(&mut buf) {
+                if k == 0 {
+                    break;
+                }
+                n += k as u64;
+            }
+            n
+        })
+        .unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_program",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SOFTOE_SOCKET", &bed.host)
+        .env("SOFTOE_TEST_PEER", format!("{LINUX_IP}:7400"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ready") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "child ended early");
+    }
+    let pid = child.id() as i32;
+    let snap = bed.snapshot();
+    let theirs = snap
+        .sessions
+        .iter()
+        .find(|s| s.pid == pid)
+        .expect("child's session");
+    assert_eq!(theirs.sockets, 1);
+    // SIGKILL mid-transfer.
+    child.kill().unwrap();
+    let _ = child.wait();
+    let t0 = std::time::Instant::now();
+    loop {
+        let snap = bed.snapshot();
+        if !snap.sessions.iter().any(|s| s.pid == pid) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "session still there: {:?}",
+            snap.sessions
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    eprintln!("killed program's session reclaimed in {:?}", t0.elapsed());
+    assert!(sink.join().unwrap() >= 1 << 20);
+    // The other program carries on.
+    let server = linux_echo(&bed, 7401);
+    let mut s = good.tcp_connect(SocketAddrV4::new(LINUX_IP, 7401)).unwrap();
+    s.write_all(b"unaffected").unwrap();
+    s.shutdown_write().unwrap();
+    assert_eq!(server.join().unwrap(), b"unaffected");
+    let snap = bed.snapshot();
+    assert_eq!(snap.sessions.len(), 1, "{:?}", snap.sessions);
+}

@@ -114,6 +114,8 @@ pub struct EngineSection {
     pub pcap: Option<PathBuf>,
     /// The control socket `softoe stat` asks.
     pub control: PathBuf,
+    /// Serve host programs on this Unix socket (none: no host interface).
+    pub host: Option<PathBuf>,
 }
 
 /// Where `softoe engine` and `softoe stat` meet by default.
@@ -129,6 +131,7 @@ impl Default for EngineSection {
             batch_acks: d.batch_acks,
             pcap: None,
             control: DEFAULT_CONTROL.into(),
+            host: None,
         }
     }
 }

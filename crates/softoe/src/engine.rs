@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
+use softoe_engine::host::{HostConfig, HostService};
 use softoe_engine::services::{Discard, Echo, RequestResponse, Service, Source};
 use softoe_engine::{
     AfPacketOffloads, AfPacketOptions, AfPacketPort, Engine, FaultConfig, FaultPort, Port, TapPort,
@@ -91,6 +92,11 @@ pub struct EngineArgs {
     /// Repeat for more.
     #[arg(long = "service", short = 's')]
     services: Vec<ServiceSpec>,
+    /// Serve host programs (softoe-host, `softoe run`) on this Unix socket
+    /// (e.g. /run/softoe/host.sock; programs find it through
+    /// $SOFTOE_SOCKET).
+    #[arg(long)]
+    host: Option<PathBuf>,
     /// Print the merged configuration as TOML and exit.
     #[arg(long)]
     print_config: bool,
@@ -162,6 +168,7 @@ impl EngineArgs {
         if let Some(ctl) = &self.control {
             e.control = ctl.clone();
         }
+        e.host = self.host.clone().or(e.host.take());
         if let Some(b) = self.buffer {
             c.tcp.rx_buffer = Size(b);
             c.tcp.tx_buffer = Size(b);
@@ -242,6 +249,15 @@ fn with_faults<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
 fn serve<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
     let describe = port.describe();
     let mut engine = Engine::new(built.stack, port, built.engine)?;
+    if let Some(path) = &cfg.engine.host {
+        let h = HostService::new(HostConfig {
+            path: path.clone(),
+            ..HostConfig::default()
+        })
+        .with_context(|| format!("serving host programs on {}", path.display()))?;
+        engine.watch_sessions(h.stats());
+        engine.add_service(Box::new(h));
+    }
     let reports = Arc::new(Mutex::new(Vec::new()));
     for s in &cfg.services {
         let svc: Box<dyn Service> = match s.kind {

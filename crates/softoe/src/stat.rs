@@ -88,6 +88,28 @@ pub fn render(s: &Snapshot) -> String {
         );
         let _ = writeln!(o, "\t {}", details(c));
     }
+    if !s.sessions.is_empty() {
+        let _ = writeln!(
+            o,
+            "{:<8} {:>8} {:>6} {:>8} {:>8} {:>10} {:>9} {:>8}",
+            "Session", "Pid", "Uid", "Sockets", "Closing", "Commands", "Rejected", "Wakeups"
+        );
+        for x in &s.sessions {
+            let _ = writeln!(
+                o,
+                "{:<8} {:>8} {:>6} {:>8} {:>8} {:>10} {:>9} {:>8}{}",
+                x.id,
+                x.pid,
+                x.uid,
+                x.sockets,
+                x.closing,
+                x.commands,
+                x.rejected,
+                x.wakeups,
+                if x.dead { "  (process gone)" } else { "" }
+            );
+        }
+    }
     o
 }
 

@@ -79,7 +79,7 @@ impl Default for HostConfig {
 pub const DEFAULT_PATH: &str = "/run/softoe/host.sock";
 
 /// What `softoe stat` shows of one session.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SessionStat {
     /// Session number.
     pub id: u32,
@@ -323,10 +323,13 @@ impl HostService {
         }
         // Sessions whose sockets are all released give their region back.
         for slot in &mut self.sessions {
-            if slot.as_ref().is_some_and(Session::finished)
+            if slot.as_ref().is_some_and(|s| s.finished(stack))
                 && let Some(s) = slot.take()
             {
                 info!(session = s.id, pid = s.pid, "session reclaimed");
+                for h in s.handles() {
+                    self.owner.remove(&h);
+                }
                 s.reclaim(mem);
             }
         }

@@ -120,6 +120,9 @@ impl HSock {
 #[derive(Debug)]
 struct Retiring {
     id: u32,
+    /// Bytes handed to the stack: when all are acknowledged, the stack holds
+    /// no reference into the region any more.
+    stream: u64,
     close_tag: Option<u64>,
     zerocopy: Vec<(u64, u64)>,
     copy: Option<(u32, u64)>,
@@ -318,9 +321,28 @@ impl Session {
         owner.retain(|h, _| self.retiring.contains_key(h));
     }
 
-    /// Dead and nothing of it left in the stack.
-    pub(super) fn finished(&self) -> bool {
-        self.dead && self.retiring.is_empty()
+    /// Dead, and the stack holds no reference into its region: every
+    /// closed socket is gone or has had all its bytes acknowledged (a
+    /// socket in TIME-WAIT needs nothing of the program).
+    pub(super) fn finished(&self, stack: &Stack) -> bool {
+        self.dead
+            && self.retiring.iter().all(|(&h, r)| {
+                r.stream == 0
+                    || stack.tcp_acked(h).is_err()
+                    || stack.tcp_acked(h).is_ok_and(|a| a >= r.stream)
+                    || stack
+                        .tcp_state(h)
+                        .is_ok_and(|st| matches!(st, State::Closed | State::TimeWait))
+            })
+    }
+
+    /// Stack sockets this session still answers for.
+    pub(super) fn handles(&self) -> Vec<SocketHandle> {
+        self.retiring
+            .keys()
+            .chain(self.by_handle.keys())
+            .copied()
+            .collect()
     }
 
     /// Gives the region back.
@@ -563,7 +585,9 @@ impl Session {
             // Completes later (connect).
             Ok(None) => {}
             Err(e) => {
-                self.rejected += 1;
+                if e != errno::EAGAIN {
+                    self.rejected += 1;
+                }
                 debug!(
                     session = self.id,
                     opcode = c.opcode,
@@ -1135,6 +1159,11 @@ impl Session {
             h,
             Retiring {
                 id,
+                stream: if s.kind == SockKind::Tcp && !s.listener {
+                    s.stream
+                } else {
+                    0
+                },
                 close_tag: tag,
                 zerocopy,
                 copy: s.copy,

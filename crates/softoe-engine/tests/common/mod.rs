@@ -117,6 +117,7 @@ impl Bed {
                 let mut e = Engine::new(cfg, port, ecfg).map_err(|e| e.to_string())?;
                 e.add_service(Box::new(app_service));
                 if let Some(h) = host_service {
+                    e.watch_sessions(h.stats());
                     e.add_service(Box::new(h));
                 }
                 for s in services {
