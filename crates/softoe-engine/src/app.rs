@@ -17,12 +17,10 @@
 //! waiting) waits on the engine until it can, or until its timeout, and is
 //! then cancelled without losing data: the engine always answers.
 
-#![allow(unsafe_code)]
-
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::SocketAddrV4;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
@@ -33,6 +31,7 @@ use softoe_stack::{
 };
 use softoe_wire::Ipv4Address;
 
+use crate::host::sys::EventFd;
 use crate::memory::Memory;
 use crate::services::Service;
 
@@ -44,43 +43,6 @@ const UDP_RING: usize = 64 * 1024;
 const UDP_MAX: usize = 65_536;
 /// The most bytes one read returns.
 const READ_MAX: usize = 256 * 1024;
-
-/// An `eventfd` the engine sleeps on: rung after every command.
-#[derive(Debug)]
-struct Doorbell(OwnedFd);
-
-impl Doorbell {
-    fn new() -> io::Result<Doorbell> {
-        // SAFETY: eventfd takes no pointers; a negative result is an error.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor this process owns and nothing
-        // else holds.
-        Ok(Doorbell(unsafe { OwnedFd::from_raw_fd(fd) }))
-    }
-
-    fn ring(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to our own eventfd. A full
-        // counter (EAGAIN) means the engine is already due to wake.
-        let _ = unsafe {
-            libc::write(
-                self.0.as_raw_fd(),
-                (&raw const one).cast::<libc::c_void>(),
-                8,
-            )
-        };
-    }
-
-    fn clear(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reads 8 bytes into a live u64 from our own non-blocking
-        // eventfd; EAGAIN (nothing rung) is fine.
-        let _ = unsafe { libc::read(self.0.as_raw_fd(), (&raw mut v).cast::<libc::c_void>(), 8) };
-    }
-}
 
 type Reply<T> = Sender<io::Result<T>>;
 
@@ -110,14 +72,14 @@ enum Cmd {
 #[derive(Clone, Debug)]
 pub struct App {
     cmds: Sender<Cmd>,
-    bell: Arc<Doorbell>,
+    bell: Arc<EventFd>,
 }
 
 /// The engine side of an [`App`]: add it to the engine as a service.
 #[derive(Debug)]
 pub struct AppService {
     cmds: Receiver<Cmd>,
-    bell: Arc<Doorbell>,
+    bell: Arc<EventFd>,
     socks: Vec<Sock>,
     /// Rings whose socket is gone but whose references the stack may still
     /// hold, by the handle whose `RELEASED` frees them.
@@ -129,7 +91,7 @@ pub struct AppService {
 
 /// Creates an application API and the service that serves it.
 pub fn channel() -> io::Result<(App, AppService)> {
-    let bell = Arc::new(Doorbell::new()?);
+    let bell = Arc::new(EventFd::new()?);
     let (tx, rx) = mpsc::channel();
     Ok((
         App {
@@ -164,7 +126,7 @@ impl App {
     ) -> io::Result<T> {
         let (tx, rx) = mpsc::channel();
         self.cmds.send(cmd(tx)).map_err(|_| gone())?;
-        self.bell.ring();
+        self.bell.signal();
         match timeout {
             None => rx.recv().map_err(|_| gone())?,
             Some(t) => match rx.recv_timeout(t) {
@@ -182,7 +144,7 @@ impl App {
 
     fn send(&self, cmd: Cmd) {
         if self.cmds.send(cmd).is_ok() {
-            self.bell.ring();
+            self.bell.signal();
         }
     }
 
@@ -914,7 +876,7 @@ impl Service for AppService {
     }
 
     fn step(&mut self, now: Instant, stack: &mut Stack, mem: &mut Memory) -> bool {
-        self.bell.clear();
+        self.bell.drain();
         let mut any = false;
         while let Ok(cmd) = self.cmds.try_recv() {
             self.command(now, stack, cmd);
@@ -946,6 +908,6 @@ impl Service for AppService {
     }
 
     fn wake_fd(&self) -> Option<RawFd> {
-        Some(self.bell.0.as_raw_fd())
+        Some(self.bell.raw())
     }
 }

@@ -517,7 +517,7 @@ impl Session {
         }
         let dirty = std::mem::take(&mut self.dirty);
         for &id in &dirty {
-            any |= self.serve(now, stack, id, scratch, mem);
+            any |= self.serve(stack, id, scratch);
             if matches!(self.socks.get(id as usize), Some(Some(s)) if s.rx_blocked)
                 && !self.blocked.contains(&id)
             {
@@ -773,9 +773,9 @@ impl Session {
                 let data = self.data_region(mem);
                 let kind = self.sock(sock)?.kind;
                 let n = if kind == SockKind::Udp {
-                    self.send_udp(stack, sock, source, len, to, scratch, mem, data)?
+                    self.send_udp(stack, sock, source, len, to, scratch, mem)?
                 } else {
-                    self.send_tcp(stack, cfg, sock, source, len, scratch, mem, data, done.tag)?
+                    self.send_tcp(stack, cfg, sock, source, len, mem, data, done.tag)?
                 };
                 Ok(Some(n as i64))
             }
@@ -895,7 +895,6 @@ impl Session {
         sock: u32,
         source: SendSource,
         len: u64,
-        scratch: &mut Vec<u8>,
         mem: &mut Memory,
         data: u32,
         tag: u64,
@@ -1013,7 +1012,6 @@ impl Session {
                 s.holds.push_back((s.stream, Hold::Copy(end)));
             }
         }
-        let _ = scratch;
         if taken == 0 {
             return Err(errno::EAGAIN);
         }
@@ -1030,7 +1028,6 @@ impl Session {
         to: Option<(u32, u16)>,
         scratch: &mut Vec<u8>,
         mem: &mut Memory,
-        _data: u32,
     ) -> Result<u64> {
         let pid = self.pid;
         let region = self.region;
@@ -1173,14 +1170,7 @@ impl Session {
 
     /// Moves one socket along: received bytes into its ring, acknowledged
     /// bytes released, a waiting connect answered, readiness published.
-    fn serve(
-        &mut self,
-        _now: Instant,
-        stack: &mut Stack,
-        id: u32,
-        scratch: &mut Vec<u8>,
-        _mem: &mut Memory,
-    ) -> bool {
+    fn serve(&mut self, stack: &mut Stack, id: u32, scratch: &mut Vec<u8>) -> bool {
         let region = self.region;
         let Some(view) = region.slot(id) else {
             return false;
