@@ -546,7 +546,10 @@ typedef struct {
    */
   uint64_t remote;
   /**
-   * Bumped whenever `events` changes (engine writes).
+   * Bumped whenever `events` changes or the socket makes progress
+   * (bytes placed in the receive ring, send space freed) (engine
+   * writes). A program that is refused a send reads it *before* the
+   * send and waits for it to move.
    */
   uint32_t seq;
   uint8_t _pad0[20];

@@ -52,7 +52,10 @@ pub struct SockSlot {
     pub local: u64,
     /// Remote address (engine writes).
     pub remote: u64,
-    /// Bumped whenever `events` changes (engine writes).
+    /// Bumped whenever `events` changes or the socket makes progress
+    /// (bytes placed in the receive ring, send space freed) (engine
+    /// writes). A program that is refused a send reads it *before* the
+    /// send and waits for it to move.
     pub seq: u32,
     _pad0: [u8; 20],
     /// Bytes the program has taken from the receive ring (program writes).

@@ -45,6 +45,7 @@ struct Bed<R> {
 /// Two namespaces and the veth: `(testbed, linux, engine side)`.
 fn wire() -> (Testbed, Netns, Netns) {
     let mut tb = Testbed::new().unwrap();
+    tb.deadline(softoe_testbed::test_deadline());
     let linux = tb.netns("lx").unwrap();
     let en = tb.netns("en").unwrap();
     tb.veth(&linux, "eth0", &en, "eth0").unwrap();

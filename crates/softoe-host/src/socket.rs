@@ -143,6 +143,11 @@ impl Sock {
         self.c.region().slot(self.id).map_or(0, |v| v.events())
     }
 
+    /// The slot's event generation (moves with every event or progress).
+    fn seq(&self) -> u32 {
+        self.c.region().slot(self.id).map_or(0, |v| v.seq())
+    }
+
     fn error(&self) -> io::Error {
         let e = self.c.region().slot(self.id).map_or(0, |v| v.error());
         errno_err(if e == 0 { errno::ECONNRESET } else { e as i32 })
@@ -469,6 +474,9 @@ impl TcpStream {
         let region = *self.s.c.region();
         let tx = self.s.tx;
         loop {
+            // Read before looking at the space and sending: progress after
+            // this point moves it (see `wait_writable`).
+            let seq = self.s.seq();
             let acked = region.slot(self.s.id).map_or(0, |v| v.tx_acked());
             let space = tx.len - (self.tx_queued - acked).min(tx.len);
             let n = space.min(buf.len() as u64);
@@ -484,12 +492,13 @@ impl TcpStream {
                     Some(e) => return Err(errno_err(e)),
                 }
             }
-            self.wait_writable(acked)?;
+            self.wait_writable(seq)?;
         }
     }
 
     fn write_remote(&mut self, buf: &[u8]) -> io::Result<usize> {
         loop {
+            let seq = self.s.seq();
             let r = self.s.cmd(
                 Opcode::Send,
                 SEND_REMOTE,
@@ -500,23 +509,20 @@ impl TcpStream {
                 Some(errno::EAGAIN) => {}
                 Some(e) => return Err(errno_err(e)),
             }
-            let acked = self
-                .s
-                .c
-                .region()
-                .slot(self.s.id)
-                .map_or(0, |v| v.tx_acked());
-            self.wait_writable(acked)?;
+            self.wait_writable(seq)?;
         }
     }
 
-    fn wait_writable(&self, acked: u64) -> io::Result<()> {
-        let seq = self.s.c.region().slot(self.s.id).map_or(0, |v| v.seq());
+    /// Waits until the socket's sequence moves past `seq`, read before the
+    /// refused send: the engine bumps it whenever space frees. Reading it
+    /// after the refusal would miss space freed in between (and, with
+    /// `EV_WRITABLE` never cleared, wait for ever).
+    fn wait_writable(&self, seq: u32) -> io::Result<()> {
         self.s
             .wait(self.mode.nonblocking, self.mode.write_timeout, |s| {
-                s.c.region().slot(s.id).is_some_and(|v| {
-                    v.seq() != seq || v.tx_acked() != acked || v.events() & EV_ERR != 0
-                })
+                s.c.region()
+                    .slot(s.id)
+                    .is_some_and(|v| v.seq() != seq || v.events() & EV_ERR != 0)
             })?;
         if self.s.events() & EV_ERR != 0 {
             return Err(self.s.error());
@@ -536,6 +542,7 @@ impl TcpStream {
         }
         let len = len.min(buf.len as usize) as u64;
         loop {
+            let seq = self.s.seq();
             let tag = self.s.c.submit(Command::new(
                 Opcode::Send,
                 SEND_ZEROCOPY,
@@ -555,7 +562,7 @@ impl TcpStream {
                 Some(errno::EAGAIN) => {}
                 Some(e) => return Err(errno_err(e)),
             }
-            self.wait_writable(0)?;
+            self.wait_writable(seq)?;
         }
     }
 
@@ -564,6 +571,7 @@ impl TcpStream {
     pub fn send_overlap(&mut self, buf: &ZcBuf, len: usize) -> io::Result<usize> {
         let len = len.min(buf.len as usize) as u64;
         loop {
+            let seq = self.s.seq();
             let r = self
                 .s
                 .cmd(Opcode::Send, SEND_OVERLAP, [buf.off, len, 0, 0, 0, 0])?;
@@ -572,7 +580,7 @@ impl TcpStream {
                 Some(errno::EAGAIN) => {}
                 Some(e) => return Err(errno_err(e)),
             }
-            self.wait_writable(0)?;
+            self.wait_writable(seq)?;
         }
     }
 
@@ -612,7 +620,10 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
     if !peek {
         view.set_rx_head(head + n);
         // The engine holds more than the ring could take: tell it there
-        // is room now.
+        // is room now. The fence pairs with the engine's between
+        // publishing `EV_RXFULL` and its next look at `rx_head`: either
+        // we see the bit, or it sees the head move.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         if s.events() & EV_RXFULL != 0 {
             let _ =
                 s.c.submit(Command::new(Opcode::RxDone, CMD_QUIET, s.id, 0, [0; 6]));

@@ -32,8 +32,10 @@
 #![deny(unsafe_code)]
 
 mod netns;
+mod watchdog;
 
 pub use netns::{Netns, NsThread};
+pub use watchdog::{Watchdog, test_deadline};
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -107,6 +109,7 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 pub struct Testbed {
     prefix: String,
     namespaces: Vec<String>,
+    watchdog: Option<Watchdog>,
 }
 
 impl Testbed {
@@ -117,7 +120,20 @@ impl Testbed {
         Ok(Testbed {
             prefix: format!("so{}x{n}", std::process::id()),
             namespaces: Vec::new(),
+            watchdog: None,
         })
+    }
+
+    /// Ends the process if this testbed still exists after `limit` (see
+    /// [`Watchdog`]): tests arm it with [`test_deadline`] so a hang fails
+    /// in minutes. Named after the current thread (libtest names it after
+    /// the test).
+    pub fn deadline(&mut self, limit: std::time::Duration) {
+        let what = std::thread::current().name().map_or_else(
+            || format!("testbed {}", self.prefix),
+            |n| format!("test {n}"),
+        );
+        self.watchdog = Some(Watchdog::arm(limit, what));
     }
 
     /// The prefix of every name this testbed creates.
@@ -386,6 +402,12 @@ impl Drop for Testbed {
 
 /// Deletes namespaces named `so<pid>x…` whose pid no longer runs.
 fn reap_leftovers() {
+    let me = std::process::id();
+    reap(|pid| pid != me && !std::path::Path::new(&format!("/proc/{pid}")).exists());
+}
+
+/// Deletes namespaces named `so<pid>x…` whose pid `doomed` picks.
+fn reap(doomed: impl Fn(u32) -> bool) {
     let Ok(list) = ip(&["netns", "list"]) else {
         return;
     };
@@ -402,7 +424,7 @@ fn reap_leftovers() {
         let Ok(pid) = pid.parse::<u32>() else {
             continue;
         };
-        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        if doomed(pid) {
             let _ = ip(&["netns", "del", name]);
         }
     }

@@ -12,6 +12,7 @@ fn two_hosts_on_a_bridge_talk_and_everything_is_removed() {
     let prefix;
     {
         let mut tb = Testbed::new().unwrap();
+        tb.deadline(softoe_testbed::test_deadline());
         prefix = tb.prefix().to_string();
         let sw = tb.netns("sw").unwrap();
         let a = tb.netns("a").unwrap();
@@ -86,6 +87,7 @@ fn a_panicking_test_leaves_nothing_behind() {
     let prefix = std::sync::Mutex::new(String::new());
     let r = std::panic::catch_unwind(|| {
         let mut tb = Testbed::new().unwrap();
+        tb.deadline(softoe_testbed::test_deadline());
         *prefix.lock().unwrap() = tb.prefix().to_string();
         let _ns = tb.netns("x").unwrap();
         panic!("test failure");

@@ -54,6 +54,7 @@ fn stat_json(control: &Path) -> serde_json::Value {
 #[test]
 fn engine_serves_and_stat_shows_a_live_connection() {
     let mut tb = Testbed::new().unwrap();
+    tb.deadline(softoe_testbed::test_deadline());
     let sw = tb.netns("sw").unwrap();
     let linux = tb.netns("lx").unwrap();
     tb.bridge(&sw, "br0").unwrap();
@@ -155,6 +156,7 @@ fn engine_serves_and_stat_shows_a_live_connection() {
 #[test]
 fn engine_on_afpacket_with_faults() {
     let mut tb = Testbed::new().unwrap();
+    tb.deadline(softoe_testbed::test_deadline());
     let eng = tb.netns("eng").unwrap();
     let linux = tb.netns("lx").unwrap();
     tb.veth(&eng, "veth1", &linux, "eth0").unwrap();

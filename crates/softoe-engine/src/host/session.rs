@@ -498,7 +498,10 @@ impl Session {
             self.commands += taken as u64;
             any = true;
         }
-        // A full receive ring the program has read from takes more.
+        // A full receive ring the program has read from takes more. The
+        // fence pairs with the program's between moving `rx_head` and
+        // reading `EV_RXFULL`: it either sends `RXDONE` or we see the head.
+        std::sync::atomic::fence(Ordering::SeqCst);
         let mut i = 0;
         while i < self.blocked.len() {
             let id = self.blocked[i];
@@ -1181,7 +1184,7 @@ impl Session {
         };
         s.dirty = false;
         let Some(h) = s.h else {
-            publish(s, &view, EV_WRITABLE);
+            publish(s, &view, EV_WRITABLE, false);
             return false;
         };
         let mut ev = 0;
@@ -1192,7 +1195,7 @@ impl Session {
             {
                 ev |= EV_ACCEPT | EV_READABLE;
             }
-            return publish(s, &view, ev);
+            return publish(s, &view, ev, false);
         }
         let head = view.rx_head().clamp(s.rx_head, s.rx_tail);
         s.rx_head = head;
@@ -1248,7 +1251,7 @@ impl Session {
             if s.rx_tail != s.rx_head {
                 ev |= EV_READABLE;
             }
-            return publish(s, &view, ev) || moved;
+            return publish(s, &view, ev, moved) || moved;
         }
         // TCP: received bytes into the ring. A second look after the
         // stack was emptied finds a FIN that came with the data (no later
@@ -1358,7 +1361,7 @@ impl Session {
         {
             ev |= EV_HUP;
         }
-        let changed = publish(s, &view, ev);
+        let changed = publish(s, &view, ev, moved);
         let any = changed || moved || !done.is_empty();
         for c in done {
             self.complete(c);
@@ -1370,15 +1373,24 @@ impl Session {
     }
 }
 
-/// Writes `ev` to the slot if it changed; bumps the slot's sequence.
-fn publish(s: &mut HSock, view: &SlotView<'_>, ev: u32) -> bool {
-    if s.events == ev {
-        return false;
+/// Writes `ev` to the slot if it changed, and bumps the slot's sequence
+/// when it did or when the socket `moved` (bytes placed, space freed).
+///
+/// A program that saw a send refused waits for the sequence to move past
+/// the value it read *before* sending; space freed after that read must
+/// bump it even when the events stay the same (`EV_WRITABLE` may never
+/// have been cleared), or the program would wait for a change that never
+/// comes. Returns whether the events changed.
+fn publish(s: &mut HSock, view: &SlotView<'_>, ev: u32, moved: bool) -> bool {
+    let changed = s.events != ev;
+    if changed {
+        s.events = ev;
+        view.set_events(ev);
     }
-    s.events = ev;
-    view.set_events(ev);
-    view.set_seq(view.seq().wrapping_add(1));
-    true
+    if changed || moved {
+        view.set_seq(view.seq().wrapping_add(1));
+    }
+    changed
 }
 
 fn queue(stack: &mut Stack, h: SocketHandle, r: PayloadRef) -> Result<u64> {
@@ -1420,4 +1432,38 @@ fn udp_bind(stack: &mut Stack, ep: Endpoint) -> Result<(SocketHandle, u16)> {
         }
     }
     Err(errno::EADDRINUSE)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use softoe_abi::Layout;
+
+    /// Regression (CI hang): an overlap send was refused, the peer's ACK
+    /// then freed the copy ring in the same engine turn, and `EV_WRITABLE`
+    /// had never been cleared; the events did not change, the sequence did
+    /// not move, and the program waited for ever. Progress must move the
+    /// sequence even when the events stay the same.
+    #[test]
+    fn progress_moves_the_sequence_without_an_event_change() {
+        let layout = Layout::new(4, 4, 2, 4096).unwrap();
+        let mut mem = vec![0u128; layout.region_len() as usize / 16];
+        // SAFETY: `mem` is zeroed, 16-aligned, `region_len` bytes, outlives
+        // `region`, and nothing else uses it.
+        let region = unsafe { Region::init(mem.as_mut_ptr().cast(), layout, 1) };
+        let view = region.slot(0).unwrap();
+        let span = RingSpan { offset: 0, len: 0 };
+        let mut s = HSock::new(SockKind::Tcp, span, span);
+        assert!(publish(&mut s, &view, EV_WRITABLE, false));
+        let seq = view.seq();
+        // Nothing new: nothing moves.
+        assert!(!publish(&mut s, &view, EV_WRITABLE, false));
+        assert_eq!(view.seq(), seq);
+        // Space freed, same events: the sequence moves, the events stay.
+        assert!(!publish(&mut s, &view, EV_WRITABLE, true));
+        assert_ne!(view.seq(), seq);
+        assert_eq!(view.events(), EV_WRITABLE);
+    }
 }

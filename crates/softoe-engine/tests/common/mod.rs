@@ -61,6 +61,7 @@ impl Bed {
     /// Builds the testbed and starts the engine with `services`.
     pub fn start(opts: Options, services: Vec<Box<dyn Service>>) -> Bed {
         let mut tb = Testbed::new().unwrap();
+        tb.deadline(softoe_testbed::test_deadline());
         let sw = tb.netns("sw").unwrap();
         let linux = tb.netns("lx").unwrap();
         tb.bridge(&sw, "br0").unwrap();
