@@ -13,6 +13,17 @@
 #define softoe_ATTACH_MAGIC 6071245302040784755
 
 /**
+ * The first word of the bell messages: `b"softoeBL"` little-endian.
+ */
+#define softoe_BELL_MAGIC 5495066024714071923
+
+/**
+ * Most waiter bells a session may register (bits of
+ * [`RegionHeader::bells_armed`](crate::RegionHeader::bells_armed)).
+ */
+#define softoe_MAX_BELLS 64
+
+/**
  * The largest ring or single send the engine accepts: 1 GiB.
  */
 #define softoe_MAX_SPAN (1 << 30)
@@ -454,7 +465,15 @@ typedef struct {
    * (program writes).
    */
   uint32_t app_waiting;
-  uint8_t _pad6[124];
+  uint32_t _pad6a;
+  /**
+   * Waiter doorbells armed, one bit per index registered with a
+   * [`Bell`](crate::Bell) message: the engine rings each armed bell (and
+   * the session's own doorbell only for waiters without one) when it
+   * rings the program (program writes).
+   */
+  uint64_t bells_armed;
+  uint8_t _pad6[112];
   /**
    * Bumped by the engine after every batch of completions or socket
    * events; a futex word a program may wait on (engine writes).

@@ -6,11 +6,89 @@
 //! memfd (sealed against resizing), the engine's doorbell (an eventfd the
 //! program writes when the engine sleeps) and the program's doorbell (an
 //! eventfd the engine writes when the program waits). The connection then
-//! stays open: when every process holding it has gone, the engine sees it
+//! stays open and carries [`Bell`] messages (a waiting thread's own
+//! doorbell); when every process holding it has gone, the engine sees it
 //! close and ends the session.
 
 /// The first word of both messages: `b"softoeAT"` little-endian.
 pub const ATTACH_MAGIC: u64 = 0x5441_656f_7466_6f73;
+
+/// The first word of the bell messages: `b"softoeBL"` little-endian.
+pub const BELL_MAGIC: u64 = 0x4c42_656f_7466_6f73;
+
+/// Most waiter bells a session may register (bits of
+/// [`RegionHeader::bells_armed`](crate::RegionHeader::bells_armed)).
+pub const MAX_BELLS: u32 = 64;
+
+/// What a [`Bell`] message asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum BellOp {
+    /// Program → engine, with one eventfd (`SCM_RIGHTS`): register it as a
+    /// waiter's doorbell. The engine answers with a `Bell` of this op whose
+    /// `index` is the bit to arm, or whose `status` is a negated errno.
+    Add = 1,
+    /// Program → engine: forget bell `index` (no answer).
+    Remove = 2,
+}
+
+/// A waiter's own doorbell, registered after attaching.
+///
+/// The session's doorbell can wake only one sleeper safely: a thread that
+/// drains it may swallow the ring another thread needed. A thread that
+/// waits inside a kernel call of its own (the shim's `epoll_wait`, `poll`,
+/// `select`) registers a bell, arms its bit in `bells_armed` before its
+/// last look at the sockets, and drains only its own bell.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bell {
+    /// [`BELL_MAGIC`].
+    pub magic: u64,
+    /// A [`BellOp`] as `u32`.
+    pub op: u32,
+    /// The bell's index (0..[`MAX_BELLS`]).
+    pub index: u32,
+    /// 0, or a negated errno (answers only).
+    pub status: i32,
+    /// Reserved.
+    pub _pad: [u32; 3],
+}
+
+const _: () = assert!(size_of::<Bell>() == 32);
+
+impl Bell {
+    /// The bytes of the message.
+    pub fn to_bytes(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&self.magic.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.op.to_ne_bytes());
+        b[12..16].copy_from_slice(&self.index.to_ne_bytes());
+        b[16..20].copy_from_slice(&self.status.to_ne_bytes());
+        b
+    }
+
+    /// The message in `b`, if it is one.
+    pub fn from_bytes(b: &[u8]) -> Option<Bell> {
+        let b: &[u8; 32] = b.try_into().ok()?;
+        let m = Bell {
+            magic: u64::from_ne_bytes(b[0..8].try_into().ok()?),
+            op: u32::from_ne_bytes(b[8..12].try_into().ok()?),
+            index: u32::from_ne_bytes(b[12..16].try_into().ok()?),
+            status: i32::from_ne_bytes(b[16..20].try_into().ok()?),
+            _pad: [0; 3],
+        };
+        (m.magic == BELL_MAGIC).then_some(m)
+    }
+
+    /// Its operation, if known.
+    pub fn op(&self) -> Option<BellOp> {
+        match self.op {
+            1 => Some(BellOp::Add),
+            2 => Some(BellOp::Remove),
+            _ => None,
+        }
+    }
+}
 
 /// Program → engine: what it asks for. The engine clamps each size to its
 /// limits and rounds rings up to powers of two.
@@ -135,5 +213,17 @@ mod tests {
         };
         assert_eq!(Welcome::from_bytes(&w.to_bytes()), Some(w));
         assert_eq!(Welcome::from_bytes(&[0; 32]), None);
+        let b = Bell {
+            magic: BELL_MAGIC,
+            op: BellOp::Add as u32,
+            index: 63,
+            status: -28,
+            _pad: [0; 3],
+        };
+        assert_eq!(Bell::from_bytes(&b.to_bytes()), Some(b));
+        assert_eq!(b.op(), Some(BellOp::Add));
+        assert_eq!(Bell::from_bytes(&w.to_bytes()), None, "not a bell");
+        let odd = Bell { op: 9, ..b };
+        assert_eq!(Bell::from_bytes(&odd.to_bytes()).and_then(|m| m.op()), None);
     }
 }

@@ -2,7 +2,7 @@
 
 use core::mem::{offset_of, size_of};
 use core::ptr::addr_of_mut;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::decode::RingSpan;
 use crate::record::{Command, Completion};
@@ -81,7 +81,13 @@ pub struct RegionHeader {
     /// engine rings the program's doorbell only when this is non-zero
     /// (program writes).
     pub app_waiting: u32,
-    _pad6: [u8; 124],
+    _pad6a: u32,
+    /// Waiter doorbells armed, one bit per index registered with a
+    /// [`Bell`](crate::Bell) message: the engine rings each armed bell (and
+    /// the session's own doorbell only for waiters without one) when it
+    /// rings the program (program writes).
+    pub bells_armed: u64,
+    _pad6: [u8; 112],
     /// Bumped by the engine after every batch of completions or socket
     /// events; a futex word a program may wait on (engine writes).
     pub event_seq: u32,
@@ -96,6 +102,7 @@ const _: () = {
     assert!(offset_of!(RegionHeader, cmp_tail) == 4 * LINE);
     assert!(offset_of!(RegionHeader, engine_state) == 5 * LINE);
     assert!(offset_of!(RegionHeader, app_waiting) == 6 * LINE);
+    assert!(offset_of!(RegionHeader, bells_armed) == 6 * LINE + 8);
     assert!(offset_of!(RegionHeader, event_seq) == 7 * LINE);
 };
 
@@ -489,6 +496,13 @@ impl Region {
     /// The number of program threads waiting for the engine.
     pub fn app_waiting(&self) -> &AtomicU32 {
         self.word(offset_of!(RegionHeader, app_waiting))
+    }
+
+    /// The waiter doorbells armed (bit `i`: the bell registered as `i`).
+    pub fn bells_armed(&self) -> &AtomicU64 {
+        // SAFETY: `bells_armed` is 8-aligned inside the header (const
+        // assert above), inside the region, and only accessed atomically.
+        unsafe { AtomicU64::from_ptr(self.base.add(offset_of!(RegionHeader, bells_armed)).cast()) }
     }
 
     /// The event sequence: bumped by the engine after each batch of

@@ -70,7 +70,7 @@ mod record;
 mod ring;
 mod slot;
 
-pub use attach::{ATTACH_MAGIC, Hello, Welcome};
+pub use attach::{ATTACH_MAGIC, BELL_MAGIC, Bell, BellOp, Hello, MAX_BELLS, Welcome};
 pub use decode::{MAX_SPAN, Request, RingSpan, SendSource, decode};
 pub use layout::{
     ENGINE_POLLING, ENGINE_SLEEPING, Layout, LayoutError, MAGIC, RegionHeader, SESSION_CLOSED,

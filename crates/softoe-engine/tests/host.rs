@@ -2,7 +2,7 @@
 //! attach, sockets both ways against Linux, each send policy, and programs
 //! that misbehave.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, unsafe_code)]
 
 mod common;
 
@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddrV4, TcpListener, TcpStream};
 use std::time::Duration;
 
-use common::{Bed, ENGINE_IP, LINUX_IP, Options, sha256};
+use common::{Bed, ENGINE_IP, LINUX_IP, Options, sha256, wait_for};
 use softoe_abi::{Command, Opcode, errno};
 use softoe_host::{Client, SendPolicy};
 
@@ -380,4 +380,64 @@ fn a_killed_program_is_cleaned_up() {
     assert_eq!(server.join().unwrap(), b"unaffected");
     let snap = bed.snapshot();
     assert_eq!(snap.sessions.len(), 1, "{:?}", snap.sessions);
+}
+
+/// Polls `fd` for input for up to `ms`; whether it became readable.
+fn readable_within(fd: i32, ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the call.
+    unsafe { libc::poll(&raw mut p, 1, ms) == 1 }
+}
+
+/// A thread's own doorbell: armed, it is rung by the engine's next event
+/// (here: Linux's echo arriving), while another thread's armed bell is
+/// rung too and each drains only its own. A 65th bell is refused.
+#[test]
+fn waiter_bells_wake_their_own_threads() {
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    let server = linux_echo(&bed, 7300);
+    let mut s = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7300)).unwrap();
+    let (w1, w2) = (c.waiter().unwrap(), c.waiter().unwrap());
+    assert!(!readable_within(w1.fd(), 0));
+    let seq = c.event_seq();
+    assert!(!s.readiness().readable);
+    let (a1, a2) = (w1.arm(), w2.arm());
+    s.write_all(b"ping").unwrap();
+    // Both armed bells ring: neither thread's wake-up is swallowed by the
+    // other's drain.
+    assert!(readable_within(w1.fd(), 5000), "first bell not rung");
+    assert!(readable_within(w2.fd(), 5000), "second bell not rung");
+    assert_ne!(c.event_seq(), seq);
+    drop((a1, a2));
+    assert!(!readable_within(w1.fd(), 0), "drained on disarm");
+    wait_for(5, "the echo", || s.readiness().readable);
+    let mut back = [0u8; 4];
+    s.read_exact(&mut back).unwrap();
+    assert_eq!(&back, b"ping");
+    // Disarmed bells stay quiet.
+    s.write_all(b"pong").unwrap();
+    wait_for(5, "the second echo", || s.readiness().readable);
+    assert!(!readable_within(w1.fd(), 0));
+    // The table holds 64 bells per session.
+    let mut more = Vec::new();
+    let err = loop {
+        match c.waiter() {
+            Ok(w) => more.push(w),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(more.len(), 62, "64 bells in all");
+    assert_eq!(err.raw_os_error(), Some(errno::ENOSPC));
+    // A freed bell can be taken again.
+    drop(more.pop());
+    wait_for(5, "a bell freed", || {
+        c.waiter().map(|w| more.push(w)).is_ok()
+    });
+    s.shutdown_write().unwrap();
+    server.join().unwrap();
 }

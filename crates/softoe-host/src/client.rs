@@ -70,6 +70,9 @@ pub(crate) struct Dispatch {
     frees: HashMap<u64, Vec<(u64, u64)>>,
     /// Tags nobody waits for (quiet commands, abandoned waits): dropped.
     pub(crate) released: HashMap<u64, Completion>,
+    /// Tags whose answer nobody will read (a non-blocking connect):
+    /// dropped when they come.
+    abandoned: std::collections::HashSet<u64>,
     /// A thread is asleep on the doorbell; others wait on the condvar.
     sleeper: bool,
 }
@@ -92,6 +95,8 @@ pub(crate) struct Inner {
     next_tag: AtomicU64,
     pub(crate) cfg: Config,
     session: u32,
+    /// One bell registration at a time on `_conn` (its answer is ours).
+    conn_lock: Mutex<()>,
 }
 
 /// An attachment to an engine. Cheap to clone; every clone and every
@@ -183,6 +188,7 @@ impl Client {
             next_tag: AtomicU64::new(1),
             cfg,
             session: w.session,
+            conn_lock: Mutex::new(()),
         };
         Ok(Client {
             inner: Arc::new(inner),
@@ -262,6 +268,14 @@ impl Client {
         self.wait_tag(tag)
     }
 
+    /// Says nobody will wait for the answer to `tag`.
+    pub(crate) fn abandon(&self, tag: u64) {
+        let mut d = lock(&self.inner.dispatch);
+        if d.done.remove(&tag).is_none() {
+            d.abandoned.insert(tag);
+        }
+    }
+
     /// Says that span `(off, len)` of the data area is free once the
     /// release completion of `tag` arrives.
     pub(crate) fn free_on_release(&self, tag: u64, spans: Vec<(u64, u64)>) {
@@ -300,7 +314,7 @@ impl Client {
                         } else {
                             d.released.insert(cmp.tag, cmp);
                         }
-                    } else {
+                    } else if !d.abandoned.remove(&cmp.tag) {
                         d.done.insert(cmp.tag, cmp);
                     }
                 }
@@ -413,5 +427,104 @@ impl Client {
     /// Whether the engine still serves this process.
     pub fn is_alive(&self) -> bool {
         !self.dead()
+    }
+
+    /// The session's event sequence: it moves after every batch of
+    /// completions and socket events the engine publishes. Read it before
+    /// looking at sockets; if it still holds after [`Waiter::arm`], sleeping
+    /// is safe.
+    pub fn event_seq(&self) -> u32 {
+        self.inner.region.event_seq().load(Ordering::SeqCst)
+    }
+
+    /// Registers a doorbell of the calling thread's own, for waiting on
+    /// softoe sockets and kernel descriptors in one kernel call (the shim's
+    /// `poll` and `epoll_wait`). At most [`softoe_abi::MAX_BELLS`] per
+    /// process.
+    pub fn waiter(&self) -> io::Result<Waiter> {
+        let bell = sys::eventfd()?;
+        let ask = softoe_abi::Bell {
+            magic: softoe_abi::BELL_MAGIC,
+            op: softoe_abi::BellOp::Add as u32,
+            ..softoe_abi::Bell::default()
+        };
+        let conn = self.inner._conn.as_raw_fd();
+        let guard = lock(&self.inner.conn_lock);
+        sys::send_fd(conn, &ask.to_bytes(), bell.as_raw_fd())?;
+        // The engine reads its sessions' sockets at least once a
+        // millisecond; a second is a dead engine.
+        sys::wait_readable(conn, Duration::from_secs(1));
+        let mut buf = [0u8; 64];
+        let (n, _) = sys::recv_fds::<1>(conn, &mut buf)?;
+        drop(guard);
+        let answer = softoe_abi::Bell::from_bytes(&buf[..n.min(buf.len())])
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no answer to a bell"))?;
+        if answer.status < 0 {
+            return Err(io::Error::from_raw_os_error(-answer.status));
+        }
+        Ok(Waiter {
+            c: self.clone(),
+            index: answer.index,
+            bell,
+        })
+    }
+}
+
+/// A thread's own doorbell ([`Client::waiter`]).
+///
+/// To wait for softoe sockets together with kernel descriptors: read
+/// [`Client::event_seq`], look at the sockets, [`arm`](Waiter::arm), look
+/// at the sequence again (it moved: look again instead of sleeping), then
+/// sleep in the kernel with [`fd`](Waiter::fd) among the descriptors, and
+/// drop the [`Armed`] guard when the call returns. Only this thread drains
+/// this bell, so no other waiter can swallow its wake-up.
+#[derive(Debug)]
+pub struct Waiter {
+    c: Client,
+    index: u32,
+    bell: OwnedFd,
+}
+
+/// An armed [`Waiter`]: the engine rings its bell at its next event.
+#[derive(Debug)]
+pub struct Armed<'w> {
+    w: &'w Waiter,
+}
+
+impl Waiter {
+    /// The descriptor to sleep on (readable when rung).
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.bell.as_raw_fd()
+    }
+
+    /// Asks the engine to ring this bell at its next event.
+    pub fn arm(&self) -> Armed<'_> {
+        let r = &self.c.inner.region;
+        r.bells_armed()
+            .fetch_or(1u64 << self.index, Ordering::SeqCst);
+        r.app_waiting().fetch_add(1, Ordering::SeqCst);
+        Armed { w: self }
+    }
+}
+
+impl Drop for Armed<'_> {
+    fn drop(&mut self) {
+        let r = &self.w.c.inner.region;
+        r.app_waiting().fetch_sub(1, Ordering::SeqCst);
+        r.bells_armed()
+            .fetch_and(!(1u64 << self.w.index), Ordering::SeqCst);
+        sys::drain(self.w.bell.as_raw_fd());
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let bye = softoe_abi::Bell {
+            magic: softoe_abi::BELL_MAGIC,
+            op: softoe_abi::BellOp::Remove as u32,
+            index: self.index,
+            ..softoe_abi::Bell::default()
+        };
+        let _ = sys::send(self.c.inner._conn.as_raw_fd(), &bye.to_bytes());
     }
 }

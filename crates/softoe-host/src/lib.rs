@@ -31,6 +31,6 @@ mod client;
 mod socket;
 mod sys;
 
-pub use client::{Client, Config};
-pub use socket::{SendPolicy, TcpListener, TcpReader, TcpStream, UdpSocket, ZcBuf};
+pub use client::{Armed, Client, Config, Waiter};
+pub use socket::{Readiness, SendPolicy, TcpListener, TcpReader, TcpStream, UdpSocket, ZcBuf};
 pub use softoe_abi::TcpInfoRecord;

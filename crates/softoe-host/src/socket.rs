@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use softoe_abi::{
-    CMD_QUIET, Command, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_RDHUP, EV_RXFULL, EV_WRITABLE, Opcode,
-    RingSpan, SEND_OVERLAP, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SockKind, SockOpt,
+    CMD_QUIET, Command, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HUP, EV_RDHUP, EV_RXFULL, EV_WRITABLE,
+    Opcode, RingSpan, SEND_OVERLAP, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SockKind, SockOpt,
     TcpInfoRecord, UdpHeader, errno, pack_addr, unpack_addr,
 };
 
@@ -66,6 +66,8 @@ struct Sock {
     tx: RingSpan,
     /// The close already sent (by `abort`), 0 if none.
     closed: std::sync::atomic::AtomicU64,
+    /// `SO_ERROR` was read (it reports the error once).
+    error_taken: std::sync::atomic::AtomicBool,
 }
 
 /// How one handle waits.
@@ -132,6 +134,7 @@ impl Sock {
             rx,
             tx,
             closed: std::sync::atomic::AtomicU64::new(0),
+            error_taken: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -141,6 +144,29 @@ impl Sock {
 
     fn events(&self) -> u32 {
         self.c.region().slot(self.id).map_or(0, |v| v.events())
+    }
+
+    /// What a `poll` would say now: from the slot's events, with the
+    /// receive ring's own indices for readability (the engine's
+    /// `EV_READABLE` may predate the program's last read).
+    fn readiness(&self) -> Readiness {
+        let Some(v) = self.c.region().slot(self.id) else {
+            return Readiness {
+                error: true,
+                hung_up: true,
+                ..Readiness::default()
+            };
+        };
+        let ev = v.events();
+        let error = ev & EV_ERR != 0;
+        let read_closed = ev & EV_RDHUP != 0;
+        Readiness {
+            readable: v.rx_tail() != v.rx_head() || read_closed || error || ev & EV_ACCEPT != 0,
+            writable: ev & EV_WRITABLE != 0 && !error,
+            read_closed,
+            hung_up: ev & EV_HUP != 0,
+            error,
+        }
     }
 
     /// The slot's event generation (moves with every event or progress).
@@ -260,6 +286,25 @@ impl Client {
         Ok(TcpStream::new(s))
     }
 
+    /// Starts connecting to `addr` and returns at once (a non-blocking
+    /// `connect`): the stream is writable when connected, or shows the
+    /// error in [`TcpStream::take_error`].
+    pub fn tcp_connect_nonblocking(&self, addr: SocketAddrV4) -> io::Result<TcpStream> {
+        let s = Sock::open(self, SockKind::Tcp)?;
+        let (a, p) = packed(addr);
+        let tag = self.submit(Command::new(
+            Opcode::Connect,
+            0,
+            s.id,
+            0,
+            [a, p, 0, 0, 0, 0],
+        ))?;
+        self.abandon(tag);
+        let mut t = TcpStream::new(s);
+        t.mode.nonblocking = true;
+        Ok(t)
+    }
+
     /// Listens on `addr` (port 0 is refused: name a port).
     pub fn tcp_listen(&self, addr: SocketAddrV4, backlog: u32) -> io::Result<TcpListener> {
         let s = Sock::open(self, SockKind::Tcp)?;
@@ -324,6 +369,11 @@ impl TcpListener {
     /// Non-blocking accepts (`WouldBlock` when none waits).
     pub fn set_nonblocking(&mut self, on: bool) {
         self.mode.nonblocking = on;
+    }
+
+    /// What a `poll` would say now (readable: a connection waits).
+    pub fn readiness(&self) -> Readiness {
+        self.s.readiness()
     }
 }
 
@@ -593,6 +643,47 @@ impl TcpStream {
     pub fn is_writable(&self) -> bool {
         self.s.events() & EV_WRITABLE != 0
     }
+
+    /// What a `poll` would say now.
+    pub fn readiness(&self) -> Readiness {
+        self.s.readiness()
+    }
+
+    /// The error that ended the connection (`SO_ERROR`), taken once.
+    pub fn take_error(&self) -> Option<io::Error> {
+        if self.s.events() & EV_ERR == 0 {
+            return None;
+        }
+        if self
+            .s
+            .error_taken
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            return None;
+        }
+        Some(self.s.error())
+    }
+
+    /// Whether reads and writes return `WouldBlock` instead of waiting.
+    pub fn is_nonblocking(&self) -> bool {
+        self.mode.nonblocking
+    }
+}
+
+/// A socket's readiness, as `poll` reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Readiness {
+    /// A read would not block (data, end of stream, an error, or a
+    /// connection to accept).
+    pub readable: bool,
+    /// A write would take bytes.
+    pub writable: bool,
+    /// The peer has finished sending (`POLLRDHUP`).
+    pub read_closed: bool,
+    /// Both directions are done (`POLLHUP`).
+    pub hung_up: bool,
+    /// The connection failed (`POLLERR`).
+    pub error: bool,
 }
 
 fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<usize> {
@@ -757,6 +848,16 @@ impl UdpSocket {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddrV4 {
         self.s.local()
+    }
+
+    /// What a `poll` would say now.
+    pub fn readiness(&self) -> Readiness {
+        self.s.readiness()
+    }
+
+    /// Non-blocking receives and sends (`WouldBlock`).
+    pub fn set_nonblocking(&mut self, on: bool) {
+        self.mode.nonblocking = on;
     }
 
     /// Sends one datagram (the engine reads it from our memory).

@@ -57,6 +57,46 @@ pub(crate) fn send(fd: RawFd, b: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Sends one message with one descriptor attached (`SCM_RIGHTS`).
+pub(crate) fn send_fd(fd: RawFd, b: &[u8], pass: RawFd) -> io::Result<()> {
+    let fd_bytes = size_of::<RawFd>();
+    // SAFETY: a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: b.as_ptr().cast_mut().cast(),
+        iov_len: b.len(),
+    };
+    // SAFETY: msghdr is plain data; `iov` names `b` (only read), `control`
+    // has CMSG_SPACE bytes for one descriptor and the CMSG_* macros stay
+    // inside it.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let c = libc::CMSG_FIRSTHDR(&raw const msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
+        std::ptr::copy_nonoverlapping((&raw const pass).cast::<u8>(), libc::CMSG_DATA(c), fd_bytes);
+        if libc::sendmsg(fd, &raw const msg, libc::MSG_NOSIGNAL) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A new non-blocking eventfd.
+pub(crate) fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: no pointers; the descriptor is new and ours.
+    unsafe {
+        let fd = check(libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC))?;
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
 /// Receives one message and up to `N` descriptors.
 pub(crate) fn recv_fds<const N: usize>(
     fd: RawFd,

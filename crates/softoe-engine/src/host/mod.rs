@@ -310,7 +310,7 @@ impl HostService {
                 continue;
             };
             s.bell_engine.drain();
-            if !s.dead && s.peer_gone() {
+            if !s.dead && s.read_conn() {
                 info!(
                     session = s.id,
                     pid = s.pid,

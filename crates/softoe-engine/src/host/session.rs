@@ -6,10 +6,11 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 
 use softoe_abi::{
-    CMD_QUIET, CMP_RELEASE, Command, Completion, Consumer, ENGINE_POLLING, ENGINE_SLEEPING,
-    EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HUP, EV_RDHUP, EV_READABLE, EV_RXFULL, EV_WRITABLE, Layout,
-    Producer, Region, Request, RingSpan, SESSION_CLOSED, SHUT_RD, SHUT_WR, SendSource, SlotView,
-    SockKind, SockOpt, TcpInfoRecord, UdpHeader, decode, errno, pack_addr,
+    BELL_MAGIC, Bell, BellOp, CMD_QUIET, CMP_RELEASE, Command, Completion, Consumer,
+    ENGINE_POLLING, ENGINE_SLEEPING, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HUP, EV_RDHUP,
+    EV_READABLE, EV_RXFULL, EV_WRITABLE, Layout, MAX_BELLS, Producer, Region, Request, RingSpan,
+    SESSION_CLOSED, SHUT_RD, SHUT_WR, SendSource, SlotView, SockKind, SockOpt, TcpInfoRecord,
+    UdpHeader, decode, errno, pack_addr,
 };
 use softoe_stack::{
     BindError, Endpoint, Events, HandleError, Instant, Keepalive, PayloadRef, RecvError, SendError,
@@ -143,6 +144,8 @@ pub(super) struct Session {
     cmps: Producer<Completion>,
     pub(super) bell_engine: EventFd,
     bell_app: EventFd,
+    /// Waiter doorbells the program registered ([`Bell`]), by index.
+    bells: Vec<Option<EventFd>>,
     socks: Vec<Option<HSock>>,
     /// Sockets to serve this turn (each once: `HSock::dirty`).
     dirty: Vec<u32>,
@@ -246,6 +249,7 @@ impl Session {
             cmps,
             bell_engine,
             bell_app,
+            bells: (0..MAX_BELLS).map(|_| None).collect(),
             socks: (0..layout.socks()).map(|_| None).collect(),
             dirty: Vec::new(),
             blocked: Vec::new(),
@@ -275,16 +279,61 @@ impl Session {
         self.conn.as_raw_fd()
     }
 
-    /// Whether the program's end of the Unix socket has closed.
-    pub(super) fn peer_gone(&self) -> bool {
+    /// Reads what the program sent on its Unix socket ([`Bell`] messages)
+    /// and says whether its end has closed.
+    pub(super) fn read_conn(&mut self) -> bool {
         let mut b = [0u8; 64];
         loop {
-            match sys::recv(self.conn.as_raw_fd(), &mut b) {
-                Ok(Some(0)) | Err(_) => return true,
-                // Nothing else is spoken after attaching: ignore it.
-                Ok(Some(_)) => continue,
+            match sys::recv_with_fds(self.conn.as_raw_fd(), &mut b) {
+                Ok(Some((0, _))) | Err(_) => return true,
+                Ok(Some((n, fds))) => self.bell_message(&b[..n], fds),
                 Ok(None) => return false,
             }
+        }
+    }
+
+    /// Registers or forgets a waiter's doorbell. Anything else on the
+    /// socket is ignored (its descriptors are closed when `fds` drops).
+    fn bell_message(&mut self, b: &[u8], fds: Vec<OwnedFd>) {
+        let Some(m) = Bell::from_bytes(b) else {
+            debug!(
+                session = self.id,
+                len = b.len(),
+                "ignored a message that is not a bell"
+            );
+            return;
+        };
+        match m.op() {
+            Some(BellOp::Add) => {
+                let answer = |status: i32, index: u32| Bell {
+                    magic: BELL_MAGIC,
+                    op: BellOp::Add as u32,
+                    index,
+                    status: -status,
+                    _pad: [0; 3],
+                };
+                let mut fds = fds.into_iter();
+                let reply = match (fds.next(), fds.next()) {
+                    (Some(fd), None) => match EventFd::adopt(fd) {
+                        Ok(bell) => match self.bells.iter().position(Option::is_none) {
+                            Some(i) => {
+                                self.bells[i] = Some(bell);
+                                answer(0, i as u32)
+                            }
+                            None => answer(errno::ENOSPC, 0),
+                        },
+                        Err(_) => answer(errno::EINVAL, 0),
+                    },
+                    _ => answer(errno::EINVAL, 0),
+                };
+                let _ = sys::send_with_fds(self.conn.as_raw_fd(), &reply.to_bytes(), &[]);
+            }
+            Some(BellOp::Remove) => {
+                if let Some(b) = self.bells.get_mut(m.index as usize) {
+                    *b = None;
+                }
+            }
+            None => debug!(session = self.id, op = m.op, "unknown bell operation"),
         }
     }
 
@@ -546,8 +595,23 @@ impl Session {
             return;
         }
         self.region.bump_events();
-        if self.region.app_waiting().load(Ordering::SeqCst) > 0 {
-            self.bell_app.signal();
+        let waiting = self.region.app_waiting().load(Ordering::SeqCst);
+        if waiting > 0 {
+            // Waiters with bells of their own get those; the session's
+            // doorbell is for the rest.
+            let mut armed = self.region.bells_armed().load(Ordering::SeqCst);
+            let mut own = 0;
+            while armed != 0 {
+                let i = armed.trailing_zeros() as usize;
+                armed &= armed - 1;
+                if let Some(Some(b)) = self.bells.get(i) {
+                    b.signal();
+                    own += 1;
+                }
+            }
+            if waiting > own {
+                self.bell_app.signal();
+            }
             self.wakeups += 1;
         }
         self.unwoken = 0;

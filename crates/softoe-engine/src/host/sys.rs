@@ -126,6 +126,30 @@ impl EventFd {
     pub fn raw(&self) -> RawFd {
         self.0.as_raw_fd()
     }
+
+    /// Takes a descriptor a program sent as its doorbell: only an eventfd
+    /// is accepted (writing 8 bytes to anything else could block the
+    /// engine or mean something else), and it is made non-blocking.
+    pub fn adopt(fd: OwnedFd) -> io::Result<EventFd> {
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+        if link.as_os_str() != "anon_inode:[eventfd]" {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a doorbell must be an eventfd",
+            ));
+        }
+        // SAFETY: fcntl on a descriptor we own; no pointers.
+        let fl = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+        if fl < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: as above.
+        let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(EventFd(fd))
+    }
 }
 
 /// A listening `SOCK_SEQPACKET` Unix socket at `path` with file mode
@@ -243,6 +267,63 @@ pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
         };
     }
     Ok(Some(r as usize))
+}
+
+/// Receives one message and the descriptors sent with it (at most 4),
+/// non-blocking: `Ok(None)` when none waits, `Ok(Some((0, _)))` when the
+/// peer has gone. Descriptors beyond 4 are closed by the kernel
+/// (`MSG_CTRUNC`).
+pub fn recv_with_fds(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<(usize, Vec<OwnedFd>)>> {
+    const MAX: usize = 4;
+    // SAFETY: a pure computation.
+    let space = unsafe { libc::CMSG_SPACE((MAX * size_of::<RawFd>()) as u32) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut fds = Vec::new();
+    // SAFETY: msghdr is plain data; `iov` names `buf` and `control` is
+    // `space` bytes; the CMSG_* walk stays inside what the kernel filled;
+    // every descriptor received is new and becomes ours exactly once.
+    let n = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let n = libc::recvmsg(
+            fd,
+            &raw mut msg,
+            libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
+        );
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(e),
+            };
+        }
+        let mut c = libc::CMSG_FIRSTHDR(&raw const msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c);
+                let len = (*c).cmsg_len as usize - (data as usize - c as usize);
+                for i in 0..len / size_of::<RawFd>() {
+                    let mut raw: RawFd = 0;
+                    std::ptr::copy_nonoverlapping(
+                        data.add(i * size_of::<RawFd>()),
+                        (&raw mut raw).cast::<u8>(),
+                        size_of::<RawFd>(),
+                    );
+                    fds.push(OwnedFd::from_raw_fd(raw));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&raw const msg, c);
+        }
+        n as usize
+    };
+    Ok(Some((n, fds)))
 }
 
 /// Sends `bytes` with `fds` attached (`SCM_RIGHTS`).
