@@ -166,6 +166,7 @@ impl Sock {
             read_closed,
             hung_up: ev & EV_HUP != 0,
             error,
+            seq: v.seq(),
         }
     }
 
@@ -684,6 +685,10 @@ pub struct Readiness {
     pub hung_up: bool,
     /// The connection failed (`POLLERR`).
     pub error: bool,
+    /// The slot's sequence: it moves with every event and every byte
+    /// placed or space freed (edge-triggered waits report again only
+    /// after it moved).
+    pub seq: u32,
 }
 
 fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<usize> {
@@ -726,6 +731,32 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
 impl Read for TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         read_inner(&self.s, self.mode, buf, false)
+    }
+}
+
+impl TcpReader {
+    /// Copies received bytes without consuming them (`MSG_PEEK`).
+    pub fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        read_inner(&self.s, self.mode, buf, true)
+    }
+
+    /// Non-blocking reads (`WouldBlock`).
+    pub fn set_nonblocking(&mut self, on: bool) {
+        self.mode.nonblocking = on;
+    }
+
+    /// Read timeout (`SO_RCVTIMEO`; `WouldBlock` when it passes).
+    pub fn set_read_timeout(&mut self, t: Option<Duration>) {
+        self.mode.read_timeout = t;
+    }
+
+    /// Bytes waiting to be read.
+    pub fn pending(&self) -> u64 {
+        self.s
+            .c
+            .region()
+            .slot(self.s.id)
+            .map_or(0, |v| v.rx_tail().saturating_sub(v.rx_head()))
     }
 }
 

@@ -1,0 +1,115 @@
+//! The functions the shim stands in front of, found with
+//! `dlsym(RTLD_NEXT, …)`: libc's own (or whatever library comes after us).
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use libc::{
+    c_int, c_ulong, c_void, epoll_event, fd_set, msghdr, nfds_t, off_t, pollfd, sigset_t, size_t,
+    sockaddr, socklen_t, ssize_t, timespec, timeval,
+};
+
+/// The address of the next definition of `name`, cached in `slot`.
+fn resolve(slot: &AtomicUsize, name: &CStr) -> usize {
+    let p = slot.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    // SAFETY: `name` is a NUL-terminated symbol name; RTLD_NEXT is a valid
+    // pseudo-handle for a shared object's lookups.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+    if p == 0 {
+        let msg = b"softoe-preload: a libc function is missing (dlsym RTLD_NEXT)\n";
+        // SAFETY: a raw syscall writing a static buffer to stderr; no hook
+        // is involved.
+        unsafe { libc::syscall(libc::SYS_write, 2, msg.as_ptr(), msg.len()) };
+        std::process::abort();
+    }
+    slot.store(p, Ordering::Relaxed);
+    p
+}
+
+macro_rules! real {
+    ($( fn $name:ident($($a:ident: $t:ty),*) -> $r:ty; )*) => {$(
+        /// Calls the real function of that name.
+        ///
+        /// # Safety
+        /// As for the C function: the caller passes what it requires.
+        pub(crate) unsafe fn $name($($a: $t),*) -> $r {
+            static SLOT: AtomicUsize = AtomicUsize::new(0);
+            let p = resolve(&SLOT, match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+                Ok(c) => c,
+                Err(_) => c"",
+            });
+            // SAFETY: `p` is the next definition of this libc symbol, whose
+            // C signature is the one declared here.
+            let f: unsafe extern "C" fn($($t),*) -> $r = unsafe { std::mem::transmute(p) };
+            // SAFETY: the caller's obligations are the C function's.
+            unsafe { f($($a),*) }
+        }
+    )*};
+}
+
+real! {
+    fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int;
+    fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
+    fn listen(fd: c_int, backlog: c_int) -> c_int;
+    fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int;
+    fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
+    fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int;
+    fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int;
+    fn getsockopt(fd: c_int, level: c_int, name: c_int, val: *mut c_void, len: *mut socklen_t) -> c_int;
+    fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int;
+    fn send(fd: c_int, buf: *const c_void, len: size_t, flags: c_int) -> ssize_t;
+    fn sendto(fd: c_int, buf: *const c_void, len: size_t, flags: c_int, addr: *const sockaddr, alen: socklen_t) -> ssize_t;
+    fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t;
+    fn recv(fd: c_int, buf: *mut c_void, len: size_t, flags: c_int) -> ssize_t;
+    fn recvfrom(fd: c_int, buf: *mut c_void, len: size_t, flags: c_int, addr: *mut sockaddr, alen: *mut socklen_t) -> ssize_t;
+    fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t;
+    fn read(fd: c_int, buf: *mut c_void, len: size_t) -> ssize_t;
+    fn write(fd: c_int, buf: *const c_void, len: size_t) -> ssize_t;
+    fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t;
+    fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> ssize_t;
+    fn close(fd: c_int) -> c_int;
+    fn shutdown(fd: c_int, how: c_int) -> c_int;
+    fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
+    fn ppoll(fds: *mut pollfd, n: nfds_t, ts: *const timespec, mask: *const sigset_t) -> c_int;
+    fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, tv: *mut timeval) -> c_int;
+    fn pselect(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, ts: *const timespec, mask: *const sigset_t) -> c_int;
+    fn epoll_create(size: c_int) -> c_int;
+    fn epoll_create1(flags: c_int) -> c_int;
+    fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -> c_int;
+    fn epoll_wait(epfd: c_int, evs: *mut epoll_event, max: c_int, timeout: c_int) -> c_int;
+    fn epoll_pwait(epfd: c_int, evs: *mut epoll_event, max: c_int, timeout: c_int, mask: *const sigset_t) -> c_int;
+    fn dup(fd: c_int) -> c_int;
+    fn dup2(fd: c_int, new: c_int) -> c_int;
+    fn dup3(fd: c_int, new: c_int, flags: c_int) -> c_int;
+    fn sendfile(out: c_int, input: c_int, off: *mut off_t, count: size_t) -> ssize_t;
+    fn pread(fd: c_int, buf: *mut c_void, len: size_t, off: off_t) -> ssize_t;
+}
+
+/// `fcntl` and `ioctl` are variadic in C; the real ones are called as such.
+pub(crate) unsafe fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let p = resolve(&SLOT, c"fcntl");
+    // SAFETY: `p` is libc's `int fcntl(int, int, ...)`.
+    let f: unsafe extern "C" fn(c_int, c_int, ...) -> c_int = unsafe { std::mem::transmute(p) };
+    // SAFETY: the caller passes the argument `cmd` expects.
+    unsafe { f(fd, cmd, arg) }
+}
+
+/// See [`fcntl`].
+pub(crate) unsafe fn ioctl(fd: c_int, req: c_ulong, arg: c_ulong) -> c_int {
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let p = resolve(&SLOT, c"ioctl");
+    // SAFETY: `p` is libc's `int ioctl(int, unsigned long, ...)`.
+    let f: unsafe extern "C" fn(c_int, c_ulong, ...) -> c_int = unsafe { std::mem::transmute(p) };
+    // SAFETY: the caller passes the argument `req` expects.
+    unsafe { f(fd, req, arg) }
+}
+
+/// Sets `errno`.
+pub(crate) fn set_errno(e: c_int) {
+    // SAFETY: `__errno_location` returns this thread's errno word.
+    unsafe { *libc::__errno_location() = e };
+}

@@ -1,0 +1,686 @@
+//! The shim's sockets: which descriptors are softoe's, what each is, and
+//! the socket calls on them.
+//!
+//! A softoe socket is a real descriptor: `socket()` makes a kernel socket
+//! and the shim keeps it as the number's holder (so numbering, `dup`,
+//! `close`, `fstat` and `exec` behave as the kernel's). When the socket is
+//! given an address the [`Rules`] decide: the kernel's (the descriptor is
+//! forgotten here and is from then on the plain kernel socket it always
+//! was) or softoe's (the engine serves it; the kernel socket stays idle).
+
+use std::collections::HashMap;
+use std::io;
+use std::mem::ManuallyDrop;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::time::Duration;
+
+use libc::c_int;
+use softoe_host::{Client, Readiness, TcpListener, TcpReader, TcpStream, UdpSocket};
+use tracing::{debug, info, warn};
+
+use crate::rules::Rules;
+
+/// `Err` carries an errno.
+pub(crate) type Res<T> = Result<T, c_int>;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The errno an `io::Error` from softoe-host stands for.
+pub(crate) fn errno_of(e: &io::Error) -> c_int {
+    if let Some(n) = e.raw_os_error() {
+        return n;
+    }
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => libc::EAGAIN,
+        io::ErrorKind::ConnectionAborted => libc::ECONNABORTED,
+        io::ErrorKind::ConnectionReset => libc::ECONNRESET,
+        io::ErrorKind::BrokenPipe => libc::EPIPE,
+        io::ErrorKind::OutOfMemory => libc::ENOMEM,
+        io::ErrorKind::InvalidInput => libc::EINVAL,
+        io::ErrorKind::ResourceBusy => libc::EBUSY,
+        _ => libc::EIO,
+    }
+}
+
+/// TCP or UDP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Tcp,
+    Udp,
+}
+
+/// Options as the program set them; applied when the engine socket
+/// exists, reported back by `getsockopt`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Opts {
+    pub nodelay: bool,
+    pub keepalive: bool,
+    pub keepidle: u32,
+    pub keepintvl: u32,
+    pub keepcnt: u32,
+    pub user_timeout: u32,
+    pub sndbuf: c_int,
+    pub rcvbuf: c_int,
+    pub rcvtimeo: Option<Duration>,
+    pub sndtimeo: Option<Duration>,
+    /// `SO_LINGER`: (on, seconds).
+    pub linger: (bool, c_int),
+    pub priority: c_int,
+    pub reuseaddr: bool,
+    pub reuseport: bool,
+    pub maxseg: c_int,
+}
+
+impl Default for Opts {
+    fn default() -> Opts {
+        // Linux's defaults.
+        Opts {
+            nodelay: false,
+            keepalive: false,
+            keepidle: 7200,
+            keepintvl: 75,
+            keepcnt: 9,
+            user_timeout: 0,
+            sndbuf: 16_384,
+            rcvbuf: 131_072,
+            rcvtimeo: None,
+            sndtimeo: None,
+            linger: (false, 0),
+            priority: 0,
+            reuseaddr: false,
+            reuseport: false,
+            maxseg: 1460,
+        }
+    }
+}
+
+/// A connected (or connecting) TCP socket: the halves lock apart so one
+/// thread may read while another writes.
+#[derive(Debug)]
+pub(crate) struct Stream {
+    pub w: Mutex<TcpStream>,
+    pub r: Mutex<TcpReader>,
+    pub peer: SocketAddrV4,
+}
+
+/// A UDP socket on the engine and its default destination.
+#[derive(Debug)]
+pub(crate) struct Udp {
+    pub s: Mutex<UdpSocket>,
+    pub peer: Mutex<Option<SocketAddrV4>>,
+}
+
+/// What a softoe socket is now.
+#[derive(Clone, Debug)]
+pub(crate) enum St {
+    /// Made, not yet given to anyone (maybe bound: the address waits for
+    /// `listen`).
+    Fresh {
+        bound: Option<SocketAddrV4>,
+    },
+    Listening(Arc<Mutex<TcpListener>>),
+    Stream(Arc<Stream>),
+    Udp(Arc<Udp>),
+}
+
+/// One softoe socket (shared by every descriptor `dup` made of it).
+#[derive(Debug)]
+pub(crate) struct Sock {
+    /// The process that made it: after `fork` the child must not touch
+    /// the parent's session (its rings are single-producer).
+    pub pid: u32,
+    pub kind: Kind,
+    pub nonblock: AtomicBool,
+    pub st: Mutex<ManuallyDrop<St>>,
+    pub opts: Mutex<Opts>,
+    /// Edge-triggered epoll: the slot sequence last reported, per epoll
+    /// set (see `wait.rs`).
+    pub reported: Mutex<HashMap<c_int, u32>>,
+}
+
+impl Sock {
+    pub(crate) fn new(kind: Kind, nonblock: bool) -> Sock {
+        Sock {
+            pid: std::process::id(),
+            kind,
+            nonblock: AtomicBool::new(nonblock),
+            st: Mutex::new(ManuallyDrop::new(St::Fresh { bound: None })),
+            opts: Mutex::new(Opts::default()),
+            reported: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn state(&self) -> St {
+        (**lock(&self.st)).clone()
+    }
+
+    fn set(&self, st: St) {
+        let mut g = lock(&self.st);
+        // SAFETY: the old state is replaced right after being taken out and
+        // never used again.
+        let old = unsafe { ManuallyDrop::take(&mut *g) };
+        **g = st;
+        drop(g);
+        drop(old);
+    }
+
+    /// Whether this process may use it (not inherited across `fork`).
+    pub(crate) fn ours(&self) -> bool {
+        self.pid == std::process::id()
+    }
+
+    /// What `poll` says of it now.
+    pub(crate) fn readiness(&self) -> Readiness {
+        match self.state() {
+            St::Fresh { .. } => Readiness {
+                // Linux: an unconnected TCP socket polls POLLOUT|POLLHUP.
+                writable: true,
+                hung_up: self.kind == Kind::Tcp,
+                ..Readiness::default()
+            },
+            St::Listening(l) => lock(&l).readiness(),
+            St::Stream(s) => lock(&s.w).readiness(),
+            St::Udp(u) => lock(&u.s).readiness(),
+        }
+    }
+}
+
+impl Drop for Sock {
+    fn drop(&mut self) {
+        let st = self.st.get_mut().unwrap_or_else(|e| e.into_inner());
+        if self.pid == std::process::id() {
+            // SAFETY: taken once, in drop; never used again.
+            drop(unsafe { ManuallyDrop::take(st) });
+        }
+        // In a forked child the engine objects belong to the parent's
+        // session: dropping them would post commands on its rings. They are
+        // leaked (the child's copy of the memory only).
+    }
+}
+
+/// The descriptors that are softoe sockets.
+#[derive(Debug)]
+pub(crate) struct Table {
+    /// One bit per descriptor below 65536: a lock-free "not ours" for the
+    /// calls on every other descriptor (files, pipes, kernel sockets).
+    bits: Box<[AtomicU64]>,
+    map: RwLock<HashMap<c_int, Arc<Sock>>>,
+}
+
+const BITS: usize = 65_536;
+
+impl Table {
+    fn new() -> Table {
+        Table {
+            bits: (0..BITS / 64).map(|_| AtomicU64::new(0)).collect(),
+            map: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn get(&self, fd: c_int) -> Option<Arc<Sock>> {
+        if fd < 0 {
+            return None;
+        }
+        let i = fd as usize;
+        if i < BITS && self.bits[i / 64].load(Ordering::Acquire) & (1 << (i % 64)) == 0 {
+            return None;
+        }
+        self.map
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&fd)
+            .cloned()
+    }
+
+    pub(crate) fn insert(&self, fd: c_int, s: Arc<Sock>) {
+        if fd < 0 {
+            return;
+        }
+        self.map
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(fd, s);
+        let i = fd as usize;
+        if i < BITS {
+            self.bits[i / 64].fetch_or(1 << (i % 64), Ordering::Release);
+        }
+    }
+
+    pub(crate) fn remove(&self, fd: c_int) -> Option<Arc<Sock>> {
+        if fd < 0 {
+            return None;
+        }
+        let i = fd as usize;
+        if i < BITS {
+            self.bits[i / 64].fetch_and(!(1 << (i % 64)), Ordering::Release);
+        }
+        self.map
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&fd)
+    }
+}
+
+/// The shim's process-wide state.
+#[derive(Debug)]
+pub(crate) struct Shim {
+    pub rules: Rules,
+    pub table: Table,
+    /// The attachment (made at the first socket softoe serves), with the
+    /// pid that made it.
+    client: Mutex<Option<(u32, Client)>>,
+    attach_failed: AtomicBool,
+}
+
+static SHIM: OnceLock<Shim> = OnceLock::new();
+
+/// The state, made at the first call.
+pub(crate) fn shim() -> &'static Shim {
+    SHIM.get_or_init(|| {
+        init_logging();
+        let rules = match Rules::from_env() {
+            Ok(r) => r,
+            Err(bad) => {
+                eprintln!(
+                    "softoe-preload: SOFTOE_KERNEL_NETS: {:?} is not an IPv4 network \
+                     (a.b.c.d/len); write e.g. 127.0.0.0/8,10.1.0.0/16",
+                    bad.0
+                );
+                std::process::exit(2);
+            }
+        };
+        debug!(?rules, "softoe-preload loaded");
+        Shim {
+            rules,
+            table: Table::new(),
+            client: Mutex::new(None),
+            attach_failed: AtomicBool::new(false),
+        }
+    })
+}
+
+fn init_logging() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(io::stderr)
+            .try_init();
+    }
+}
+
+impl Shim {
+    /// The attachment, made now if need be; `None` when no engine answers
+    /// (the socket then stays with the kernel, and a warning says so once).
+    pub(crate) fn client(&self) -> Option<Client> {
+        let me = std::process::id();
+        let mut g = lock(&self.client);
+        if let Some((pid, c)) = &*g {
+            if *pid == me && c.is_alive() {
+                return Some(c.clone());
+            }
+            if *pid != me {
+                // Inherited across fork: the parent's. Leak our copy (its
+                // drop would touch nothing shared, but its sockets would).
+                if let Some(old) = g.take() {
+                    std::mem::forget(old);
+                }
+            } else {
+                *g = None;
+            }
+        }
+        if self.attach_failed.load(Ordering::Relaxed) {
+            return None;
+        }
+        match Client::attach() {
+            Ok(c) => {
+                info!(session = c.session(), "attached to the softoe engine");
+                *g = Some((me, c.clone()));
+                Some(c)
+            }
+            Err(e) => {
+                if !self.attach_failed.swap(true, Ordering::Relaxed) {
+                    eprintln!(
+                        "softoe-preload: {e}; sockets stay with the kernel \
+                         (start one with `softoe engine --host PATH` and set SOFTOE_SOCKET)"
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// The attachment if one exists for this process (never attaches).
+    pub(crate) fn client_if_attached(&self) -> Option<Client> {
+        match &*lock(&self.client) {
+            Some((pid, c)) if *pid == std::process::id() => Some(c.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Applies the options the program set to a new engine socket.
+fn apply(s: &TcpStream, o: &Opts) {
+    if o.nodelay {
+        let _ = s.set_nodelay(true);
+    }
+    if o.keepalive {
+        let _ = s.set_keepalive(
+            true,
+            u64::from(o.keepidle),
+            u64::from(o.keepintvl),
+            u64::from(o.keepcnt),
+        );
+    }
+    if o.user_timeout > 0 {
+        let _ = s.set_user_timeout(Some(Duration::from_millis(u64::from(o.user_timeout))));
+    }
+}
+
+fn stream_of(t: TcpStream, peer: SocketAddrV4) -> Stream {
+    let r = t.try_clone_reader();
+    Stream {
+        w: Mutex::new(t),
+        r: Mutex::new(r),
+        peer,
+    }
+}
+
+/// What became of a `connect`.
+pub(crate) enum Connect {
+    /// The kernel serves it: call the real `connect`.
+    Kernel,
+    Done(Res<c_int>),
+}
+
+impl Sock {
+    pub(crate) fn connect(&self, to: SocketAddrV4) -> Connect {
+        let st = self.state();
+        match st {
+            St::Fresh { .. } => {
+                if !shim().rules.softoe_serves(*to.ip()) {
+                    return Connect::Kernel;
+                }
+                let Some(c) = shim().client() else {
+                    return Connect::Kernel;
+                };
+                match self.kind {
+                    Kind::Tcp => {
+                        let opts = *lock(&self.opts);
+                        if self.nonblock.load(Ordering::Relaxed) {
+                            match c.tcp_connect_nonblocking(to) {
+                                Ok(t) => {
+                                    apply(&t, &opts);
+                                    self.set(St::Stream(Arc::new(stream_of(t, to))));
+                                    Connect::Done(Err(libc::EINPROGRESS))
+                                }
+                                Err(e) => Connect::Done(Err(errno_of(&e))),
+                            }
+                        } else {
+                            match c.tcp_connect(to) {
+                                Ok(t) => {
+                                    apply(&t, &opts);
+                                    self.set(St::Stream(Arc::new(stream_of(t, to))));
+                                    Connect::Done(Ok(0))
+                                }
+                                Err(e) => Connect::Done(Err(errno_of(&e))),
+                            }
+                        }
+                    }
+                    Kind::Udp => match c.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)) {
+                        Ok(u) => {
+                            self.set(St::Udp(Arc::new(Udp {
+                                s: Mutex::new(u),
+                                peer: Mutex::new(Some(to)),
+                            })));
+                            Connect::Done(Ok(0))
+                        }
+                        Err(e) => Connect::Done(Err(errno_of(&e))),
+                    },
+                }
+            }
+            St::Stream(s) => {
+                let w = lock(&s.w);
+                if let Some(e) = w.take_error() {
+                    return Connect::Done(Err(errno_of(&e)));
+                }
+                if w.is_connected() {
+                    Connect::Done(Err(libc::EISCONN))
+                } else {
+                    Connect::Done(Err(libc::EALREADY))
+                }
+            }
+            St::Udp(u) => {
+                *lock(&u.peer) = Some(to);
+                Connect::Done(Ok(0))
+            }
+            St::Listening(_) => Connect::Done(Err(libc::EINVAL)),
+        }
+    }
+
+    /// `bind`: `Ok(false)` when the kernel serves the address.
+    pub(crate) fn bind(&self, at: SocketAddrV4) -> Res<bool> {
+        match self.state() {
+            St::Fresh { bound: None } => {
+                if !shim().rules.softoe_serves(*at.ip()) {
+                    return Ok(false);
+                }
+                match self.kind {
+                    Kind::Tcp => {
+                        if shim().client().is_none() {
+                            return Ok(false);
+                        }
+                        self.set(St::Fresh { bound: Some(at) });
+                        Ok(true)
+                    }
+                    Kind::Udp => {
+                        let Some(c) = shim().client() else {
+                            return Ok(false);
+                        };
+                        let mut u = c.udp_bind(at).map_err(|e| errno_of(&e))?;
+                        u.set_nonblocking(self.nonblock.load(Ordering::Relaxed));
+                        self.set(St::Udp(Arc::new(Udp {
+                            s: Mutex::new(u),
+                            peer: Mutex::new(None),
+                        })));
+                        Ok(true)
+                    }
+                }
+            }
+            _ => Err(libc::EINVAL),
+        }
+    }
+
+    pub(crate) fn listen(&self, backlog: c_int) -> Res<()> {
+        match self.state() {
+            St::Fresh { bound: Some(at) } if self.kind == Kind::Tcp => {
+                let c = shim().client().ok_or(libc::ENETDOWN)?;
+                let backlog = backlog.clamp(1, 65_535) as u32;
+                let l = c.tcp_listen(at, backlog).map_err(|e| errno_of(&e))?;
+                debug!(%at, backlog, "listening on softoe");
+                self.set(St::Listening(Arc::new(Mutex::new(l))));
+                Ok(())
+            }
+            // Already listening: Linux lets a program change the backlog.
+            St::Listening(_) => Ok(()),
+            St::Fresh { bound: None } => Err(libc::EDESTADDRREQ),
+            _ => Err(libc::EINVAL),
+        }
+    }
+
+    /// `accept`: the new socket and its peer.
+    pub(crate) fn accept(&self) -> Res<(Sock, SocketAddrV4)> {
+        let St::Listening(l) = self.state() else {
+            return Err(libc::EINVAL);
+        };
+        let mut l = lock(&l);
+        l.set_nonblocking(self.nonblock.load(Ordering::Relaxed));
+        let (t, peer) = l.accept().map_err(|e| errno_of(&e))?;
+        drop(l);
+        // Linux hands the listener's options to the accepted socket.
+        let opts = *lock(&self.opts);
+        apply(&t, &opts);
+        let s = Sock::new(Kind::Tcp, false);
+        *lock(&s.opts) = opts;
+        s.set(St::Stream(Arc::new(stream_of(t, peer))));
+        Ok((s, peer))
+    }
+
+    pub(crate) fn local_addr(&self) -> SocketAddrV4 {
+        match self.state() {
+            St::Fresh { bound } => {
+                bound.unwrap_or_else(|| SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+            }
+            St::Listening(l) => lock(&l).local_addr(),
+            St::Stream(s) => lock(&s.w).local_addr(),
+            St::Udp(u) => lock(&u.s).local_addr(),
+        }
+    }
+
+    pub(crate) fn peer_addr(&self) -> Res<SocketAddrV4> {
+        match self.state() {
+            St::Stream(s) => {
+                if lock(&s.w).is_connected() {
+                    Ok(s.peer)
+                } else {
+                    Err(libc::ENOTCONN)
+                }
+            }
+            St::Udp(u) => lock(&u.peer).ok_or(libc::ENOTCONN),
+            _ => Err(libc::ENOTCONN),
+        }
+    }
+
+    /// Receives into `buf`; with `from` for UDP's sender.
+    pub(crate) fn recv(&self, buf: &mut [u8], flags: c_int) -> Res<(usize, Option<SocketAddrV4>)> {
+        let nonblock = self.nonblock.load(Ordering::Relaxed) || flags & libc::MSG_DONTWAIT != 0;
+        let timeout = lock(&self.opts).rcvtimeo;
+        match self.state() {
+            St::Stream(s) => {
+                let mut r = lock(&s.r);
+                r.set_nonblocking(nonblock);
+                r.set_read_timeout(timeout);
+                if flags & libc::MSG_PEEK != 0 {
+                    return r.peek(buf).map(|n| (n, None)).map_err(|e| errno_of(&e));
+                }
+                let mut got = 0;
+                loop {
+                    match io::Read::read(&mut *r, &mut buf[got..]) {
+                        Ok(0) => break,
+                        Ok(n) => got += n,
+                        Err(e) if got > 0 && e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) => return Err(errno_of(&e)),
+                    }
+                    if flags & libc::MSG_WAITALL == 0 || got == buf.len() {
+                        break;
+                    }
+                }
+                Ok((got, None))
+            }
+            St::Udp(u) => {
+                let mut g = lock(&u.s);
+                g.set_nonblocking(nonblock);
+                g.set_read_timeout(timeout);
+                g.recv_from(buf)
+                    .map(|(n, from)| (n, Some(from)))
+                    .map_err(|e| errno_of(&e))
+            }
+            St::Fresh { .. } | St::Listening(_) => Err(libc::ENOTCONN),
+        }
+    }
+
+    /// Sends `buf`: all of it when blocking (as Linux does), what fits when
+    /// not. `EPIPE` raises `SIGPIPE` unless `MSG_NOSIGNAL`.
+    pub(crate) fn send(&self, buf: &[u8], flags: c_int, to: Option<SocketAddrV4>) -> Res<usize> {
+        let nonblock = self.nonblock.load(Ordering::Relaxed) || flags & libc::MSG_DONTWAIT != 0;
+        let timeout = lock(&self.opts).sndtimeo;
+        match self.state() {
+            St::Stream(s) => {
+                let mut w = lock(&s.w);
+                w.set_nonblocking(nonblock);
+                w.set_write_timeout(timeout);
+                let mut sent = 0;
+                loop {
+                    match io::Write::write(&mut *w, &buf[sent..]) {
+                        Ok(n) => sent += n,
+                        Err(e) if sent > 0 && e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) if sent > 0 => {
+                            debug!(error = %e, sent, "send ended early");
+                            break;
+                        }
+                        Err(e) => return self.pipe(errno_of(&e), flags),
+                    }
+                    if nonblock || sent == buf.len() {
+                        break;
+                    }
+                }
+                Ok(sent)
+            }
+            St::Udp(u) => {
+                let to = to.or(*lock(&u.peer)).ok_or(libc::EDESTADDRREQ)?;
+                lock(&u.s).send_to(buf, to).map_err(|e| errno_of(&e))
+            }
+            St::Fresh { .. } | St::Listening(_) => {
+                if self.kind == Kind::Udp {
+                    // An unbound UDP socket's first sendto binds it.
+                    let to = to.ok_or(libc::EDESTADDRREQ)?;
+                    match self.connect(to) {
+                        Connect::Done(Ok(_)) => {
+                            if let St::Udp(u) = self.state() {
+                                *lock(&u.peer) = None;
+                            }
+                            return self.send(buf, flags, Some(to));
+                        }
+                        Connect::Done(Err(e)) => return Err(e),
+                        Connect::Kernel => return Err(libc::EOPNOTSUPP),
+                    }
+                }
+                Err(libc::ENOTCONN)
+            }
+        }
+    }
+
+    fn pipe(&self, e: c_int, flags: c_int) -> Res<usize> {
+        if e == libc::EPIPE && flags & libc::MSG_NOSIGNAL == 0 {
+            // SAFETY: raising a signal in this process, as the kernel would.
+            unsafe { libc::raise(libc::SIGPIPE) };
+        }
+        Err(e)
+    }
+
+    pub(crate) fn shutdown(&self, how: c_int) -> Res<()> {
+        match self.state() {
+            St::Stream(s) => {
+                if how == libc::SHUT_WR || how == libc::SHUT_RDWR {
+                    lock(&s.w).shutdown_write().map_err(|e| errno_of(&e))?;
+                }
+                Ok(())
+            }
+            St::Udp(_) => Ok(()),
+            _ => Err(libc::ENOTCONN),
+        }
+    }
+
+    /// Bytes waiting to be read (`FIONREAD`).
+    pub(crate) fn pending(&self) -> usize {
+        match self.state() {
+            St::Stream(s) => lock(&s.r).pending() as usize,
+            _ => 0,
+        }
+    }
+}
+
+/// Reports once per process that a socket inherited across `fork` cannot
+/// be used.
+pub(crate) fn inherited() -> c_int {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        warn!("a softoe socket inherited across fork was used: not supported yet (EBADF)");
+        eprintln!("softoe-preload: softoe sockets do not survive fork yet; the child gets EBADF");
+    }
+    libc::EBADF
+}

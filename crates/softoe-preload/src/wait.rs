@@ -1,0 +1,693 @@
+//! `poll`, `select` and `epoll` over softoe sockets and kernel descriptors
+//! together.
+//!
+//! One loop serves them all: read the session's event sequence, look at
+//! the softoe sockets (their slots in shared memory) and, if none is ready,
+//! arm this thread's own doorbell ([`softoe_host::Waiter`]), check the
+//! sequence again, and sleep in the real call with the doorbell among the
+//! kernel's descriptors. The engine rings the doorbell at its next event;
+//! the call returns and the loop looks again. Softoe sockets never enter
+//! the kernel's sets: an epoll set keeps their registrations here, beside
+//! the kernel's own.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, timespec, timeval};
+use softoe_host::{Client, Readiness, Waiter};
+
+use crate::real::{self, set_errno};
+use crate::sock::{Sock, lock, shim};
+
+/// Poll bits for `r`, limited to what was asked (errors and hang-ups are
+/// always reported).
+pub(crate) fn poll_bits(r: Readiness, asked: u32) -> u32 {
+    let mut b = 0u32;
+    if r.readable {
+        b |= (libc::POLLIN | libc::POLLRDNORM) as u32;
+    }
+    if r.writable {
+        b |= (libc::POLLOUT | libc::POLLWRNORM) as u32;
+    }
+    if r.read_closed {
+        b |= (libc::POLLRDHUP | libc::POLLIN | libc::POLLRDNORM) as u32;
+    }
+    if r.hung_up {
+        b |= libc::POLLHUP as u32;
+    }
+    if r.error {
+        // As Linux reports a failed connect: everything wakes.
+        b |= (libc::POLLERR | libc::POLLIN | libc::POLLOUT) as u32;
+    }
+    b & (asked | libc::POLLERR as u32 | libc::POLLHUP as u32)
+}
+
+thread_local! {
+    /// This thread's doorbell, registered with the engine at its first
+    /// wait; `Err` once registering failed (then it waits in slices).
+    static WAITER: RefCell<Option<Result<(u32, Waiter), ()>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's doorbell for `c`, if it can have one.
+fn with_waiter<T>(c: &Client, f: impl FnOnce(Option<&Waiter>) -> T) -> T {
+    WAITER.with(|w| {
+        let mut w = w.borrow_mut();
+        let stale = matches!(&*w, Some(Ok((session, _))) if *session != c.session());
+        if w.is_none() || stale {
+            if let Some(Ok((_, old))) = w.take() {
+                // A session of another process (forked) or a dead one.
+                std::mem::forget(old);
+            }
+            *w = Some(match c.waiter() {
+                Ok(waiter) => Ok((c.session(), waiter)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no doorbell for this thread: waits poll every millisecond");
+                    Err(())
+                }
+            });
+        }
+        match &*w {
+            Some(Ok((_, waiter))) => f(Some(waiter)),
+            _ => f(None),
+        }
+    })
+}
+
+/// The common loop. `softoe(at)` writes ready softoe entries and returns
+/// their count; `kernel(bell, ms)` waits in the kernel (with `bell` among
+/// its descriptors when given) and returns its count of ready entries (not
+/// counting the bell) or −1 with `errno` set.
+fn wait_loop(
+    timeout: Option<Duration>,
+    mut softoe: impl FnMut() -> c_int,
+    mut kernel: impl FnMut(Option<c_int>, c_int) -> c_int,
+) -> c_int {
+    let start = Instant::now();
+    let client = shim().client_if_attached();
+    loop {
+        let seq = client.as_ref().map_or(0, Client::event_seq);
+        let s = softoe();
+        if s > 0 {
+            let k = kernel(None, 0);
+            return s + k.max(0);
+        }
+        let left = match timeout {
+            None => None,
+            Some(t) => {
+                let e = start.elapsed();
+                if e >= t {
+                    return kernel(None, 0);
+                }
+                Some(t - e)
+            }
+        };
+        let ms = |cap: Option<Duration>| -> c_int {
+            match (left, cap) {
+                (None, None) => -1,
+                (Some(l), None) => l.as_millis().max(1).min(c_int::MAX as u128) as c_int,
+                (None, Some(c)) => c.as_millis() as c_int,
+                (Some(l), Some(c)) => l.min(c).as_millis().max(1) as c_int,
+            }
+        };
+        let Some(c) = &client else {
+            // Nothing attached: softoe sockets here are fresh and never
+            // change by themselves; wait on the kernel alone.
+            return kernel(None, ms(None));
+        };
+        let r = with_waiter(c, |w| match w {
+            Some(w) => {
+                let armed = w.arm();
+                if c.event_seq() != seq {
+                    drop(armed);
+                    return None;
+                }
+                let k = kernel(Some(w.fd()), ms(None));
+                drop(armed);
+                Some(k)
+            }
+            None => {
+                let k = kernel(None, ms(Some(Duration::from_millis(1))));
+                Some(k)
+            }
+        });
+        match r {
+            // Woken by a kernel descriptor (or an error): report with
+            // whatever softoe has too.
+            Some(k) if k != 0 => {
+                if k < 0 {
+                    return k;
+                }
+                return k + softoe();
+            }
+            _ => {}
+        }
+        if timeout.is_some_and(|t| start.elapsed() >= t) {
+            return softoe();
+        }
+    }
+}
+
+fn ms_timeout(ms: c_int) -> Option<Duration> {
+    (ms >= 0).then(|| Duration::from_millis(ms as u64))
+}
+
+fn ts_timeout(ts: *const timespec) -> Option<Duration> {
+    if ts.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's timespec.
+    let t = unsafe { *ts };
+    Some(Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    ))
+}
+
+fn to_ts(ms: c_int) -> Option<timespec> {
+    (ms >= 0).then(|| timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) as libc::c_long) * 1_000_000,
+    })
+}
+
+// ---- poll ----------------------------------------------------------------------
+
+/// # Safety
+/// `fds` is valid for `n` entries.
+unsafe fn poll_impl(
+    fds: *mut pollfd,
+    n: nfds_t,
+    timeout: Option<Duration>,
+    mask: *const sigset_t,
+) -> c_int {
+    let list: &mut [pollfd] = if fds.is_null() || n == 0 {
+        &mut []
+    } else {
+        // SAFETY: the caller's array of `n` entries.
+        unsafe { std::slice::from_raw_parts_mut(fds, n as usize) }
+    };
+    let socks: Vec<Option<Arc<Sock>>> = list
+        .iter()
+        .map(|p| shim().table.get(p.fd).filter(|s| s.ours()))
+        .collect();
+    // The kernel's part: our entries become fd −1 (ignored), plus a slot
+    // for the doorbell.
+    let mut kfds: Vec<pollfd> = list
+        .iter()
+        .zip(&socks)
+        .map(|(p, s)| pollfd {
+            fd: if s.is_some() { -1 } else { p.fd },
+            events: p.events,
+            revents: 0,
+        })
+        .collect();
+    let any_kernel = kfds.iter().any(|p| p.fd >= 0);
+    kfds.push(pollfd {
+        fd: -1,
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    let cell = RefCell::new((list, kfds));
+    let softoe = || {
+        let mut g = cell.borrow_mut();
+        let (list, _) = &mut *g;
+        let mut count = 0;
+        for (p, s) in list.iter_mut().zip(&socks) {
+            if let Some(s) = s {
+                let b = poll_bits(s.readiness(), p.events as u16 as u32);
+                p.revents = b as i16;
+                if b != 0 {
+                    count += 1;
+                }
+            }
+        }
+        count
+    };
+    let kernel = |bell: Option<c_int>, ms: c_int| -> c_int {
+        let mut g = cell.borrow_mut();
+        let (list, kfds) = &mut *g;
+        let last = kfds.len() - 1;
+        kfds[last].fd = bell.unwrap_or(-1);
+        if !any_kernel && bell.is_none() && ms == 0 {
+            return 0;
+        }
+        for k in kfds.iter_mut() {
+            k.revents = 0;
+        }
+        let ts = to_ts(ms);
+        let tsp = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const timespec);
+        // SAFETY: our own array of pollfds; the caller's mask.
+        let r = unsafe { real::ppoll(kfds.as_mut_ptr(), kfds.len() as nfds_t, tsp, mask) };
+        if r < 0 {
+            return r;
+        }
+        let mut count = 0;
+        for (p, k) in list.iter_mut().zip(kfds.iter()) {
+            if k.fd >= 0 {
+                p.revents = k.revents;
+                if k.revents != 0 {
+                    count += 1;
+                }
+            }
+        }
+        count
+    };
+    wait_loop(timeout, softoe, kernel)
+}
+
+fn any_ours_poll(fds: *const pollfd, n: nfds_t) -> bool {
+    if fds.is_null() {
+        return false;
+    }
+    // SAFETY: the caller's array of `n` entries.
+    let list = unsafe { std::slice::from_raw_parts(fds, n as usize) };
+    list.iter().any(|p| shim().table.get(p.fd).is_some())
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
+    if !any_ours_poll(fds, n) {
+        // SAFETY: forwarded as given.
+        return unsafe { real::poll(fds, n, timeout) };
+    }
+    // SAFETY: the caller's array.
+    unsafe { poll_impl(fds, n, ms_timeout(timeout), std::ptr::null()) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ppoll(
+    fds: *mut pollfd,
+    n: nfds_t,
+    ts: *const timespec,
+    mask: *const sigset_t,
+) -> c_int {
+    if !any_ours_poll(fds, n) {
+        // SAFETY: forwarded as given.
+        return unsafe { real::ppoll(fds, n, ts, mask) };
+    }
+    // SAFETY: the caller's array and mask.
+    unsafe { poll_impl(fds, n, ts_timeout(ts), mask) }
+}
+
+// ---- select --------------------------------------------------------------------
+
+/// # Safety
+/// The sets are null or valid `fd_set`s covering `n` descriptors.
+unsafe fn select_impl(
+    n: c_int,
+    r: *mut fd_set,
+    w: *mut fd_set,
+    e: *mut fd_set,
+    timeout: Option<Duration>,
+    mask: *const sigset_t,
+) -> c_int {
+    let n = n.clamp(0, libc::FD_SETSIZE as c_int);
+    let isset = |set: *mut fd_set, fd: c_int| {
+        // SAFETY: the caller's set, `fd` < FD_SETSIZE.
+        !set.is_null() && unsafe { libc::FD_ISSET(fd, set) }
+    };
+    let mut pfds = Vec::new();
+    for fd in 0..n {
+        let mut ev = 0i16;
+        if isset(r, fd) {
+            ev |= libc::POLLIN;
+        }
+        if isset(w, fd) {
+            ev |= libc::POLLOUT;
+        }
+        if isset(e, fd) {
+            ev |= libc::POLLPRI;
+        }
+        if ev != 0 {
+            pfds.push(pollfd {
+                fd,
+                events: ev,
+                revents: 0,
+            });
+        }
+    }
+    // SAFETY: our own array.
+    let got = unsafe { poll_impl(pfds.as_mut_ptr(), pfds.len() as nfds_t, timeout, mask) };
+    if got < 0 {
+        return got;
+    }
+    for set in [r, w, e] {
+        if !set.is_null() {
+            // SAFETY: the caller's set.
+            unsafe { libc::FD_ZERO(set) };
+        }
+    }
+    let mut count = 0;
+    for p in &pfds {
+        let rv = p.revents;
+        let mut mark = |set: *mut fd_set, on: bool| {
+            if on && !set.is_null() {
+                // SAFETY: the caller's set; `p.fd` < FD_SETSIZE.
+                unsafe { libc::FD_SET(p.fd, set) };
+                count += 1;
+            }
+        };
+        let bad = rv & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0;
+        mark(
+            r,
+            p.events & libc::POLLIN != 0 && (rv & libc::POLLIN != 0 || bad),
+        );
+        mark(
+            w,
+            p.events & libc::POLLOUT != 0 && (rv & libc::POLLOUT != 0 || rv & libc::POLLERR != 0),
+        );
+        mark(e, p.events & libc::POLLPRI != 0 && rv & libc::POLLPRI != 0);
+    }
+    count
+}
+
+fn any_ours_select(n: c_int, sets: [*mut fd_set; 3]) -> bool {
+    let n = n.clamp(0, libc::FD_SETSIZE as c_int);
+    (0..n).any(|fd| {
+        sets.iter().any(|&s| {
+            // SAFETY: the caller's set; `fd` < FD_SETSIZE.
+            !s.is_null() && unsafe { libc::FD_ISSET(fd, s) }
+        }) && shim().table.get(fd).is_some()
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn select(
+    n: c_int,
+    r: *mut fd_set,
+    w: *mut fd_set,
+    e: *mut fd_set,
+    tv: *mut timeval,
+) -> c_int {
+    if !any_ours_select(n, [r, w, e]) {
+        // SAFETY: forwarded as given.
+        return unsafe { real::select(n, r, w, e, tv) };
+    }
+    let timeout = if tv.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's timeval.
+        let t = unsafe { *tv };
+        Some(
+            Duration::from_secs(t.tv_sec.max(0) as u64)
+                + Duration::from_micros(t.tv_usec.max(0) as u64),
+        )
+    };
+    // SAFETY: the caller's sets.
+    unsafe { select_impl(n, r, w, e, timeout, std::ptr::null()) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pselect(
+    n: c_int,
+    r: *mut fd_set,
+    w: *mut fd_set,
+    e: *mut fd_set,
+    ts: *const timespec,
+    mask: *const sigset_t,
+) -> c_int {
+    if !any_ours_select(n, [r, w, e]) {
+        // SAFETY: forwarded as given.
+        return unsafe { real::pselect(n, r, w, e, ts, mask) };
+    }
+    // SAFETY: the caller's sets and mask.
+    unsafe { select_impl(n, r, w, e, ts_timeout(ts), mask) }
+}
+
+// ---- epoll ---------------------------------------------------------------------
+
+/// A softoe socket's registration in an epoll set.
+#[derive(Clone, Copy, Debug)]
+struct Reg {
+    events: u32,
+    data: u64,
+    /// `EPOLLONESHOT` fired: silent until `EPOLL_CTL_MOD`.
+    disabled: bool,
+}
+
+/// The softoe side of one epoll set.
+#[derive(Debug, Default)]
+struct EpSet {
+    regs: HashMap<c_int, Reg>,
+}
+
+/// Epoll sets that hold softoe sockets, by their descriptor.
+fn epolls() -> &'static Mutex<HashMap<c_int, EpSet>> {
+    static E: OnceLock<Mutex<HashMap<c_int, EpSet>>> = OnceLock::new();
+    E.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The tag a doorbell carries in an application's epoll set: no pointer or
+/// descriptor a program stores looks like it.
+const BELL_TAG: u64 = 0x736f_6674_6f65_0000;
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn epoll_create(size: c_int) -> c_int {
+    // SAFETY: forwarded as given.
+    unsafe { real::epoll_create(size) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn epoll_create1(flags: c_int) -> c_int {
+    // SAFETY: forwarded as given.
+    unsafe { real::epoll_create1(flags) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn epoll_ctl(
+    epfd: c_int,
+    op: c_int,
+    fd: c_int,
+    ev: *mut epoll_event,
+) -> c_int {
+    if shim().table.get(fd).is_none() {
+        // SAFETY: forwarded as given.
+        return unsafe { real::epoll_ctl(epfd, op, fd, ev) };
+    }
+    let e = if ev.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's event.
+        Some(unsafe { std::ptr::read_unaligned(ev) })
+    };
+    ANY_SET.store(true, Ordering::Relaxed);
+    let mut sets = lock(epolls());
+    let set = sets.entry(epfd).or_default();
+    match op {
+        libc::EPOLL_CTL_ADD | libc::EPOLL_CTL_MOD => {
+            let Some(e) = e else {
+                set_errno(libc::EFAULT);
+                return -1;
+            };
+            let exists = set.regs.contains_key(&fd);
+            if op == libc::EPOLL_CTL_ADD && exists {
+                set_errno(libc::EEXIST);
+                return -1;
+            }
+            if op == libc::EPOLL_CTL_MOD && !exists {
+                set_errno(libc::ENOENT);
+                return -1;
+            }
+            set.regs.insert(
+                fd,
+                Reg {
+                    events: e.events,
+                    data: e.u64,
+                    disabled: false,
+                },
+            );
+            if let Some(s) = shim().table.get(fd) {
+                lock(&s.reported).remove(&epfd);
+            }
+            0
+        }
+        libc::EPOLL_CTL_DEL => {
+            if set.regs.remove(&fd).is_none() {
+                set_errno(libc::ENOENT);
+                return -1;
+            }
+            0
+        }
+        _ => {
+            set_errno(libc::EINVAL);
+            -1
+        }
+    }
+}
+
+/// # Safety
+/// `evs` is valid for `max` entries.
+unsafe fn epoll_impl(
+    epfd: c_int,
+    evs: *mut epoll_event,
+    max: c_int,
+    timeout: Option<Duration>,
+    mask: *const sigset_t,
+) -> c_int {
+    if evs.is_null() || max <= 0 {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    let max = max as usize;
+    // SAFETY: the caller's array of `max` entries.
+    let out = unsafe { std::slice::from_raw_parts_mut(evs, max) };
+    let out = RefCell::new(out);
+    // Softoe entries are written from the front; the kernel's after them.
+    let filled = std::cell::Cell::new(0usize);
+    let softoe = || -> c_int {
+        let mut sets = lock(epolls());
+        let Some(set) = sets.get_mut(&epfd) else {
+            return 0;
+        };
+        let mut out = out.borrow_mut();
+        let mut count = 0usize;
+        let start = filled.get();
+        for (&fd, reg) in set.regs.iter_mut() {
+            if start + count >= max {
+                break;
+            }
+            if reg.disabled {
+                continue;
+            }
+            let Some(s) = shim().table.get(fd).filter(|s| s.ours()) else {
+                continue;
+            };
+            let bits = poll_bits(s.readiness(), reg.events);
+            if bits == 0 {
+                continue;
+            }
+            if reg.events & libc::EPOLLET as u32 != 0 {
+                // Edge: report again only after the socket moved.
+                let seq = s.readiness().seq;
+                let mut rep = lock(&s.reported);
+                if rep.get(&epfd) == Some(&seq) {
+                    continue;
+                }
+                rep.insert(epfd, seq);
+            }
+            if reg.events & libc::EPOLLONESHOT as u32 != 0 {
+                reg.disabled = true;
+            }
+            out[start + count] = epoll_event {
+                events: bits,
+                u64: reg.data,
+            };
+            count += 1;
+        }
+        filled.set(start + count);
+        count as c_int
+    };
+    let kernel = |bell: Option<c_int>, ms: c_int| -> c_int {
+        if let Some(b) = bell {
+            let mut ev = epoll_event {
+                events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+                u64: BELL_TAG | b as u64,
+            };
+            // SAFETY: our own event; EEXIST (already there) is fine.
+            unsafe { real::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, b, &raw mut ev) };
+        }
+        let at = filled.get();
+        if at >= max {
+            return 0;
+        }
+        let mut out = out.borrow_mut();
+        let room = &mut out[at..];
+        // SAFETY: our slice of the caller's array; the caller's mask.
+        let r =
+            unsafe { real::epoll_pwait(epfd, room.as_mut_ptr(), room.len() as c_int, ms, mask) };
+        if r <= 0 {
+            return r;
+        }
+        // Drop doorbells (ours or another thread's) from what the program
+        // sees.
+        let mut keep = 0usize;
+        for i in 0..r as usize {
+            let e = room[i];
+            if e.u64 & !0xffff == BELL_TAG {
+                continue;
+            }
+            room[keep] = e;
+            keep += 1;
+        }
+        filled.set(at + keep);
+        keep as c_int
+    };
+    let r = wait_loop(timeout, softoe, kernel);
+    if r < 0 { r } else { filled.get() as c_int }
+}
+
+fn has_softoe(epfd: c_int) -> bool {
+    lock(epolls())
+        .get(&epfd)
+        .is_some_and(|s| !s.regs.is_empty())
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn epoll_wait(
+    epfd: c_int,
+    evs: *mut epoll_event,
+    max: c_int,
+    timeout: c_int,
+) -> c_int {
+    if !has_softoe(epfd) {
+        // SAFETY: forwarded as given.
+        return unsafe { real::epoll_wait(epfd, evs, max, timeout) };
+    }
+    // SAFETY: the caller's array.
+    unsafe { epoll_impl(epfd, evs, max, ms_timeout(timeout), std::ptr::null()) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn epoll_pwait(
+    epfd: c_int,
+    evs: *mut epoll_event,
+    max: c_int,
+    timeout: c_int,
+    mask: *const sigset_t,
+) -> c_int {
+    if !has_softoe(epfd) {
+        // SAFETY: forwarded as given.
+        return unsafe { real::epoll_pwait(epfd, evs, max, timeout, mask) };
+    }
+    // SAFETY: the caller's array and mask.
+    unsafe { epoll_impl(epfd, evs, max, ms_timeout(timeout), mask) }
+}
+
+/// `fd` was closed: its registrations go (the kernel drops a closed
+/// descriptor's registrations too).
+pub(crate) fn forget_fd(fd: c_int) {
+    for set in lock(epolls()).values_mut() {
+        set.regs.remove(&fd);
+    }
+}
+
+/// `fd` may have been an epoll set: forget it.
+pub(crate) fn forget_epoll(fd: c_int) {
+    if ANY_SET.load(Ordering::Relaxed) {
+        lock(epolls()).remove(&fd);
+    }
+}
+
+/// Whether any epoll set ever held a softoe socket (so `close` of other
+/// descriptors need not look).
+static ANY_SET: AtomicBool = AtomicBool::new(false);
+
+/// `fd` is the kernel's now: its registrations move to the kernel's sets.
+pub(crate) fn moved_to_kernel(fd: c_int) {
+    let mut sets = lock(epolls());
+    for (&epfd, set) in sets.iter_mut() {
+        if let Some(reg) = set.regs.remove(&fd) {
+            let mut ev = epoll_event {
+                events: reg.events,
+                u64: reg.data,
+            };
+            // SAFETY: the program's epoll set and descriptor, our event.
+            unsafe { real::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &raw mut ev) };
+        }
+    }
+}
