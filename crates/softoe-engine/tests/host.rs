@@ -441,3 +441,37 @@ fn waiter_bells_wake_their_own_threads() {
     s.shutdown_write().unwrap();
     server.join().unwrap();
 }
+
+/// Regression: a listener's new connection (and a UDP datagram) rang no
+/// waiting program — only stream sockets counted as news — so a `poll` on
+/// a listening socket slept until its timeout.
+#[test]
+fn a_connection_to_a_listener_rings_the_waiter() {
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    let l = c.tcp_listen(SocketAddrV4::new(ENGINE_IP, 8090), 4).unwrap();
+    let u = c.udp_bind(SocketAddrV4::new(ENGINE_IP, 8091)).unwrap();
+    let w = c.waiter().unwrap();
+    let armed = w.arm();
+    assert!(!l.readiness().readable);
+    let peer = bed
+        .linux
+        .spawn(|| TcpStream::connect(SocketAddrV4::new(ENGINE_IP, 8090)).unwrap())
+        .unwrap();
+    assert!(readable_within(w.fd(), 5000), "no bell for the connection");
+    drop(armed);
+    wait_for(5, "the listener readable", || l.readiness().readable);
+    let _s = l.accept().unwrap();
+    drop(peer.join().unwrap());
+    let armed = w.arm();
+    bed.linux
+        .run(|| {
+            let s = std::net::UdpSocket::bind(SocketAddrV4::new(LINUX_IP, 0)).unwrap();
+            s.send_to(b"datagram", SocketAddrV4::new(ENGINE_IP, 8091))
+                .unwrap();
+        })
+        .unwrap();
+    assert!(readable_within(w.fd(), 5000), "no bell for the datagram");
+    drop(armed);
+    wait_for(5, "the UDP socket readable", || u.readiness().readable);
+}

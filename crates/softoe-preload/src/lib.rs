@@ -45,7 +45,7 @@ use std::sync::Arc;
 use libc::{c_int, c_ulong, c_void, msghdr, off_t, size_t, sockaddr, socklen_t, ssize_t};
 
 use real::set_errno;
-use sock::{Connect, Kind, Sock, inherited, shim};
+use sock::{Connect, Kind, Sock, TABLE, inherited, shim};
 
 /// Returns `v`, or −1 with `errno` set.
 fn ret<T: From<i8>>(r: Result<T, c_int>) -> T {
@@ -70,7 +70,7 @@ fn ret_size(r: Result<usize, c_int>) -> ssize_t {
 
 /// The softoe socket behind `fd`, if it is one (and this process's).
 fn ours(fd: c_int) -> Option<Result<Arc<Sock>, c_int>> {
-    let s = shim().table.get(fd)?;
+    let s = TABLE.get(fd)?;
     if s.ours() {
         Some(Ok(s))
     } else {
@@ -125,7 +125,7 @@ unsafe fn write_addr(a: SocketAddrV4, addr: *mut sockaddr, len: *mut socklen_t) 
 /// Stops serving `fd` from softoe (the kernel socket behind it takes over)
 /// and moves its epoll registrations to the kernel.
 fn to_kernel(fd: c_int) {
-    if shim().table.remove(fd).is_some() {
+    if TABLE.remove(fd).is_some() {
         wait::moved_to_kernel(fd);
     }
 }
@@ -149,8 +149,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
         (libc::SOCK_DGRAM, 0 | libc::IPPROTO_UDP) => Kind::Udp,
         _ => return fd,
     };
-    sh.table
-        .insert(fd, Arc::new(Sock::new(kind, ty & libc::SOCK_NONBLOCK != 0)));
+    TABLE.insert(fd, Arc::new(Sock::new(kind, ty & libc::SOCK_NONBLOCK != 0)));
     fd
 }
 
@@ -269,7 +268,7 @@ pub unsafe extern "C" fn accept4(
             flags & libc::SOCK_NONBLOCK != 0,
             std::sync::atomic::Ordering::Relaxed,
         );
-        shim().table.insert(nfd, Arc::new(new));
+        TABLE.insert(nfd, Arc::new(new));
         // SAFETY: the caller's `addr`/`len` are null or valid.
         unsafe { write_addr(peer, addr, len) };
         Ok(nfd)
@@ -658,7 +657,7 @@ pub unsafe extern "C" fn sendfile(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    if let Some(s) = shim().table.remove(fd) {
+    if let Some(s) = TABLE.remove(fd) {
         wait::forget_fd(fd);
         drop(s);
     } else {
@@ -681,12 +680,12 @@ fn dup_onto(old: c_int, new: c_int) {
     if new < 0 {
         return;
     }
-    if let Some(prev) = shim().table.remove(new) {
+    if let Some(prev) = TABLE.remove(new) {
         wait::forget_fd(new);
         drop(prev);
     }
-    if let Some(s) = shim().table.get(old) {
-        shim().table.insert(new, s);
+    if let Some(s) = TABLE.get(old) {
+        TABLE.insert(new, s);
     }
 }
 

@@ -8,7 +8,7 @@
 //! forgotten here and is from then on the plain kernel socket it always
 //! was) or softoe's (the engine serves it; the kernel socket stays idle).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::mem::ManuallyDrop;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -202,25 +202,26 @@ impl Drop for Sock {
     }
 }
 
-/// The descriptors that are softoe sockets.
+/// The descriptors that are softoe sockets. A plain static: looking a
+/// descriptor up never initialises anything, so a hook called while the
+/// shim initialises (its log line going through our own `write`) passes
+/// straight through.
 #[derive(Debug)]
 pub(crate) struct Table {
     /// One bit per descriptor below 65536: a lock-free "not ours" for the
     /// calls on every other descriptor (files, pipes, kernel sockets).
-    bits: Box<[AtomicU64]>,
-    map: RwLock<HashMap<c_int, Arc<Sock>>>,
+    bits: [AtomicU64; BITS / 64],
+    map: RwLock<BTreeMap<c_int, Arc<Sock>>>,
 }
 
 const BITS: usize = 65_536;
 
-impl Table {
-    fn new() -> Table {
-        Table {
-            bits: (0..BITS / 64).map(|_| AtomicU64::new(0)).collect(),
-            map: RwLock::new(HashMap::new()),
-        }
-    }
+pub(crate) static TABLE: Table = Table {
+    bits: [const { AtomicU64::new(0) }; BITS / 64],
+    map: RwLock::new(BTreeMap::new()),
+};
 
+impl Table {
     pub(crate) fn get(&self, fd: c_int) -> Option<Arc<Sock>> {
         if fd < 0 {
             return None;
@@ -256,6 +257,9 @@ impl Table {
         }
         let i = fd as usize;
         if i < BITS {
+            if self.bits[i / 64].load(Ordering::Acquire) & (1 << (i % 64)) == 0 {
+                return None;
+            }
             self.bits[i / 64].fetch_and(!(1 << (i % 64)), Ordering::Release);
         }
         self.map
@@ -269,7 +273,6 @@ impl Table {
 #[derive(Debug)]
 pub(crate) struct Shim {
     pub rules: Rules,
-    pub table: Table,
     /// The attachment (made at the first socket softoe serves), with the
     /// pid that made it.
     client: Mutex<Option<(u32, Client)>>,
@@ -296,7 +299,6 @@ pub(crate) fn shim() -> &'static Shim {
         debug!(?rules, "softoe-preload loaded");
         Shim {
             rules,
-            table: Table::new(),
             client: Mutex::new(None),
             attach_failed: AtomicBool::new(false),
         }

@@ -20,7 +20,7 @@ use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, timespec, timev
 use softoe_host::{Client, Readiness, Waiter};
 
 use crate::real::{self, set_errno};
-use crate::sock::{Sock, lock, shim};
+use crate::sock::{Sock, TABLE, lock, shim};
 
 /// Poll bits for `r`, limited to what was asked (errors and hang-ups are
 /// always reported).
@@ -191,7 +191,7 @@ unsafe fn poll_impl(
     };
     let socks: Vec<Option<Arc<Sock>>> = list
         .iter()
-        .map(|p| shim().table.get(p.fd).filter(|s| s.ours()))
+        .map(|p| TABLE.get(p.fd).filter(|s| s.ours()))
         .collect();
     // The kernel's part: our entries become fd −1 (ignored), plus a slot
     // for the doorbell.
@@ -266,7 +266,7 @@ fn any_ours_poll(fds: *const pollfd, n: nfds_t) -> bool {
     }
     // SAFETY: the caller's array of `n` entries.
     let list = unsafe { std::slice::from_raw_parts(fds, n as usize) };
-    list.iter().any(|p| shim().table.get(p.fd).is_some())
+    list.iter().any(|p| TABLE.get(p.fd).is_some())
 }
 
 #[unsafe(no_mangle)]
@@ -372,7 +372,7 @@ fn any_ours_select(n: c_int, sets: [*mut fd_set; 3]) -> bool {
         sets.iter().any(|&s| {
             // SAFETY: the caller's set; `fd` < FD_SETSIZE.
             !s.is_null() && unsafe { libc::FD_ISSET(fd, s) }
-        }) && shim().table.get(fd).is_some()
+        }) && TABLE.get(fd).is_some()
     })
 }
 
@@ -465,7 +465,7 @@ pub unsafe extern "C" fn epoll_ctl(
     fd: c_int,
     ev: *mut epoll_event,
 ) -> c_int {
-    if shim().table.get(fd).is_none() {
+    if TABLE.get(fd).is_none() {
         // SAFETY: forwarded as given.
         return unsafe { real::epoll_ctl(epfd, op, fd, ev) };
     }
@@ -501,7 +501,7 @@ pub unsafe extern "C" fn epoll_ctl(
                     disabled: false,
                 },
             );
-            if let Some(s) = shim().table.get(fd) {
+            if let Some(s) = TABLE.get(fd) {
                 lock(&s.reported).remove(&epfd);
             }
             0
@@ -554,7 +554,7 @@ unsafe fn epoll_impl(
             if reg.disabled {
                 continue;
             }
-            let Some(s) = shim().table.get(fd).filter(|s| s.ours()) else {
+            let Some(s) = TABLE.get(fd).filter(|s| s.ours()) else {
                 continue;
             };
             let bits = poll_bits(s.readiness(), reg.events);

@@ -1259,7 +1259,12 @@ impl Session {
             {
                 ev |= EV_ACCEPT | EV_READABLE;
             }
-            return publish(s, &view, ev, false);
+            let changed = publish(s, &view, ev, false);
+            if changed {
+                // A waiting program must hear of it (a sleeping `poll`).
+                self.unwoken += 1;
+            }
+            return changed;
         }
         let head = view.rx_head().clamp(s.rx_head, s.rx_tail);
         s.rx_head = head;
@@ -1315,7 +1320,11 @@ impl Session {
             if s.rx_tail != s.rx_head {
                 ev |= EV_READABLE;
             }
-            return publish(s, &view, ev, moved) || moved;
+            let any = publish(s, &view, ev, moved) || moved;
+            if any {
+                self.unwoken += 1;
+            }
+            return any;
         }
         // TCP: received bytes into the ring. A second look after the
         // stack was emptied finds a FIN that came with the data (no later
