@@ -3,6 +3,7 @@
 //! - `softoe demo` puts the engine on a TAP beside Linux's TCP on one bridge
 //!   and prints both side by side;
 //! - `softoe engine` runs the engine (config file and flags);
+//! - `softoe run -- PROGRAM` runs an unmodified program on the engine;
 //! - `softoe stat` shows a running engine's connections like `ss -ti`;
 //! - `softoe sim` runs the protocol core in the deterministic simulator.
 
@@ -11,6 +12,7 @@ mod demo;
 mod engine;
 mod linux;
 mod report;
+mod run;
 mod sim;
 mod stat;
 
@@ -47,6 +49,17 @@ enum Command {
     /// winning; --print-config shows the merged result. Serves `softoe
     /// stat` on its control socket.
     Engine(Box<engine::EngineArgs>),
+    /// Runs an unmodified program on a running engine (LD_PRELOAD shim).
+    ///
+    /// Its IPv4 TCP and UDP sockets are served by the engine; loopback (and
+    /// --kernel-nets), Unix sockets and IPv6 stay with the kernel. Start the
+    /// engine first, then run the program:
+    ///
+    ///   softoe engine --tap sotap0 --address 10.0.0.1/24 --host /run/softoe/host.sock
+    ///   softoe run -- curl -o /dev/null http://10.0.0.2/file
+    ///
+    /// Set RUST_LOG=softoe_preload=debug to see the shim's decisions.
+    Run(run::RunArgs),
     /// Shows a running engine's connections and counters, like `ss -ti`.
     Stat(stat::StatArgs),
     /// Runs the deterministic simulator.
@@ -63,6 +76,7 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Engine(args) => engine::run(&args),
+        Command::Run(args) => run::run(&args),
         Command::Stat(args) => stat::run(&args),
         Command::Sim(cmd) => sim::run(cmd),
     }
