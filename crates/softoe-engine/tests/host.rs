@@ -475,3 +475,42 @@ fn a_connection_to_a_listener_rings_the_waiter() {
     drop(armed);
     wait_for(5, "the UDP socket readable", || u.readiness().readable);
 }
+
+/// Regression: a session's end dropped every other session's sockets from
+/// the engine's owner map, so when one program exited, the others' stack
+/// events (ACKs, data) no longer reached them and they stalled for ever.
+#[test]
+fn one_program_ending_leaves_the_others_running() {
+    let bed = bed();
+    let server_a = linux_echo(&bed, 7500);
+    let server_b = linux_echo(&bed, 7501);
+    let a = Client::attach_to(&bed.host).unwrap();
+    let b = Client::attach_to(&bed.host).unwrap();
+    let mut sa = a.tcp_connect(SocketAddrV4::new(LINUX_IP, 7500)).unwrap();
+    let mut sb = b.tcp_connect(SocketAddrV4::new(LINUX_IP, 7501)).unwrap();
+    sa.write_all(b"bye").unwrap();
+    drop(sa);
+    drop(a);
+    server_a.join().unwrap();
+    wait_for(5, "the first session to end", || {
+        bed.snapshot().sessions.len() == 1
+    });
+    // The survivor moves 8 MiB both ways after the other has gone.
+    sb.set_read_timeout(Some(Duration::from_secs(20)));
+    sb.set_write_timeout(Some(Duration::from_secs(20)));
+    let data = pattern(8 << 20, 5);
+    let mut r = sb.try_clone_reader();
+    r.set_read_timeout(Some(Duration::from_secs(20)));
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).map(|_| got)
+    });
+    sb.write_all(&data).expect("the survivor's writes stalled");
+    sb.shutdown_write().unwrap();
+    let back = reader
+        .join()
+        .unwrap()
+        .expect("the survivor's reads stalled");
+    assert_eq!(sha256(&back), sha256(&data));
+    assert_eq!(sha256(&server_b.join().unwrap()), sha256(&data));
+}

@@ -8,6 +8,7 @@
 mod common;
 
 use std::io::Write;
+use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -405,12 +406,240 @@ fn iperf3_four_streams_both_ways() {
     );
 }
 
+/// redis-server on softoe (epoll, non-blocking accept4, keepalive
+/// options): redis-benchmark from Linux with 100000 requests and no error,
+/// and a 10 MiB value SET and read back with redis-cli.
+#[test]
+fn redis_on_softoe() {
+    if !have("redis-server") || !have("redis-benchmark") || !have("redis-cli") {
+        return;
+    }
+    let bed = bed();
+    let dir = tempdir("redis");
+    let _server = Child(
+        on_softoe(&bed, "redis-server")
+            .args(["--port", "6390", "--save", "", "--appendonly", "no"])
+            .args(["--protected-mode", "no", "--dir"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let host = ENGINE_IP.to_string();
+    let mut ping = bed.linux.command("sh");
+    ping.arg("-c").arg(format!(
+        "for i in $(seq 100); do redis-cli -h {host} -p 6390 PING | grep -q PONG && exit 0; sleep 0.1; done; exit 1"
+    ));
+    assert!(
+        run_for(ping, 30, "redis-cli PING").status.success(),
+        "redis on softoe never answered"
+    );
+    let mut b = bed.linux.command("redis-benchmark");
+    b.args([
+        "-h",
+        &host,
+        "-p",
+        "6390",
+        "-n",
+        "100000",
+        "-t",
+        "set,get,incr,lpush,lpop",
+        "--csv",
+    ]);
+    let o = run_for(b, 120, "redis-benchmark");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "redis-benchmark: {err}");
+    assert!(
+        !out.to_lowercase().contains("error") && !err.to_lowercase().contains("error"),
+        "{out}{err}"
+    );
+    for t in ["SET", "GET", "INCR", "LPUSH", "LPOP"] {
+        assert!(out.contains(&format!("\"{t}\"")), "no {t} result: {out}");
+    }
+    eprintln!("redis-benchmark against redis on softoe:\n{out}");
+    // A 10 MiB value, set and read back.
+    let (file, want) = pattern_file(&dir, "value", 10 << 20);
+    let mut set = bed.linux.command("sh");
+    set.arg("-c").arg(format!(
+        "redis-cli -h {host} -p 6390 -x SET big < {} ",
+        file.display()
+    ));
+    let o = run_for(set, 60, "redis-cli SET");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("OK"),
+        "SET: {o:?}"
+    );
+    let back = dir.join("back");
+    let mut get = bed.linux.command("sh");
+    get.arg("-c").arg(format!(
+        "redis-cli -h {host} -p 6390 --raw GET big | head -c {} > {}",
+        10 << 20,
+        back.display()
+    ));
+    assert!(run_for(get, 60, "redis-cli GET").status.success());
+    assert_eq!(
+        sha256(&std::fs::read(&back).unwrap()),
+        want,
+        "the 10 MiB value differs"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// sockperf ping-pong over TCP with --data-integrity, client on softoe;
+/// Linux's own figure from the same namespace pair beside it.
+#[test]
+fn sockperf_ping_pong_with_integrity() {
+    if !have("sockperf") {
+        return;
+    }
+    let bed = bed();
+    let _server = Child(
+        bed.linux
+            .command("sockperf")
+            .args([
+                "server",
+                "--tcp",
+                "-i",
+                &LINUX_IP.to_string(),
+                "-p",
+                "11111",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(&bed, 11111);
+    let mut c = on_softoe(&bed, "sockperf");
+    c.args([
+        "ping-pong",
+        "--tcp",
+        "-i",
+        &LINUX_IP.to_string(),
+        "-p",
+        "11111",
+        "-t",
+        "2",
+        "--data-integrity",
+    ]);
+    let o = run_for(c, 60, "sockperf on softoe");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        !out.contains("ERROR") && !out.to_lowercase().contains("integrity check failed"),
+        "{out}"
+    );
+    let summary = out
+        .lines()
+        .find(|l| l.contains("Summary: Latency"))
+        .unwrap_or_else(|| panic!("no summary: {out}"));
+    let p50 = out
+        .lines()
+        .find(|l| l.contains("percentile 50.000"))
+        .unwrap_or("");
+    eprintln!("sockperf on softoe: {summary} / {p50}");
+}
+
+/// NetPIPE's integrity mode through its size sweep (to 256 KiB), sender
+/// on softoe.
+#[test]
+fn netpipe_integrity_sweep() {
+    if !have("NPtcp") {
+        return;
+    }
+    let bed = bed();
+    let _rx = Child(
+        bed.linux
+            .command("NPtcp")
+            .arg("-i")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(&bed, 5002);
+    let mut c = on_softoe(&bed, "NPtcp");
+    c.args(["-h", &LINUX_IP.to_string(), "-i", "-u", "262144"]);
+    let o = run_for(c, 120, "NPtcp on softoe");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}");
+    let passed = out.matches("Integrity check passed").count();
+    assert!(passed >= 30, "only {passed} sizes passed: {out}");
+    assert!(!out.to_lowercase().contains("failed"), "{out}");
+}
+
+/// Eight client processes on softoe at once, each sending 8 MiB to its
+/// own Linux connection: every byte arrives, in order, per connection.
+#[test]
+fn eight_clients_at_once() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let l = bed
+        .linux
+        .run(|| std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, 7400)).unwrap())
+        .unwrap();
+    let sinks = bed
+        .linux
+        .spawn(move || {
+            let mut got = Vec::new();
+            let mut hs = Vec::new();
+            for _ in 0..8 {
+                let (mut s, _) = l.accept().unwrap();
+                hs.push(std::thread::spawn(move || {
+                    let mut all = Vec::new();
+                    std::io::Read::read_to_end(&mut s, &mut all).unwrap();
+                    all
+                }));
+            }
+            for h in hs {
+                got.push(h.join().unwrap());
+            }
+            got
+        })
+        .unwrap();
+    let script = format!(
+        "import socket,sys\n\
+         n=int(sys.argv[1])\n\
+         s=socket.create_connection(('{LINUX_IP}',7400))\n\
+         block=bytes([n])*65536\n\
+         for i in range(128): s.sendall(block)\n\
+         s.close()\n"
+    );
+    let kids: Vec<Child> = (0..8)
+        .map(|n| {
+            Child(
+                on_softoe(&bed, "python3")
+                    .args(["-c", &script, &n.to_string()])
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let got = sinks.join().unwrap();
+    let mut seen: Vec<u8> = got
+        .iter()
+        .map(|g| {
+            assert_eq!(g.len(), 8 << 20, "a client's bytes went missing");
+            assert!(g.iter().all(|&b| b == g[0]), "bytes of two clients mixed");
+            g[0]
+        })
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..8).collect::<Vec<u8>>());
+    drop(kids);
+}
+
 /// A testbed to try programs by hand: prints where things are and waits
 /// until /tmp/softoe-bed-stop exists
 /// (`cargo test --release -p softoe-preload --test programs manual_bed -- --ignored --nocapture`).
 #[test]
 #[ignore = "by hand only"]
 fn manual_bed() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
     let bed = bed();
     println!(
         "engine {ENGINE_IP}, socket {}; Linux {LINUX_IP} in `ip netns exec {}`; shim {}",

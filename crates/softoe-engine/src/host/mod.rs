@@ -396,6 +396,8 @@ impl Service for HostService {
     fn event(&mut self, h: SocketHandle, e: Events) {
         if self.owner.contains_key(&h) {
             self.events.push((h, e));
+        } else {
+            tracing::trace!(?h, ?e, "event for a socket no session owns");
         }
     }
 

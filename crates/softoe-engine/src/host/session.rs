@@ -17,7 +17,7 @@ use softoe_stack::{
     SocketHandle, Stack, State, TcpError, UdpSendError,
 };
 use softoe_wire::Ipv4Address;
-use tracing::{debug, warn};
+use tracing::{debug, trace, warn};
 
 use super::sys::{self, EventFd, Mapping};
 use super::{HostConfig, SessionStat};
@@ -363,11 +363,19 @@ impl Session {
         self.region
             .engine_state()
             .store(SESSION_CLOSED, Ordering::Release);
+        let mine: Vec<SocketHandle> = self.by_handle.keys().copied().collect();
         for id in 0..self.socks.len() as u32 {
             self.close_sock(now, stack, id, None, false);
         }
         self.overflow.clear();
-        owner.retain(|h, _| self.retiring.contains_key(h));
+        // Only this session's own handles go: the map is every session's
+        // (dropping the others' once made every exit stall every other
+        // program — their stack events no longer reached them).
+        for h in mine {
+            if !self.retiring.contains_key(&h) {
+                owner.remove(&h);
+            }
+        }
     }
 
     /// Dead, and the stack holds no reference into its region: every
@@ -415,6 +423,13 @@ impl Session {
     }
 
     pub(super) fn stack_event(&mut self, h: SocketHandle, e: Events) {
+        trace!(
+            session = self.id,
+            ?h,
+            ?e,
+            known = self.by_handle.contains_key(&h),
+            "stack event"
+        );
         if let Some(&id) = self.by_handle.get(&h) {
             self.mark(id);
         } else if e.contains(Events::RELEASED)
@@ -992,6 +1007,7 @@ impl Session {
         }
         let mut want = len.min(space);
         if want == 0 {
+            trace!(sock, "send refused: the stack's send buffer is full");
             return Err(errno::EAGAIN);
         }
         let mut taken = 0u64;
@@ -1034,6 +1050,13 @@ impl Session {
                 let free = clen - (s.copy_queued - s.copy_acked);
                 want = want.min(free);
                 if want == 0 {
+                    trace!(
+                        sock,
+                        queued = s.copy_queued,
+                        acked = s.copy_acked,
+                        holds = s.holds.len(),
+                        "send refused: the copy ring is full"
+                    );
                     return Err(errno::EAGAIN);
                 }
                 while taken < want {
@@ -1080,6 +1103,7 @@ impl Session {
             }
         }
         if taken == 0 {
+            trace!(sock, "send refused: the stack took nothing");
             return Err(errno::EAGAIN);
         }
         Ok(taken)
@@ -1366,6 +1390,7 @@ impl Session {
         }
         // Acknowledged bytes: release what they held.
         let acked = stack.tcp_acked(h).unwrap_or(0);
+        trace!(session = self.id, sock = id, acked, holds = s.holds.len(), first = ?s.holds.front().map(|h| h.0), "serve");
         while let Some(&(end, hold)) = s.holds.front() {
             if end > acked {
                 break;
