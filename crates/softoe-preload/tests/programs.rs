@@ -2,13 +2,14 @@
 //! Linux's own TCP in the testbed: the data is checked end to end, and the
 //! engine's counters show it carried the bytes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, unsafe_code)]
 
 #[path = "../../softoe-engine/tests/common/mod.rs"]
 mod common;
 
 use std::io::Write;
 use std::net::SocketAddrV4;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -57,9 +58,29 @@ fn have(program: &str) -> bool {
     ok
 }
 
+/// Kills `c`'s process when the thread that started it ends, so a test
+/// the watchdog aborts leaves no program behind.
+fn guarded(mut c: Command) -> Command {
+    // SAFETY: prctl is async-signal-safe and touches only the child.
+    unsafe {
+        c.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c
+}
+
+/// A command run in the Linux namespace.
+fn on_linux(bed: &Bed, program: &str) -> Command {
+    guarded(bed.linux.command(program))
+}
+
 /// A command run on softoe: the shim preloaded, the engine's socket named.
 fn on_softoe(bed: &Bed, program: &str) -> Command {
-    let mut c = Command::new(program);
+    let mut c = guarded(Command::new(program));
     c.env("LD_PRELOAD", shim_path())
         .env("SOFTOE_SOCKET", &bed.host)
         .env_remove("RUST_LOG");
@@ -125,8 +146,7 @@ fn curl_on_softoe_fetches_from_linux() {
     let dir = tempdir("curl");
     let (_, want) = pattern_file(&dir, "blob", 100 << 20);
     let _server = Child(
-        bed.linux
-            .command("python3")
+        on_linux(&bed, "python3")
             .args(["-m", "http.server", "8080", "--bind", &LINUX_IP.to_string()])
             .current_dir(&dir)
             .stdout(Stdio::null())
@@ -208,7 +228,7 @@ fn linux_curl_fetches_from_a_server_on_softoe() {
     let url = format!("http://{ENGINE_IP}:8081/blob");
     let end = Instant::now() + Duration::from_secs(20);
     loop {
-        let mut c = bed.linux.command("curl");
+        let mut c = on_linux(&bed, "curl");
         c.args(["-sS", "--fail", "-o"]).arg(&out).arg(&url);
         let o = run_for(c, 60, "curl");
         if o.status.success() {
@@ -243,9 +263,7 @@ fn ncat_both_ways() {
     let (file, want) = pattern_file(&dir, "blob", 100 << 20);
     // softoe → Linux.
     let sink = dir.join("at-linux");
-    let listener = bed
-        .linux
-        .command("sh")
+    let listener = on_linux(&bed, "sh")
         .arg("-c")
         .arg(format!(
             "ncat -l {LINUX_IP} 9000 --recv-only > {}",
@@ -280,7 +298,7 @@ fn ncat_both_ways() {
         sink2.display()
     ));
     let recv = Child(recv.spawn().unwrap());
-    let mut send = bed.linux.command("sh");
+    let mut send = on_linux(&bed, "sh");
     send.arg("-c").arg(format!(
         "for i in $(seq 100); do ncat --send-only {ENGINE_IP} 9001 < {} && exit 0; sleep 0.1; done; exit 1",
         file.display()
@@ -333,8 +351,7 @@ fn iperf3_four_streams_both_ways() {
     };
     // Client on softoe, server on Linux.
     let _srv = Child(
-        bed.linux
-            .command("iperf3")
+        on_linux(&bed, "iperf3")
             .args(["-s", "-B", &LINUX_IP.to_string(), "-p", "5201"])
             .stdout(Stdio::null())
             .spawn()
@@ -380,7 +397,7 @@ fn iperf3_four_streams_both_ways() {
             .unwrap(),
     );
     for reverse in [false, true] {
-        let mut c = bed.linux.command("sh");
+        let mut c = on_linux(&bed, "sh");
         c.arg("-c").arg(format!(
             "for i in $(seq 50); do iperf3 -c {ENGINE_IP} -p 5202 -P 4 -t 2 --json {} > /tmp/iperf3-$$.json && cat /tmp/iperf3-$$.json && rm -f /tmp/iperf3-$$.json && exit 0; sleep 0.2; done; cat /tmp/iperf3-$$.json; exit 1",
             if reverse { "-R" } else { "" }
@@ -426,7 +443,7 @@ fn redis_on_softoe() {
             .unwrap(),
     );
     let host = ENGINE_IP.to_string();
-    let mut ping = bed.linux.command("sh");
+    let mut ping = on_linux(&bed, "sh");
     ping.arg("-c").arg(format!(
         "for i in $(seq 100); do redis-cli -h {host} -p 6390 PING | grep -q PONG && exit 0; sleep 0.1; done; exit 1"
     ));
@@ -434,7 +451,7 @@ fn redis_on_softoe() {
         run_for(ping, 30, "redis-cli PING").status.success(),
         "redis on softoe never answered"
     );
-    let mut b = bed.linux.command("redis-benchmark");
+    let mut b = on_linux(&bed, "redis-benchmark");
     b.args([
         "-h",
         &host,
@@ -460,7 +477,7 @@ fn redis_on_softoe() {
     eprintln!("redis-benchmark against redis on softoe:\n{out}");
     // A 10 MiB value, set and read back.
     let (file, want) = pattern_file(&dir, "value", 10 << 20);
-    let mut set = bed.linux.command("sh");
+    let mut set = on_linux(&bed, "sh");
     set.arg("-c").arg(format!(
         "redis-cli -h {host} -p 6390 -x SET big < {} ",
         file.display()
@@ -471,7 +488,7 @@ fn redis_on_softoe() {
         "SET: {o:?}"
     );
     let back = dir.join("back");
-    let mut get = bed.linux.command("sh");
+    let mut get = on_linux(&bed, "sh");
     get.arg("-c").arg(format!(
         "redis-cli -h {host} -p 6390 --raw GET big | head -c {} > {}",
         10 << 20,
@@ -495,8 +512,7 @@ fn sockperf_ping_pong_with_integrity() {
     }
     let bed = bed();
     let _server = Child(
-        bed.linux
-            .command("sockperf")
+        on_linux(&bed, "sockperf")
             .args([
                 "server",
                 "--tcp",
@@ -549,8 +565,7 @@ fn netpipe_integrity_sweep() {
     }
     let bed = bed();
     let _rx = Child(
-        bed.linux
-            .command("NPtcp")
+        on_linux(&bed, "NPtcp")
             .arg("-i")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
