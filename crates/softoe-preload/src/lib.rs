@@ -23,6 +23,10 @@
 //! edge triggered, one-shot, `EPOLLRDHUP`), `dup`/`dup2`/`dup3`,
 //! `sendfile`, and glibc's fortified `__*_chk` variants.
 //!
+//! `AF_INET6` sockets are softoe's for their IPv4 side (`::`, and
+//! `::ffff:a.b.c.d`), answering with IPv4-mapped addresses; a real IPv6
+//! address or `IPV6_V6ONLY` leaves them to the kernel.
+//!
 //! Not yet: sockets inherited across `fork` (the child gets `EBADF`), and
 //! blocking calls on softoe sockets are not interrupted by signals.
 //!
@@ -78,7 +82,9 @@ fn ours(fd: c_int) -> Option<Result<Arc<Sock>, c_int>> {
     }
 }
 
-/// The IPv4 address at `addr`.
+/// The IPv4 address at `addr`: an `AF_INET` address, or an `AF_INET6`
+/// one that is IPv4-mapped (`::ffff:a.b.c.d`) or unspecified (`::`, "any").
+/// `EAFNOSUPPORT` for anything else (a real IPv6 address: the kernel's).
 ///
 /// # Safety
 /// `addr` is null or valid for `len` bytes.
@@ -86,39 +92,80 @@ unsafe fn read_addr(addr: *const sockaddr, len: socklen_t) -> Result<SocketAddrV
     if addr.is_null() || (len as usize) < size_of::<libc::sockaddr_in>() {
         return Err(libc::EINVAL);
     }
-    // SAFETY: the caller says `addr` holds `len` ≥ sizeof(sockaddr_in)
-    // bytes; read unaligned as C callers may pass any buffer.
-    let sin: libc::sockaddr_in = unsafe { std::ptr::read_unaligned(addr.cast()) };
-    if i32::from(sin.sin_family) != libc::AF_INET {
-        return Err(libc::EAFNOSUPPORT);
+    // SAFETY: at least sizeof(sockaddr_in) bytes; the family leads both
+    // layouts.
+    let family = i32::from(unsafe { std::ptr::read_unaligned(addr.cast::<libc::sa_family_t>()) });
+    match family {
+        libc::AF_INET => {
+            // SAFETY: the caller says `addr` holds `len` ≥ sizeof(sockaddr_in)
+            // bytes; read unaligned as C callers may pass any buffer.
+            let sin: libc::sockaddr_in = unsafe { std::ptr::read_unaligned(addr.cast()) };
+            Ok(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+                u16::from_be(sin.sin_port),
+            ))
+        }
+        libc::AF_INET6 => {
+            if (len as usize) < size_of::<libc::sockaddr_in6>() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: `len` ≥ sizeof(sockaddr_in6) bytes; read unaligned.
+            let sin6: libc::sockaddr_in6 = unsafe { std::ptr::read_unaligned(addr.cast()) };
+            let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            let port = u16::from_be(sin6.sin6_port);
+            if ip.is_unspecified() {
+                Ok(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
+            } else if let Some(v4) = ip.to_ipv4_mapped() {
+                Ok(SocketAddrV4::new(v4, port))
+            } else {
+                Err(libc::EAFNOSUPPORT)
+            }
+        }
+        _ => Err(libc::EAFNOSUPPORT),
     }
-    Ok(SocketAddrV4::new(
-        Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
-        u16::from_be(sin.sin_port),
-    ))
 }
 
 /// Writes `a` to `addr`/`len` as the kernel does (truncated to `*len`,
-/// `*len` set to the full size).
+/// `*len` set to the full size): `sockaddr_in`, or for an `AF_INET6`
+/// socket `sockaddr_in6` with the address IPv4-mapped (`::` for "any").
 ///
 /// # Safety
 /// `addr` is null or valid for `*len` bytes; `len` is null or valid.
-unsafe fn write_addr(a: SocketAddrV4, addr: *mut sockaddr, len: *mut socklen_t) {
+unsafe fn write_addr(a: SocketAddrV4, v6: bool, addr: *mut sockaddr, len: *mut socklen_t) {
     if addr.is_null() || len.is_null() {
         return;
     }
-    // SAFETY: sockaddr_in is plain data.
-    let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    sin.sin_family = libc::AF_INET as libc::sa_family_t;
-    sin.sin_port = a.port().to_be();
-    sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+    let mut buf = [0u8; size_of::<libc::sockaddr_in6>()];
+    let full = if v6 {
+        // SAFETY: sockaddr_in6 is plain data.
+        let mut sin6: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+        sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+        sin6.sin6_port = a.port().to_be();
+        sin6.sin6_addr.s6_addr = if a.ip().is_unspecified() {
+            [0; 16]
+        } else {
+            a.ip().to_ipv6_mapped().octets()
+        };
+        // SAFETY: `buf` is exactly sizeof(sockaddr_in6) bytes.
+        unsafe { std::ptr::write_unaligned(buf.as_mut_ptr().cast(), sin6) };
+        size_of::<libc::sockaddr_in6>()
+    } else {
+        // SAFETY: sockaddr_in is plain data.
+        let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        sin.sin_family = libc::AF_INET as libc::sa_family_t;
+        sin.sin_port = a.port().to_be();
+        sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+        // SAFETY: `buf` has room for a sockaddr_in.
+        unsafe { std::ptr::write_unaligned(buf.as_mut_ptr().cast(), sin) };
+        size_of::<libc::sockaddr_in>()
+    };
     // SAFETY: `len` is valid (caller).
     let room = unsafe { *len } as usize;
-    let n = room.min(size_of::<libc::sockaddr_in>());
-    // SAFETY: `addr` has `room` ≥ `n` bytes; `sin` has `n` bytes.
+    let n = room.min(full);
+    // SAFETY: `addr` has `room` ≥ `n` bytes; `buf` has `full` ≥ `n`.
     unsafe {
-        std::ptr::copy_nonoverlapping((&raw const sin).cast::<u8>(), addr.cast::<u8>(), n);
-        *len = size_of::<libc::sockaddr_in>() as socklen_t;
+        std::ptr::copy_nonoverlapping(buf.as_ptr(), addr.cast::<u8>(), n);
+        *len = full as socklen_t;
     }
 }
 
@@ -136,7 +183,7 @@ fn to_kernel(fd: c_int) {
 pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
     // SAFETY: forwarded as given.
     let fd = unsafe { real::socket(domain, ty, proto) };
-    if fd < 0 || domain != libc::AF_INET {
+    if fd < 0 || (domain != libc::AF_INET && domain != libc::AF_INET6) {
         return fd;
     }
     let sh = shim();
@@ -149,7 +196,14 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
         (libc::SOCK_DGRAM, 0 | libc::IPPROTO_UDP) => Kind::Udp,
         _ => return fd,
     };
-    TABLE.insert(fd, Arc::new(Sock::new(kind, ty & libc::SOCK_NONBLOCK != 0)));
+    TABLE.insert(
+        fd,
+        Arc::new(Sock::new(
+            kind,
+            ty & libc::SOCK_NONBLOCK != 0,
+            domain == libc::AF_INET6,
+        )),
+    );
     fd
 }
 
@@ -196,6 +250,12 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
     // SAFETY: the caller's `addr` is valid for `len`.
     let at = match unsafe { read_addr(addr, len) } {
         Ok(a) => a,
+        Err(libc::EAFNOSUPPORT) => {
+            // A real IPv6 address: the kernel's.
+            to_kernel(fd);
+            // SAFETY: forwarded as given.
+            return unsafe { real::bind(fd, addr, len) };
+        }
         Err(e) => return ret(Err(e)),
     };
     match s.bind(at) {
@@ -253,7 +313,7 @@ pub unsafe extern "C" fn accept4(
         // SAFETY: plain call.
         let nfd = unsafe {
             real::socket(
-                libc::AF_INET,
+                if s.v6 { libc::AF_INET6 } else { libc::AF_INET },
                 libc::SOCK_STREAM | (flags & (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)),
                 0,
             )
@@ -270,7 +330,7 @@ pub unsafe extern "C" fn accept4(
         );
         TABLE.insert(nfd, Arc::new(new));
         // SAFETY: the caller's `addr`/`len` are null or valid.
-        unsafe { write_addr(peer, addr, len) };
+        unsafe { write_addr(peer, s.v6, addr, len) };
         Ok(nfd)
     });
     ret(r)
@@ -283,7 +343,7 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
         None => unsafe { real::getsockname(fd, addr, len) },
         Some(s) => ret(s.map(|s| {
             // SAFETY: the caller's `addr`/`len` are valid.
-            unsafe { write_addr(s.local_addr(), addr, len) };
+            unsafe { write_addr(s.local_addr(), s.v6, addr, len) };
             0
         })),
     }
@@ -294,10 +354,11 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
     match ours(fd) {
         // SAFETY: forwarded as given.
         None => unsafe { real::getpeername(fd, addr, len) },
-        Some(s) => ret(s.and_then(|s| s.peer_addr()).map(|p| {
+        Some(s) => ret(s.and_then(|s| {
+            let p = s.peer_addr()?;
             // SAFETY: the caller's `addr`/`len` are valid.
-            unsafe { write_addr(p, addr, len) };
-            0
+            unsafe { write_addr(p, s.v6, addr, len) };
+            Ok(0)
         })),
     }
 }
@@ -322,7 +383,7 @@ unsafe fn recv_into(
     ret_size(s.recv(b, flags).map(|(n, from)| {
         if let Some(f) = from {
             // SAFETY: the caller's `addr`/`alen` are null or valid.
-            unsafe { write_addr(f, addr, alen) };
+            unsafe { write_addr(f, s.v6, addr, alen) };
         }
         n
     }))
@@ -589,7 +650,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
                 match from {
                     Some(f) if !m.msg_name.is_null() => {
                         // SAFETY: the caller's name buffer.
-                        unsafe { write_addr(f, m.msg_name.cast(), &raw mut m.msg_namelen) };
+                        unsafe { write_addr(f, s.v6, m.msg_name.cast(), &raw mut m.msg_namelen) };
                     }
                     _ => m.msg_namelen = 0,
                 }
@@ -806,6 +867,18 @@ pub unsafe extern "C" fn setsockopt(
         // SAFETY: the caller's option value of `len` bytes.
         unsafe { std::slice::from_raw_parts(val.cast::<u8>(), len as usize) }
     };
+    if level == libc::IPPROTO_IPV6 && s.v6 {
+        // SAFETY: forwarded as given (the kernel socket keeps it).
+        let r = unsafe { real::setsockopt(fd, level, name, val, len) };
+        if name == libc::IPV6_V6ONLY
+            && bytes.get(..4).is_some_and(|b| b != [0; 4])
+            && matches!(s.state(), sock::St::Fresh { .. })
+        {
+            // IPv6 only: nothing for softoe to serve.
+            to_kernel(fd);
+        }
+        return r;
+    }
     if matches!(s.state(), sock::St::Fresh { .. }) {
         // The kernel socket gets it too, in case the kernel ends up serving.
         // SAFETY: forwarded as given.
@@ -934,4 +1007,89 @@ pub unsafe extern "C" fn __ppoll_chk(
     }
     // SAFETY: as the caller's.
     unsafe { ppoll(fds, n, ts, mask) }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn sin6(ip: std::net::Ipv6Addr, port: u16) -> libc::sockaddr_in6 {
+        // SAFETY: plain data.
+        let mut a: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+        a.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+        a.sin6_port = port.to_be();
+        a.sin6_addr.s6_addr = ip.octets();
+        a
+    }
+
+    fn read6(a: &libc::sockaddr_in6) -> Result<SocketAddrV4, c_int> {
+        // SAFETY: a whole sockaddr_in6.
+        unsafe {
+            read_addr(
+                (a as *const libc::sockaddr_in6).cast(),
+                size_of::<libc::sockaddr_in6>() as socklen_t,
+            )
+        }
+    }
+
+    #[test]
+    fn ipv6_sockets_speak_mapped_ipv4() {
+        let v4 = Ipv4Addr::new(10, 7, 0, 2);
+        assert_eq!(
+            read6(&sin6(v4.to_ipv6_mapped(), 80)),
+            Ok(SocketAddrV4::new(v4, 80))
+        );
+        assert_eq!(
+            read6(&sin6(std::net::Ipv6Addr::UNSPECIFIED, 5201)),
+            Ok(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5201))
+        );
+        assert_eq!(
+            read6(&sin6("2001:db8::1".parse().unwrap(), 80)),
+            Err(libc::EAFNOSUPPORT)
+        );
+        // Too short for its family.
+        let a = sin6(v4.to_ipv6_mapped(), 80);
+        // SAFETY: reads at most the given 16 bytes of `a`.
+        let short = unsafe { read_addr((&raw const a).cast(), 16) };
+        assert_eq!(short, Err(libc::EINVAL));
+        // Written back as the kernel would: mapped, full length reported,
+        // truncated to the room given.
+        let mut out = [0u8; 28];
+        let mut len = 28 as socklen_t;
+        // SAFETY: `out` has `len` bytes.
+        unsafe {
+            write_addr(
+                SocketAddrV4::new(v4, 443),
+                true,
+                out.as_mut_ptr().cast(),
+                &raw mut len,
+            )
+        };
+        assert_eq!(len as usize, size_of::<libc::sockaddr_in6>());
+        // SAFETY: `out` holds a whole sockaddr_in6.
+        let back: libc::sockaddr_in6 = unsafe { std::ptr::read_unaligned(out.as_ptr().cast()) };
+        assert_eq!(read6(&back), Ok(SocketAddrV4::new(v4, 443)));
+        let mut small = [0xaau8; 8];
+        let mut len = 8 as socklen_t;
+        // SAFETY: `small` has `len` bytes.
+        unsafe {
+            write_addr(
+                SocketAddrV4::new(v4, 443),
+                false,
+                small.as_mut_ptr().cast(),
+                &raw mut len,
+            )
+        };
+        assert_eq!(
+            len as usize,
+            size_of::<libc::sockaddr_in>(),
+            "full size reported"
+        );
+        assert_eq!(
+            &small[2..4],
+            &443u16.to_be_bytes(),
+            "truncated, not overrun"
+        );
+    }
 }

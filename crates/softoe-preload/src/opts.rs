@@ -169,7 +169,8 @@ pub(crate) fn get(s: &Sock, level: c_int, name: c_int) -> Result<Vec<u8>, c_int>
             Kind::Tcp => libc::SOCK_STREAM,
             Kind::Udp => libc::SOCK_DGRAM,
         }),
-        (libc::SOL_SOCKET, libc::SO_DOMAIN) => i(libc::AF_INET),
+        (libc::SOL_SOCKET, libc::SO_DOMAIN) => i(if s.v6 { libc::AF_INET6 } else { libc::AF_INET }),
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.v6 => i(0),
         (libc::SOL_SOCKET, libc::SO_PROTOCOL) => i(match s.kind {
             Kind::Tcp => libc::IPPROTO_TCP,
             Kind::Udp => libc::IPPROTO_UDP,

@@ -134,6 +134,9 @@ pub(crate) struct Sock {
     /// the parent's session (its rings are single-producer).
     pub pid: u32,
     pub kind: Kind,
+    /// An `AF_INET6` socket: softoe serves its IPv4 side (addresses
+    /// `::ffff:a.b.c.d`, and `::` for "any"), and speaks `sockaddr_in6`.
+    pub v6: bool,
     pub nonblock: AtomicBool,
     pub st: Mutex<ManuallyDrop<St>>,
     pub opts: Mutex<Opts>,
@@ -143,10 +146,11 @@ pub(crate) struct Sock {
 }
 
 impl Sock {
-    pub(crate) fn new(kind: Kind, nonblock: bool) -> Sock {
+    pub(crate) fn new(kind: Kind, nonblock: bool, v6: bool) -> Sock {
         Sock {
             pid: std::process::id(),
             kind,
+            v6,
             nonblock: AtomicBool::new(nonblock),
             st: Mutex::new(ManuallyDrop::new(St::Fresh { bound: None })),
             opts: Mutex::new(Opts::default()),
@@ -525,7 +529,7 @@ impl Sock {
         // Linux hands the listener's options to the accepted socket.
         let opts = *lock(&self.opts);
         apply(&t, &opts);
-        let s = Sock::new(Kind::Tcp, false);
+        let s = Sock::new(Kind::Tcp, false, self.v6);
         *lock(&s.opts) = opts;
         s.set(St::Stream(Arc::new(stream_of(t, peer))));
         Ok((s, peer))

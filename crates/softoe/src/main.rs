@@ -51,8 +51,9 @@ enum Command {
     Engine(Box<engine::EngineArgs>),
     /// Runs an unmodified program on a running engine (LD_PRELOAD shim).
     ///
-    /// Its IPv4 TCP and UDP sockets are served by the engine; loopback (and
-    /// --kernel-nets), Unix sockets and IPv6 stay with the kernel. Start the
+    /// Its IPv4 TCP and UDP sockets (and the IPv4 side of dual-stack IPv6
+    /// ones) are served by the engine; loopback (and --kernel-nets), Unix
+    /// sockets and real IPv6 addresses stay with the kernel. Start the
     /// engine first, then run the program:
     ///
     ///   softoe engine --tap sotap0 --address 10.0.0.1/24 --host /run/softoe/host.sock
