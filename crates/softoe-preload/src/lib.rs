@@ -21,7 +21,7 @@
 //! `readv`, `writev`, `close`, `shutdown`, `fcntl`, `ioctl` (`FIONBIO`,
 //! `FIONREAD`), `poll`, `ppoll`, `select`, `pselect`, `epoll_*` (level and
 //! edge triggered, one-shot, `EPOLLRDHUP`), `dup`/`dup2`/`dup3`,
-//! `sendfile`, and glibc's fortified `__*_chk` variants.
+//! `sendfile`/`sendfile64`, and glibc's fortified `__*_chk` variants.
 //!
 //! `AF_INET6` sockets are softoe's for their IPv4 side (`::`, and
 //! `::ffff:a.b.c.d`), answering with IPv4-mapped addresses; a real IPv6
@@ -687,16 +687,22 @@ pub unsafe extern "C" fn sendfile(
             unsafe { real::pread(input, buf.as_mut_ptr().cast(), want, *off) }
         };
         if n < 0 {
+            tracing::debug!(input, error = %std::io::Error::last_os_error(), "sendfile: reading the file failed");
             return if done > 0 { done as ssize_t } else { -1 };
         }
         if n == 0 {
             break;
         }
         let n = n as usize;
-        let sent = match s.send(&buf[..n], 0, None) {
+        let sent = match s.send(&buf[..n], libc::MSG_NOSIGNAL, None) {
             Ok(k) => k,
-            Err(e) if done == 0 => return ret_size(Err(e)),
-            Err(_) => 0,
+            Err(e) => {
+                tracing::debug!(out, errno = e, done, "sendfile: send refused");
+                if done == 0 {
+                    return ret_size(Err(e));
+                }
+                0
+            }
         };
         if !off.is_null() {
             // SAFETY: the caller's offset.
@@ -712,6 +718,19 @@ pub unsafe extern "C" fn sendfile(
         }
     }
     done as ssize_t
+}
+
+/// What programs built with 64-bit file offsets (`_FILE_OFFSET_BITS=64`:
+/// Python, nginx…) call for `sendfile`; the same on 64-bit Linux.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sendfile64(
+    out: c_int,
+    input: c_int,
+    off: *mut off_t,
+    count: size_t,
+) -> ssize_t {
+    // SAFETY: as the caller's.
+    unsafe { sendfile(out, input, off, count) }
 }
 
 // ---- lifetime ------------------------------------------------------------------

@@ -5,6 +5,7 @@
 //! `l_linger = 0`), `SO_PRIORITY`, `SO_ERROR`, `SO_TYPE`, `SO_DOMAIN`,
 //! `SO_PROTOCOL`, `SO_ACCEPTCONN`, `TCP_NODELAY`, `TCP_KEEPIDLE`,
 //! `TCP_KEEPINTVL`, `TCP_KEEPCNT`, `TCP_USER_TIMEOUT`, `TCP_MAXSEG`,
+//! `TCP_CORK` (approximated by Nagle while corked),
 //! `TCP_INFO` (filled from the engine). Anything else fails with
 //! `ENOPROTOOPT` and a warning naming it, never silently.
 //!
@@ -113,10 +114,22 @@ pub(crate) fn set(s: &Sock, level: c_int, name: c_int, v: &[u8]) -> Result<(), c
         }
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {
             o.nodelay = int(v)? != 0;
-            if let Some(t) = &stream {
+            if let Some(t) = &stream
+                && !o.cork
+            {
                 lock(&t.w)
                     .set_nodelay(o.nodelay)
                     .map_err(|e| errno_of(&e))?;
+            }
+        }
+        (libc::IPPROTO_TCP, libc::TCP_CORK) => {
+            // Approximated by Nagle while corked: small pieces wait for
+            // the ACK of what is in flight instead of for the uncork. It
+            // changes how bytes are cut into segments, never which bytes.
+            o.cork = int(v)? != 0;
+            if let Some(t) = &stream {
+                let nodelay = o.nodelay && !o.cork;
+                lock(&t.w).set_nodelay(nodelay).map_err(|e| errno_of(&e))?;
             }
         }
         (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) => {
@@ -189,6 +202,7 @@ pub(crate) fn get(s: &Sock, level: c_int, name: c_int) -> Result<Vec<u8>, c_int>
             l_linger: o.linger.1,
         })),
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => i(c_int::from(o.nodelay)),
+        (libc::IPPROTO_TCP, libc::TCP_CORK) => i(c_int::from(o.cork)),
         (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => i(o.keepidle as c_int),
         (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => i(o.keepintvl as c_int),
         (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => i(o.keepcnt as c_int),

@@ -58,6 +58,7 @@ pub(crate) enum Kind {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Opts {
     pub nodelay: bool,
+    pub cork: bool,
     pub keepalive: bool,
     pub keepidle: u32,
     pub keepintvl: u32,
@@ -80,6 +81,7 @@ impl Default for Opts {
         // Linux's defaults.
         Opts {
             nodelay: false,
+            cork: false,
             keepalive: false,
             keepidle: 7200,
             keepintvl: 75,
@@ -370,7 +372,7 @@ impl Shim {
 
 /// Applies the options the program set to a new engine socket.
 fn apply(s: &TcpStream, o: &Opts) {
-    if o.nodelay {
+    if o.nodelay && !o.cork {
         let _ = s.set_nodelay(true);
     }
     if o.keepalive {
