@@ -160,6 +160,8 @@
  */
 #define softoe_WANT_WRITE (1 << 1)
 
+#define softoe_EACCES 13
+
 #define softoe_EDESTADDRREQ 89
 
 /**
@@ -239,6 +241,17 @@ enum softoe_Opcode
    * changed its `interest`). No parameters.
    */
   SOFTOE_OPCODE_ARM = 12,
+  /**
+   * Shares a listening socket of another session into this one (a
+   * forked child taking its parent's listener). `args`: the other
+   * session's number in the high 32 bits and its socket id in the low
+   * 32, its secret (two words, [`RegionHeader::secret`](crate::RegionHeader::secret)),
+   * this socket's receive ring offset and length. Result: the new
+   * socket id; both sessions accept from the one listener. `-EACCES` for
+   * a wrong secret, `-ENOENT` for no such session or socket,
+   * `-EOPNOTSUPP` for a socket that is not a listener.
+   */
+  SOFTOE_OPCODE_ADOPT = 13,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -432,7 +445,13 @@ typedef struct {
    * The engine's number for this session (as `softoe stat` shows it).
    */
   uint32_t session;
-  uint8_t _pad0[48];
+  /**
+   * A random capability: whoever can read this region (the program and
+   * the children it forks, which inherit the mapping) may share its
+   * listening sockets into a session of its own ([`Opcode::Adopt`](crate::Opcode::Adopt)).
+   */
+  uint64_t secret[2];
+  uint8_t _pad0[32];
   /**
    * Commands the engine has consumed (engine writes).
    */

@@ -87,6 +87,17 @@ pub enum Request {
         /// The new socket's send ring.
         tx: RingSpan,
     },
+    /// `ADOPT`: share socket `from_sock` of session `from_session`.
+    Adopt {
+        /// The other session.
+        from_session: u32,
+        /// Its socket id.
+        from_sock: u32,
+        /// Its secret.
+        secret: [u64; 2],
+        /// This socket's receive ring.
+        rx: RingSpan,
+    },
     /// `CONNECT`.
     Connect {
         /// Socket id.
@@ -206,6 +217,12 @@ pub fn decode(cmd: &Command, layout: &Layout) -> Result<Request, i32> {
             rx: ring(layout, a[1], a[2], true)?,
             tx: ring(layout, a[3], a[4], false)?,
         },
+        Opcode::Adopt => Request::Adopt {
+            from_session: (a[0] >> 32) as u32,
+            from_sock: a[0] as u32,
+            secret: [a[1], a[2]],
+            rx: ring(layout, a[3], a[4], true)?,
+        },
         Opcode::Connect => {
             let (addr, port) = addr_port(a[0], a[1])?;
             if port == 0 {
@@ -307,6 +324,38 @@ mod tests {
                 },
             })
         );
+    }
+
+    #[test]
+    fn adopt_names_a_session_a_socket_and_a_ring_here() {
+        let l = layout();
+        let c = Command::new(
+            Opcode::Adopt,
+            0,
+            0,
+            0,
+            [(7 << 32) | 3, 11, 12, 4096, 4096, 0],
+        );
+        assert_eq!(
+            decode(&c, &l),
+            Ok(Request::Adopt {
+                from_session: 7,
+                from_sock: 3,
+                secret: [11, 12],
+                rx: RingSpan {
+                    offset: 4096,
+                    len: 4096
+                },
+            })
+        );
+        let past = Command::new(
+            Opcode::Adopt,
+            0,
+            0,
+            0,
+            [(7 << 32) | 3, 11, 12, 1 << 40, 4096, 0],
+        );
+        assert_eq!(decode(&past, &l), Err(EFAULT));
     }
 
     #[test]

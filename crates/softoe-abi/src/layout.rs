@@ -60,7 +60,11 @@ pub struct RegionHeader {
     pub socks_entries: u32,
     /// The engine's number for this session (as `softoe stat` shows it).
     pub session: u32,
-    _pad0: [u8; 48],
+    /// A random capability: whoever can read this region (the program and
+    /// the children it forks, which inherit the mapping) may share its
+    /// listening sockets into a session of its own ([`Opcode::Adopt`](crate::Opcode::Adopt)).
+    pub secret: [u64; 2],
+    _pad0: [u8; 32],
     /// Commands the engine has consumed (engine writes).
     pub cmd_head: u32,
     _pad1: [u8; 124],
@@ -96,6 +100,7 @@ pub struct RegionHeader {
 
 const _: () = {
     assert!(size_of::<RegionHeader>() == 8 * LINE);
+    assert!(offset_of!(RegionHeader, secret) == 80);
     assert!(offset_of!(RegionHeader, cmd_head) == LINE);
     assert!(offset_of!(RegionHeader, cmd_tail) == 2 * LINE);
     assert!(offset_of!(RegionHeader, cmp_head) == 3 * LINE);
@@ -496,6 +501,31 @@ impl Region {
     /// The number of program threads waiting for the engine.
     pub fn app_waiting(&self) -> &AtomicU32 {
         self.word(offset_of!(RegionHeader, app_waiting))
+    }
+
+    /// The session's secret ([`RegionHeader::secret`]).
+    pub fn secret(&self) -> [u64; 2] {
+        core::array::from_fn(|i| self.secret_word(i).load(Ordering::Acquire))
+    }
+
+    /// Writes the session's secret (the engine, before the program sees
+    /// the region).
+    pub fn set_secret(&self, s: [u64; 2]) {
+        for (i, v) in s.into_iter().enumerate() {
+            self.secret_word(i).store(v, Ordering::Release);
+        }
+    }
+
+    fn secret_word(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: `secret` is two 8-aligned words inside line 0 of the
+        // header (offset 80, checked below), only accessed atomically.
+        unsafe {
+            AtomicU64::from_ptr(
+                self.base
+                    .add(offset_of!(RegionHeader, secret) + 8 * (i & 1))
+                    .cast(),
+            )
+        }
     }
 
     /// The waiter doorbells armed (bit `i`: the bell registered as `i`).

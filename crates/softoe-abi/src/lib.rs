@@ -100,6 +100,7 @@ pub mod errno {
     pub const EBADF: i32 = 9;
     pub const EAGAIN: i32 = 11;
     pub const ENOMEM: i32 = 12;
+    pub const EACCES: i32 = 13;
     pub const EFAULT: i32 = 14;
     pub const EBUSY: i32 = 16;
     pub const EEXIST: i32 = 17;

@@ -95,6 +95,15 @@ pub enum Opcode {
     /// Asks the engine to resend the socket's readiness (after the program
     /// changed its `interest`). No parameters.
     Arm = 12,
+    /// Shares a listening socket of another session into this one (a
+    /// forked child taking its parent's listener). `args`: the other
+    /// session's number in the high 32 bits and its socket id in the low
+    /// 32, its secret (two words, [`RegionHeader::secret`](crate::RegionHeader::secret)),
+    /// this socket's receive ring offset and length. Result: the new
+    /// socket id; both sessions accept from the one listener. `-EACCES` for
+    /// a wrong secret, `-ENOENT` for no such session or socket,
+    /// `-EOPNOTSUPP` for a socket that is not a listener.
+    Adopt = 13,
 }
 
 impl Opcode {
@@ -114,6 +123,7 @@ impl Opcode {
             10 => Opcode::SetOpt,
             11 => Opcode::Info,
             12 => Opcode::Arm,
+            13 => Opcode::Adopt,
             _ => return None,
         })
     }
@@ -288,7 +298,7 @@ mod tests {
                 assert_eq!(op as u16, v);
             }
         }
-        assert_eq!(Opcode::from_u16(13), None);
+        assert_eq!(Opcode::from_u16(14), None);
         for v in 0..=10u64 {
             if let Some(o) = SockOpt::from_u64(v) {
                 assert_eq!(o as u64, v);

@@ -514,3 +514,79 @@ fn one_program_ending_leaves_the_others_running() {
     assert_eq!(sha256(&back), sha256(&data));
     assert_eq!(sha256(&server_b.join().unwrap()), sha256(&data));
 }
+
+/// A listener shared into another session (a forked child's): with the
+/// right secret both accept from it; a wrong secret, a missing session or
+/// a socket that is not a listener is refused; when the first session
+/// closes its share the other keeps accepting, and when the last closes,
+/// the port is free again.
+#[test]
+fn a_listener_shared_into_another_session() {
+    let bed = bed();
+    let parent = Client::attach_to(&bed.host).unwrap();
+    let child = Client::attach_to(&bed.host).unwrap();
+    let l = parent
+        .tcp_listen(SocketAddrV4::new(ENGINE_IP, 8100), 16)
+        .unwrap();
+    let mut bad = parent.secret();
+    bad[1] ^= 1;
+    let e = child
+        .adopt_listener(parent.session(), l.id(), bad)
+        .unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(errno::EACCES));
+    let e = child
+        .adopt_listener(parent.session() + 100, l.id(), parent.secret())
+        .unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(errno::ENOENT));
+    let server = linux_echo(&bed, 7600);
+    let s = parent
+        .tcp_connect(SocketAddrV4::new(LINUX_IP, 7600))
+        .unwrap();
+    let e = child
+        .adopt_listener(parent.session(), s.id(), parent.secret())
+        .unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(errno::EOPNOTSUPP));
+    drop(s);
+    server.join().unwrap();
+    let shared = child
+        .adopt_listener(parent.session(), l.id(), parent.secret())
+        .unwrap();
+    assert_eq!(shared.local_addr(), l.local_addr());
+    let connect = |n: u8| {
+        bed.linux
+            .spawn(move || {
+                let mut s = TcpStream::connect(SocketAddrV4::new(ENGINE_IP, 8100))?;
+                s.write_all(&[n])?;
+                let mut b = [0u8; 1];
+                s.read_exact(&mut b)?;
+                Ok::<u8, std::io::Error>(b[0])
+            })
+            .unwrap()
+    };
+    let answer = |l: &softoe_host::TcpListener| {
+        let (mut s, _) = l.accept().unwrap();
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).unwrap();
+        s.write_all(&[b[0] + 100]).unwrap();
+    };
+    // Both sessions accept from the one listener.
+    let c1 = connect(1);
+    answer(&shared);
+    assert_eq!(c1.join().unwrap().unwrap(), 101);
+    let c2 = connect(2);
+    answer(&l);
+    assert_eq!(c2.join().unwrap().unwrap(), 102);
+    // The first share goes; the other still accepts.
+    drop(l);
+    std::thread::sleep(Duration::from_millis(50));
+    let c3 = connect(3);
+    answer(&shared);
+    assert_eq!(c3.join().unwrap().unwrap(), 103);
+    // The last share goes: the port is closed.
+    drop(shared);
+    wait_for(5, "the listener to close", || {
+        bed.linux
+            .run(|| TcpStream::connect(SocketAddrV4::new(ENGINE_IP, 8100)).is_err())
+            .unwrap()
+    });
+}

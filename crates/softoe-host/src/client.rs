@@ -200,6 +200,12 @@ impl Client {
         self.inner.session
     }
 
+    /// This session's secret: it lets another session (a forked child's)
+    /// share this one's listeners ([`Client::adopt_listener`]).
+    pub fn secret(&self) -> [u64; 2] {
+        self.inner.region.secret()
+    }
+
     /// A round trip through the rings (`NOP`): the engine's command latency.
     pub fn nop(&self) -> io::Result<()> {
         self.call(Command::nop(0)).map(drop)

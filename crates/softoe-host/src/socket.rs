@@ -287,6 +287,43 @@ impl Client {
         Ok(TcpStream::new(s))
     }
 
+    /// Shares listening socket `sock` of session `session` into this
+    /// client's session: both accept from the one listener. `secret` is
+    /// that session's ([`Client::secret`]) — a forked child reads it from
+    /// its parent's attachment, which it inherited.
+    pub fn adopt_listener(
+        &self,
+        session: u32,
+        sock: u32,
+        secret: [u64; 2],
+    ) -> io::Result<TcpListener> {
+        let (rx, tx) = Sock::rings(self, SockKind::Tcp)?;
+        let r = self.call(Command::new(
+            Opcode::Adopt,
+            0,
+            0,
+            0,
+            [
+                (u64::from(session) << 32) | u64::from(sock),
+                secret[0],
+                secret[1],
+                rx.offset,
+                rx.len,
+                0,
+            ],
+        ));
+        match r.and_then(|r| result(&r)) {
+            Ok(id) => Ok(TcpListener {
+                s: Sock::with(self, id as u32, rx, tx),
+                mode: Mode::default(),
+            }),
+            Err(e) => {
+                Sock::unring(self, rx, tx);
+                Err(e)
+            }
+        }
+    }
+
     /// Starts connecting to `addr` and returns at once (a non-blocking
     /// `connect`): the stream is writable when connected, or shows the
     /// error in [`TcpStream::take_error`].
@@ -375,6 +412,12 @@ impl TcpListener {
     /// What a `poll` would say now (readable: a connection waits).
     pub fn readiness(&self) -> Readiness {
         self.s.readiness()
+    }
+
+    /// The engine's id for this socket (what [`Client::adopt_listener`]
+    /// names).
+    pub fn id(&self) -> u32 {
+        self.s.id
     }
 }
 

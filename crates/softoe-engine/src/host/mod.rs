@@ -113,6 +113,8 @@ pub struct HostService {
     sessions: Vec<Option<Session>>,
     /// Which session (slot in `sessions`) owns a stack socket.
     owner: HashMap<SocketHandle, usize>,
+    /// Sessions that share a listener besides its owner (`ADOPT`).
+    also: HashMap<SocketHandle, Vec<usize>>,
     events: Vec<(SocketHandle, Events)>,
     next_id: u32,
     look_at: Option<Instant>,
@@ -141,6 +143,7 @@ impl HostService {
             epoll,
             sessions: Vec::new(),
             owner: HashMap::new(),
+            also: HashMap::new(),
             events: Vec::new(),
             next_id: 1,
             look_at: None,
@@ -321,6 +324,9 @@ impl HostService {
                 s.end(now, stack, &mut self.owner);
             }
         }
+        // A dead session's shared listeners pass to the sessions sharing
+        // them before it can be reclaimed.
+        self.shares();
         // Sessions whose sockets are all released give their region back.
         for slot in &mut self.sessions {
             if slot.as_ref().is_some_and(|s| s.finished(stack))
@@ -340,6 +346,78 @@ impl HostService {
         if let Ok(mut g) = self.stats.lock() {
             *g = stats;
         }
+    }
+}
+
+impl HostService {
+    /// Listeners shared across sessions: `ADOPT`s answered (they name
+    /// another session, so a session cannot answer them itself), and shares
+    /// closed handed on. Returns whether anything happened.
+    fn shares(&mut self) -> bool {
+        let mut any = false;
+        for slot in 0..self.sessions.len() {
+            let adopts = match self.sessions.get_mut(slot) {
+                Some(Some(s)) if !s.adopts.is_empty() => std::mem::take(&mut s.adopts),
+                _ => Vec::new(),
+            };
+            for (tag, id, a) in adopts {
+                any = true;
+                let from = self.sessions.iter().position(|s| {
+                    s.as_ref()
+                        .is_some_and(|s| s.id == a.from_session && !s.dead)
+                });
+                let r = match from {
+                    None => Err(errno::ENOENT),
+                    Some(f) if f == slot => Err(errno::EINVAL),
+                    Some(f) => match self.sessions.get_mut(f) {
+                        Some(Some(p)) if p.secret_is(a.secret) => p.share_listener(a.from_sock),
+                        _ => Err(errno::EACCES),
+                    },
+                };
+                if let Ok((h, _)) = r {
+                    let others = self.also.entry(h).or_default();
+                    if !others.contains(&slot) && self.owner.get(&h) != Some(&slot) {
+                        others.push(slot);
+                    }
+                }
+                if let Some(Some(s)) = self.sessions.get_mut(slot) {
+                    if let Err(e) = r {
+                        warn!(
+                            session = s.id,
+                            from = a.from_session,
+                            errno = e,
+                            "adopt refused"
+                        );
+                    }
+                    s.finish_adopt(tag, id, r);
+                }
+            }
+            let unshared = match self.sessions.get_mut(slot) {
+                Some(Some(s)) if !s.unshared.is_empty() => std::mem::take(&mut s.unshared),
+                _ => Vec::new(),
+            };
+            for h in unshared {
+                any = true;
+                // Ownership passes to a session that still holds it.
+                let others = self.also.entry(h).or_default();
+                others.retain(|&o| o != slot);
+                if self.owner.get(&h) == Some(&slot)
+                    && let Some(next) = others.pop()
+                {
+                    self.owner.insert(h, next);
+                }
+                if others.is_empty() {
+                    self.also.remove(&h);
+                    if let Some(&last) = self.owner.get(&h)
+                        && let Some(Some(s)) = self.sessions.get_mut(last)
+                        && s.holds(h)
+                    {
+                        s.unshare(h);
+                    }
+                }
+            }
+        }
+        any
     }
 }
 
@@ -367,6 +445,13 @@ impl Service for HostService {
             self.look(now, stack, mem);
         }
         for (h, e) in self.events.drain(..) {
+            if let Some(others) = self.also.get(&h) {
+                for &slot in others {
+                    if let Some(Some(s)) = self.sessions.get_mut(slot) {
+                        s.stack_event(h, e);
+                    }
+                }
+            }
             let Some(&slot) = self.owner.get(&h) else {
                 continue;
             };
@@ -375,6 +460,7 @@ impl Service for HostService {
             }
             if e.contains(Events::RELEASED) {
                 self.owner.remove(&h);
+                self.also.remove(&h);
             }
         }
         for (slot, s) in self.sessions.iter_mut().enumerate() {
@@ -390,11 +476,12 @@ impl Service for HostService {
                 );
             }
         }
+        any |= self.shares();
         any
     }
 
     fn event(&mut self, h: SocketHandle, e: Events) {
-        if self.owner.contains_key(&h) {
+        if self.owner.contains_key(&h) || self.also.contains_key(&h) {
             self.events.push((h, e));
         } else {
             tracing::trace!(?h, ?e, "event for a socket no session owns");

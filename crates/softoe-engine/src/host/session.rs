@@ -56,6 +56,9 @@ struct HSock {
     kind: SockKind,
     h: Option<SocketHandle>,
     listener: bool,
+    /// A listener other sessions share (`ADOPT`): closing it here leaves
+    /// the stack's listener to the others.
+    shared: bool,
     bound: Option<Endpoint>,
     /// UDP: where `send` without an address goes.
     peer: Option<Endpoint>,
@@ -92,6 +95,7 @@ impl HSock {
             kind,
             h: None,
             listener: false,
+            shared: false,
             bound: None,
             peer: None,
             rx,
@@ -163,6 +167,34 @@ pub(super) struct Session {
     commands: u64,
     rejected: u64,
     wakeups: u64,
+    /// `ADOPT`s waiting for the host service (they name another session):
+    /// (tag, the socket id reserved here, the request).
+    pub(super) adopts: Vec<(u64, u32, Adopt)>,
+    /// Shared listeners closed here this turn: the host service hands
+    /// their ownership on.
+    pub(super) unshared: Vec<SocketHandle>,
+}
+
+/// An `ADOPT` as the host service resolves it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Adopt {
+    pub from_session: u32,
+    pub from_sock: u32,
+    pub secret: [u64; 2],
+}
+
+/// 128 random bits from the kernel.
+fn secret() -> io::Result<[u64; 2]> {
+    let mut b = [0u8; 16];
+    // SAFETY: getrandom writes at most `b.len()` bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != 16 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok([
+        u64::from_ne_bytes(b[..8].try_into().unwrap_or_default()),
+        u64::from_ne_bytes(b[8..].try_into().unwrap_or_default()),
+    ])
 }
 
 fn bind_errno(e: BindError) -> i32 {
@@ -234,6 +266,7 @@ impl Session {
         // (fresh memfd), and lives as long as this session, which holds it;
         // the program gets the memfd only after this returns.
         let region = unsafe { Region::init(map.ptr(), layout, id) };
+        region.set_secret(secret()?);
         let cmds = region.command_consumer();
         let cmps = region.completion_producer();
         Ok(Session {
@@ -263,6 +296,8 @@ impl Session {
             commands: 0,
             rejected: 0,
             wakeups: 0,
+            adopts: Vec::new(),
+            unshared: Vec::new(),
         })
     }
 
@@ -372,7 +407,7 @@ impl Session {
         // (dropping the others' once made every exit stall every other
         // program — their stack events no longer reached them).
         for h in mine {
-            if !self.retiring.contains_key(&h) {
+            if !self.retiring.contains_key(&h) && !self.unshared.contains(&h) {
                 owner.remove(&h);
             }
         }
@@ -391,6 +426,88 @@ impl Session {
                         .tcp_state(h)
                         .is_ok_and(|st| matches!(st, State::Closed | State::TimeWait))
             })
+    }
+
+    /// Whether `secret` is this session's.
+    pub(super) fn secret_is(&self, secret: [u64; 2]) -> bool {
+        // Compared in full, not stopping at the first difference.
+        let mine = self.region.secret();
+        ((mine[0] ^ secret[0]) | (mine[1] ^ secret[1])) == 0
+    }
+
+    /// The listener behind socket `id`, marked shared from now on: its
+    /// handle and address.
+    pub(super) fn share_listener(&mut self, id: u32) -> Result<(SocketHandle, Option<Endpoint>)> {
+        let s = self
+            .socks
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+            .ok_or(errno::ENOENT)?;
+        match s.h {
+            Some(h) if s.listener => {
+                s.shared = true;
+                Ok((h, s.bound))
+            }
+            _ => Err(errno::EOPNOTSUPP),
+        }
+    }
+
+    /// Finishes an `ADOPT`: socket `id` becomes a share of listener `h`,
+    /// or goes again with `err`.
+    pub(super) fn finish_adopt(
+        &mut self,
+        tag: u64,
+        id: u32,
+        r: Result<(SocketHandle, Option<Endpoint>)>,
+    ) {
+        match r {
+            Ok((h, bound)) => {
+                if let Some(Some(s)) = self.socks.get_mut(id as usize) {
+                    s.h = Some(h);
+                    s.listener = true;
+                    s.shared = true;
+                    s.bound = bound;
+                }
+                if let (Some(v), Some(b)) = (self.region.slot(id), bound) {
+                    v.set_local(pack_addr(b.addr.to_bits().to_be(), b.port));
+                }
+                self.by_handle.insert(h, id);
+                self.mark(id);
+                self.complete(Completion {
+                    tag,
+                    result: i64::from(id),
+                    sock: id,
+                    ..Completion::default()
+                });
+            }
+            Err(e) => {
+                if let Some(slot) = self.socks.get_mut(id as usize) {
+                    *slot = None;
+                }
+                self.rejected += 1;
+                self.complete(Completion {
+                    tag,
+                    result: -i64::from(e),
+                    sock: id,
+                    ..Completion::default()
+                });
+            }
+        }
+    }
+
+    /// No other session shares listener `h` any more: closing it here
+    /// closes it in the stack.
+    pub(super) fn unshare(&mut self, h: SocketHandle) {
+        if let Some(&id) = self.by_handle.get(&h)
+            && let Some(Some(s)) = self.socks.get_mut(id as usize)
+        {
+            s.shared = false;
+        }
+    }
+
+    /// Whether this session holds a socket on stack handle `h`.
+    pub(super) fn holds(&self, h: SocketHandle) -> bool {
+        self.by_handle.contains_key(&h)
     }
 
     /// Stack sockets this session still answers for.
@@ -870,6 +987,30 @@ impl Session {
                 s.events = u32::MAX;
                 Ok(Some(0))
             }
+            Request::Adopt {
+                from_session,
+                from_sock,
+                secret,
+                rx,
+            } => {
+                // Another session is involved: reserve the id now, let the
+                // host service finish it after this turn.
+                let id = self.new_id()?;
+                self.install(
+                    id,
+                    HSock::new(SockKind::Tcp, rx, RingSpan { offset: 0, len: 0 }),
+                );
+                self.adopts.push((
+                    done.tag,
+                    id,
+                    Adopt {
+                        from_session,
+                        from_sock,
+                        secret,
+                    },
+                ));
+                Ok(None)
+            }
             Request::Shutdown { sock, how } => {
                 let s = self.sock(sock)?;
                 let Some(h) = s.h else {
@@ -1231,6 +1372,14 @@ impl Session {
             return;
         };
         self.by_handle.remove(&h);
+        if s.shared {
+            // Other sessions listen on it still: only this share goes.
+            self.unshared.push(h);
+            if let Some(t) = tag {
+                self.complete_release(t, id, 0);
+            }
+            return;
+        }
         if abort && s.kind == SockKind::Tcp && !s.listener {
             let _ = stack.tcp_abort(h);
         }
