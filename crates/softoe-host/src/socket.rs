@@ -419,6 +419,11 @@ impl TcpListener {
     pub fn id(&self) -> u32 {
         self.s.id
     }
+
+    /// The attachment this listener belongs to.
+    pub fn client(&self) -> &Client {
+        &self.s.c
+    }
 }
 
 impl TcpStream {

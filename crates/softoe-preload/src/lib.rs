@@ -27,8 +27,11 @@
 //! `::ffff:a.b.c.d`), answering with IPv4-mapped addresses; a real IPv6
 //! address or `IPV6_V6ONLY` leaves them to the kernel.
 //!
-//! Not yet: sockets inherited across `fork` (the child gets `EBADF`), and
-//! blocking calls on softoe sockets are not interrupted by signals.
+//! After `fork` the child attaches a session of its own; a listener it
+//! inherited is shared into it at first use (parent and child both accept,
+//! as with the kernel: nginx's master and workers). Not yet: connections
+//! inherited across `fork` (the child gets `EBADF`), and blocking calls on
+//! softoe sockets are not interrupted by signals.
 //!
 //! `fcntl` and `ioctl` are variadic in C; the hooks take the one argument
 //! every command this shim handles passes, which the x86-64 and AArch64
@@ -49,7 +52,7 @@ use std::sync::Arc;
 use libc::{c_int, c_ulong, c_void, msghdr, off_t, size_t, sockaddr, socklen_t, ssize_t};
 
 use real::set_errno;
-use sock::{Connect, Kind, Sock, TABLE, inherited, shim};
+use sock::{Connect, Kind, Sock, TABLE, shim};
 
 /// Returns `v`, or −1 with `errno` set.
 fn ret<T: From<i8>>(r: Result<T, c_int>) -> T {
@@ -72,14 +75,10 @@ fn ret_size(r: Result<usize, c_int>) -> ssize_t {
     }
 }
 
-/// The softoe socket behind `fd`, if it is one (and this process's).
+/// The softoe socket behind `fd`, if it is one (taken into this
+/// process's session first if it was inherited across `fork`).
 fn ours(fd: c_int) -> Option<Result<Arc<Sock>, c_int>> {
-    let s = TABLE.get(fd)?;
-    if s.ours() {
-        Some(Ok(s))
-    } else {
-        Some(Err(inherited()))
-    }
+    sock::current(fd)
 }
 
 /// The IPv4 address at `addr`: an `AF_INET` address, or an `AF_INET6`

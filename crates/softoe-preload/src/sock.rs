@@ -257,6 +257,19 @@ impl Table {
         }
     }
 
+    /// Points every descriptor that names `old` at `new`.
+    pub(crate) fn replace(&self, old: &Arc<Sock>, new: &Arc<Sock>) {
+        let mut m = self
+            .map
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for v in m.values_mut() {
+            if Arc::ptr_eq(v, old) {
+                *v = new.clone();
+            }
+        }
+    }
+
     pub(crate) fn remove(&self, fd: c_int) -> Option<Arc<Sock>> {
         if fd < 0 {
             return None;
@@ -279,6 +292,9 @@ impl Table {
 #[derive(Debug)]
 pub(crate) struct Shim {
     pub rules: Rules,
+    /// Where and how to attach, read from the environment once: children
+    /// may run with another (nginx clears its workers' environment).
+    cfg: softoe_host::Config,
     /// The attachment (made at the first socket softoe serves), with the
     /// pid that made it.
     client: Mutex<Option<(u32, Client)>>,
@@ -305,6 +321,7 @@ pub(crate) fn shim() -> &'static Shim {
         debug!(?rules, "softoe-preload loaded");
         Shim {
             rules,
+            cfg: softoe_host::Config::default(),
             client: Mutex::new(None),
             attach_failed: AtomicBool::new(false),
         }
@@ -343,7 +360,7 @@ impl Shim {
         if self.attach_failed.load(Ordering::Relaxed) {
             return None;
         }
-        match Client::attach() {
+        match Client::attach_with(self.cfg.clone()) {
             Ok(c) => {
                 info!(session = c.session(), "attached to the softoe engine");
                 *g = Some((me, c.clone()));
@@ -680,6 +697,60 @@ impl Sock {
             _ => 0,
         }
     }
+}
+
+/// The softoe socket behind `fd` as this process may use it: a socket
+/// inherited across `fork` is taken into this process's own session first
+/// — a listener is shared with the parent's session (both accept from it,
+/// as after a kernel `fork`), a socket not yet given to the engine is
+/// simply this process's now. `Err(EBADF)` for inherited connections
+/// (not yet supported).
+pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
+    let s = TABLE.get(fd)?;
+    if s.ours() {
+        return Some(Ok(s));
+    }
+    // One adoption at a time: two threads must not share a listener twice.
+    static ADOPTING: Mutex<()> = Mutex::new(());
+    let _g = lock(&ADOPTING);
+    if let Some(now) = TABLE.get(fd)
+        && now.ours()
+    {
+        return Some(Ok(now));
+    }
+    let fresh = Sock::new(s.kind, s.nonblock.load(Ordering::Relaxed), s.v6);
+    *lock(&fresh.opts) = *lock(&s.opts);
+    match s.state() {
+        St::Fresh { bound } => fresh.set(St::Fresh { bound }),
+        St::Listening(l) => {
+            let (session, id, secret) = {
+                let g = lock(&l);
+                (g.client().session(), g.id(), g.client().secret())
+            };
+            let Some(c) = shim().client() else {
+                return Some(Err(libc::ENETDOWN));
+            };
+            match c.adopt_listener(session, id, secret) {
+                Ok(nl) => {
+                    debug!(
+                        fd,
+                        from = session,
+                        "listener shared into this process's session"
+                    );
+                    fresh.set(St::Listening(Arc::new(Mutex::new(nl))));
+                }
+                Err(e) => {
+                    warn!(fd, error = %e, "could not share an inherited listener");
+                    return Some(Err(errno_of(&e)));
+                }
+            }
+        }
+        St::Stream(_) | St::Udp(_) => return Some(Err(inherited())),
+    }
+    let fresh = Arc::new(fresh);
+    // Every descriptor naming the old socket (dup) names the new one.
+    TABLE.replace(&s, &fresh);
+    Some(Ok(fresh))
 }
 
 /// Reports once per process that a socket inherited across `fork` cannot

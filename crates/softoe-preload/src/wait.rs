@@ -191,7 +191,7 @@ unsafe fn poll_impl(
     };
     let socks: Vec<Option<Arc<Sock>>> = list
         .iter()
-        .map(|p| TABLE.get(p.fd).filter(|s| s.ours()))
+        .map(|p| crate::sock::current(p.fd).and_then(Result::ok))
         .collect();
     // The kernel's part: our entries become fd −1 (ignored), plus a slot
     // for the doorbell.
@@ -540,6 +540,18 @@ unsafe fn epoll_impl(
     // Softoe entries are written from the front; the kernel's after them.
     let filled = std::cell::Cell::new(0usize);
     let softoe = || -> c_int {
+        // Sockets inherited across fork are taken into this process's
+        // session first, without the sets' lock (that may attach, and
+        // attaching goes through our own hooks).
+        let fds: Vec<c_int> = lock(epolls())
+            .get(&epfd)
+            .map(|set| set.regs.keys().copied().collect())
+            .unwrap_or_default();
+        for fd in fds {
+            if TABLE.get(fd).is_some_and(|s| !s.ours()) {
+                let _ = crate::sock::current(fd);
+            }
+        }
         let mut sets = lock(epolls());
         let Some(set) = sets.get_mut(&epfd) else {
             return 0;

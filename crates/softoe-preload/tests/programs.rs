@@ -647,6 +647,119 @@ fn eight_clients_at_once() {
     drop(kids);
 }
 
+fn nginx_conf(dir: &Path, port: u16, bind: Option<std::net::Ipv4Addr>) -> PathBuf {
+    let listen = match bind {
+        Some(ip) => format!("{ip}:{port}"),
+        None => port.to_string(),
+    };
+    let conf = dir.join("nginx.conf");
+    let d = dir.display();
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes 2;\nerror_log {d}/error.log info;\npid {d}/nginx.pid;\n\
+             daemon off;\nevents {{ worker_connections 256; }}\n\
+             http {{ access_log off; sendfile on; tcp_nopush on;\n\
+             client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;\n\
+             uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;\n\
+             server {{ listen {listen}; root {d}/www; }} }}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    conf
+}
+
+/// nginx both ways, with its default master/worker processes: curl on
+/// Linux fetches 100 MiB from nginx on softoe (the workers, forked after
+/// the master listened, share its listener), and curl on softoe fetches
+/// it from nginx on Linux.
+#[test]
+fn nginx_both_ways() {
+    if !have("nginx") || !have("curl") {
+        return;
+    }
+    let mut bed = bed();
+    let dir = tempdir("nginx");
+    // Workers run as nobody: the tree must be readable.
+    let conf = nginx_conf(&dir, 8088, None);
+    let (_, want) = pattern_file(&dir.join("www"), "blob", 100 << 20);
+    let _ = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&dir)
+        .status();
+    let _on_softoe = Child(
+        on_softoe(&bed, "nginx")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let got = dir.join("got");
+    let url = format!("http://{ENGINE_IP}:8088/blob");
+    // Several fetches: the workers take turns at the shared listener.
+    for round in 0..3 {
+        let _ = std::fs::remove_file(&got);
+        let mut c = on_linux(&bed, "sh");
+        c.arg("-c").arg(format!(
+            "for i in $(seq 100); do curl -sS --fail -o {} {url} && exit 0; sleep 0.1; done; exit 1",
+            got.display()
+        ));
+        let o = run_for(c, 60, "curl on Linux");
+        let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+        assert!(
+            o.status.success(),
+            "round {round}: {}\nnginx log:\n{log}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            sha256(&std::fs::read(&got).unwrap()),
+            want,
+            "round {round}: Linux got other bytes"
+        );
+    }
+    // And the other way: nginx on Linux, curl on softoe.
+    let dir2 = tempdir("nginx-linux");
+    let conf2 = nginx_conf(&dir2, 8089, Some(LINUX_IP));
+    std::fs::copy(dir.join("www/blob"), dir2.join("www/blob")).unwrap();
+    let _ = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&dir2)
+        .status();
+    let _on_linux = Child(
+        on_linux(&bed, "nginx")
+            .arg("-c")
+            .arg(&conf2)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(&bed, 8089);
+    let _ = std::fs::remove_file(&got);
+    let mut c = on_softoe(&bed, "curl");
+    c.args(["-sS", "--fail", "-o"])
+        .arg(&got)
+        .arg(format!("http://{LINUX_IP}:8089/blob"));
+    let o = run_for(c, 60, "curl on softoe");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        sha256(&std::fs::read(&got).unwrap()),
+        want,
+        "curl on softoe got other bytes"
+    );
+    let c = bed.stop();
+    assert!(
+        c.bytes_out > 300 << 20 && c.bytes_in > 100 << 20,
+        "the engine did not carry it"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&dir2);
+}
+
 /// A testbed to try programs by hand: prints where things are and waits
 /// until /tmp/softoe-bed-stop exists
 /// (`cargo test --release -p softoe-preload --test programs manual_bed -- --ignored --nocapture`).
