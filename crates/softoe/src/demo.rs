@@ -1,13 +1,18 @@
 //! `softoe demo`: softoe beside Linux on a real (virtual) wire.
 //!
 //! A testbed of network namespaces joined by a Linux bridge: the softoe
-//! engine on a TAP (with TSO, checksum offload and receive coalescing), a
-//! Linux host that runs the workloads, and a second Linux host that serves
-//! the same workloads with the kernel's TCP. Each workload runs against
-//! softoe and then against Linux, over the same bridge, and one table shows
-//! both and their ratio.
+//! engine on a TAP (with TSO, checksum offload and receive coalescing)
+//! serving a separate program — `softoe demo-servers`, attached over shared
+//! memory through `softoe-host`, as any host program would be — a Linux
+//! host that runs the workloads, and a second Linux host that serves the
+//! same workloads with the kernel's TCP. Each workload runs against softoe
+//! and then against Linux, over the same bridge, and one table shows both
+//! and their ratio.
 
+use std::io::BufRead;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -15,7 +20,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use softoe_engine::services::{Discard, Echo, Source};
+use softoe_engine::host::{HostConfig, HostService};
 use softoe_engine::{Engine, EngineConfig, TapOffloads, TapPort};
 use softoe_stack::StackConfig;
 use softoe_testbed::Testbed;
@@ -45,11 +50,99 @@ pub struct DemoArgs {
     rounds: usize,
     /// Write every frame the engine sends and receives to this pcap file.
     #[arg(long)]
-    pcap: Option<std::path::PathBuf>,
+    pcap: Option<PathBuf>,
     /// Run the simulated demo instead (no root needed): two softoe stacks
     /// over lossy virtual wires.
     #[arg(long)]
     simulated: bool,
+}
+
+/// Options of the hidden `softoe demo-servers`: the demo's softoe side,
+/// a separate program on the engine.
+#[derive(Debug, Args)]
+pub struct ServersArgs {
+    /// The engine's host socket.
+    #[arg(long)]
+    engine: PathBuf,
+    /// Bytes the bulk source sends.
+    #[arg(long)]
+    bytes: u64,
+    /// Bytes the source for the drop test sends.
+    #[arg(long)]
+    drop_bytes: u64,
+}
+
+/// The demo's servers on the engine, from this process over shared
+/// memory: discard (port 9, two connections), sources (19 and 20), echo
+/// (7). Prints `ready` when all listen; returns when all are served.
+pub fn servers(args: &ServersArgs) -> Result<()> {
+    let c = softoe_host::Client::attach_to(&args.engine)
+        .with_context(|| format!("attaching to {}", args.engine.display()))?;
+    let listen = |port| {
+        c.tcp_listen(SocketAddrV4::new(ENGINE, port), 16)
+            .with_context(|| format!("listening on port {port}"))
+    };
+    let (l9, l19, l20, l7) = (listen(9)?, listen(19)?, listen(20)?, listen(7)?);
+    println!("ready");
+    let (bytes, drop_bytes) = (args.bytes, args.drop_bytes);
+    let threads = [
+        std::thread::spawn(move || linux::discard_server(l9, 2).map(drop)),
+        std::thread::spawn(move || linux::source_server(l19, 1, bytes)),
+        std::thread::spawn(move || linux::source_server(l20, 1, drop_bytes)),
+        std::thread::spawn(move || linux::echo_server(l7, 1)),
+    ];
+    for t in threads {
+        t.join().map_err(|_| anyhow!("a server panicked"))??;
+    }
+    Ok(())
+}
+
+/// The servers' process, killed if the demo ends early.
+struct Servers(Option<Child>);
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts `softoe demo-servers` and waits until it listens.
+fn start_servers(host: &std::path::Path, bytes: u64, drop_bytes: u64) -> Result<Servers> {
+    let exe = std::env::current_exe().context("where is this binary?")?;
+    let mut child = Command::new(exe)
+        .arg("demo-servers")
+        .arg("--engine")
+        .arg(host)
+        .args([
+            "--bytes",
+            &bytes.to_string(),
+            "--drop-bytes",
+            &drop_bytes.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting the demo's servers")?;
+    let out = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow!("no pipe to the servers"))?;
+    let mut servers = Servers(Some(child));
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(out).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(l) if l.trim() == "ready" => Ok(servers),
+        _ => {
+            let status = servers.0.as_mut().and_then(|c| c.try_wait().ok().flatten());
+            bail!("the demo's servers did not start ({status:?}); see their error above")
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -107,6 +200,13 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let (tx, rx) = mpsc::channel();
     let (bytes, drop_bytes, pcap) = (args.bytes, args.drop_bytes, args.pcap.clone());
     let tap_name = tap.clone();
+    let host = std::env::temp_dir().join(format!("softoe-demo-{}.sock", std::process::id()));
+    let host_service = HostService::new(HostConfig {
+        path: host.clone(),
+        mode: 0o600,
+        ..HostConfig::default()
+    })
+    .with_context(|| format!("serving host programs on {}", host.display()))?;
     let engine = sw.spawn(move || -> Result<softoe_engine::EngineCounters> {
         let port = TapPort::open(&tap_name, TapOffloads::default(), 1500)
             .context("opening the TAP device")?;
@@ -121,11 +221,8 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         let mut ecfg = EngineConfig::default();
         ecfg.pcap = pcap;
         let mut e = Engine::new(cfg, port, ecfg)?;
-        let r = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        e.add_service(Box::new(Discard::counting(9, r.clone())));
-        e.add_service(Box::new(Source::new(19, bytes, r.clone())));
-        e.add_service(Box::new(Source::new(20, drop_bytes, r.clone())));
-        e.add_service(Box::new(Echo::new(7, r)));
+        e.watch_sessions(host_service.stats());
+        e.add_service(Box::new(host_service));
         tx.send(e.stop_handle())
             .map_err(|_| anyhow!("demo went away"))?;
         e.run()?;
@@ -136,6 +233,8 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         .map_err(|_| anyhow!("the engine did not start"))?;
     let stop_guard = scopeguard(stop.clone());
     tb.attach(&sw, &tap, "br0")?;
+    pb.set_message("starting the servers on softoe (a separate program)");
+    let mut softoe_servers = start_servers(&host, bytes, drop_bytes)?;
 
     // Linux's servers, the same workloads.
     let listeners = peer.run(move || -> std::io::Result<_> {
@@ -259,6 +358,12 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     tb.clear_drop(&sw)?;
     pb.inc(1);
     pb.set_message("stopping");
+    if let Some(mut c) = softoe_servers.0.take() {
+        let st = c.wait().context("waiting for the servers on softoe")?;
+        if !st.success() {
+            bail!("the servers on softoe failed: {st}");
+        }
+    }
     drop(stop_guard);
     let counters = engine.join()??;
     discard
@@ -276,9 +381,14 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "softoe demo: the softoe engine on a TAP (TSO, checksum offload, GRO) and Linux's TCP,"
+        "softoe demo: servers in a separate program on the softoe engine (attached over shared"
     );
-    println!("each serving a Linux client across the same Linux bridge. ratio = softoe ÷ Linux.\n");
+    println!(
+        "memory; the engine on a TAP with TSO, checksum offload, GRO) and the same servers on"
+    );
+    println!(
+        "Linux's TCP, each serving a Linux client across one Linux bridge. ratio = softoe ÷ Linux.\n"
+    );
     println!(
         "{:<32} {:>10} {:>10} {:>7}",
         "workload", "softoe", "Linux", "ratio"

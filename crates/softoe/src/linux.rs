@@ -1,5 +1,7 @@
-//! Linux-side programs for the demo and benchmarks: clients and servers
-//! built on std sockets, run inside a namespace (so they are the kernel's TCP).
+//! Programs for the demo and benchmarks: clients on std sockets run inside
+//! a namespace (so they are the kernel's TCP), and servers written once for
+//! any listener — the kernel's, or one on the softoe engine reached from
+//! another process through `softoe-host`.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddrV4, TcpListener, TcpStream};
@@ -69,12 +71,42 @@ pub fn ping_pong(addr: SocketAddrV4, size: usize, count: usize) -> Result<Vec<Du
     Ok(rtts)
 }
 
+/// A listening socket the servers below can use.
+pub trait Acceptor {
+    /// A connection.
+    type Conn: Read + Write;
+    /// Takes the next connection.
+    fn take(&self) -> std::io::Result<Self::Conn>;
+    /// Turns Nagle off on `c`.
+    fn nodelay(c: &Self::Conn) -> std::io::Result<()>;
+}
+
+impl Acceptor for TcpListener {
+    type Conn = TcpStream;
+    fn take(&self) -> std::io::Result<TcpStream> {
+        self.accept().map(|(s, _)| s)
+    }
+    fn nodelay(c: &TcpStream) -> std::io::Result<()> {
+        c.set_nodelay(true)
+    }
+}
+
+impl Acceptor for softoe_host::TcpListener {
+    type Conn = softoe_host::TcpStream;
+    fn take(&self) -> std::io::Result<softoe_host::TcpStream> {
+        self.accept().map(|(s, _)| s)
+    }
+    fn nodelay(c: &softoe_host::TcpStream) -> std::io::Result<()> {
+        c.set_nodelay(true)
+    }
+}
+
 /// Serves `conns` connections on `listener`: discard (read to the end).
-pub fn discard_server(listener: TcpListener, conns: usize) -> Result<u64> {
+pub fn discard_server<L: Acceptor>(listener: L, conns: usize) -> Result<u64> {
     let mut total = 0;
     let mut buf = vec![0u8; 1 << 20];
     for _ in 0..conns {
-        let (mut s, _) = listener.accept()?;
+        let mut s = listener.take()?;
         loop {
             let k = s.read(&mut buf)?;
             if k == 0 {
@@ -87,10 +119,10 @@ pub fn discard_server(listener: TcpListener, conns: usize) -> Result<u64> {
 }
 
 /// Serves `conns` connections: sends `bytes` on each, then closes.
-pub fn source_server(listener: TcpListener, conns: usize, bytes: u64) -> Result<()> {
+pub fn source_server<L: Acceptor>(listener: L, conns: usize, bytes: u64) -> Result<()> {
     let buf = vec![0x3cu8; 1 << 20];
     for _ in 0..conns {
-        let (mut s, _) = listener.accept()?;
+        let mut s = listener.take()?;
         let mut left = bytes;
         while left > 0 {
             let k = left.min(buf.len() as u64) as usize;
@@ -102,11 +134,11 @@ pub fn source_server(listener: TcpListener, conns: usize, bytes: u64) -> Result<
 }
 
 /// Serves `conns` connections: echoes everything.
-pub fn echo_server(listener: TcpListener, conns: usize) -> Result<()> {
+pub fn echo_server<L: Acceptor>(listener: L, conns: usize) -> Result<()> {
     let mut buf = vec![0u8; 256 * 1024];
     for _ in 0..conns {
-        let (mut s, _) = listener.accept()?;
-        s.set_nodelay(true)?;
+        let mut s = listener.take()?;
+        L::nodelay(&s)?;
         loop {
             let k = s.read(&mut buf)?;
             if k == 0 {

@@ -66,6 +66,10 @@ enum Command {
     /// Runs the deterministic simulator.
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// The demo's softoe side: servers attached to the engine (started by
+    /// `softoe demo`).
+    #[command(hide = true)]
+    DemoServers(demo::ServersArgs),
 }
 
 fn main() -> Result<()> {
@@ -80,5 +84,6 @@ fn main() -> Result<()> {
         Command::Run(args) => run::run(&args),
         Command::Stat(args) => stat::run(&args),
         Command::Sim(cmd) => sim::run(cmd),
+        Command::DemoServers(args) => demo::servers(&args),
     }
 }

@@ -359,3 +359,32 @@ fn run_puts_a_program_on_the_engine() {
     );
     assert_eq!(sink.join().unwrap(), b"softoe run ".repeat(100_000));
 }
+
+/// The README's main command, small: every row measured on both sides, the
+/// softoe side a separate program attached to the engine.
+#[test]
+fn demo_runs_with_its_servers_in_a_separate_program() {
+    let out = softoe(&[
+        "demo",
+        "--json",
+        "--bytes",
+        "8M",
+        "--drop-bytes",
+        "4M",
+        "--rounds",
+        "200",
+    ]);
+    assert!(
+        out.status.success(),
+        "softoe demo: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    for r in rows {
+        assert!(r["softoe"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["linux"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(v["engine"]["bytes_in"].as_u64().unwrap() > 8 << 20);
+}
