@@ -590,3 +590,61 @@ fn a_listener_shared_into_another_session() {
             .unwrap()
     });
 }
+
+/// Readiness for many sockets at once: `Client::poll` sleeps until one of
+/// them is ready and says which; a timeout with nothing ready says none.
+#[test]
+fn poll_over_many_sockets() {
+    use softoe_host::{Interest, Pollable};
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    let (e1, e2) = (linux_echo(&bed, 7700), linux_echo(&bed, 7701));
+    let s1 = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7700)).unwrap();
+    let mut s2 = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7701)).unwrap();
+    let l = c.tcp_listen(SocketAddrV4::new(ENGINE_IP, 8200), 4).unwrap();
+    let set: [(&dyn Pollable, Interest); 3] = [
+        (&s1, Interest::READ),
+        (&s2, Interest::READ),
+        (&l, Interest::READ),
+    ];
+    let t0 = std::time::Instant::now();
+    let r = c.poll(&set, Some(Duration::from_millis(100))).unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(100));
+    assert!(r.iter().all(|r| !r.readable), "{r:?}");
+    // Writability counts when asked for.
+    let r = c.poll(&[(&s1, Interest::WRITE)], None).unwrap();
+    assert!(r[0].writable);
+    // Data on the second socket wakes the poll and names it.
+    let poller = {
+        let c = c.clone();
+        let (p1, p2) = (s1.try_clone_reader(), s2.try_clone_reader());
+        std::thread::spawn(move || {
+            c.poll(
+                &[(&p1, Interest::READ), (&p2, Interest::READ)],
+                Some(Duration::from_secs(10)),
+            )
+            .unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    s2.write_all(b"two").unwrap();
+    let r = poller.join().unwrap();
+    assert!(!r[0].readable && r[1].readable, "{r:?}");
+    // A connection waiting on the listener.
+    let peer = bed
+        .linux
+        .spawn(|| TcpStream::connect(SocketAddrV4::new(ENGINE_IP, 8200)).unwrap())
+        .unwrap();
+    let r = c
+        .poll(&[(&l, Interest::READ)], Some(Duration::from_secs(10)))
+        .unwrap();
+    assert!(r[0].readable);
+    drop(peer.join().unwrap());
+    s1.shutdown_write().unwrap();
+    s2.shutdown_write().unwrap();
+    let mut b = Vec::new();
+    s2.read_to_end(&mut b).unwrap();
+    assert_eq!(b, b"two");
+    e1.join().unwrap();
+    e2.join().unwrap();
+}

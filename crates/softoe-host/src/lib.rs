@@ -32,5 +32,7 @@ mod socket;
 mod sys;
 
 pub use client::{Armed, Client, Config, Waiter};
-pub use socket::{Readiness, SendPolicy, TcpListener, TcpReader, TcpStream, UdpSocket, ZcBuf};
+pub use socket::{
+    Interest, Pollable, Readiness, SendPolicy, TcpListener, TcpReader, TcpStream, UdpSocket, ZcBuf,
+};
 pub use softoe_abi::TcpInfoRecord;

@@ -719,6 +719,99 @@ impl TcpStream {
     }
 }
 
+/// A socket [`Client::poll`] can wait for.
+pub trait Pollable {
+    /// What a `poll` would say now.
+    fn readiness(&self) -> Readiness;
+}
+
+impl Pollable for TcpStream {
+    fn readiness(&self) -> Readiness {
+        self.s.readiness()
+    }
+}
+
+impl Pollable for TcpReader {
+    fn readiness(&self) -> Readiness {
+        self.s.readiness()
+    }
+}
+
+impl Pollable for TcpListener {
+    fn readiness(&self) -> Readiness {
+        self.s.readiness()
+    }
+}
+
+impl Pollable for UdpSocket {
+    fn readiness(&self) -> Readiness {
+        self.s.readiness()
+    }
+}
+
+/// What [`Client::poll`] waits for on one socket.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Interest {
+    /// Readable (data, end of stream, a connection to accept).
+    pub read: bool,
+    /// Writable.
+    pub write: bool,
+}
+
+impl Interest {
+    /// Readable.
+    pub const READ: Interest = Interest {
+        read: true,
+        write: false,
+    };
+    /// Writable.
+    pub const WRITE: Interest = Interest {
+        read: false,
+        write: true,
+    };
+    /// Either.
+    pub const BOTH: Interest = Interest {
+        read: true,
+        write: true,
+    };
+
+    /// Whether `r` is what this interest waits for (errors and hang-ups
+    /// always are).
+    pub fn met_by(self, r: Readiness) -> bool {
+        (self.read && r.readable) || (self.write && r.writable) || r.error || r.hung_up
+    }
+}
+
+impl Client {
+    /// Waits until at least one of `socks` is ready for what its interest
+    /// names (or has failed), or `timeout` passes (`None`: for ever), and
+    /// returns every socket's readiness — `poll(2)` over engine sockets.
+    /// The sockets must belong to this client.
+    pub fn poll(
+        &self,
+        socks: &[(&dyn Pollable, Interest)],
+        timeout: Option<Duration>,
+    ) -> io::Result<Vec<Readiness>> {
+        let look = || -> Option<Vec<Readiness>> {
+            let r: Vec<Readiness> = socks.iter().map(|(s, _)| s.readiness()).collect();
+            r.iter()
+                .zip(socks)
+                .any(|(r, (_, i))| i.met_by(*r))
+                .then_some(r)
+        };
+        if let Some(r) = look() {
+            return Ok(r);
+        }
+        if timeout.is_some_and(|t| t.is_zero()) {
+            return Ok(socks.iter().map(|(s, _)| s.readiness()).collect());
+        }
+        match self.block_until(timeout, |_| look())? {
+            Some(r) => Ok(r),
+            None => Ok(socks.iter().map(|(s, _)| s.readiness()).collect()),
+        }
+    }
+}
+
 /// A socket's readiness, as `poll` reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Readiness {

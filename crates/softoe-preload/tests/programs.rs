@@ -567,9 +567,12 @@ fn netpipe_integrity_sweep() {
         return;
     }
     let bed = bed();
+    // NetPIPE writes its results (np.out) into its working directory.
+    let dir = tempdir("netpipe");
     let _rx = Child(
         on_linux(&bed, "NPtcp")
             .arg("-i")
+            .current_dir(&dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -577,7 +580,8 @@ fn netpipe_integrity_sweep() {
     );
     wait_listening(&bed, 5002);
     let mut c = on_softoe(&bed, "NPtcp");
-    c.args(["-h", &LINUX_IP.to_string(), "-i", "-u", "262144"]);
+    c.args(["-h", &LINUX_IP.to_string(), "-i", "-u", "262144"])
+        .current_dir(&dir);
     let o = run_for(c, 120, "NPtcp on softoe");
     let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{out}");
