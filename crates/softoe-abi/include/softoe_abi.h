@@ -95,6 +95,16 @@
 #define softoe_CMP_RELEASE (1 << 0)
 
 /**
+ * `RECV` flag: the buffer is at an address in the program's memory.
+ */
+#define softoe_RECV_REMOTE (1 << 0)
+
+/**
+ * `RECV` flag: the buffer is in the data area.
+ */
+#define softoe_RECV_REGION (1 << 1)
+
+/**
  * Shut down the receive side.
  */
 #define softoe_SHUT_RD 0
@@ -151,6 +161,14 @@
 #define softoe_EV_RXFULL (1 << 7)
 
 /**
+ * Received bytes wait in the engine for the next posted buffer (`RECV`):
+ * after a read placed directly, the engine keeps what follows out of the
+ * ring so that the next large read is placed directly too. Post `RECV`,
+ * or `RXDONE` to have the bytes moved into the ring.
+ */
+#define softoe_EV_HELD (1 << 8)
+
+/**
  * The program waits to read (`interest`).
  */
 #define softoe_WANT_READ (1 << 0)
@@ -163,6 +181,8 @@
 #define softoe_EACCES 13
 
 #define softoe_EDESTADDRREQ 89
+
+#define softoe_ECANCELED 125
 
 /**
  * What a command asks for. Parameters are `args[0..6]`; offsets are into
@@ -214,7 +234,8 @@ enum softoe_Opcode
   SOFTOE_OPCODE_SEND = 6,
   /**
    * The program consumed bytes from a full receive ring: the engine may
-   * move more into it. No parameters.
+   * move more into it; also ends [`EV_HELD`](crate::EV_HELD) (the bytes
+   * held for a posted buffer go into the ring). No parameters.
    */
   SOFTOE_OPCODE_RX_DONE = 7,
   /**
@@ -252,6 +273,25 @@ enum softoe_Opcode
    * `-EOPNOTSUPP` for a socket that is not a listener.
    */
   SOFTOE_OPCODE_ADOPT = 13,
+  /**
+   * Posts a receive buffer (direct placement): the next bytes the
+   * connection receives go straight into it instead of the receive
+   * ring, and the command completes with how many were placed (0: end
+   * of stream) as soon as any were. `flags`: [`RECV_REMOTE`] (`args[0]`
+   * is an address in the program, written by `process_vm_writev`) or
+   * [`RECV_REGION`] (`args[0]` is a data-area offset). `args[1]`: the
+   * length. `-EAGAIN` at once while the receive ring holds unread bytes
+   * (read those first: the stream stays in order); `-EBUSY` while
+   * another receive is posted on the socket.
+   */
+  SOFTOE_OPCODE_RECV = 14,
+  /**
+   * Takes back the buffer posted by `RECV` on this socket: the `RECV`
+   * completes (with the bytes placed so far, or `-ECANCELED`) before
+   * this one does. Result 0, or `-ENOENT` when none was posted (it had
+   * completed already).
+   */
+  SOFTOE_OPCODE_CANCEL_RECV = 15,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

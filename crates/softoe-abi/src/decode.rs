@@ -8,8 +8,8 @@
 use crate::errno::{EFAULT, EINVAL, ENOPROTOOPT, ENOSYS, EPROTONOSUPPORT};
 use crate::layout::Layout;
 use crate::record::{
-    CMD_QUIET, Command, Opcode, SEND_MORE, SEND_OVERLAP, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY,
-    SHUT_RDWR, SockKind, SockOpt,
+    CMD_QUIET, Command, Opcode, RECV_REGION, RECV_REMOTE, SEND_MORE, SEND_OVERLAP, SEND_REMOTE,
+    SEND_RING, SEND_ZEROCOPY, SHUT_RDWR, SockKind, SockOpt,
 };
 
 /// The largest ring or single send the engine accepts: 1 GiB.
@@ -41,6 +41,22 @@ pub enum SendSource {
     },
     /// The program's own memory, read by the engine (`overlap` by
     /// `process_vm_readv`).
+    Remote {
+        /// A virtual address in the program.
+        addr: u64,
+    },
+}
+
+/// Where a `RECV` places bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvTarget {
+    /// A buffer in the data area.
+    Region {
+        /// Offset in the data area.
+        offset: u64,
+    },
+    /// The program's own memory, written by the engine
+    /// (`process_vm_writev`).
     Remote {
         /// A virtual address in the program.
         addr: u64,
@@ -162,6 +178,20 @@ pub enum Request {
         /// Socket id.
         sock: u32,
     },
+    /// `RECV`: a posted receive buffer.
+    Recv {
+        /// Socket id.
+        sock: u32,
+        /// Where the bytes go.
+        target: RecvTarget,
+        /// Its length (at least 1).
+        len: u64,
+    },
+    /// `CANCEL_RECV`.
+    CancelRecv {
+        /// Socket id.
+        sock: u32,
+    },
 }
 
 fn ring(layout: &Layout, offset: u64, len: u64, required: bool) -> Result<RingSpan, i32> {
@@ -190,7 +220,7 @@ pub fn decode(cmd: &Command, layout: &Layout) -> Result<Request, i32> {
     let a = cmd.args;
     let flags = cmd.flags & !CMD_QUIET;
     let sock = cmd.sock;
-    if op != Opcode::Send && flags != 0 {
+    if !matches!(op, Opcode::Send | Opcode::Recv) && flags != 0 {
         return Err(EINVAL);
     }
     Ok(match op {
@@ -295,6 +325,24 @@ pub fn decode(cmd: &Command, layout: &Layout) -> Result<Request, i32> {
             }
         }
         Opcode::Arm => Request::Arm { sock },
+        Opcode::Recv => {
+            let len = a[1];
+            if len == 0 || len > MAX_SPAN {
+                return Err(EINVAL);
+            }
+            let target = match flags {
+                RECV_REGION => {
+                    if !layout.data_contains(a[0], len) {
+                        return Err(EFAULT);
+                    }
+                    RecvTarget::Region { offset: a[0] }
+                }
+                RECV_REMOTE => RecvTarget::Remote { addr: a[0] },
+                _ => return Err(EINVAL),
+            };
+            Request::Recv { sock, target, len }
+        }
+        Opcode::CancelRecv => Request::CancelRecv { sock },
     })
 }
 
@@ -403,6 +451,49 @@ mod tests {
         // Flags on an opcode that has none.
         let c = Command::new(Opcode::Listen, SEND_RING, 0, 0, [1, 0, 0, 0, 0, 0]);
         assert_eq!(decode(&c, &l), Err(EINVAL));
+    }
+
+    #[test]
+    fn a_posted_receive_names_one_place() {
+        let l = layout();
+        let c = Command::new(
+            Opcode::Recv,
+            RECV_REMOTE,
+            4,
+            0,
+            [0x7000_0000, 65_536, 0, 0, 0, 0],
+        );
+        assert_eq!(
+            decode(&c, &l),
+            Ok(Request::Recv {
+                sock: 4,
+                target: RecvTarget::Remote { addr: 0x7000_0000 },
+                len: 65_536
+            })
+        );
+        let c = Command::new(Opcode::Recv, RECV_REGION, 4, 0, [64, 4096, 0, 0, 0, 0]);
+        assert_eq!(
+            decode(&c, &l),
+            Ok(Request::Recv {
+                sock: 4,
+                target: RecvTarget::Region { offset: 64 },
+                len: 4096
+            })
+        );
+        // Outside the data area; both places; neither; empty; too long.
+        let c = Command::new(Opcode::Recv, RECV_REGION, 4, 0, [1 << 20, 4096, 0, 0, 0, 0]);
+        assert_eq!(decode(&c, &l), Err(EFAULT));
+        for (flags, len) in [
+            (RECV_REGION | RECV_REMOTE, 64),
+            (0, 64),
+            (RECV_REMOTE, 0),
+            (RECV_REMOTE, MAX_SPAN + 1),
+        ] {
+            let c = Command::new(Opcode::Recv, flags, 4, 0, [64, len, 0, 0, 0, 0]);
+            assert_eq!(decode(&c, &l), Err(EINVAL), "{flags} {len}");
+        }
+        let c = Command::new(Opcode::CancelRecv, 0, 4, 0, [0; 6]);
+        assert_eq!(decode(&c, &l), Ok(Request::CancelRecv { sock: 4 }));
     }
 
     #[test]

@@ -71,20 +71,20 @@ mod ring;
 mod slot;
 
 pub use attach::{ATTACH_MAGIC, BELL_MAGIC, Bell, BellOp, Hello, MAX_BELLS, Welcome};
-pub use decode::{MAX_SPAN, Request, RingSpan, SendSource, decode};
+pub use decode::{MAX_SPAN, RecvTarget, Request, RingSpan, SendSource, decode};
 pub use layout::{
     ENGINE_POLLING, ENGINE_SLEEPING, Layout, LayoutError, MAGIC, RegionHeader, SESSION_CLOSED,
     VERSION,
 };
 pub use record::{
-    CMD_QUIET, CMP_RELEASE, Command, Completion, Opcode, SEND_MORE, SEND_OVERLAP, SEND_REMOTE,
-    SEND_RING, SEND_ZEROCOPY, SHUT_RD, SHUT_RDWR, SHUT_WR, SockKind, SockOpt, TcpInfoRecord,
-    pack_addr, unpack_addr,
+    CMD_QUIET, CMP_RELEASE, Command, Completion, Opcode, RECV_REGION, RECV_REMOTE, SEND_MORE,
+    SEND_OVERLAP, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SHUT_RD, SHUT_RDWR, SHUT_WR, SockKind,
+    SockOpt, TcpInfoRecord, pack_addr, unpack_addr,
 };
 pub use ring::{Consumer, Producer, RingError};
 pub use slot::{
-    EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HUP, EV_RDHUP, EV_READABLE, EV_RXFULL, EV_WRITABLE,
-    SlotView, SockSlot, UdpHeader, WANT_READ, WANT_WRITE,
+    EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP, EV_READABLE, EV_RXFULL,
+    EV_WRITABLE, SlotView, SockSlot, UdpHeader, WANT_READ, WANT_WRITE,
 };
 
 pub use layout::Region;
@@ -130,4 +130,5 @@ pub mod errno {
     pub const EHOSTUNREACH: i32 = 113;
     pub const EALREADY: i32 = 114;
     pub const EINPROGRESS: i32 = 115;
+    pub const ECANCELED: i32 = 125;
 }

@@ -79,7 +79,8 @@ pub enum Opcode {
     /// peer has acknowledged every byte and the buffer is the program's again.
     Send = 6,
     /// The program consumed bytes from a full receive ring: the engine may
-    /// move more into it. No parameters.
+    /// move more into it; also ends [`EV_HELD`](crate::EV_HELD) (the bytes
+    /// held for a posted buffer go into the ring). No parameters.
     RxDone = 7,
     /// Shuts down. `args`: how ([`SHUT_RD`], [`SHUT_WR`], [`SHUT_RDWR`]).
     Shutdown = 8,
@@ -104,6 +105,21 @@ pub enum Opcode {
     /// a wrong secret, `-ENOENT` for no such session or socket,
     /// `-EOPNOTSUPP` for a socket that is not a listener.
     Adopt = 13,
+    /// Posts a receive buffer (direct placement): the next bytes the
+    /// connection receives go straight into it instead of the receive
+    /// ring, and the command completes with how many were placed (0: end
+    /// of stream) as soon as any were. `flags`: [`RECV_REMOTE`] (`args[0]`
+    /// is an address in the program, written by `process_vm_writev`) or
+    /// [`RECV_REGION`] (`args[0]` is a data-area offset). `args[1]`: the
+    /// length. `-EAGAIN` at once while the receive ring holds unread bytes
+    /// (read those first: the stream stays in order); `-EBUSY` while
+    /// another receive is posted on the socket.
+    Recv = 14,
+    /// Takes back the buffer posted by `RECV` on this socket: the `RECV`
+    /// completes (with the bytes placed so far, or `-ECANCELED`) before
+    /// this one does. Result 0, or `-ENOENT` when none was posted (it had
+    /// completed already).
+    CancelRecv = 15,
 }
 
 impl Opcode {
@@ -124,6 +140,8 @@ impl Opcode {
             11 => Opcode::Info,
             12 => Opcode::Arm,
             13 => Opcode::Adopt,
+            14 => Opcode::Recv,
+            15 => Opcode::CancelRecv,
             _ => return None,
         })
     }
@@ -146,6 +164,10 @@ pub const SEND_REMOTE: u16 = 1 << 3;
 pub const SEND_MORE: u16 = 1 << 4;
 /// The completion releases a buffer or a socket's rings.
 pub const CMP_RELEASE: u32 = 1 << 0;
+/// `RECV` flag: the buffer is at an address in the program's memory.
+pub const RECV_REMOTE: u16 = 1 << 0;
+/// `RECV` flag: the buffer is in the data area.
+pub const RECV_REGION: u16 = 1 << 1;
 
 /// Shut down the receive side.
 pub const SHUT_RD: u64 = 0;
@@ -298,7 +320,7 @@ mod tests {
                 assert_eq!(op as u16, v);
             }
         }
-        assert_eq!(Opcode::from_u16(14), None);
+        assert_eq!(Opcode::from_u16(16), None);
         for v in 0..=10u64 {
             if let Some(o) = SockOpt::from_u64(v) {
                 assert_eq!(o as u64, v);

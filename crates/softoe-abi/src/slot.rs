@@ -30,6 +30,11 @@ pub const EV_ACCEPT: u32 = 1 << 6;
 /// The engine holds received data the ring could not take: post `RXDONE`
 /// after taking bytes from the ring, or they wait.
 pub const EV_RXFULL: u32 = 1 << 7;
+/// Received bytes wait in the engine for the next posted buffer (`RECV`):
+/// after a read placed directly, the engine keeps what follows out of the
+/// ring so that the next large read is placed directly too. Post `RECV`,
+/// or `RXDONE` to have the bytes moved into the ring.
+pub const EV_HELD: u32 = 1 << 8;
 
 /// The program waits to read (`interest`).
 pub const WANT_READ: u32 = 1 << 0;

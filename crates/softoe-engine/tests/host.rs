@@ -648,3 +648,123 @@ fn poll_over_many_sockets() {
     e1.join().unwrap();
     e2.join().unwrap();
 }
+
+/// Direct placement: a blocking read with a large buffer and an empty
+/// ring posts the buffer, and the engine writes the received bytes into
+/// it itself. Reads alternate large (posted) and small (ring) buffers over
+/// a stream Linux sends in bursts: every byte arrives once, in order, and
+/// most went straight into the posted buffers.
+#[test]
+fn reads_land_in_posted_buffers() {
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    let l = c.tcp_listen(SocketAddrV4::new(ENGINE_IP, 8300), 4).unwrap();
+    const LEN: usize = 48 << 20;
+    let data = pattern(LEN, 9);
+    let want = sha256(&data);
+    let sender = bed
+        .linux
+        .spawn(move || {
+            let mut s = TcpStream::connect(SocketAddrV4::new(ENGINE_IP, 8300)).unwrap();
+            // Bursts with pauses: the reader often finds the ring empty.
+            for (i, chunk) in data.chunks(1 << 20).enumerate() {
+                s.write_all(chunk).unwrap();
+                if i % 8 == 0 {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+        })
+        .unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    let mut got = Vec::with_capacity(LEN);
+    let (mut big, mut small) = (vec![0u8; 256 << 10], vec![0u8; 1000]);
+    for i in 0.. {
+        let buf = if i % 50 == 49 { &mut small } else { &mut big };
+        let n = s.read(buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    sender.join().unwrap();
+    assert_eq!(got.len(), LEN);
+    assert_eq!(sha256(&got), want);
+    let snap = bed.snapshot();
+    let me = snap.sessions.iter().find(|x| x.id == c.session()).unwrap();
+    eprintln!("placed directly: {} of {} bytes", me.direct, LEN);
+    assert!(
+        me.direct > (LEN / 4) as u64,
+        "only {} bytes placed",
+        me.direct
+    );
+}
+
+/// A posted read that times out takes its buffer back and loses nothing;
+/// the engine refuses a second post and a post to a listener; a post to
+/// an address the program has not mapped fails with EFAULT and the
+/// connection goes on.
+#[test]
+fn posted_reads_time_out_and_bad_posts_fail() {
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    let l = c.tcp_listen(SocketAddrV4::new(ENGINE_IP, 8301), 4).unwrap();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let (sent_tx, sent_rx) = std::sync::mpsc::channel::<()>();
+    let peer = bed
+        .linux
+        .spawn(move || {
+            let mut s = TcpStream::connect(SocketAddrV4::new(ENGINE_IP, 8301)).unwrap();
+            go_rx.recv().unwrap();
+            s.write_all(b"after the timeout").unwrap();
+            sent_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            s.write_all(b"after the fault").unwrap();
+        })
+        .unwrap();
+    let (s, _) = l.accept().unwrap();
+    let mut r = s.try_clone_reader();
+    r.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut big = vec![0u8; 64 << 10];
+    let t0 = std::time::Instant::now();
+    let e = r.read(&mut big).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+    assert!(t0.elapsed() >= Duration::from_millis(100));
+    go_tx.send(()).unwrap();
+    r.set_read_timeout(None);
+    let n = r.read(&mut big).unwrap();
+    assert_eq!(&big[..n], b"after the timeout");
+    // A listener cannot take a posted buffer.
+    let post = |sock: u32, addr: u64| {
+        Command::new(
+            Opcode::Recv,
+            softoe_abi::RECV_REMOTE,
+            sock,
+            0,
+            [addr, 4096, 0, 0, 0, 0],
+        )
+    };
+    let ans = c.submit_raw(post(l.id(), big.as_mut_ptr() as u64)).unwrap();
+    assert_eq!(ans.errno(), Some(errno::ENOTCONN));
+    // Nothing posted: nothing to cancel.
+    let ans = c
+        .submit_raw(Command::new(Opcode::CancelRecv, 0, s.id(), 0, [0; 6]))
+        .unwrap();
+    assert_eq!(ans.errno(), Some(errno::ENOENT));
+    // An unmapped address: the post completes with EFAULT when bytes come,
+    // and the bytes stay for the next read.
+    sent_rx.recv().unwrap();
+    let bad = std::thread::spawn({
+        let c = c.clone();
+        let id = s.id();
+        move || c.submit_raw(post(id, 8)).unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    go_tx.send(()).unwrap();
+    let ans = bad.join().unwrap();
+    assert_eq!(ans.errno(), Some(errno::EFAULT), "{ans:?}");
+    let mut all = Vec::new();
+    s.shutdown_write().unwrap();
+    peer.join().unwrap();
+    r.read_to_end(&mut all).unwrap();
+    assert_eq!(all, b"after the fault");
+}

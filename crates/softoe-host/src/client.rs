@@ -37,6 +37,11 @@ pub struct Config {
     /// How long a waiting thread spins before it sleeps on its doorbell
     /// (`$SOFTOE_SPIN_US`).
     pub spin: Duration,
+    /// Blocking reads of at least this many bytes that find the receive
+    /// ring empty post their buffer to the engine, which places the next
+    /// bytes straight into it (direct placement: the program's core copies
+    /// nothing); 0 turns it off (`$SOFTOE_DIRECT_KB`, default 16).
+    pub direct_min: usize,
 }
 
 impl Default for Config {
@@ -58,6 +63,7 @@ impl Default for Config {
             rx_ring: env_u64("SOFTOE_RX_KB", 512) << 10,
             tx_ring: env_u64("SOFTOE_TX_KB", 512) << 10,
             spin: Duration::from_micros(env_u64("SOFTOE_SPIN_US", 30)),
+            direct_min: (env_u64("SOFTOE_DIRECT_KB", 16) << 10) as usize,
         }
     }
 }
@@ -334,7 +340,7 @@ impl Client {
         any
     }
 
-    fn wait_tag(&self, tag: u64) -> io::Result<Completion> {
+    pub(crate) fn wait_tag(&self, tag: u64) -> io::Result<Completion> {
         self.block_until(None, |d| d.done.remove(&tag))?
             .ok_or_else(closed)
     }

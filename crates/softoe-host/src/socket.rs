@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use softoe_abi::{
-    CMD_QUIET, Command, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HUP, EV_RDHUP, EV_RXFULL, EV_WRITABLE,
-    Opcode, RingSpan, SEND_OVERLAP, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SockKind, SockOpt,
-    TcpInfoRecord, UdpHeader, errno, pack_addr, unpack_addr,
+    CMD_QUIET, Command, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP, EV_RXFULL,
+    EV_WRITABLE, Opcode, RingSpan, SEND_OVERLAP, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SockKind,
+    SockOpt, TcpInfoRecord, UdpHeader, errno, pack_addr, unpack_addr,
 };
 
 use crate::client::Client;
@@ -161,7 +161,10 @@ impl Sock {
         let error = ev & EV_ERR != 0;
         let read_closed = ev & EV_RDHUP != 0;
         Readiness {
-            readable: v.rx_tail() != v.rx_head() || read_closed || error || ev & EV_ACCEPT != 0,
+            readable: v.rx_tail() != v.rx_head()
+                || read_closed
+                || error
+                || ev & (EV_ACCEPT | EV_HELD) != 0,
             writable: ev & EV_WRITABLE != 0 && !error,
             read_closed,
             hung_up: ev & EV_HUP != 0,
@@ -840,10 +843,38 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
     let Some(view) = region.slot(s.id) else {
         return Err(errno_err(errno::EBADF));
     };
-    s.wait(mode.nonblocking, mode.read_timeout, |s| {
+    let ready = |s: &Sock| {
         let v = s.c.region().slot(s.id);
         v.is_some_and(|v| v.rx_tail() != v.rx_head()) || s.events() & (EV_RDHUP | EV_ERR) != 0
-    })?;
+    };
+    let direct = s.c.inner.cfg.direct_min;
+    if !peek && !mode.nonblocking && direct > 0 && buf.len() >= direct && !ready(s) {
+        // An empty ring and a large buffer: have the engine place the next
+        // bytes straight into it.
+        if let Some(r) = read_direct(s, mode.read_timeout, buf) {
+            return r;
+        }
+    }
+    // Bytes held in the engine for a posted buffer, and this read takes
+    // them from the ring: have them moved there (once; they come within
+    // the engine's turn, so even a non-blocking read waits that long).
+    let held = |s: &Sock| s.events() & EV_HELD != 0;
+    let mut asked = false;
+    loop {
+        if !ready(s) && held(s) && !asked {
+            s.c.submit(Command::new(Opcode::RxDone, CMD_QUIET, s.id, 0, [0; 6]))?;
+            asked = true;
+            if mode.nonblocking {
+                s.wait(false, Some(Duration::from_millis(2)), ready)?;
+            }
+        }
+        s.wait(mode.nonblocking, mode.read_timeout, |s| {
+            ready(s) || (held(s) && !asked)
+        })?;
+        if ready(s) {
+            break;
+        }
+    }
     let head = view.rx_head();
     let tail = view.rx_tail();
     let n = (tail - head).min(buf.len() as u64);
@@ -867,6 +898,55 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
         }
     }
     Ok(n as usize)
+}
+
+/// A blocking read by direct placement (`RECV`): the engine writes the
+/// next bytes into `buf` itself and says how many. `None` when the ring
+/// must be read instead (bytes reached it first, or another read of this
+/// socket has a buffer posted).
+fn read_direct(s: &Sock, timeout: Option<Duration>, buf: &mut [u8]) -> Option<io::Result<usize>> {
+    // The engine writes through this address from its own process, as a
+    // NIC's DMA would, and completes the command only after: the buffer is
+    // not touched here until then (the completion is read with Acquire).
+    let addr = buf.as_mut_ptr().expose_provenance() as u64;
+    let cmd = Command::new(
+        Opcode::Recv,
+        softoe_abi::RECV_REMOTE,
+        s.id,
+        0,
+        [addr, buf.len() as u64, 0, 0, 0, 0],
+    );
+    let tag = match s.c.submit(cmd) {
+        Ok(t) => t,
+        Err(e) => return Some(Err(e)),
+    };
+    let got = match s.c.block_until(timeout, |d| d.done.remove(&tag)) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            // Timed out: take the buffer back. The receive completes first
+            // (with bytes placed meanwhile, or ECANCELED); the cancel's own
+            // answer is not needed.
+            match s
+                .c
+                .submit(Command::new(Opcode::CancelRecv, 0, s.id, 0, [0; 6]))
+            {
+                Ok(t) => s.c.abandon(t),
+                Err(e) => return Some(Err(e)),
+            }
+            match s.c.wait_tag(tag) {
+                Ok(c) => c,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Err(e) => return Some(Err(e)),
+    };
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    match got.errno() {
+        None => Some(Ok(got.result as usize)),
+        Some(errno::ECANCELED) => Some(Err(io::ErrorKind::WouldBlock.into())),
+        Some(errno::EAGAIN | errno::EBUSY) => None,
+        Some(e) => Some(Err(errno_err(e))),
+    }
 }
 
 impl Read for TcpStream {

@@ -91,13 +91,21 @@ pub fn render(s: &Snapshot) -> String {
     if !s.sessions.is_empty() {
         let _ = writeln!(
             o,
-            "{:<8} {:>8} {:>6} {:>8} {:>8} {:>10} {:>9} {:>8}",
-            "Session", "Pid", "Uid", "Sockets", "Closing", "Commands", "Rejected", "Wakeups"
+            "{:<8} {:>8} {:>6} {:>8} {:>8} {:>10} {:>9} {:>8} {:>10}",
+            "Session",
+            "Pid",
+            "Uid",
+            "Sockets",
+            "Closing",
+            "Commands",
+            "Rejected",
+            "Wakeups",
+            "Placed"
         );
         for x in &s.sessions {
             let _ = writeln!(
                 o,
-                "{:<8} {:>8} {:>6} {:>8} {:>8} {:>10} {:>9} {:>8}{}",
+                "{:<8} {:>8} {:>6} {:>8} {:>8} {:>10} {:>9} {:>8} {:>10}{}",
                 x.id,
                 x.pid,
                 x.uid,
@@ -106,6 +114,7 @@ pub fn render(s: &Snapshot) -> String {
                 x.commands,
                 x.rejected,
                 x.wakeups,
+                x.direct,
                 if x.dead { "  (process gone)" } else { "" }
             );
         }

@@ -97,6 +97,9 @@ pub struct SessionStat {
     pub rejected: u64,
     /// Doorbells rung to wake the program.
     pub wakeups: u64,
+    /// Bytes placed straight into buffers the program posted (`RECV`).
+    #[serde(default)]
+    pub direct: u64,
     /// The process has gone; the session ends when its sockets do.
     pub dead: bool,
 }

@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering;
 
 use softoe_abi::{
     BELL_MAGIC, Bell, BellOp, CMD_QUIET, CMP_RELEASE, Command, Completion, Consumer,
-    ENGINE_POLLING, ENGINE_SLEEPING, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HUP, EV_RDHUP,
-    EV_READABLE, EV_RXFULL, EV_WRITABLE, Layout, MAX_BELLS, Producer, Region, Request, RingSpan,
-    SESSION_CLOSED, SHUT_RD, SHUT_WR, SendSource, SlotView, SockKind, SockOpt, TcpInfoRecord,
-    UdpHeader, decode, errno, pack_addr,
+    ENGINE_POLLING, ENGINE_SLEEPING, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP,
+    EV_READABLE, EV_RXFULL, EV_WRITABLE, Layout, MAX_BELLS, Producer, RecvTarget, Region, Request,
+    RingSpan, SESSION_CLOSED, SHUT_RD, SHUT_WR, SendSource, SlotView, SockKind, SockOpt,
+    TcpInfoRecord, UdpHeader, decode, errno, pack_addr,
 };
 use softoe_stack::{
     BindError, Endpoint, Events, HandleError, Instant, Keepalive, PayloadRef, RecvError, SendError,
@@ -84,9 +84,24 @@ struct HSock {
     udp_live: VecDeque<(u64, u64)>,
     udp_done: u64,
     connect_tag: Option<u64>,
+    /// A receive buffer the program posted (`RECV`): the next bytes go
+    /// there, not into the ring.
+    posted: Option<Posted>,
+    /// The last read was placed directly: what follows stays in the stack
+    /// for the next posted buffer until the program asks for the ring
+    /// (`RXDONE`), so a reader that keeps posting gets every byte placed.
+    hold: bool,
     opts: Opts,
     events: u32,
     dirty: bool,
+}
+
+/// A posted receive buffer (direct placement, LyraNET §3.3).
+#[derive(Clone, Copy, Debug)]
+struct Posted {
+    tag: u64,
+    target: RecvTarget,
+    len: u64,
 }
 
 impl HSock {
@@ -113,6 +128,8 @@ impl HSock {
             udp_live: VecDeque::new(),
             udp_done: 0,
             connect_tag: None,
+            posted: None,
+            hold: false,
             opts: Opts::default(),
             events: 0,
             dirty: true,
@@ -167,6 +184,8 @@ pub(super) struct Session {
     commands: u64,
     rejected: u64,
     wakeups: u64,
+    /// Bytes placed in posted receive buffers.
+    direct: u64,
     /// `ADOPT`s waiting for the host service (they name another session):
     /// (tag, the socket id reserved here, the request).
     pub(super) adopts: Vec<(u64, u32, Adopt)>,
@@ -296,6 +315,7 @@ impl Session {
             commands: 0,
             rejected: 0,
             wakeups: 0,
+            direct: 0,
             adopts: Vec::new(),
             unshared: Vec::new(),
         })
@@ -381,6 +401,7 @@ impl Session {
             closing: self.retiring.len(),
             commands: self.commands,
             rejected: self.rejected,
+            direct: self.direct,
             wakeups: self.wakeups,
             dead: self.dead,
         }
@@ -979,12 +1000,49 @@ impl Session {
                 Ok(Some(n as i64))
             }
             Request::RxDone { sock } => {
-                self.sock(sock)?;
+                self.sock(sock)?.hold = false;
                 Ok(Some(0))
             }
             Request::Arm { sock } => {
                 let s = self.sock(sock)?;
                 s.events = u32::MAX;
+                Ok(Some(0))
+            }
+            Request::Recv { sock, target, len } => {
+                let view_head = self.region.slot(sock).map(|v| v.rx_head());
+                let s = self.sock(sock)?;
+                if s.kind != SockKind::Tcp || s.listener || s.h.is_none() {
+                    return Err(errno::ENOTCONN);
+                }
+                if s.posted.is_some() {
+                    return Err(errno::EBUSY);
+                }
+                // Bytes already in the ring come first: the program reads
+                // them, then posts again.
+                let head = view_head.unwrap_or(s.rx_head).clamp(s.rx_head, s.rx_tail);
+                if head != s.rx_tail {
+                    return Err(errno::EAGAIN);
+                }
+                s.posted = Some(Posted {
+                    tag: done.tag,
+                    target,
+                    len,
+                });
+                // Served this turn (`command` marks the socket): what the
+                // stack holds already is placed at once.
+                Ok(None)
+            }
+            Request::CancelRecv { sock } => {
+                let s = self.sock(sock)?;
+                let p = s.posted.take().ok_or(errno::ENOENT)?;
+                // Answered before the cancel itself: the program waits for
+                // the receive's completion, never for a buffer in limbo.
+                self.complete(Completion {
+                    tag: p.tag,
+                    result: -i64::from(errno::ECANCELED),
+                    sock,
+                    ..Completion::default()
+                });
                 Ok(Some(0))
             }
             Request::Adopt {
@@ -1353,6 +1411,15 @@ impl Session {
         if let Some(v) = self.region.slot(id) {
             v.set_events(EV_HUP);
         }
+        // A posted receive is answered now: its buffer is the program's.
+        if let Some(p) = s.posted {
+            self.complete(Completion {
+                tag: p.tag,
+                result: -i64::from(errno::ECANCELED),
+                sock: id,
+                ..Completion::default()
+            });
+        }
         // A connect still waiting is answered now.
         if let Some(t) = s.connect_tag {
             self.complete(Completion {
@@ -1499,12 +1566,41 @@ impl Session {
             }
             return any;
         }
-        // TCP: received bytes into the ring. A second look after the
-        // stack was emptied finds a FIN that came with the data (no later
-        // event would report it).
+        // TCP: received bytes into a posted buffer first (the ring was
+        // empty when it was posted, and nothing enters the ring while it
+        // is), then into the ring. A second look after the stack was
+        // emptied finds a FIN that came with the data (no later event
+        // would report it).
         let mut error = None;
+        if let Some(p) = s.posted {
+            match place(stack, h, &p, self.pid, region) {
+                Placed::Nothing => {}
+                Placed::Done(result) => {
+                    s.posted = None;
+                    s.hold = result > 0;
+                    done.push(Completion {
+                        tag: p.tag,
+                        result,
+                        sock: id,
+                        ..Completion::default()
+                    });
+                    self.direct += result.max(0) as u64;
+                }
+            }
+        }
+        // Held bytes stay in the stack (a look that takes nothing); with
+        // none held, the ring is served as usual so that a FIN or an error
+        // is still found.
+        let held = s.hold
+            && s.posted.is_none()
+            && stack
+                .tcp_recv_with(h, |a, b| (0, a.len() + b.len()))
+                .is_ok_and(|n| n > 0);
+        if held {
+            ev |= EV_HELD;
+        }
         for _ in 0..2 {
-            if s.rx_fin {
+            if s.rx_fin || held {
                 break;
             }
             let free = s.rx.len - (s.rx_tail - s.rx_head);
@@ -1628,6 +1724,57 @@ impl Session {
 /// bump it even when the events stay the same (`EV_WRITABLE` may never
 /// have been cleared), or the program would wait for a change that never
 /// comes. Returns whether the events changed.
+/// What became of a posted receive this turn.
+enum Placed {
+    /// The stack has nothing for it yet.
+    Nothing,
+    /// It completes with this result: bytes placed, 0 at the end of the
+    /// stream, or `-errno`.
+    Done(i64),
+}
+
+/// Moves what the stack holds for `h` into the posted buffer `p`: the
+/// engine writes the program's memory itself (`process_vm_writev`, or the
+/// data area), so the program's core copies nothing.
+fn place(stack: &mut Stack, h: SocketHandle, p: &Posted, pid: i32, region: Region) -> Placed {
+    let mut fault = None;
+    let r = stack.tcp_recv_with(h, |a, b| {
+        let want = p.len as usize;
+        let n1 = a.len().min(want);
+        let n2 = b.len().min(want - n1);
+        let (a, b) = (&a[..n1], &b[..n2]);
+        let n = match p.target {
+            RecvTarget::Region { offset } => {
+                // The buffer as a ring that never wraps: `n1 + n2 ≤ len`.
+                let buf = RingSpan { offset, len: p.len };
+                region.ring_write(buf, 0, a);
+                region.ring_write(buf, n1 as u64, b);
+                n1 + n2
+            }
+            RecvTarget::Remote { addr } => match sys::write_process(pid, addr, a, b) {
+                Ok(n) => n,
+                Err(e) => {
+                    fault = Some(e.raw_os_error().unwrap_or(errno::EFAULT));
+                    0
+                }
+            },
+        };
+        (n, n)
+    });
+    match r {
+        Ok(0) => match fault {
+            Some(e) => Placed::Done(-i64::from(e)),
+            None => Placed::Nothing,
+        },
+        Ok(n) => Placed::Done(n as i64),
+        // The peer finished: the end of the stream, read as 0 (the ring's
+        // reader learns it from EV_RDHUP as before).
+        Err(RecvError::Finished) => Placed::Done(0),
+        Err(RecvError::Failed(e)) => Placed::Done(-i64::from(tcp_errno(e))),
+        Err(_) => Placed::Nothing,
+    }
+}
+
 fn publish(s: &mut HSock, view: &SlotView<'_>, ev: u32, moved: bool) -> bool {
     let changed = s.events != ev;
     if changed {

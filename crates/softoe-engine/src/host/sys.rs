@@ -431,3 +431,31 @@ pub fn read_process(pid: i32, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
     }
     Ok(r as usize)
 }
+
+/// Writes `a` then `b` to address `addr` in process `pid`
+/// (`process_vm_writev`): the engine placing received bytes straight into
+/// a buffer the program posted, as a NIC's DMA would. Returns the bytes
+/// written (fewer when the buffer ends in unmapped memory).
+pub fn write_process(pid: i32, addr: u64, a: &[u8], b: &[u8]) -> io::Result<usize> {
+    let total = a.len() + b.len();
+    if total == 0 {
+        return Ok(0);
+    }
+    let local = [a, b].map(|s| libc::iovec {
+        iov_base: s.as_ptr().cast_mut().cast(),
+        iov_len: s.len(),
+    });
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: total,
+    };
+    // SAFETY: both local iovecs name live slices of ours, only read by the
+    // kernel (the `*mut` is the C type's, not a write; an empty one is
+    // skipped); the remote iovec is interpreted by the kernel in the other
+    // process, which checks it.
+    let r = unsafe { libc::process_vm_writev(pid, local.as_ptr(), 2, &raw const remote, 1, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as usize)
+}
