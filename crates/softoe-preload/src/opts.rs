@@ -1,8 +1,8 @@
 //! `setsockopt` and `getsockopt` on softoe sockets.
 //!
 //! Served: `SO_REUSEADDR`, `SO_REUSEPORT`, `SO_KEEPALIVE`, `SO_SNDBUF`,
-//! `SO_RCVBUF`, `SO_RCVTIMEO`, `SO_SNDTIMEO`, `SO_LINGER` (not the abortive
-//! `l_linger = 0`), `SO_PRIORITY`, `SO_ERROR`, `SO_TYPE`, `SO_DOMAIN`,
+//! `SO_RCVBUF`, `SO_RCVTIMEO`, `SO_SNDTIMEO`, `SO_LINGER` (`l_linger = 0`:
+//! close resets; a positive time does not block close), `SO_PRIORITY`, `SO_ERROR`, `SO_TYPE`, `SO_DOMAIN`,
 //! `SO_PROTOCOL`, `SO_ACCEPTCONN`, `TCP_NODELAY`, `TCP_KEEPIDLE`,
 //! `TCP_KEEPINTVL`, `TCP_KEEPCNT`, `TCP_USER_TIMEOUT`, `TCP_MAXSEG`,
 //! `TCP_CORK` (approximated by Nagle while corked),
@@ -70,11 +70,11 @@ pub(crate) fn set(s: &Sock, level: c_int, name: c_int, v: &[u8]) -> Result<(), c
             }
             // SAFETY: `v` holds a whole linger struct; read unaligned.
             let l: libc::linger = unsafe { std::ptr::read_unaligned(v.as_ptr().cast()) };
-            if l.l_onoff != 0 && l.l_linger == 0 {
-                warn!("SO_LINGER with l_linger = 0 (close sends RST) is not supported by softoe");
-                return Err(libc::ENOPROTOOPT);
-            }
-            o.linger = (l.l_onoff != 0, l.l_linger);
+            // (on, 0): the last close resets the connection (see
+            // `Sock::drop`). (on, n > 0): Linux blocks close until the data
+            // is acknowledged or n seconds pass; softoe's close returns at
+            // once and the engine still delivers the data in the background.
+            o.linger = (l.l_onoff != 0, l.l_linger.max(0));
         }
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
             o.keepalive = int(v)? != 0;

@@ -197,10 +197,21 @@ impl Sock {
 
 impl Drop for Sock {
     fn drop(&mut self) {
+        let linger = self.opts.get_mut().map_or((false, 0), |o| o.linger);
         let st = self.st.get_mut().unwrap_or_else(|e| e.into_inner());
         if self.pid == std::process::id() {
             // SAFETY: taken once, in drop; never used again.
-            drop(unsafe { ManuallyDrop::take(st) });
+            let st = unsafe { ManuallyDrop::take(st) };
+            // SO_LINGER with a zero time: the last close resets (when no
+            // other thread is inside a call on the stream right now).
+            if let (St::Stream(s), (true, 0)) = (st, linger)
+                && let Ok(s) = Arc::try_unwrap(s)
+            {
+                let w = s.w.into_inner().unwrap_or_else(|e| e.into_inner());
+                if let Err(e) = w.abort() {
+                    debug!(error = %e, "abortive close failed");
+                }
+            }
         }
         // In a forked child the engine objects belong to the parent's
         // session: dropping them would post commands on its rings. They are

@@ -788,3 +788,131 @@ fn manual_bed() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// `SO_LINGER` with a zero time: the program's close resets the
+/// connection, and the Linux peer sees `ECONNRESET` (a plain close is a
+/// FIN: the peer reads the data, then the end).
+#[test]
+fn linger_zero_resets_plain_close_finishes() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let l = bed
+        .linux
+        .run(|| std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, 7410)).unwrap())
+        .unwrap();
+    let peer = bed
+        .linux
+        .spawn(move || {
+            let mut out = Vec::new();
+            for _ in 0..2 {
+                let (mut s, _) = l.accept().unwrap();
+                let mut b = Vec::new();
+                // Give the close time to happen before reading.
+                std::thread::sleep(Duration::from_millis(300));
+                out.push(std::io::Read::read_to_end(&mut s, &mut b).map(|_| b));
+            }
+            out
+        })
+        .unwrap();
+    let script = format!(
+        "import socket,struct,time\n\
+         for linger in (False, True):\n\
+         \x20   s=socket.create_connection(('{LINUX_IP}',7410))\n\
+         \x20   s.sendall(b'bye')\n\
+         \x20   time.sleep(0.1)\n\
+         \x20   if linger:\n\
+         \x20       s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii',1,0))\n\
+         \x20       assert struct.unpack('ii', s.getsockopt(socket.SOL_SOCKET, socket.SO_LINGER, 8)) == (1,0)\n\
+         \x20   s.close()\n"
+    );
+    let o = run_for(
+        {
+            let mut c = on_softoe(&bed, "python3");
+            c.args(["-c", &script]);
+            c
+        },
+        30,
+        "python with SO_LINGER",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = peer.join().unwrap();
+    assert_eq!(
+        got[0].as_ref().unwrap(),
+        b"bye",
+        "plain close: data then FIN"
+    );
+    let e = got[1].as_ref().unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e:?}");
+}
+
+/// One program, many threads at once on its sockets: four connections,
+/// each with a thread writing 16 MiB while another reads the echo back
+/// (the same socket in two threads), all through the shim together.
+#[test]
+fn threads_share_sockets() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let l = bed
+        .linux
+        .run(|| std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, 7420)).unwrap())
+        .unwrap();
+    let echo = bed
+        .linux
+        .spawn(move || {
+            let mut hs = Vec::new();
+            for _ in 0..4 {
+                let (mut s, _) = l.accept().unwrap();
+                hs.push(std::thread::spawn(move || {
+                    let mut r = s.try_clone().unwrap();
+                    std::io::copy(&mut r, &mut s).unwrap()
+                }));
+            }
+            hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+        })
+        .unwrap();
+    let script = format!(
+        "import socket,threading,hashlib,sys\n\
+         N=16<<20\n\
+         ok=[]\n\
+         def data(n):\n\
+         \x20   return bytes((i*7+n)&255 for i in range(65536))\n\
+         def conn(n):\n\
+         \x20   s=socket.create_connection(('{LINUX_IP}',7420))\n\
+         \x20   block=data(n)\n\
+         \x20   def writer():\n\
+         \x20       for i in range(N//65536): s.sendall(block)\n\
+         \x20       s.shutdown(socket.SHUT_WR)\n\
+         \x20   w=threading.Thread(target=writer); w.start()\n\
+         \x20   h=hashlib.sha256(); got=0\n\
+         \x20   while True:\n\
+         \x20       b=s.recv(100000)\n\
+         \x20       if not b: break\n\
+         \x20       h.update(b); got+=len(b)\n\
+         \x20   w.join(); s.close()\n\
+         \x20   want=hashlib.sha256(block*(N//65536)).hexdigest()\n\
+         \x20   ok.append(got==N and h.hexdigest()==want)\n\
+         ts=[threading.Thread(target=conn,args=(n,)) for n in range(4)]\n\
+         [t.start() for t in ts]; [t.join() for t in ts]\n\
+         print(ok); sys.exit(0 if ok==[True]*4 else 1)\n"
+    );
+    let o = run_for(
+        {
+            let mut c = on_softoe(&bed, "python3");
+            c.args(["-c", &script]);
+            c
+        },
+        240,
+        "python threads",
+    );
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(echo.join().unwrap(), 4 * (16 << 20));
+}
