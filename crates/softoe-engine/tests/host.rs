@@ -719,6 +719,8 @@ fn posted_reads_time_out_and_bad_posts_fail() {
             sent_tx.send(()).unwrap();
             go_rx.recv().unwrap();
             s.write_all(b"after the fault").unwrap();
+            go_rx.recv().unwrap();
+            s.write_all(b"into the region.").unwrap();
         })
         .unwrap();
     let (s, _) = l.accept().unwrap();
@@ -762,9 +764,37 @@ fn posted_reads_time_out_and_bad_posts_fail() {
     go_tx.send(()).unwrap();
     let ans = bad.join().unwrap();
     assert_eq!(ans.errno(), Some(errno::EFAULT), "{ans:?}");
-    let mut all = Vec::new();
+    // The bytes went to the ring instead.
+    let mut small = [0u8; 100];
+    let n = r.read(&mut small).unwrap();
+    assert_eq!(&small[..n], b"after the fault");
+    // A buffer in the data area, posted while the ring is empty: the
+    // engine places the next bytes there.
+    let zc = c.zc_buf(4096).unwrap();
+    let post = std::thread::spawn({
+        let c = c.clone();
+        let (id, off) = (s.id(), zc.offset());
+        move || {
+            c.submit_raw(Command::new(
+                Opcode::Recv,
+                softoe_abi::RECV_REGION,
+                id,
+                0,
+                [off, 4096, 0, 0, 0, 0],
+            ))
+            .unwrap()
+        }
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    go_tx.send(()).unwrap();
+    let ans = post.join().unwrap();
+    assert_eq!(ans.result, 16, "{ans:?}");
+    let mut placed = [0u8; 16];
+    zc.read_at(0, &mut placed).unwrap();
+    assert_eq!(&placed, b"into the region.");
     s.shutdown_write().unwrap();
     peer.join().unwrap();
-    r.read_to_end(&mut all).unwrap();
-    assert_eq!(all, b"after the fault");
+    let mut rest = Vec::new();
+    r.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
 }

@@ -1026,6 +1026,28 @@ impl Client {
 }
 
 impl ZcBuf {
+    /// Its offset in the data area: what a command naming it carries (for
+    /// programs and tests that speak the ABI directly).
+    pub fn offset(&self) -> u64 {
+        self.off
+    }
+
+    /// Copies `dst.len()` bytes out from `at` (what the engine placed
+    /// there by a `RECV` into the data area, or what was written).
+    pub fn read_at(&self, at: usize, dst: &mut [u8]) -> io::Result<()> {
+        if at as u64 + dst.len() as u64 > self.len {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        let span = RingSpan {
+            offset: self.off + at as u64,
+            len: dst.len() as u64,
+        };
+        if !dst.is_empty() && !self.c.region().ring_read(span, 0, dst) {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        Ok(())
+    }
+
     /// Copies `src` in at `at` (refused while the buffer is in flight).
     pub fn write_at(&mut self, at: usize, src: &[u8]) -> io::Result<()> {
         if self.in_flight.is_some() && !self.released() {
