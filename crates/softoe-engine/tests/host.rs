@@ -798,3 +798,64 @@ fn posted_reads_time_out_and_bad_posts_fail() {
     r.read_to_end(&mut rest).unwrap();
     assert!(rest.is_empty());
 }
+
+/// The receiving thread's CPU time per GiB with direct placement and
+/// without (figures for docs/results.md; no timed assertion). Run with
+/// `cargo test --release -p softoe-engine --test host -- --ignored
+/// --nocapture receive_cpu`.
+#[test]
+#[ignore = "a measurement, by hand"]
+fn receive_cpu_with_and_without_direct_placement() {
+    let bed = bed();
+    const LEN: u64 = 2 << 30;
+    for (i, direct) in [(0u16, 16usize << 10), (1, 0)] {
+        let cfg = softoe_host::Config {
+            path: bed.host.clone(),
+            direct_min: direct,
+            ..softoe_host::Config::default()
+        };
+        let c = Client::attach_with(cfg).unwrap();
+        let port = 8400 + i;
+        let l = c.tcp_listen(SocketAddrV4::new(ENGINE_IP, port), 4).unwrap();
+        let sender = bed
+            .linux
+            .spawn(move || {
+                let mut s = TcpStream::connect(SocketAddrV4::new(ENGINE_IP, port)).unwrap();
+                let block = vec![7u8; 1 << 20];
+                for _ in 0..(LEN >> 20) {
+                    s.write_all(&block).unwrap();
+                }
+            })
+            .unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let cpu = || {
+            // SAFETY: rusage is plain integers; all zeroes is a valid value.
+            let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: `u` is a valid rusage to fill.
+            unsafe { libc::getrusage(libc::RUSAGE_THREAD, &raw mut u) };
+            let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+            t(u.ru_utime) + t(u.ru_stime)
+        };
+        let (c0, t0) = (cpu(), std::time::Instant::now());
+        let mut buf = vec![0u8; 1 << 20];
+        let mut got = 0u64;
+        loop {
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            got += n as u64;
+        }
+        let (cpu_s, wall) = (cpu() - c0, t0.elapsed().as_secs_f64());
+        sender.join().unwrap();
+        assert_eq!(got, LEN);
+        let gib = LEN as f64 / f64::from(1u32 << 30);
+        eprintln!(
+            "direct_min {:>6}: {:.2} Gb/s, receiving thread {:.3} CPU-s per GiB ({:.0} % of its wall time)",
+            direct,
+            got as f64 * 8.0 / wall / 1e9,
+            cpu_s / gib,
+            cpu_s / wall * 100.0
+        );
+    }
+}
