@@ -103,6 +103,9 @@ pub(crate) struct Inner {
     session: u32,
     /// One bell registration at a time on `_conn` (its answer is ours).
     conn_lock: Mutex<()>,
+    /// The engine may not write this process's memory (`EPERM`: another
+    /// user without the right to): reads go through the rings.
+    pub(crate) direct_refused: std::sync::atomic::AtomicBool,
 }
 
 /// An attachment to an engine. Cheap to clone; every clone and every
@@ -195,6 +198,7 @@ impl Client {
             cfg,
             session: w.session,
             conn_lock: Mutex::new(()),
+            direct_refused: std::sync::atomic::AtomicBool::new(false),
         };
         Ok(Client {
             inner: Arc::new(inner),

@@ -847,7 +847,16 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
         let v = s.c.region().slot(s.id);
         v.is_some_and(|v| v.rx_tail() != v.rx_head()) || s.events() & (EV_RDHUP | EV_ERR) != 0
     };
-    let direct = s.c.inner.cfg.direct_min;
+    let direct = if s
+        .c
+        .inner
+        .direct_refused
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        0
+    } else {
+        s.c.inner.cfg.direct_min
+    };
     if !peek && !mode.nonblocking && direct > 0 && buf.len() >= direct && !ready(s) {
         // An empty ring and a large buffer: have the engine place the next
         // bytes straight into it.
@@ -945,6 +954,14 @@ fn read_direct(s: &Sock, timeout: Option<Duration>, buf: &mut [u8]) -> Option<io
         None => Some(Ok(got.result as usize)),
         Some(errno::ECANCELED) => Some(Err(io::ErrorKind::WouldBlock.into())),
         Some(errno::EAGAIN | errno::EBUSY) => None,
+        // The engine may not write our memory (another user): the bytes
+        // are still in the engine; read through the ring from now on.
+        Some(errno::EPERM) => {
+            s.c.inner
+                .direct_refused
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            None
+        }
         Some(e) => Some(Err(errno_err(e))),
     }
 }
