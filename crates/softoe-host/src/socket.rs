@@ -1049,16 +1049,21 @@ impl ZcBuf {
         self.off
     }
 
+    /// `len` bytes at `at` of this buffer, as a data-area span.
+    fn span(&self, at: usize, len: usize) -> io::Result<RingSpan> {
+        if at as u64 + len as u64 > self.len {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        Ok(RingSpan {
+            offset: self.off + at as u64,
+            len: len as u64,
+        })
+    }
+
     /// Copies `dst.len()` bytes out from `at` (what the engine placed
     /// there by a `RECV` into the data area, or what was written).
     pub fn read_at(&self, at: usize, dst: &mut [u8]) -> io::Result<()> {
-        if at as u64 + dst.len() as u64 > self.len {
-            return Err(io::ErrorKind::InvalidInput.into());
-        }
-        let span = RingSpan {
-            offset: self.off + at as u64,
-            len: dst.len() as u64,
-        };
+        let span = self.span(at, dst.len())?;
         if !dst.is_empty() && !self.c.region().ring_read(span, 0, dst) {
             return Err(io::ErrorKind::InvalidInput.into());
         }
@@ -1073,13 +1078,7 @@ impl ZcBuf {
                 "buffer still in flight",
             ));
         }
-        if at as u64 + src.len() as u64 > self.len {
-            return Err(io::ErrorKind::InvalidInput.into());
-        }
-        let span = RingSpan {
-            offset: self.off + at as u64,
-            len: src.len() as u64,
-        };
+        let span = self.span(at, src.len())?;
         if !src.is_empty() && !self.c.region().ring_write(span, 0, src) {
             return Err(io::ErrorKind::InvalidInput.into());
         }
