@@ -30,6 +30,17 @@ pub enum BellOp {
     Add = 1,
     /// Program → engine: forget bell `index` (no answer).
     Remove = 2,
+    /// Program → engine, with one descriptor (`SCM_RIGHTS`): watch
+    /// connection `index` across `fork`. The descriptor is one end of a
+    /// socket pair whose other end the program now keeps under the
+    /// socket's number; the kernel counts that end's copies in every
+    /// process, and when the last closes the engine sees a hang-up. Until
+    /// then a `CLOSE` only detaches the socket from its session (the
+    /// connection lives on for another process to take with
+    /// [`Opcode::Adopt`](crate::Opcode::Adopt)); after it the connection
+    /// closes as at a last close. Answered like `Add` (`index` echoed;
+    /// `status` 0 or a negated errno).
+    Watch = 3,
 }
 
 /// A waiter's own doorbell, registered after attaching.
@@ -85,6 +96,7 @@ impl Bell {
         match self.op {
             1 => Some(BellOp::Add),
             2 => Some(BellOp::Remove),
+            3 => Some(BellOp::Watch),
             _ => None,
         }
     }

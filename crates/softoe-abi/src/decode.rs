@@ -113,6 +113,8 @@ pub enum Request {
         secret: [u64; 2],
         /// This socket's receive ring.
         rx: RingSpan,
+        /// Its send ring (a connection's; empty for a listener).
+        tx: RingSpan,
     },
     /// `CONNECT`.
     Connect {
@@ -251,7 +253,8 @@ pub fn decode(cmd: &Command, layout: &Layout) -> Result<Request, i32> {
             from_session: (a[0] >> 32) as u32,
             from_sock: a[0] as u32,
             secret: [a[1], a[2]],
-            rx: ring(layout, a[3], a[4], true)?,
+            rx: ring(layout, a[3], a[4] & 0xffff_ffff, true)?,
+            tx: ring(layout, a[5], a[4] >> 32, false)?,
         },
         Opcode::Connect => {
             let (addr, port) = addr_port(a[0], a[1])?;
@@ -394,8 +397,33 @@ mod tests {
                     offset: 4096,
                     len: 4096
                 },
+                tx: RingSpan::default(),
             })
         );
+        // A connection's adoption brings a send ring too: its length rides
+        // in the high half of the receive ring's length word.
+        let stream = Command::new(
+            Opcode::Adopt,
+            0,
+            0,
+            0,
+            [(7 << 32) | 3, 11, 12, 4096, (8192 << 32) | 4096, 16384],
+        );
+        match decode(&stream, &l) {
+            Ok(Request::Adopt { rx, tx, .. }) => {
+                assert_eq!((rx.offset, rx.len), (4096, 4096));
+                assert_eq!((tx.offset, tx.len), (16384, 8192));
+            }
+            other => panic!("{other:?}"),
+        }
+        let tx_past = Command::new(
+            Opcode::Adopt,
+            0,
+            0,
+            0,
+            [(7 << 32) | 3, 11, 12, 4096, (8192 << 32) | 4096, 1 << 40],
+        );
+        assert_eq!(decode(&tx_past, &l), Err(EFAULT));
         let past = Command::new(
             Opcode::Adopt,
             0,

@@ -96,14 +96,22 @@ pub enum Opcode {
     /// Asks the engine to resend the socket's readiness (after the program
     /// changed its `interest`). No parameters.
     Arm = 12,
-    /// Shares a listening socket of another session into this one (a
-    /// forked child taking its parent's listener). `args`: the other
-    /// session's number in the high 32 bits and its socket id in the low
-    /// 32, its secret (two words, [`RegionHeader::secret`](crate::RegionHeader::secret)),
-    /// this socket's receive ring offset and length. Result: the new
-    /// socket id; both sessions accept from the one listener. `-EACCES` for
-    /// a wrong secret, `-ENOENT` for no such session or socket,
-    /// `-EOPNOTSUPP` for a socket that is not a listener.
+    /// Takes a socket of another session into this one (a forked child
+    /// taking what it inherited). `args`: the other session's number in the
+    /// high 32 bits and its socket id in the low 32, its secret (two words,
+    /// [`RegionHeader::secret`](crate::RegionHeader::secret)), this
+    /// socket's receive ring offset, the receive ring's length in the low
+    /// 32 bits of `args[4]` and the send ring's in the high 32, and the
+    /// send ring's offset. Result: the new socket id.
+    ///
+    /// A listener is shared: both sessions accept from it. A connection
+    /// moves: it must have been watched ([`BellOp::Watch`](crate::BellOp::Watch),
+    /// done before `fork`), its unread bytes move into this socket's ring,
+    /// and the other session's socket answers only `CLOSE` from then on.
+    /// `-EACCES` for a wrong secret, `-ENOENT` for no such session or
+    /// socket, `-EOPNOTSUPP` for a socket that is neither a listener nor a
+    /// watched connection, `-ENOBUFS` when the unread bytes do not fit the
+    /// receive ring given.
     Adopt = 13,
     /// Posts a receive buffer (direct placement): the next bytes the
     /// connection receives go straight into it instead of the receive

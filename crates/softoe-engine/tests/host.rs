@@ -859,3 +859,136 @@ fn receive_cpu_with_and_without_direct_placement() {
         );
     }
 }
+
+/// A Linux server on `port` for one connection: sends `greeting`, then
+/// returns everything it reads until the end of the stream.
+fn linux_sink(bed: &Bed, port: u16, greeting: Vec<u8>) -> softoe_testbed::NsThread<Vec<u8>> {
+    let l = bed
+        .linux
+        .run(move || TcpListener::bind(SocketAddrV4::new(LINUX_IP, port)).unwrap())
+        .unwrap();
+    bed.linux
+        .spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            s.write_all(&greeting).unwrap();
+            let mut all = Vec::new();
+            s.read_to_end(&mut all).unwrap();
+            all
+        })
+        .unwrap()
+}
+
+/// What `fork` does to a connection, done with two attachments in one
+/// process: the first watches it (as the shim does before `fork`), the
+/// second takes it (as a child does at first use). The bytes the first had
+/// not read move along; the first's socket then reads as finished and
+/// refuses writes; and the connection lives until both sockets are closed
+/// *and* the watched descriptor's last copy is — as a kernel socket lives
+/// until its last descriptor closes in every process.
+#[test]
+fn a_connection_moves_to_another_session_and_lives_until_the_last_descriptor() {
+    let bed = bed();
+    let parent = Client::attach_to(&bed.host).unwrap();
+    let child = Client::attach_to(&bed.host).unwrap();
+    let greeting = pattern(100_000, 9);
+    let server = linux_sink(&bed, 7610, greeting.clone());
+    let mut s = parent
+        .tcp_connect(SocketAddrV4::new(LINUX_IP, 7610))
+        .unwrap();
+    let first = pattern(1 << 20, 1);
+    s.write_all(&first).unwrap();
+    // The parent reads a little of the greeting; the rest stays unread.
+    let mut head = vec![0u8; 1000];
+    s.read_exact(&mut head).unwrap();
+    assert_eq!(head, greeting[..1000]);
+    // Not watched: nobody may take it.
+    let e = child
+        .adopt_stream(parent.session(), s.id(), parent.secret())
+        .unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(errno::EOPNOTSUPP));
+    let watch = s.watch_across_fork().unwrap();
+    // Twice is an error, and a wrong secret takes nothing.
+    assert_eq!(
+        s.watch_across_fork().unwrap_err().raw_os_error(),
+        Some(errno::EALREADY)
+    );
+    let mut bad = parent.secret();
+    bad[0] ^= 1;
+    let e = child
+        .adopt_stream(parent.session(), s.id(), bad)
+        .unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(errno::EACCES));
+    // Wait until the whole greeting sits in the parent's ring.
+    wait_for(5, "the greeting to arrive", || s.pending() >= 99_000);
+    let mut t = child
+        .adopt_stream(parent.session(), s.id(), parent.secret())
+        .unwrap();
+    assert_eq!(t.peer_addr(), SocketAddrV4::new(LINUX_IP, 7610));
+    let mut rest = vec![0u8; greeting.len() - 1000];
+    t.read_exact(&mut rest).unwrap();
+    assert_eq!(rest, greeting[1000..], "the unread bytes moved along");
+    let second = pattern(1 << 20, 2);
+    t.write_all(&second).unwrap();
+    // The parent's socket reads as finished and refuses to send.
+    let mut b = [0u8; 16];
+    assert_eq!(s.read(&mut b).unwrap(), 0);
+    assert!(s.write_all(b"late").is_err());
+    // Both sockets close; the watched descriptor still has a copy.
+    drop(s);
+    drop(t);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !server.is_finished(),
+        "the connection closed while a descriptor still named it"
+    );
+    // The last copy closes: the connection ends with every byte in order.
+    drop(watch);
+    let got = server.join().unwrap();
+    assert_eq!(got.len(), first.len() + second.len());
+    assert_eq!(sha256(&got[..first.len()]), sha256(&first));
+    assert_eq!(sha256(&got[first.len()..]), sha256(&second));
+}
+
+/// A parent that closes its socket, or dies, before the child takes the
+/// connection: the connection waits detached, bytes arriving meanwhile are
+/// kept, and the child takes it from the dead session.
+#[test]
+fn a_child_takes_a_connection_its_dead_parent_left() {
+    let bed = bed();
+    let parent = Client::attach_to(&bed.host).unwrap();
+    let child = Client::attach_to(&bed.host).unwrap();
+    let greeting = pattern(300_000, 4);
+    let server = linux_sink(&bed, 7611, greeting.clone());
+    let mut s = parent
+        .tcp_connect(SocketAddrV4::new(LINUX_IP, 7611))
+        .unwrap();
+    let first = pattern(3 << 20, 5);
+    s.write_all(&first).unwrap();
+    let watch = s.watch_across_fork().unwrap();
+    let (session, id, secret) = (parent.session(), s.id(), parent.secret());
+    drop(s);
+    drop(parent);
+    // The parent's session is gone from the program's side; the
+    // connection is not.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!server.is_finished());
+    let mut t = child.adopt_stream(session, id, secret).unwrap();
+    let mut got = vec![0u8; greeting.len()];
+    t.read_exact(&mut got).unwrap();
+    assert_eq!(sha256(&got), sha256(&greeting));
+    let second = pattern(1 << 20, 6);
+    t.write_all(&second).unwrap();
+    // Here the descriptor closes first; the child's close ends it.
+    drop(watch);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!server.is_finished(), "closed under the child's feet");
+    drop(t);
+    let got = server.join().unwrap();
+    assert_eq!(got.len(), first.len() + second.len());
+    assert_eq!(sha256(&got[..first.len()]), sha256(&first));
+    assert_eq!(sha256(&got[first.len()..]), sha256(&second));
+    // Nothing of the dead session remains.
+    wait_for(5, "the parent's session to be reclaimed", || {
+        bed.snapshot().sessions.iter().all(|st| st.id != session)
+    });
+}

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -459,14 +459,33 @@ impl Client {
     /// process.
     pub fn waiter(&self) -> io::Result<Waiter> {
         let bell = sys::eventfd()?;
+        let answer = self.bell_call(softoe_abi::BellOp::Add, 0, bell.as_raw_fd())?;
+        Ok(Waiter {
+            c: self.clone(),
+            index: answer.index,
+            bell,
+        })
+    }
+}
+
+impl Client {
+    /// Sends a [`softoe_abi::Bell`] request with descriptor `fd` on the
+    /// attach socket and returns the engine's answer.
+    fn bell_call(
+        &self,
+        op: softoe_abi::BellOp,
+        index: u32,
+        fd: RawFd,
+    ) -> io::Result<softoe_abi::Bell> {
         let ask = softoe_abi::Bell {
             magic: softoe_abi::BELL_MAGIC,
-            op: softoe_abi::BellOp::Add as u32,
+            op: op as u32,
+            index,
             ..softoe_abi::Bell::default()
         };
         let conn = self.inner._conn.as_raw_fd();
         let guard = lock(&self.inner.conn_lock);
-        sys::send_fd(conn, &ask.to_bytes(), bell.as_raw_fd())?;
+        sys::send_fd(conn, &ask.to_bytes(), fd)?;
         // The engine reads its sessions' sockets at least once a
         // millisecond; a second is a dead engine.
         sys::wait_readable(conn, Duration::from_secs(1));
@@ -478,11 +497,20 @@ impl Client {
         if answer.status < 0 {
             return Err(io::Error::from_raw_os_error(-answer.status));
         }
-        Ok(Waiter {
-            c: self.clone(),
-            index: answer.index,
-            bell,
-        })
+        Ok(answer)
+    }
+
+    /// Has the engine watch connection `sock` across `fork`
+    /// ([`softoe_abi::BellOp::Watch`]): returns the descriptor every
+    /// process holding the connection must keep (the shim puts it under
+    /// the socket's number, so `fork`, `dup`, `exec` and `close` count its
+    /// copies). From now on closing the socket only detaches it until the
+    /// last copy closes; another session may take the connection with
+    /// [`Client::adopt_stream`].
+    pub(crate) fn watch(&self, sock: u32) -> io::Result<OwnedFd> {
+        let (mine, engine) = sys::socketpair()?;
+        self.bell_call(softoe_abi::BellOp::Watch, sock, engine.as_raw_fd())?;
+        Ok(mine)
     }
 }
 
@@ -509,7 +537,7 @@ pub struct Armed<'w> {
 
 impl Waiter {
     /// The descriptor to sleep on (readable when rung).
-    pub fn fd(&self) -> std::os::fd::RawFd {
+    pub fn fd(&self) -> RawFd {
         self.bell.as_raw_fd()
     }
 

@@ -327,6 +327,42 @@ impl Client {
         }
     }
 
+    /// Takes connection `sock` of session `session` into this client's
+    /// session — a forked child taking a connection it inherited. The
+    /// connection must be watched ([`TcpStream::watch_across_fork`], done
+    /// by the parent before `fork`); its unread bytes come along, and the
+    /// other session's socket reads as finished from then on. `secret` is
+    /// that session's ([`Client::secret`]).
+    pub fn adopt_stream(
+        &self,
+        session: u32,
+        sock: u32,
+        secret: [u64; 2],
+    ) -> io::Result<TcpStream> {
+        let (rx, tx) = Sock::rings(self, SockKind::Tcp)?;
+        let r = self.call(Command::new(
+            Opcode::Adopt,
+            0,
+            0,
+            0,
+            [
+                (u64::from(session) << 32) | u64::from(sock),
+                secret[0],
+                secret[1],
+                rx.offset,
+                rx.len | (tx.len << 32),
+                tx.offset,
+            ],
+        ));
+        match r.and_then(|r| result(&r)) {
+            Ok(id) => Ok(TcpStream::new(Sock::with(self, id as u32, rx, tx))),
+            Err(e) => {
+                Sock::unring(self, rx, tx);
+                Err(e)
+            }
+        }
+    }
+
     /// Starts connecting to `addr` and returns at once (a non-blocking
     /// `connect`): the stream is writable when connected, or shows the
     /// error in [`TcpStream::take_error`].
@@ -458,9 +494,26 @@ impl TcpStream {
         self.s.remote()
     }
 
-    /// The socket id in the session (for `softoe stat`).
+    /// The socket id in the session (for `softoe stat`, and what
+    /// [`Client::adopt_stream`] names).
     pub fn id(&self) -> u32 {
         self.s.id
+    }
+
+    /// The attachment this connection belongs to.
+    pub fn client(&self) -> &Client {
+        &self.s.c
+    }
+
+    /// Prepares the connection for `fork`: the engine watches the returned
+    /// descriptor, one end of a socket pair, and the connection lives until
+    /// this stream is dropped (or its process dies) *and* every copy of
+    /// the descriptor — in this process and in children that inherited
+    /// it — is closed. A child takes the connection with
+    /// [`Client::adopt_stream`]. The LD_PRELOAD shim does this for every
+    /// connection just before a program's `fork`.
+    pub fn watch_across_fork(&self) -> io::Result<std::os::fd::OwnedFd> {
+        self.s.c.watch(self.s.id)
     }
 
     /// Chooses how writes reach the engine.
@@ -886,7 +939,7 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
     }
     let head = view.rx_head();
     let tail = view.rx_tail();
-    let n = (tail - head).min(buf.len() as u64);
+    let n = tail.saturating_sub(head).min(buf.len() as u64);
     if n == 0 {
         if s.events() & EV_ERR != 0 {
             return Err(s.error());

@@ -89,6 +89,22 @@ pub(crate) fn send_fd(fd: RawFd, b: &[u8], pass: RawFd) -> io::Result<()> {
 }
 
 /// A new non-blocking eventfd.
+/// A connected pair of Unix stream sockets, close-on-exec.
+pub(crate) fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors the kernel writes.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: both descriptors are new and ours alone.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
 pub(crate) fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: no pointers; the descriptor is new and ours.
     unsafe {

@@ -118,6 +118,10 @@ pub struct HostService {
     owner: HashMap<SocketHandle, usize>,
     /// Sessions that share a listener besides its owner (`ADOPT`).
     also: HashMap<SocketHandle, Vec<usize>>,
+    /// Connections other processes may hold (`BellOp::Watch`): the
+    /// engine's end of each one's socket pair, by epoll token.
+    watches: HashMap<u64, (SocketHandle, OwnedFd)>,
+    next_watch: u64,
     events: Vec<(SocketHandle, Events)>,
     next_id: u32,
     look_at: Option<Instant>,
@@ -127,6 +131,8 @@ pub struct HostService {
 }
 
 const LISTENER: u64 = u64::MAX;
+/// Epoll tokens from here up are watches (below: session slots).
+const WATCH: u64 = 1 << 48;
 
 impl HostService {
     /// Listens on `cfg.path`.
@@ -147,6 +153,8 @@ impl HostService {
             sessions: Vec::new(),
             owner: HashMap::new(),
             also: HashMap::new(),
+            watches: HashMap::new(),
+            next_watch: WATCH,
             events: Vec::new(),
             next_id: 1,
             look_at: None,
@@ -312,11 +320,17 @@ impl HostService {
                 }
                 continue;
             }
+            if t >= WATCH {
+                self.watch_ready(now, stack, t);
+                continue;
+            }
             let Some(Some(s)) = self.sessions.get_mut(t as usize) else {
                 continue;
             };
             s.bell_engine.drain();
-            if !s.dead && s.read_conn() {
+            let gone = !s.dead && s.read_conn();
+            let watches = std::mem::take(&mut s.new_watches);
+            if gone {
                 info!(
                     session = s.id,
                     pid = s.pid,
@@ -326,18 +340,35 @@ impl HostService {
                 self.epoll.delete(s.bell_engine.raw());
                 s.end(now, stack, &mut self.owner);
             }
+            for (h, fd) in watches {
+                let token = self.next_watch;
+                self.next_watch += 1;
+                if let Err(e) = self.epoll.add(fd.as_raw_fd(), token) {
+                    warn!(error = %e, "cannot watch a connection across fork");
+                    if let Some(Some(s)) = self.sessions.get_mut(t as usize) {
+                        s.unwatch(h);
+                    }
+                    continue;
+                }
+                debug!(?h, token, "watching a connection across fork");
+                self.watches.insert(token, (h, fd));
+            }
         }
         // A dead session's shared listeners pass to the sessions sharing
         // them before it can be reclaimed.
-        self.shares();
+        self.shares(stack);
         // Sessions whose sockets are all released give their region back.
-        for slot in &mut self.sessions {
+        for (me, slot) in self.sessions.iter_mut().enumerate() {
             if slot.as_ref().is_some_and(|s| s.finished(stack))
                 && let Some(s) = slot.take()
             {
                 info!(session = s.id, pid = s.pid, "session reclaimed");
+                // Only what it still owns: a connection it gave to another
+                // session is that one's now.
                 for h in s.handles() {
-                    self.owner.remove(&h);
+                    if self.owner.get(&h) == Some(&me) {
+                        self.owner.remove(&h);
+                    }
                 }
                 s.reclaim(mem);
             }
@@ -353,10 +384,39 @@ impl HostService {
 }
 
 impl HostService {
+    /// A watched connection's descriptor pair has news: the last copy of
+    /// the program's end closed (end of file), so no process can use the
+    /// connection any more. Anything written to it is read and dropped.
+    fn watch_ready(&mut self, now: Instant, stack: &mut Stack, token: u64) {
+        let Some((h, fd)) = self.watches.get(&token) else {
+            return;
+        };
+        let (h, raw) = (*h, fd.as_raw_fd());
+        let mut buf = [0u8; 256];
+        let eof = loop {
+            match sys::recv(raw, &mut buf) {
+                Ok(Some(0)) | Err(_) => break true,
+                Ok(Some(_)) => continue,
+                Ok(None) => break false,
+            }
+        };
+        if !eof {
+            return;
+        }
+        self.epoll.delete(raw);
+        self.watches.remove(&token);
+        debug!(?h, "every descriptor of a watched connection closed");
+        if let Some(&slot) = self.owner.get(&h)
+            && let Some(Some(s)) = self.sessions.get_mut(slot)
+        {
+            s.watch_gone(now, stack, h);
+        }
+    }
+
     /// Listeners shared across sessions: `ADOPT`s answered (they name
     /// another session, so a session cannot answer them itself), and shares
     /// closed handed on. Returns whether anything happened.
-    fn shares(&mut self) -> bool {
+    fn shares(&mut self, stack: &mut Stack) -> bool {
         let mut any = false;
         for slot in 0..self.sessions.len() {
             let adopts = match self.sessions.get_mut(slot) {
@@ -365,17 +425,41 @@ impl HostService {
             };
             for (tag, id, a) in adopts {
                 any = true;
-                let from = self.sessions.iter().position(|s| {
-                    s.as_ref()
-                        .is_some_and(|s| s.id == a.from_session && !s.dead)
-                });
+                // A dead session's connections wait for adoption (a
+                // child outliving its parent); its listeners do not.
+                let from = self
+                    .sessions
+                    .iter()
+                    .position(|s| s.as_ref().is_some_and(|s| s.id == a.from_session));
+                let room = match self.sessions.get(slot) {
+                    Some(Some(s)) => s.rx_room(id),
+                    _ => 0,
+                };
                 let r = match from {
                     None => Err(errno::ENOENT),
                     Some(f) if f == slot => Err(errno::EINVAL),
                     Some(f) => match self.sessions.get_mut(f) {
-                        Some(Some(p)) if p.secret_is(a.secret) => p.share_listener(a.from_sock),
+                        Some(Some(p)) if p.secret_is(a.secret) => match p.adoptable(a.from_sock) {
+                            Ok(true) if p.dead => Err(errno::ENOENT),
+                            Ok(true) => p.share_listener(a.from_sock).map(Err),
+                            Ok(false) => p.take_stream(a.from_sock, room).map(Ok),
+                            Err(e) => Err(e),
+                        },
                         _ => Err(errno::EACCES),
                     },
+                };
+                let r = match r {
+                    Ok(Ok(m)) => {
+                        // The connection moves: its events come here now.
+                        let h = m.h();
+                        self.owner.insert(h, slot);
+                        if let Some(Some(s)) = self.sessions.get_mut(slot) {
+                            s.finish_adopt_stream(stack, &mut self.scratch, tag, id, m);
+                        }
+                        continue;
+                    }
+                    Ok(Err(l)) => Ok(l),
+                    Err(e) => Err(e),
                 };
                 if let Ok((h, _)) = r {
                     let others = self.also.entry(h).or_default();
@@ -479,7 +563,7 @@ impl Service for HostService {
                 );
             }
         }
-        any |= self.shares();
+        any |= self.shares(stack);
         any
     }
 

@@ -94,6 +94,47 @@ struct HSock {
     opts: Opts,
     events: u32,
     dirty: bool,
+    /// Other processes may hold this connection (a `fork` since it was
+    /// made): the host service watches the descriptor every holder shares,
+    /// and until the last copy closes a `CLOSE` only detaches it.
+    watched: bool,
+    /// The program closed it while watched: the connection lives on here,
+    /// received bytes still entering the ring, until another session takes
+    /// it (`ADOPT`) or the last descriptor closes.
+    detached: Option<Detached>,
+    /// Another session took the connection (this stack handle): only
+    /// `CLOSE` is answered, once what this socket sent is acknowledged.
+    moved: Option<SocketHandle>,
+}
+
+/// How a detached connection's program closed it: what to do at the
+/// last close.
+#[derive(Clone, Copy, Debug)]
+struct Detached {
+    tag: Option<u64>,
+    abort: bool,
+}
+
+/// A connection leaving one session for another (`ADOPT`).
+#[derive(Debug)]
+pub(super) struct Moving {
+    h: SocketHandle,
+    /// Bytes in the old receive ring the program had not read.
+    unread: Vec<u8>,
+    rx_fin: bool,
+    /// Bytes handed to the stack so far (where the new socket's count
+    /// goes on).
+    stream: u64,
+    opts: Opts,
+    local: u64,
+    remote: u64,
+}
+
+impl Moving {
+    /// The connection's stack handle.
+    pub(super) fn h(&self) -> SocketHandle {
+        self.h
+    }
 }
 
 /// A posted receive buffer (direct placement, LyraNET §3.3).
@@ -133,6 +174,9 @@ impl HSock {
             opts: Opts::default(),
             events: 0,
             dirty: true,
+            watched: false,
+            detached: None,
+            moved: None,
         }
     }
 }
@@ -192,6 +236,12 @@ pub(super) struct Session {
     /// Shared listeners closed here this turn: the host service hands
     /// their ownership on.
     pub(super) unshared: Vec<SocketHandle>,
+    /// Watches the program asked for (`BellOp::Watch`), for the host
+    /// service to add to its epoll set.
+    pub(super) new_watches: Vec<(SocketHandle, OwnedFd)>,
+    /// Connections moved to other sessions whose sent bytes are not all
+    /// acknowledged yet (their `Retiring` entries).
+    moved_out: Vec<SocketHandle>,
 }
 
 /// An `ADOPT` as the host service resolves it.
@@ -318,6 +368,8 @@ impl Session {
             direct: 0,
             adopts: Vec::new(),
             unshared: Vec::new(),
+            new_watches: Vec::new(),
+            moved_out: Vec::new(),
         })
     }
 
@@ -383,12 +435,78 @@ impl Session {
                 };
                 let _ = sys::send_with_fds(self.conn.as_raw_fd(), &reply.to_bytes(), &[]);
             }
+            Some(BellOp::Watch) => {
+                let mut fds = fds.into_iter();
+                let status = match (fds.next(), fds.next()) {
+                    (Some(fd), None) if !sys::is_unix_stream(fd.as_raw_fd()) => errno::EINVAL,
+                    (Some(fd), None) => match self.watch(m.index) {
+                        Ok(h) => {
+                            self.new_watches.push((h, fd));
+                            0
+                        }
+                        Err(e) => e,
+                    },
+                    _ => errno::EINVAL,
+                };
+                if status != 0 {
+                    debug!(session = self.id, sock = m.index, errno = status, "watch refused");
+                }
+                let reply = Bell {
+                    magic: BELL_MAGIC,
+                    op: BellOp::Watch as u32,
+                    index: m.index,
+                    status: -status,
+                    _pad: [0; 3],
+                };
+                let _ = sys::send_with_fds(self.conn.as_raw_fd(), &reply.to_bytes(), &[]);
+            }
             Some(BellOp::Remove) => {
                 if let Some(b) = self.bells.get_mut(m.index as usize) {
                     *b = None;
                 }
             }
             None => debug!(session = self.id, op = m.op, "unknown bell operation"),
+        }
+    }
+
+    /// Marks connection `id` watched; its stack handle.
+    fn watch(&mut self, id: u32) -> Result<SocketHandle> {
+        let s = self.sock(id)?;
+        if s.kind != SockKind::Tcp || s.listener {
+            return Err(errno::EOPNOTSUPP);
+        }
+        let h = s.h.ok_or(errno::ENOTCONN)?;
+        if s.watched {
+            return Err(errno::EALREADY);
+        }
+        s.watched = true;
+        Ok(h)
+    }
+
+    /// The host service could not watch connection `h`: it closes as an
+    /// unwatched one.
+    pub(super) fn unwatch(&mut self, h: SocketHandle) {
+        if let Some(&id) = self.by_handle.get(&h)
+            && let Some(Some(s)) = self.socks.get_mut(id as usize)
+        {
+            s.watched = false;
+        }
+    }
+
+    /// Every descriptor of connection `h` has closed, in every process:
+    /// a detached socket closes now; an open one closes at its `CLOSE`
+    /// (which must be on its way: no process can name it any more).
+    pub(super) fn watch_gone(&mut self, now: Instant, stack: &mut Stack, h: SocketHandle) {
+        let Some(&id) = self.by_handle.get(&h) else {
+            return;
+        };
+        let Some(Some(s)) = self.socks.get_mut(id as usize) else {
+            return;
+        };
+        s.watched = false;
+        if let Some(d) = s.detached.take() {
+            debug!(session = self.id, sock = id, "last descriptor closed: closing the detached connection");
+            self.close_sock(now, stack, id, d.tag, d.abort);
         }
     }
 
@@ -428,7 +546,10 @@ impl Session {
         // (dropping the others' once made every exit stall every other
         // program — their stack events no longer reached them).
         for h in mine {
-            if !self.retiring.contains_key(&h) && !self.unshared.contains(&h) {
+            if !self.retiring.contains_key(&h)
+                && !self.unshared.contains(&h)
+                && !self.by_handle.contains_key(&h)
+            {
                 owner.remove(&h);
             }
         }
@@ -439,6 +560,9 @@ impl Session {
     /// socket in TIME-WAIT needs nothing of the program).
     pub(super) fn finished(&self, stack: &Stack) -> bool {
         self.dead
+            // Detached connections wait for another process or the last
+            // descriptor; the region holds their unread bytes.
+            && self.socks.iter().all(Option::is_none)
             && self.retiring.iter().all(|(&h, r)| {
                 r.stream == 0
                     || stack.tcp_acked(h).is_err()
@@ -516,6 +640,196 @@ impl Session {
         }
     }
 
+    /// What socket `id` is, for an `ADOPT` naming it: `Ok(true)` for a
+    /// listener, `Ok(false)` for a connection another session may take.
+    pub(super) fn adoptable(&self, id: u32) -> Result<bool> {
+        let s = self
+            .socks
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .ok_or(errno::ENOENT)?;
+        match s.h {
+            Some(_) if s.listener => Ok(true),
+            Some(_) if s.kind == SockKind::Tcp && s.watched && s.moved.is_none() => Ok(false),
+            _ => Err(errno::EOPNOTSUPP),
+        }
+    }
+
+    /// The receive ring of socket `id` reserved by an `ADOPT`: its length.
+    pub(super) fn rx_room(&self, id: u32) -> u64 {
+        self.socks
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .map_or(0, |s| s.rx.len)
+    }
+
+    /// Gives connection `id` up to another session (`ADOPT`): its unread
+    /// bytes go along (at most `room`, or `ENOBUFS` and nothing changes);
+    /// what it sent stays held here until acknowledged, and the program's
+    /// socket reads as closed from now on.
+    pub(super) fn take_stream(&mut self, id: u32, room: u64) -> Result<Moving> {
+        let region = self.region;
+        let view = region.slot(id).ok_or(errno::ENOENT)?;
+        let s = self
+            .socks
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+            .ok_or(errno::ENOENT)?;
+        let h = match s.h {
+            Some(h) if s.kind == SockKind::Tcp && !s.listener && s.watched && s.moved.is_none() => h,
+            _ => return Err(errno::EOPNOTSUPP),
+        };
+        let head = view.rx_head().clamp(s.rx_head, s.rx_tail);
+        let n = s.rx_tail - head;
+        if n > room {
+            return Err(errno::ENOBUFS);
+        }
+        let mut unread = vec![0u8; n as usize];
+        if n > 0 && !region.ring_read(s.rx, head, &mut unread) {
+            return Err(errno::EFAULT);
+        }
+        s.rx_head = s.rx_tail;
+        let m = Moving {
+            h,
+            unread,
+            rx_fin: s.rx_fin,
+            stream: s.stream,
+            opts: s.opts,
+            local: view.local(),
+            remote: view.remote(),
+        };
+        let zerocopy = s
+            .holds
+            .drain(..)
+            .filter_map(|(_, hold)| match hold {
+                Hold::Zerocopy(t, n) => Some((t, n)),
+                _ => None,
+            })
+            .collect();
+        let retiring = Retiring {
+            id,
+            stream: s.stream,
+            close_tag: s.detached.and_then(|d| d.tag),
+            zerocopy,
+            copy: s.copy.take(),
+        };
+        let mut answer = Vec::new();
+        if let Some(p) = s.posted.take() {
+            answer.push((p.tag, errno::ECANCELED));
+        }
+        if let Some(t) = s.connect_tag.take() {
+            answer.push((t, errno::ECONNABORTED));
+        }
+        if s.detached.is_some() {
+            // Its program had closed it: nothing of it remains here but
+            // what the stack still holds by reference.
+            self.socks[id as usize] = None;
+        } else {
+            s.h = None;
+            s.moved = Some(h);
+            s.rx_fin = true;
+            // The program's socket reads as finished from now on: its
+            // unread bytes went along.
+            view.set_rx_tail(head);
+            view.set_events(EV_READABLE | EV_RDHUP | EV_HUP);
+            view.set_seq(view.seq().wrapping_add(1));
+            self.unwoken += 1;
+        }
+        for (tag, e) in answer {
+            self.complete(Completion {
+                tag,
+                result: -i64::from(e),
+                sock: id,
+                ..Completion::default()
+            });
+        }
+        self.by_handle.remove(&h);
+        self.retiring.insert(h, retiring);
+        self.moved_out.push(h);
+        Ok(m)
+    }
+
+    /// Finishes an `ADOPT` of a connection: socket `id` serves it now.
+    pub(super) fn finish_adopt_stream(
+        &mut self,
+        stack: &mut Stack,
+        scratch: &mut Vec<u8>,
+        tag: u64,
+        id: u32,
+        m: Moving,
+    ) {
+        let region = self.region;
+        let Some(Some(s)) = self.socks.get_mut(id as usize) else {
+            return;
+        };
+        let n = m.unread.len() as u64;
+        if n > 0 {
+            region.ring_write(s.rx, 0, &m.unread);
+        }
+        s.h = Some(m.h);
+        s.watched = true;
+        s.rx_tail = n;
+        s.rx_head = 0;
+        s.rx_fin = m.rx_fin;
+        s.stream = m.stream;
+        s.opts = m.opts;
+        if let Some(v) = region.slot(id) {
+            v.set_local(m.local);
+            v.set_remote(m.remote);
+            v.set_rx_tail(n);
+        }
+        self.by_handle.insert(m.h, id);
+        // Its readiness is in the slot before the program hears of it.
+        self.serve(stack, id, scratch);
+        debug!(session = self.id, sock = id, unread = n, "connection adopted");
+        self.complete(Completion {
+            tag,
+            result: i64::from(id),
+            sock: id,
+            aux: m.remote,
+            ..Completion::default()
+        });
+    }
+
+    /// Moved connections whose bytes are all acknowledged release what
+    /// they held here.
+    fn moved_acked(&mut self, stack: &Stack) {
+        let mut i = 0;
+        while i < self.moved_out.len() {
+            let h = self.moved_out[i];
+            let done = match self.retiring.get(&h) {
+                Some(r) => {
+                    r.stream == 0
+                        || stack.tcp_acked(h).map_or(true, |a| a >= r.stream)
+                        || stack
+                            .tcp_state(h)
+                            .is_ok_and(|st| matches!(st, State::Closed | State::TimeWait))
+                }
+                None => true,
+            };
+            if !done {
+                i += 1;
+                continue;
+            }
+            self.moved_out.swap_remove(i);
+            if let Some(r) = self.retiring.remove(&h) {
+                self.release(r);
+            }
+        }
+    }
+
+    fn release(&mut self, r: Retiring) {
+        for (tag, len) in r.zerocopy {
+            self.complete_release(tag, r.id, len as i64);
+        }
+        if let Some(c) = r.copy {
+            self.free_copy.push(c);
+        }
+        if let Some(tag) = r.close_tag {
+            self.complete_release(tag, r.id, 0);
+        }
+    }
+
     /// No other session shares listener `h` any more: closing it here
     /// closes it in the stack.
     pub(super) fn unshare(&mut self, h: SocketHandle) {
@@ -573,15 +887,7 @@ impl Session {
         } else if e.contains(Events::RELEASED)
             && let Some(r) = self.retiring.remove(&h)
         {
-            for (tag, len) in r.zerocopy {
-                self.complete_release(tag, r.id, len as i64);
-            }
-            if let Some(c) = r.copy {
-                self.free_copy.push(c);
-            }
-            if let Some(tag) = r.close_tag {
-                self.complete_release(tag, r.id, 0);
-            }
+            self.release(r);
         }
     }
 
@@ -625,10 +931,12 @@ impl Session {
         });
     }
 
+    /// Socket `id` as its program may use it (not detached, not moved).
     fn sock(&mut self, id: u32) -> Result<&mut HSock> {
         self.socks
             .get_mut(id as usize)
             .and_then(Option::as_mut)
+            .filter(|s| s.detached.is_none() && s.moved.is_none())
             .ok_or(errno::EBADF)
     }
 
@@ -699,6 +1007,9 @@ impl Session {
             self.cmds.release();
             self.commands += taken as u64;
             any = true;
+        }
+        if !self.moved_out.is_empty() {
+            self.moved_acked(stack);
         }
         // A full receive ring the program has read from takes more. The
         // fence pairs with the program's between moving `rx_head` and
@@ -1050,14 +1361,12 @@ impl Session {
                 from_sock,
                 secret,
                 rx,
+                tx,
             } => {
                 // Another session is involved: reserve the id now, let the
                 // host service finish it after this turn.
                 let id = self.new_id()?;
-                self.install(
-                    id,
-                    HSock::new(SockKind::Tcp, rx, RingSpan { offset: 0, len: 0 }),
-                );
+                self.install(id, HSock::new(SockKind::Tcp, rx, tx));
                 self.adopts.push((
                     done.tag,
                     id,
@@ -1084,7 +1393,10 @@ impl Session {
                 Ok(Some(0))
             }
             Request::Close { sock, abort } => {
-                self.sock(sock)?;
+                match self.socks.get(sock as usize).and_then(Option::as_ref) {
+                    Some(s) if s.detached.is_none() => {}
+                    _ => return Err(errno::EBADF),
+                }
                 self.close_sock(now, stack, sock, Some(done.tag), abort);
                 Ok(Some(0))
             }
@@ -1405,6 +1717,53 @@ impl Session {
         tag: Option<u64>,
         abort: bool,
     ) {
+        let Some(cur) = self.socks.get_mut(id as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if cur.detached.is_some() {
+            // Closed already; it ends with its watch or its adoption.
+            return;
+        }
+        if let Some(h) = cur.moved {
+            // Another session took the connection; the rings are free when
+            // what this socket sent is acknowledged.
+            self.socks[id as usize] = None;
+            match (self.retiring.get_mut(&h), tag) {
+                (Some(r), Some(t)) => r.close_tag = Some(t),
+                (None, Some(t)) => self.complete_release(t, id, 0),
+                _ => {}
+            }
+            return;
+        }
+        let detach = cur.watched && cur.h.is_some();
+        let (posted, connect) = if detach {
+            cur.detached = Some(Detached { tag, abort });
+            (cur.posted.take(), cur.connect_tag.take())
+        } else {
+            (None, None)
+        };
+        if detach {
+            // Other processes may hold it still (a `fork`): it lives on
+            // until one takes it or the last descriptor closes.
+            debug!(session = self.id, sock = id, "close of a watched connection: detached");
+            if let Some(p) = posted {
+                self.complete(Completion {
+                    tag: p.tag,
+                    result: -i64::from(errno::ECANCELED),
+                    sock: id,
+                    ..Completion::default()
+                });
+            }
+            if let Some(t) = connect {
+                self.complete(Completion {
+                    tag: t,
+                    result: -i64::from(errno::ECONNABORTED),
+                    sock: id,
+                    ..Completion::default()
+                });
+            }
+            return;
+        }
         let Some(s) = self.socks.get_mut(id as usize).and_then(Option::take) else {
             return;
         };

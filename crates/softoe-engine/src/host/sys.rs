@@ -256,6 +256,21 @@ pub fn peer_cred(fd: RawFd) -> io::Result<(i32, u32, u32)> {
 
 /// Receives one message, non-blocking: `Ok(None)` when none waits,
 /// `Ok(Some(0))` when the peer has gone.
+/// Whether `fd` is a Unix stream socket (what a program must send to have
+/// a connection watched across `fork`).
+pub fn is_unix_stream(fd: RawFd) -> bool {
+    let get = |opt: libc::c_int| {
+        let mut v: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `v` and `len` are valid for the call and sized for an int.
+        let r = unsafe {
+            libc::getsockopt(fd, libc::SOL_SOCKET, opt, (&raw mut v).cast(), &raw mut len)
+        };
+        (r == 0).then_some(v)
+    };
+    get(libc::SO_DOMAIN) == Some(libc::AF_UNIX) && get(libc::SO_TYPE) == Some(libc::SOCK_STREAM)
+}
+
 pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     // SAFETY: receives into `buf`, which is valid for its length.
     let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
