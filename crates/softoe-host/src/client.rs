@@ -507,7 +507,7 @@ impl Client {
     /// copies). From now on closing the socket only detaches it until the
     /// last copy closes; another session may take the connection with
     /// [`Client::adopt_stream`].
-    pub(crate) fn watch(&self, sock: u32) -> io::Result<OwnedFd> {
+    pub fn watch_stream(&self, sock: u32) -> io::Result<OwnedFd> {
         let (mine, engine) = sys::socketpair()?;
         self.bell_call(softoe_abi::BellOp::Watch, sock, engine.as_raw_fd())?;
         Ok(mine)

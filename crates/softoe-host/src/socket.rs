@@ -333,12 +333,7 @@ impl Client {
     /// by the parent before `fork`); its unread bytes come along, and the
     /// other session's socket reads as finished from then on. `secret` is
     /// that session's ([`Client::secret`]).
-    pub fn adopt_stream(
-        &self,
-        session: u32,
-        sock: u32,
-        secret: [u64; 2],
-    ) -> io::Result<TcpStream> {
+    pub fn adopt_stream(&self, session: u32, sock: u32, secret: [u64; 2]) -> io::Result<TcpStream> {
         let (rx, tx) = Sock::rings(self, SockKind::Tcp)?;
         let r = self.call(Command::new(
             Opcode::Adopt,
@@ -513,7 +508,7 @@ impl TcpStream {
     /// [`Client::adopt_stream`]. The LD_PRELOAD shim does this for every
     /// connection just before a program's `fork`.
     pub fn watch_across_fork(&self) -> io::Result<std::os::fd::OwnedFd> {
-        self.s.c.watch(self.s.id)
+        self.s.c.watch_stream(self.s.id)
     }
 
     /// Chooses how writes reach the engine.

@@ -107,6 +107,10 @@ pub(crate) struct Stream {
     pub w: Mutex<TcpStream>,
     pub r: Mutex<TcpReader>,
     pub peer: SocketAddrV4,
+    /// The attachment and socket id, readable without the locks above (a
+    /// forked child must not wait on a lock a parent's thread held).
+    pub client: Client,
+    pub id: u32,
 }
 
 /// A UDP socket on the engine and its default destination.
@@ -145,6 +149,8 @@ pub(crate) struct Sock {
     /// Edge-triggered epoll: the slot sequence last reported, per epoll
     /// set (see `wait.rs`).
     pub reported: Mutex<HashMap<c_int, u32>>,
+    /// Its descriptor is the engine-watched one (prepared for `fork`).
+    pub watched: AtomicBool,
 }
 
 impl Sock {
@@ -157,6 +163,7 @@ impl Sock {
             st: Mutex::new(ManuallyDrop::new(St::Fresh { bound: None })),
             opts: Mutex::new(Opts::default()),
             reported: Mutex::new(HashMap::new()),
+            watched: AtomicBool::new(false),
         }
     }
 
@@ -279,6 +286,29 @@ impl Table {
                 *v = new.clone();
             }
         }
+    }
+
+    /// This process's connections not yet watched, each with every
+    /// descriptor that names it.
+    pub(crate) fn unwatched_streams(&self) -> Vec<(Arc<Sock>, Vec<c_int>)> {
+        let m = self
+            .map
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out: Vec<(Arc<Sock>, Vec<c_int>)> = Vec::new();
+        for (&fd, s) in m.iter() {
+            if !s.ours() || s.watched.load(Ordering::Relaxed) {
+                continue;
+            }
+            if !matches!(&**lock(&s.st), St::Stream(_)) {
+                continue;
+            }
+            match out.iter_mut().find(|(o, _)| Arc::ptr_eq(o, s)) {
+                Some((_, fds)) => fds.push(fd),
+                None => out.push((s.clone(), vec![fd])),
+            }
+        }
+        out
     }
 
     pub(crate) fn remove(&self, fd: c_int) -> Option<Arc<Sock>> {
@@ -417,11 +447,66 @@ fn apply(s: &TcpStream, o: &Opts) {
 }
 
 fn stream_of(t: TcpStream, peer: SocketAddrV4) -> Stream {
+    // A process with connections must prepare them for `fork`.
+    static ATFORK: std::sync::Once = std::sync::Once::new();
+    ATFORK.call_once(|| {
+        // SAFETY: registers a plain function with no arguments; it runs in
+        // the parent before every `fork` (including libc's own, as in
+        // `daemon`).
+        let r = unsafe { libc::pthread_atfork(Some(before_fork), None, None) };
+        if r != 0 {
+            warn!(
+                errno = r,
+                "pthread_atfork failed: connections will not survive fork"
+            );
+        }
+    });
     let r = t.try_clone_reader();
     Stream {
+        client: t.client().clone(),
+        id: t.id(),
         w: Mutex::new(t),
         r: Mutex::new(r),
         peer,
+    }
+}
+
+/// Runs in the parent just before `fork`: every connection of this process
+/// that is not yet watched gets a watched descriptor under each of its
+/// numbers (see `TcpStream::watch_across_fork`), so the kernel counts the
+/// child's copies and the engine keeps the connection until the last
+/// closes — as a kernel socket lives while any process holds it.
+extern "C" fn before_fork() {
+    for (s, fds) in TABLE.unwatched_streams() {
+        let St::Stream(st) = s.state() else {
+            continue;
+        };
+        let keep = match st.client.watch_stream(st.id) {
+            Ok(fd) => fd,
+            Err(e) => {
+                warn!(error = %e, "could not prepare a connection for fork: a child cannot use it");
+                continue;
+            }
+        };
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&keep);
+        for fd in &fds {
+            // SAFETY: plain descriptor calls on numbers this process owns;
+            // `dup3` replaces the idle kernel socket under `fd` with the
+            // watched descriptor, keeping the number's close-on-exec flag.
+            unsafe {
+                let cloexec = crate::real::fcntl(*fd, libc::F_GETFD, 0) & libc::FD_CLOEXEC != 0;
+                let fl = crate::real::fcntl(*fd, libc::F_GETFL, 0);
+                if crate::real::dup3(raw, *fd, if cloexec { libc::O_CLOEXEC } else { 0 }) < 0 {
+                    warn!(fd, error = %io::Error::last_os_error(), "dup3 of a watched descriptor failed");
+                    continue;
+                }
+                if fl >= 0 {
+                    crate::real::fcntl(*fd, libc::F_SETFL, fl as libc::c_ulong);
+                }
+            }
+        }
+        s.watched.store(true, Ordering::Relaxed);
+        debug!(?fds, sock = st.id, "connection watched across fork");
     }
 }
 
@@ -756,7 +841,31 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
                 }
             }
         }
-        St::Stream(_) | St::Udp(_) => return Some(Err(inherited())),
+        St::Stream(old) => {
+            if !s.watched.load(Ordering::Relaxed) {
+                return Some(Err(inherited()));
+            }
+            let Some(c) = shim().client() else {
+                return Some(Err(libc::ENETDOWN));
+            };
+            let (session, id, secret) = (old.client.session(), old.id, old.client.secret());
+            match c.adopt_stream(session, id, secret) {
+                Ok(t) => {
+                    debug!(
+                        fd,
+                        from = session,
+                        "connection taken into this process's session"
+                    );
+                    fresh.set(St::Stream(Arc::new(stream_of(t, old.peer))));
+                    fresh.watched.store(true, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    warn!(fd, error = %e, "could not take an inherited connection");
+                    return Some(Err(errno_of(&e)));
+                }
+            }
+        }
+        St::Udp(_) => return Some(Err(inherited())),
     }
     let fresh = Arc::new(fresh);
     // Every descriptor naming the old socket (dup) names the new one.
@@ -769,8 +878,11 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
 pub(crate) fn inherited() -> c_int {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
-        warn!("a softoe socket inherited across fork was used: not supported yet (EBADF)");
-        eprintln!("softoe-preload: softoe sockets do not survive fork yet; the child gets EBADF");
+        warn!("a softoe socket inherited across fork was used: not supported (EBADF)");
+        eprintln!(
+            "softoe-preload: this softoe socket does not survive fork (UDP sockets, and \
+             connections the parent could not prepare); the child gets EBADF"
+        );
     }
     libc::EBADF
 }

@@ -916,3 +916,158 @@ fn threads_share_sockets() {
     );
     assert_eq!(echo.join().unwrap(), 4 * (16 << 20));
 }
+
+/// Connections inherited across `fork`, in one Python program on softoe
+/// against a Linux server that hashes what it reads until the end of the
+/// stream and answers the hash. First the child takes the connection and
+/// the parent closes its copy at once (the connection must not end);
+/// then a child exits without touching it and the parent goes on (the
+/// child's exit must not end it either). Each answer proves every byte
+/// arrived, in order, once.
+#[test]
+fn connections_survive_fork() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let l = bed
+        .linux
+        .run(|| std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, 7430)).unwrap())
+        .unwrap();
+    let sink = bed
+        .linux
+        .spawn(move || {
+            let mut lens = Vec::new();
+            for _ in 0..2 {
+                let (mut s, _) = l.accept().unwrap();
+                let mut b = Vec::new();
+                std::io::Read::read_to_end(&mut s, &mut b).unwrap();
+                s.write_all(sha256(&b).as_bytes()).unwrap();
+                lens.push(b.len());
+            }
+            lens
+        })
+        .unwrap();
+    let script = format!(
+        "import socket,os,hashlib,sys\n\
+         def blob(n, seed): return bytes((i*13+seed)&255 for i in range(256))*(n//256)\n\
+         def answer(s):\n\
+         \x20   got=b''\n\
+         \x20   while True:\n\
+         \x20       b=s.recv(65536)\n\
+         \x20       if not b: return got.decode()\n\
+         \x20       got+=b\n\
+         # 1: the child takes it; the parent closes its copy at once.\n\
+         s=socket.create_connection(('{LINUX_IP}',7430))\n\
+         a=blob(4<<20,1); s.sendall(a)\n\
+         pid=os.fork()\n\
+         if pid==0:\n\
+         \x20   b=blob(4<<20,2); s.sendall(b); s.shutdown(socket.SHUT_WR)\n\
+         \x20   ok=answer(s)==hashlib.sha256(a+b).hexdigest()\n\
+         \x20   s.close(); os._exit(0 if ok else 3)\n\
+         s.close()\n\
+         _,st=os.waitpid(pid,0)\n\
+         if st!=0: print('child of case 1 failed', st); sys.exit(1)\n\
+         # 2: a child exits without touching it; the parent goes on.\n\
+         s=socket.create_connection(('{LINUX_IP}',7430))\n\
+         a=blob(2<<20,3); s.sendall(a)\n\
+         pid=os.fork()\n\
+         if pid==0: os._exit(0)\n\
+         os.waitpid(pid,0)\n\
+         b=blob(2<<20,4); s.sendall(b); s.shutdown(socket.SHUT_WR)\n\
+         ok=answer(s)==hashlib.sha256(a+b).hexdigest()\n\
+         s.close()\n\
+         print('ok' if ok else 'bad hash'); sys.exit(0 if ok else 2)\n"
+    );
+    let o = run_for(
+        {
+            let mut c = on_softoe(&bed, "python3");
+            c.args(["-c", &script]);
+            c
+        },
+        120,
+        "python with fork",
+    );
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(sink.join().unwrap(), vec![8 << 20, 4 << 20]);
+    // Every session of the program and its children is gone, with every
+    // socket: nothing was left detached.
+    let end = Instant::now() + Duration::from_secs(10);
+    while !bed.snapshot().sessions.is_empty() {
+        assert!(
+            Instant::now() < end,
+            "sessions left: {:?}",
+            bed.snapshot().sessions
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A forking server (Python's `ForkingMixIn`: the parent accepts, forks,
+/// and closes its copy; the child serves and exits) on softoe, fetched
+/// from Linux by three curls at once, 20 MiB each, hashes checked; then
+/// only the server's own session remains, holding its listener.
+#[test]
+fn forking_server_on_softoe() {
+    if !have("curl") || !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let dir = tempdir("forking");
+    let (_, want) = pattern_file(&dir, "blob", 20 << 20);
+    let script = "import http.server,socketserver,functools\n\
+         class S(socketserver.ForkingMixIn, http.server.HTTPServer): pass\n\
+         h=functools.partial(http.server.SimpleHTTPRequestHandler, directory='.')\n\
+         S(('0.0.0.0',8082), h).serve_forever()\n";
+    let _server = Child(
+        on_softoe(&bed, "python3")
+            .args(["-c", script])
+            .current_dir(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("http://{ENGINE_IP}:8082/blob");
+    // Up: one fetch answers.
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut c = on_linux(&bed, "curl");
+        c.args(["-sS", "--fail", "-o", "/dev/null", &url]);
+        if run_for(c, 60, "curl").status.success() {
+            break;
+        }
+        assert!(Instant::now() < end, "the forking server never answered");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let fetches: Vec<_> = (0..3)
+        .map(|i| {
+            let out = dir.join(format!("got{i}"));
+            let mut c = on_linux(&bed, "curl");
+            c.args(["-sS", "--fail", "-o"]).arg(&out).arg(&url);
+            let h = std::thread::spawn(move || run_for(c, 60, "curl"));
+            (out, h)
+        })
+        .collect();
+    for (out, h) in fetches {
+        let o = h.join().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(sha256(&std::fs::read(&out).unwrap()), want);
+    }
+    // The children are gone, and so are their sessions and connections.
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = bed.snapshot().sessions;
+        if s.len() == 1 && s[0].sockets == 1 && s[0].closing == 0 {
+            break;
+        }
+        assert!(Instant::now() < end, "sessions left: {s:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -449,7 +449,12 @@ impl Session {
                     _ => errno::EINVAL,
                 };
                 if status != 0 {
-                    debug!(session = self.id, sock = m.index, errno = status, "watch refused");
+                    debug!(
+                        session = self.id,
+                        sock = m.index,
+                        errno = status,
+                        "watch refused"
+                    );
                 }
                 let reply = Bell {
                     magic: BELL_MAGIC,
@@ -505,7 +510,11 @@ impl Session {
         };
         s.watched = false;
         if let Some(d) = s.detached.take() {
-            debug!(session = self.id, sock = id, "last descriptor closed: closing the detached connection");
+            debug!(
+                session = self.id,
+                sock = id,
+                "last descriptor closed: closing the detached connection"
+            );
             self.close_sock(now, stack, id, d.tag, d.abort);
         }
     }
@@ -676,7 +685,9 @@ impl Session {
             .and_then(Option::as_mut)
             .ok_or(errno::ENOENT)?;
         let h = match s.h {
-            Some(h) if s.kind == SockKind::Tcp && !s.listener && s.watched && s.moved.is_none() => h,
+            Some(h) if s.kind == SockKind::Tcp && !s.listener && s.watched && s.moved.is_none() => {
+                h
+            }
             _ => return Err(errno::EOPNOTSUPP),
         };
         let head = view.rx_head().clamp(s.rx_head, s.rx_tail);
@@ -781,7 +792,12 @@ impl Session {
         self.by_handle.insert(m.h, id);
         // Its readiness is in the slot before the program hears of it.
         self.serve(stack, id, scratch);
-        debug!(session = self.id, sock = id, unread = n, "connection adopted");
+        debug!(
+            session = self.id,
+            sock = id,
+            unread = n,
+            "connection adopted"
+        );
         self.complete(Completion {
             tag,
             result: i64::from(id),
@@ -1745,7 +1761,11 @@ impl Session {
         if detach {
             // Other processes may hold it still (a `fork`): it lives on
             // until one takes it or the last descriptor closes.
-            debug!(session = self.id, sock = id, "close of a watched connection: detached");
+            debug!(
+                session = self.id,
+                sock = id,
+                "close of a watched connection: detached"
+            );
             if let Some(p) = posted {
                 self.complete(Completion {
                     tag: p.tag,
