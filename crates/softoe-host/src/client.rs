@@ -345,17 +345,20 @@ impl Client {
     }
 
     pub(crate) fn wait_tag(&self, tag: u64) -> io::Result<Completion> {
-        self.block_until(None, |d| d.done.remove(&tag))?
+        self.block_until(None, false, |d| d.done.remove(&tag))?
             .ok_or_else(closed)
     }
 
     /// Waits until `check` (run with the dispatcher locked, after taking
     /// completions) returns something, or `timeout` passes (`Ok(None)`).
     /// Spins first, then sleeps on the doorbell with the engine told to
-    /// ring it.
+    /// ring it. An `interruptible` wait (a socket call's, not a command's
+    /// round trip) ends with `Interrupted` when a signal handler without
+    /// `SA_RESTART` interrupts its sleep, as a kernel socket call does.
     pub(crate) fn block_until<T>(
         &self,
         timeout: Option<Duration>,
+        interruptible: bool,
         mut check: impl FnMut(&mut Dispatch) -> Option<T>,
     ) -> io::Result<Option<T>> {
         let start = Instant::now();
@@ -400,11 +403,12 @@ impl Client {
             // before the announcement is seen here, one after rings us.
             let changed = inner.region.event_seq().load(Ordering::SeqCst) != seq
                 || lock(&inner.cmps).available().is_ok_and(|n| n > 0);
+            let mut interrupted = false;
             if !changed {
                 let wait = deadline.map_or(Duration::from_millis(100), |t| {
                     t.saturating_duration_since(Instant::now())
                 });
-                sys::wait_readable(
+                interrupted = !sys::wait_readable(
                     inner.bell_app.as_raw_fd(),
                     wait.min(Duration::from_millis(100)),
                 );
@@ -414,6 +418,14 @@ impl Client {
             d = lock(&inner.dispatch);
             d.sleeper = false;
             inner.cond.notify_all();
+            if interrupted && interruptible && !sys::restart_after_signal() {
+                // What came meanwhile still counts.
+                self.drain(&mut d);
+                if let Some(v) = check(&mut d) {
+                    return Ok(Some(v));
+                }
+                return Err(io::ErrorKind::Interrupted.into());
+            }
         }
     }
 

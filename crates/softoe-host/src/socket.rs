@@ -197,7 +197,10 @@ impl Sock {
         if nonblocking {
             return Err(io::ErrorKind::WouldBlock.into());
         }
-        match self.c.block_until(timeout, |_| ready(self).then_some(()))? {
+        match self
+            .c
+            .block_until(timeout, true, |_| ready(self).then_some(()))?
+        {
             Some(()) => Ok(()),
             None => Err(io::ErrorKind::WouldBlock.into()),
         }
@@ -700,7 +703,7 @@ impl TcpStream {
                 0,
                 [buf.off, len, 0, 0, 0, 0],
             ))?;
-            let r = self.s.c.block_until(None, |d| d.done.remove(&tag))?;
+            let r = self.s.c.block_until(None, false, |d| d.done.remove(&tag))?;
             let Some(r) = r else {
                 return Err(errno_err(errno::ECONNABORTED));
             };
@@ -856,7 +859,7 @@ impl Client {
         if timeout.is_some_and(|t| t.is_zero()) {
             return Ok(socks.iter().map(|(s, _)| s.readiness()).collect());
         }
-        match self.block_until(timeout, |_| look())? {
+        match self.block_until(timeout, true, |_| look())? {
             Some(r) => Ok(r),
             None => Ok(socks.iter().map(|(s, _)| s.readiness()).collect()),
         }
@@ -977,12 +980,16 @@ fn read_direct(s: &Sock, timeout: Option<Duration>, buf: &mut [u8]) -> Option<io
         Ok(t) => t,
         Err(e) => return Some(Err(e)),
     };
-    let got = match s.c.block_until(timeout, |d| d.done.remove(&tag)) {
+    let (waited, interrupted) = match s.c.block_until(timeout, true, |d| d.done.remove(&tag)) {
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => (Ok(None), true),
+        r => (r, false),
+    };
+    let got = match waited {
         Ok(Some(c)) => c,
         Ok(None) => {
-            // Timed out: take the buffer back. The receive completes first
-            // (with bytes placed meanwhile, or ECANCELED); the cancel's own
-            // answer is not needed.
+            // Timed out or interrupted: take the buffer back. The receive
+            // completes first (with bytes placed meanwhile, or ECANCELED);
+            // the cancel's own answer is not needed.
             match s
                 .c
                 .submit(Command::new(Opcode::CancelRecv, 0, s.id, 0, [0; 6]))
@@ -1000,6 +1007,7 @@ fn read_direct(s: &Sock, timeout: Option<Duration>, buf: &mut [u8]) -> Option<io
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     match got.errno() {
         None => Some(Ok(got.result as usize)),
+        Some(errno::ECANCELED) if interrupted => Some(Err(io::ErrorKind::Interrupted.into())),
         Some(errno::ECANCELED) => Some(Err(io::ErrorKind::WouldBlock.into())),
         Some(errno::EAGAIN | errno::EBUSY) => None,
         // The engine may not write our memory (another user): the bytes
@@ -1154,7 +1162,8 @@ impl ZcBuf {
         let Some(tag) = self.in_flight else {
             return Ok(());
         };
-        self.c.block_until(None, |d| d.released.remove(&tag))?;
+        self.c
+            .block_until(None, false, |d| d.released.remove(&tag))?;
         self.in_flight = None;
         Ok(())
     }

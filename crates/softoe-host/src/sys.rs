@@ -217,8 +217,30 @@ pub(crate) fn drain(fd: RawFd) {
     let _ = unsafe { libc::read(fd, (&raw mut v).cast(), 8) };
 }
 
-/// Waits until `fd` is readable or `timeout` passes.
-pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) {
+/// Whether a blocking call a signal handler interrupted should go on, as
+/// the kernel restarts a socket call when the handler was installed with
+/// `SA_RESTART`. Which signal came is unknown here, so the call goes on
+/// only when every installed handler restarts; a program with a handler
+/// that does not (Python's, a C program's `alarm` timeout) gets `EINTR`.
+pub(crate) fn restart_after_signal() -> bool {
+    for sig in 1..=libc::SIGRTMAX() {
+        // SAFETY: an all-zero `sigaction` is a valid out-parameter.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: queries only (null new action); `old` is valid for writes.
+        if unsafe { libc::sigaction(sig, std::ptr::null(), &raw mut old) } != 0 {
+            continue;
+        }
+        let h = old.sa_sigaction;
+        if h != libc::SIG_DFL && h != libc::SIG_IGN && old.sa_flags & libc::SA_RESTART == 0 {
+            return false;
+        }
+    }
+    true
+}
+
+/// Waits until `fd` is readable or `timeout` passes; `false` when a signal
+/// handler interrupted the wait.
+pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) -> bool {
     let mut p = libc::pollfd {
         fd,
         events: libc::POLLIN,
@@ -229,5 +251,6 @@ pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) {
         tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
     };
     // SAFETY: one valid pollfd and a valid timespec for the call.
-    let _ = unsafe { libc::ppoll(&raw mut p, 1, &raw const ts, std::ptr::null()) };
+    let r = unsafe { libc::ppoll(&raw mut p, 1, &raw const ts, std::ptr::null()) };
+    !(r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted)
 }

@@ -36,6 +36,8 @@ pub(crate) fn errno_of(e: &io::Error) -> c_int {
     }
     match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => libc::EAGAIN,
+        // A signal handler without SA_RESTART interrupted a blocking call.
+        io::ErrorKind::Interrupted => libc::EINTR,
         io::ErrorKind::ConnectionAborted => libc::ECONNABORTED,
         io::ErrorKind::ConnectionReset => libc::ECONNRESET,
         io::ErrorKind::BrokenPipe => libc::EPIPE,
@@ -692,7 +694,15 @@ impl Sock {
                     match io::Read::read(&mut *r, &mut buf[got..]) {
                         Ok(0) => break,
                         Ok(n) => got += n,
-                        Err(e) if got > 0 && e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e)
+                            if got > 0
+                                && matches!(
+                                    e.kind(),
+                                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                                ) =>
+                        {
+                            break;
+                        }
                         Err(e) => return Err(errno_of(&e)),
                     }
                     if flags & libc::MSG_WAITALL == 0 || got == buf.len() {
@@ -728,7 +738,6 @@ impl Sock {
                     match io::Write::write(&mut *w, &buf[sent..]) {
                         Ok(n) => sent += n,
                         Err(e) if sent > 0 && e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(e) if sent > 0 => {
                             debug!(error = %e, sent, "send ended early");
                             break;

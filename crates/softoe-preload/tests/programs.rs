@@ -1071,3 +1071,68 @@ fn forking_server_on_softoe() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A signal interrupts a blocking receive on a softoe socket as it does a
+/// kernel one: Python's handler raises out of `recv` (the ring path and
+/// the posted-buffer path), and a handler that returns lets the `recv` go
+/// on to the data.
+#[test]
+fn signals_interrupt_blocking_calls() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let l = bed
+        .linux
+        .run(|| std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, 7440)).unwrap())
+        .unwrap();
+    let peer = bed
+        .linux
+        .spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut go = [0u8; 2];
+            std::io::Read::read_exact(&mut s, &mut go).unwrap();
+            std::thread::sleep(Duration::from_millis(500));
+            s.write_all(b"data").unwrap();
+            let mut rest = Vec::new();
+            std::io::Read::read_to_end(&mut s, &mut rest).unwrap();
+            go
+        })
+        .unwrap();
+    let script = format!(
+        "import socket,signal,sys,time\n\
+         s=socket.create_connection(('{LINUX_IP}',7440))\n\
+         class Alarm(Exception): pass\n\
+         def raise_(*a): raise Alarm()\n\
+         signal.signal(signal.SIGALRM, raise_)\n\
+         for size in (100, 1<<20):\n\
+         \x20   signal.setitimer(signal.ITIMER_REAL, 0.3)\n\
+         \x20   t=time.time()\n\
+         \x20   try:\n\
+         \x20       s.recv(size); print('recv returned'); sys.exit(1)\n\
+         \x20   except Alarm:\n\
+         \x20       if time.time()-t > 5: print('late'); sys.exit(1)\n\
+         signal.signal(signal.SIGALRM, lambda *a: None)\n\
+         signal.setitimer(signal.ITIMER_REAL, 0.2)\n\
+         s.sendall(b'go')\n\
+         d=s.recv(100)\n\
+         if d!=b'data': print('got', d); sys.exit(1)\n\
+         s.close()\n"
+    );
+    let o = run_for(
+        {
+            let mut c = on_softoe(&bed, "python3");
+            c.args(["-c", &script]);
+            c
+        },
+        30,
+        "python with signals",
+    );
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(&peer.join().unwrap(), b"go");
+}
