@@ -133,6 +133,11 @@ pub(crate) enum St {
     Listening(Arc<Mutex<TcpListener>>),
     Stream(Arc<Stream>),
     Udp(Arc<Udp>),
+    /// Inherited across `fork` and not usable here (a UDP socket, or a
+    /// connection this process could not take): every call fails with
+    /// this errno, and `poll` reports an error, so a program closes it
+    /// instead of retrying.
+    Lost(c_int),
 }
 
 /// One softoe socket (shared by every descriptor `dup` made of it).
@@ -200,6 +205,13 @@ impl Sock {
             St::Listening(l) => lock(&l).readiness(),
             St::Stream(s) => lock(&s.w).readiness(),
             St::Udp(u) => lock(&u.s).readiness(),
+            St::Lost(_) => Readiness {
+                readable: true,
+                writable: true,
+                hung_up: true,
+                error: true,
+                ..Readiness::default()
+            },
         }
     }
 }
@@ -581,6 +593,7 @@ impl Sock {
                 Connect::Done(Ok(0))
             }
             St::Listening(_) => Connect::Done(Err(libc::EINVAL)),
+            St::Lost(e) => Connect::Done(Err(e)),
         }
     }
 
@@ -660,6 +673,7 @@ impl Sock {
             St::Listening(l) => lock(&l).local_addr(),
             St::Stream(s) => lock(&s.w).local_addr(),
             St::Udp(u) => lock(&u.s).local_addr(),
+            St::Lost(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
         }
     }
 
@@ -720,6 +734,7 @@ impl Sock {
                     .map_err(|e| errno_of(&e))
             }
             St::Fresh { .. } | St::Listening(_) => Err(libc::ENOTCONN),
+            St::Lost(e) => Err(e),
         }
     }
 
@@ -754,6 +769,7 @@ impl Sock {
                 let to = to.or(*lock(&u.peer)).ok_or(libc::EDESTADDRREQ)?;
                 lock(&u.s).send_to(buf, to).map_err(|e| errno_of(&e))
             }
+            St::Lost(e) => Err(e),
             St::Fresh { .. } | St::Listening(_) => {
                 if self.kind == Kind::Udp {
                     // An unbound UDP socket's first sendto binds it.
@@ -808,8 +824,9 @@ impl Sock {
 /// inherited across `fork` is taken into this process's own session first
 /// — a listener is shared with the parent's session (both accept from it,
 /// as after a kernel `fork`), a socket not yet given to the engine is
-/// simply this process's now. `Err(EBADF)` for inherited connections
-/// (not yet supported).
+/// simply this process's now, and a connection moves into this process's
+/// session (the parent prepared it before `fork`). What cannot be taken
+/// (UDP sockets) fails with `EBADF`, for good.
 pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
     let s = TABLE.get(fd)?;
     if s.ours() {
@@ -825,61 +842,65 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
     }
     let fresh = Sock::new(s.kind, s.nonblock.load(Ordering::Relaxed), s.v6);
     *lock(&fresh.opts) = *lock(&s.opts);
-    match s.state() {
-        St::Fresh { bound } => fresh.set(St::Fresh { bound }),
+    let st = match s.state() {
+        St::Fresh { bound } => Ok(St::Fresh { bound }),
         St::Listening(l) => {
             let (session, id, secret) = {
                 let g = lock(&l);
                 (g.client().session(), g.id(), g.client().secret())
             };
-            let Some(c) = shim().client() else {
-                return Some(Err(libc::ENETDOWN));
-            };
-            match c.adopt_listener(session, id, secret) {
-                Ok(nl) => {
+            match shim()
+                .client()
+                .map(|c| c.adopt_listener(session, id, secret))
+            {
+                Some(Ok(nl)) => {
                     debug!(
                         fd,
                         from = session,
                         "listener shared into this process's session"
                     );
-                    fresh.set(St::Listening(Arc::new(Mutex::new(nl))));
+                    Ok(St::Listening(Arc::new(Mutex::new(nl))))
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     warn!(fd, error = %e, "could not share an inherited listener");
-                    return Some(Err(errno_of(&e)));
+                    Err(errno_of(&e))
                 }
+                None => Err(libc::ENETDOWN),
             }
         }
-        St::Stream(old) => {
-            if !s.watched.load(Ordering::Relaxed) {
-                return Some(Err(inherited()));
-            }
-            let Some(c) = shim().client() else {
-                return Some(Err(libc::ENETDOWN));
-            };
+        St::Stream(old) if s.watched.load(Ordering::Relaxed) => {
             let (session, id, secret) = (old.client.session(), old.id, old.client.secret());
-            match c.adopt_stream(session, id, secret) {
-                Ok(t) => {
+            match shim().client().map(|c| c.adopt_stream(session, id, secret)) {
+                Some(Ok(t)) => {
                     debug!(
                         fd,
                         from = session,
                         "connection taken into this process's session"
                     );
-                    fresh.set(St::Stream(Arc::new(stream_of(t, old.peer))));
                     fresh.watched.store(true, Ordering::Relaxed);
+                    Ok(St::Stream(Arc::new(stream_of(t, old.peer))))
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     warn!(fd, error = %e, "could not take an inherited connection");
-                    return Some(Err(errno_of(&e)));
+                    Err(errno_of(&e))
                 }
+                None => Err(libc::ENETDOWN),
             }
         }
-        St::Udp(_) => return Some(Err(inherited())),
-    }
+        St::Stream(_) | St::Udp(_) => Err(inherited()),
+        St::Lost(e) => Err(e),
+    };
+    // A failure is final for this process (no attach and adopt again at
+    // every call or wait): the socket answers its errno from now on.
+    let failed = st.as_ref().err().copied();
+    fresh.set(st.unwrap_or_else(St::Lost));
     let fresh = Arc::new(fresh);
     // Every descriptor naming the old socket (dup) names the new one.
     TABLE.replace(&s, &fresh);
-    Some(Ok(fresh))
+    Some(match failed {
+        Some(e) => Err(e),
+        None => Ok(fresh),
+    })
 }
 
 /// Reports once per process that a socket inherited across `fork` cannot
