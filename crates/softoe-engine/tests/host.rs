@@ -972,6 +972,17 @@ fn a_child_takes_a_connection_its_dead_parent_left() {
     // connection is not.
     std::thread::sleep(Duration::from_millis(200));
     assert!(!server.is_finished());
+    // `softoe stat` shows it waiting in the dead session.
+    wait_for(
+        5,
+        "the dead session to show its detached connection",
+        || {
+            bed.snapshot()
+                .sessions
+                .iter()
+                .any(|st| st.id == session && st.dead && st.detached == 1)
+        },
+    );
     let mut t = child.adopt_stream(session, id, secret).unwrap();
     let mut got = vec![0u8; greeting.len()];
     t.read_exact(&mut got).unwrap();

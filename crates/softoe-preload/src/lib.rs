@@ -29,9 +29,13 @@
 //!
 //! After `fork` the child attaches a session of its own; a listener it
 //! inherited is shared into it at first use (parent and child both accept,
-//! as with the kernel: nginx's master and workers). Not yet: connections
-//! inherited across `fork` (the child gets `EBADF`), and blocking calls on
-//! softoe sockets are not interrupted by signals.
+//! as with the kernel: nginx's master and workers). Before every `fork`
+//! (`pthread_atfork`) the parent puts each connection's numbers on a
+//! descriptor the engine watches, so the kernel counts the copies every
+//! process holds; a child takes a connection it uses into its own session,
+//! and the connection closes when the last copy does. Inherited UDP
+//! sockets fail with `EBADF`. A signal handler without `SA_RESTART`
+//! interrupts a blocking call (`EINTR`), as it does a kernel socket call.
 //!
 //! `fcntl` and `ioctl` are variadic in C; the hooks take the one argument
 //! every command this shim handles passes, which the x86-64 and AArch64

@@ -91,12 +91,13 @@ pub fn render(s: &Snapshot) -> String {
     if !s.sessions.is_empty() {
         let _ = writeln!(
             o,
-            "{:<8} {:>8} {:>6} {:>8} {:>8} {:>10} {:>9} {:>8} {:>10}",
+            "{:<8} {:>8} {:>6} {:>8} {:>8} {:>8} {:>10} {:>9} {:>8} {:>10}",
             "Session",
             "Pid",
             "Uid",
             "Sockets",
             "Closing",
+            "Detached",
             "Commands",
             "Rejected",
             "Wakeups",
@@ -105,12 +106,13 @@ pub fn render(s: &Snapshot) -> String {
         for x in &s.sessions {
             let _ = writeln!(
                 o,
-                "{:<8} {:>8} {:>6} {:>8} {:>8} {:>10} {:>9} {:>8} {:>10}{}",
+                "{:<8} {:>8} {:>6} {:>8} {:>8} {:>8} {:>10} {:>9} {:>8} {:>10}{}",
                 x.id,
                 x.pid,
                 x.uid,
                 x.sockets,
                 x.closing,
+                x.detached,
                 x.commands,
                 x.rejected,
                 x.wakeups,

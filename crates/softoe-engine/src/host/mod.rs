@@ -91,6 +91,11 @@ pub struct SessionStat {
     pub sockets: usize,
     /// Closed sockets the stack still finishes.
     pub closing: usize,
+    /// Connections the program closed that other processes may still hold
+    /// (inherited across `fork`): they wait for one of them to take them,
+    /// or for the last descriptor to close.
+    #[serde(default)]
+    pub detached: usize,
     /// Commands taken.
     pub commands: u64,
     /// Commands refused with an error completion.

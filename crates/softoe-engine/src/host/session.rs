@@ -526,6 +526,12 @@ impl Session {
             uid: self.uid,
             sockets: self.socks.iter().flatten().count(),
             closing: self.retiring.len(),
+            detached: self
+                .socks
+                .iter()
+                .flatten()
+                .filter(|s| s.detached.is_some())
+                .count(),
             commands: self.commands,
             rejected: self.rejected,
             direct: self.direct,
