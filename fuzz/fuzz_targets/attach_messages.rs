@@ -14,7 +14,8 @@ fuzz_target!(|data: &[u8]| {
         match b.op() {
             Some(BellOp::Add) => assert_eq!(b.op, 1),
             Some(BellOp::Remove) => assert_eq!(b.op, 2),
-            None => assert!(b.op != 1 && b.op != 2),
+            Some(BellOp::Watch) => assert_eq!(b.op, 3),
+            None => assert!(!(1..=3).contains(&b.op)),
         }
     }
     if let Some(h) = Hello::from_bytes(data) {
