@@ -20,17 +20,10 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use softoe_engine::host::{HostConfig, HostService};
-use softoe_engine::{Engine, EngineConfig, TapOffloads, TapPort};
-use softoe_stack::StackConfig;
-use softoe_testbed::Testbed;
-use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
 
 use crate::linux;
 
-const ENGINE: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 1);
-const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 2);
-const PEER: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 3);
+use crate::bed::{ENGINE, PEER, RealBed};
 
 /// Options of `softoe demo`.
 #[derive(Debug, Args)]
@@ -165,7 +158,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     if args.simulated {
         return crate::sim::demo(&crate::sim::DemoArgs::new(args.json));
     }
-    if !is_root() {
+    if !crate::bed::is_root() {
         bail!(
             "softoe demo builds network namespaces, a bridge and a TAP device, which needs root.\n\
              Run it with sudo, or try `softoe demo --simulated` for the simulator's demo."
@@ -183,58 +176,12 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     if let Ok(st) = ProgressStyle::with_template("{spinner} [{bar:20}] {pos}/{len} {msg}") {
         pb.set_style(st.progress_chars("=> "));
     }
-    pb.set_message("building the testbed");
-    let mut tb = Testbed::new().context("creating the testbed")?;
-    let sw = tb.netns("sw")?;
-    let client = tb.netns("client")?;
-    let peer = tb.netns("linux")?;
-    tb.bridge(&sw, "br0")?;
-    let client_port = tb.veth_to_bridge(&client, "eth0", &sw, "br0")?;
-    tb.veth_to_bridge(&peer, "eth0", &sw, "br0")?;
-    tb.addr(&client, "eth0", &format!("{CLIENT}/24"))?;
-    tb.addr(&peer, "eth0", &format!("{PEER}/24"))?;
-
-    // The engine, on a TAP in the switch's namespace.
-    pb.set_message("starting the softoe engine");
-    let tap = format!("sot{}", std::process::id() % 100_000);
-    let (tx, rx) = mpsc::channel();
-    let (bytes, drop_bytes, pcap) = (args.bytes, args.drop_bytes, args.pcap.clone());
-    let tap_name = tap.clone();
-    let host = std::env::temp_dir().join(format!("softoe-demo-{}.sock", std::process::id()));
-    let host_service = HostService::new(HostConfig {
-        path: host.clone(),
-        mode: 0o600,
-        ..HostConfig::default()
-    })
-    .with_context(|| format!("serving host programs on {}", host.display()))?;
-    let engine = sw.spawn(move || -> Result<softoe_engine::EngineCounters> {
-        let port = TapPort::open(&tap_name, TapOffloads::default(), 1500)
-            .context("opening the TAP device")?;
-        let mut cfg = StackConfig::new(
-            EthernetAddress([2, 0x50, 0, 0, 0, 1]),
-            Ipv4Cidr::new(Ipv4Address(ENGINE.octets()), 24).ok_or_else(|| anyhow!("address"))?,
-        );
-        cfg.seed = 1;
-        cfg.tcp.rx_buffer = 4 << 20;
-        cfg.tcp.tx_buffer = 4 << 20;
-        cfg.tcp.tx_max_chunks = 4096;
-        let mut ecfg = EngineConfig::default();
-        ecfg.pcap = pcap;
-        let mut e = Engine::new(cfg, port, ecfg)?;
-        e.watch_sessions(host_service.stats());
-        e.add_service(Box::new(host_service));
-        tx.send(e.stop_handle())
-            .map_err(|_| anyhow!("demo went away"))?;
-        e.run()?;
-        Ok(*e.counters())
-    })?;
-    let stop = rx
-        .recv_timeout(Duration::from_secs(10))
-        .map_err(|_| anyhow!("the engine did not start"))?;
-    let stop_guard = scopeguard(stop.clone());
-    tb.attach(&sw, &tap, "br0")?;
+    pb.set_message("building the testbed and starting the softoe engine");
+    let mut bed = RealBed::start(args.pcap.clone())?;
+    let (bytes, drop_bytes) = (args.bytes, args.drop_bytes);
+    let (client, peer) = (bed.client.clone(), bed.peer.clone());
     pb.set_message("starting the servers on softoe (a separate program)");
-    let mut softoe_servers = start_servers(&host, bytes, drop_bytes)?;
+    let mut softoe_servers = start_servers(bed.host(), bytes, drop_bytes)?;
 
     // Linux's servers, the same workloads.
     let listeners = peer.run(move || -> std::io::Result<_> {
@@ -316,13 +263,10 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     // Linux into segments, and the rules drop frames as they arrive on
     // either end of the client's link (ingress: loss the sender must
     // repair, not a local transmit error it just retries).
-    tb.ethtool_k(&client, "eth0", &["tso", "off", "gso", "off", "gro", "off"])?;
-    tb.ethtool_k(
-        &sw,
-        &client_port,
-        &["tso", "off", "gso", "off", "gro", "off"],
-    )?;
-    tb.lossy_link(&client, &sw, 1)?;
+    let off = ["tso", "off", "gso", "off", "gro", "off"];
+    bed.tb.ethtool_k(&client, "eth0", &off)?;
+    bed.tb.ethtool_k(&bed.sw, &bed.client_port, &off)?;
+    bed.tb.lossy_link(&client, &bed.sw, 1)?;
     let c = client.clone();
     let drop_in = move |ip: Ipv4Addr| -> Result<f64> {
         let t = c.run(move || linux::send_bulk(SocketAddrV4::new(ip, 9), drop_bytes))??;
@@ -354,8 +298,8 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         l,
         "higher",
     ));
-    tb.clear_drop(&client)?;
-    tb.clear_drop(&sw)?;
+    bed.tb.clear_drop(&client)?;
+    bed.tb.clear_drop(&bed.sw)?;
     pb.inc(1);
     pb.set_message("stopping");
     if let Some(mut c) = softoe_servers.0.take() {
@@ -364,8 +308,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             bail!("the servers on softoe failed: {st}");
         }
     }
-    drop(stop_guard);
-    let counters = engine.join()??;
+    let counters = bed.stop()?;
     discard
         .join()
         .map_err(|_| anyhow!("a Linux server panicked"))??;
@@ -437,28 +380,4 @@ fn size(b: u64) -> String {
     } else {
         format!("{} MiB", b >> 20)
     }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// Stops the engine when dropped (also on an early error return).
-struct Guard(softoe_engine::StopHandle);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        self.0.stop();
-    }
-}
-
-fn scopeguard(h: softoe_engine::StopHandle) -> Guard {
-    Guard(h)
 }

@@ -5,8 +5,11 @@
 //! - `softoe engine` runs the engine (config file and flags);
 //! - `softoe run -- PROGRAM` runs an unmodified program on the engine;
 //! - `softoe stat` shows a running engine's connections like `ss -ti`;
+//! - `softoe bench` measures softoe beside Linux in one run;
 //! - `softoe sim` runs the protocol core in the deterministic simulator.
 
+mod bed;
+mod bench;
 mod config;
 mod demo;
 mod engine;
@@ -63,6 +66,15 @@ enum Command {
     Run(run::RunArgs),
     /// Shows a running engine's connections and counters, like `ss -ti`.
     Stat(stat::StatArgs),
+    /// Measures softoe beside Linux over the same bridge in one run and
+    /// prints tables: bulk goodput with CPU per GiB (the server program,
+    /// the engine, the whole machine) for each send policy and Linux, a
+    /// ping-pong sweep by message size (p50/p99/p99.9, bandwidth, host CPU
+    /// utilization), and the targets as ratios to Linux.
+    ///
+    /// Needs root (namespaces, a bridge, a TAP). `--quick` takes about a
+    /// minute; `--json` prints the figures for machines.
+    Bench(bench::BenchArgs),
     /// Runs the deterministic simulator.
     #[command(subcommand)]
     Sim(sim::SimCommand),
@@ -70,6 +82,10 @@ enum Command {
     /// `softoe demo`).
     #[command(hide = true)]
     DemoServers(demo::ServersArgs),
+    /// The benchmark's servers, on the engine or on Linux (started by
+    /// `softoe bench`).
+    #[command(hide = true)]
+    BenchServers(bench::ServersArgs),
 }
 
 fn main() -> Result<()> {
@@ -85,5 +101,7 @@ fn main() -> Result<()> {
         Command::Stat(args) => stat::run(&args),
         Command::Sim(cmd) => sim::run(cmd),
         Command::DemoServers(args) => demo::servers(&args),
+        Command::Bench(args) => bench::run(&args),
+        Command::BenchServers(args) => bench::servers(&args),
     }
 }

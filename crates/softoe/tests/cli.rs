@@ -388,3 +388,35 @@ fn demo_runs_with_its_servers_in_a_separate_program() {
     }
     assert!(v["engine"]["bytes_in"].as_u64().unwrap() > 8 << 20);
 }
+
+/// `softoe bench`, small: every scenario measured on softoe and on Linux,
+/// CPU counted, the targets computed (the figures are not judged here:
+/// this machine is shared and noisy).
+#[test]
+fn bench_measures_both_sides() {
+    let out = softoe(&[
+        "bench", "--quick", "--json", "--bytes", "16M", "--rounds", "100",
+    ]);
+    assert!(
+        out.status.success(),
+        "softoe bench: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bulk = v["bulk"].as_array().unwrap();
+    assert_eq!(bulk.len(), 12, "3 systems × 2 directions × 1 and 8 conns");
+    for r in bulk {
+        assert!(r["gbps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["machine_s_per_gib"].as_f64().unwrap() > 0.0, "{r}");
+        if r["system"].as_str().unwrap().starts_with("softoe") {
+            assert!(r["engine_s_per_gib"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    let lat = v["latency"].as_array().unwrap();
+    assert_eq!(lat.len(), 6, "2 systems × 3 sizes");
+    for r in lat {
+        assert!(r["p50_us"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["p999_us"].as_f64().unwrap() >= r["p50_us"].as_f64().unwrap());
+    }
+    assert_eq!(v["targets"].as_array().unwrap().len(), 6);
+}

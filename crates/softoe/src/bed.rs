@@ -1,0 +1,170 @@
+//! The real-wire testbed `softoe demo` and `softoe bench` share: network
+//! namespaces joined by a Linux bridge, the softoe engine on a TAP (with
+//! TSO, checksum offload and receive coalescing) serving host programs over
+//! shared memory, a Linux client host that runs the workloads, and a Linux
+//! peer host that serves the same workloads with the kernel's TCP.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use softoe_engine::host::{HostConfig, HostService};
+use softoe_engine::{Engine, EngineConfig, EngineCounters, TapOffloads, TapPort};
+use softoe_stack::StackConfig;
+use softoe_testbed::{Netns, NsThread, Testbed};
+use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
+
+/// The engine's address.
+pub const ENGINE: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 1);
+/// The Linux host that runs the workloads.
+pub const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 2);
+/// The Linux host that serves them with the kernel's TCP.
+pub const PEER: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 3);
+
+/// What the engine's thread reports when it starts.
+struct Started {
+    stop: softoe_engine::StopHandle,
+    tid: i32,
+}
+
+/// A running testbed; dropping it stops the engine and removes the
+/// namespaces.
+pub struct RealBed {
+    /// The namespaces (removed when dropped).
+    pub tb: Testbed,
+    /// The switch: the bridge and the engine's TAP.
+    pub sw: Netns,
+    /// The Linux client host.
+    pub client: Netns,
+    /// The Linux peer host.
+    pub peer: Netns,
+    /// The client's bridge port (in `sw`).
+    pub client_port: String,
+    /// Where host programs attach.
+    pub host: PathBuf,
+    /// The engine thread's id (for its CPU time).
+    pub engine_tid: i32,
+    stop: softoe_engine::StopHandle,
+    engine: Option<NsThread<Result<EngineCounters>>>,
+}
+
+impl RealBed {
+    /// Builds the testbed and starts the engine; `pcap` records its frames.
+    pub fn start(pcap: Option<PathBuf>) -> Result<RealBed> {
+        if !is_root() {
+            bail!(
+                "this builds network namespaces, a bridge and a TAP device, which needs root.\n\
+                 Run it with sudo (`softoe demo --simulated` needs no root)."
+            );
+        }
+        let mut tb = Testbed::new().context("creating the testbed")?;
+        let sw = tb.netns("sw")?;
+        let client = tb.netns("client")?;
+        let peer = tb.netns("linux")?;
+        tb.bridge(&sw, "br0")?;
+        let client_port = tb.veth_to_bridge(&client, "eth0", &sw, "br0")?;
+        tb.veth_to_bridge(&peer, "eth0", &sw, "br0")?;
+        tb.addr(&client, "eth0", &format!("{CLIENT}/24"))?;
+        tb.addr(&peer, "eth0", &format!("{PEER}/24"))?;
+
+        let tap = format!("sot{}", std::process::id() % 100_000);
+        let (tx, rx) = mpsc::channel();
+        let tap_name = tap.clone();
+        let host = std::env::temp_dir().join(format!("softoe-bed-{}.sock", std::process::id()));
+        let host_service = HostService::new(HostConfig {
+            path: host.clone(),
+            mode: 0o600,
+            ..HostConfig::default()
+        })
+        .with_context(|| format!("serving host programs on {}", host.display()))?;
+        let engine = sw.spawn(move || -> Result<EngineCounters> {
+            let port = TapPort::open(&tap_name, TapOffloads::default(), 1500)
+                .context("opening the TAP device")?;
+            let mut cfg = StackConfig::new(
+                EthernetAddress([2, 0x50, 0, 0, 0, 1]),
+                Ipv4Cidr::new(Ipv4Address(ENGINE.octets()), 24)
+                    .ok_or_else(|| anyhow!("address"))?,
+            );
+            cfg.seed = 1;
+            cfg.tcp.rx_buffer = 4 << 20;
+            cfg.tcp.tx_buffer = 4 << 20;
+            cfg.tcp.tx_max_chunks = 4096;
+            let mut ecfg = EngineConfig::default();
+            ecfg.pcap = pcap;
+            let mut e = Engine::new(cfg, port, ecfg)?;
+            e.watch_sessions(host_service.stats());
+            e.add_service(Box::new(host_service));
+            let tid = this_thread_id()?;
+            tx.send(Started {
+                stop: e.stop_handle(),
+                tid,
+            })
+            .map_err(|_| anyhow!("the testbed went away"))?;
+            e.run()?;
+            Ok(*e.counters())
+        })?;
+        let started = rx
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| anyhow!("the engine did not start"))?;
+        let bed = RealBed {
+            tb,
+            sw,
+            client,
+            peer,
+            client_port,
+            host,
+            engine_tid: started.tid,
+            stop: started.stop,
+            engine: Some(engine),
+        };
+        bed.tb.attach(&bed.sw, &tap, "br0")?;
+        Ok(bed)
+    }
+
+    /// The engine's host socket.
+    pub fn host(&self) -> &Path {
+        &self.host
+    }
+
+    /// Stops the engine and returns its counters.
+    pub fn stop(&mut self) -> Result<EngineCounters> {
+        self.stop.stop();
+        match self.engine.take() {
+            Some(t) => t.join()?,
+            None => bail!("the engine was stopped already"),
+        }
+    }
+}
+
+impl Drop for RealBed {
+    fn drop(&mut self) {
+        self.stop.stop();
+        if let Some(t) = self.engine.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// The calling thread's kernel id, from `/proc/thread-self`
+/// (`PID/task/TID`).
+pub fn this_thread_id() -> Result<i32> {
+    let link = std::fs::read_link("/proc/thread-self").context("reading /proc/thread-self")?;
+    link.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| anyhow!("odd /proc/thread-self: {}", link.display()))
+}
