@@ -760,7 +760,7 @@ mod tests {
             engine_s_per_gib: eng,
             machine_s_per_gib: 0.0,
         };
-        let r = Report {
+        let mut r = Report {
             bulk: vec![
                 row("softoe overlap", "host→Linux", 12.0, 0.01, 0.3),
                 row("Linux", "host→Linux", 10.0, 0.5, 0.0),
@@ -773,6 +773,13 @@ mod tests {
         assert!((t[1].ratio - 1.2).abs() < 1e-9 && t[1].met);
         // 0.5 ÷ (0.01 + 0.3): Linux spends more per byte than softoe's two.
         assert!((t[2].ratio - 0.5 / 0.31).abs() < 1e-9 && t[2].met);
-        assert!(render(&r).contains("missed") || render(&r).contains("met"));
+        // No Linux→host rows and no latency rows: no targets from them.
+        assert_eq!(t.len(), 3);
+        r.targets = t;
+        let text = render(&r);
+        assert!(
+            text.contains("host program CPU per byte, bulk send") && text.contains("0.02x"),
+            "{text}"
+        );
     }
 }
