@@ -68,7 +68,8 @@ pub struct ServersArgs {
     /// The address to listen on.
     #[arg(long)]
     addr: Ipv4Addr,
-    /// Send policy on the engine: copy or overlap.
+    /// Send policy on the engine: copy, overlap or zerocopy (region
+    /// buffers sent by reference, for the source).
     #[arg(long, default_value = "overlap")]
     policy: String,
 }
@@ -91,6 +92,34 @@ fn source(mut c: impl Read + Write) -> std::io::Result<()> {
         let k = left.min(WRITE as u64) as usize;
         c.write_all(&buf[..k])?;
         left -= k as u64;
+    }
+    Ok(())
+}
+
+/// `source` with the `zerocopy` policy: 16 buffers of 64 KiB in the
+/// shared region, filled once, each sent by reference and reused when the
+/// engine says the peer acknowledged it.
+fn source_zerocopy(mut c: softoe_host::TcpStream) -> std::io::Result<()> {
+    let mut n = [0u8; 8];
+    c.read_exact(&mut n)?;
+    let mut left = u64::from_le_bytes(n);
+    let client = c.client().clone();
+    let mut bufs = (0..16)
+        .map(|_| client.zc_buf(WRITE))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    for b in &mut bufs {
+        b.write_at(0, &[0x3c; WRITE])?;
+    }
+    let mut i = 0;
+    while left > 0 {
+        let b = &mut bufs[i % 16];
+        b.wait_released()?;
+        let k = left.min(WRITE as u64) as usize;
+        left -= c.send_zerocopy(b, k)? as u64;
+        i += 1;
+    }
+    for b in &mut bufs {
+        b.wait_released()?;
     }
     Ok(())
 }
@@ -148,11 +177,15 @@ pub fn servers(args: &ServersArgs) -> Result<()> {
             let (d, s, e) = (listen(DISCARD)?, listen(SOURCE)?, listen(ECHO)?);
             let prepare: fn(&mut softoe_host::TcpStream) = match args.policy.as_str() {
                 "copy" => |c| c.set_send_policy(SendPolicy::Copy),
-                "overlap" => |c| c.set_send_policy(SendPolicy::Overlap),
-                other => bail!("--policy {other}: use copy or overlap"),
+                "overlap" | "zerocopy" => |c| c.set_send_policy(SendPolicy::Overlap),
+                other => bail!("--policy {other}: use copy, overlap or zerocopy"),
             };
             serve(d, prepare, discard);
-            serve(s, prepare, source);
+            if args.policy == "zerocopy" {
+                serve(s, prepare, source_zerocopy);
+            } else {
+                serve(s, prepare, source);
+            }
             serve(e, |c| drop(c.set_nodelay(true)), echo);
         }
         None => {
@@ -500,6 +533,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             cmd: servers_on(Some(bed.host()), ENGINE, "copy"),
         },
         System {
+            name: "softoe zerocopy".into(),
+            ip: ENGINE,
+            softoe: true,
+            cmd: servers_on(Some(bed.host()), ENGINE, "zerocopy"),
+        },
+        System {
             name: "Linux".into(),
             ip: PEER,
             softoe: false,
@@ -551,7 +590,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             });
             pb.inc(1);
         }
-        if sys.name != "softoe copy" {
+        if sys.name == "softoe overlap" || !sys.softoe {
             for &size in sizes {
                 pb.set_message(format!("ping-pong {size} B, {}", sys.name));
                 let n = rounds.min((64usize << 20) / size).max(100.min(rounds));

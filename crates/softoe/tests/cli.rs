@@ -404,7 +404,7 @@ fn bench_measures_both_sides() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let bulk = v["bulk"].as_array().unwrap();
-    assert_eq!(bulk.len(), 12, "3 systems × 2 directions × 1 and 8 conns");
+    assert_eq!(bulk.len(), 16, "4 systems × 2 directions × 1 and 8 conns");
     for r in bulk {
         assert!(r["gbps"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["machine_s_per_gib"].as_f64().unwrap() > 0.0, "{r}");
