@@ -32,6 +32,7 @@ use tracing::debug;
 
 use crate::bed::{ENGINE, PEER, RealBed};
 use crate::linux::{self, Acceptor};
+use crate::plot::{self, Series};
 
 const DISCARD: u16 = 9;
 const SOURCE: u16 = 19;
@@ -56,6 +57,10 @@ pub struct BenchArgs {
     /// 300 with --quick; fewer for large messages).
     #[arg(long)]
     rounds: Option<usize>,
+    /// Where the plots of the sweeps go (SVG: latency, bandwidth and host
+    /// CPU by message size).
+    #[arg(long, default_value = "softoe-bench")]
+    plots: PathBuf,
 }
 
 /// Options of the hidden `softoe bench-servers`.
@@ -406,6 +411,7 @@ struct Report {
     latency: Vec<LatencyRow>,
     targets: Vec<Target>,
     engine_idle_share: f64,
+    plots: Vec<PathBuf>,
 }
 
 /// Sends `bytes` over `conns` connections at once to a discard server.
@@ -623,6 +629,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let counters = bed.stop()?;
     report.engine_idle_share = counters.idle_share();
     report.targets = targets(&report);
+    report.plots = plots(&report, &args.plots)?;
     pb.finish_and_clear();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -630,6 +637,72 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         print!("{}", render(&report));
     }
     Ok(())
+}
+
+/// The sweeps' plots, written into `dir`.
+fn plots(r: &Report, dir: &std::path::Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut systems: Vec<&str> = Vec::new();
+    for l in &r.latency {
+        if !systems.contains(&l.system.as_str()) {
+            systems.push(&l.system);
+        }
+    }
+    let curve = |name: String, f: &dyn Fn(&LatencyRow) -> f64, sys: &str| Series {
+        name,
+        points: r
+            .latency
+            .iter()
+            .filter(|l| l.system == sys)
+            .map(|l| (l.size as f64, f(l)))
+            .collect(),
+    };
+    let mut out = Vec::new();
+    let latency: Vec<Series> = systems
+        .iter()
+        .flat_map(|&sys| {
+            [
+                curve(format!("{sys} p50"), &|l| l.p50_us, sys),
+                curve(format!("{sys} p99"), &|l| l.p99_us, sys),
+            ]
+        })
+        .collect();
+    let p = dir.join("latency.svg");
+    plot::log_log(
+        &p,
+        "Ping-pong round trip by message size",
+        "message size (bytes)",
+        "round trip (µs)",
+        &latency,
+    )?;
+    out.push(p);
+    let bandwidth: Vec<Series> = systems
+        .iter()
+        .map(|&sys| curve(sys.to_string(), &|l| l.mbps, sys))
+        .collect();
+    let p = dir.join("bandwidth.svg");
+    plot::log_log(
+        &p,
+        "Ping-pong bandwidth by message size (NetPIPE)",
+        "message size (bytes)",
+        "Mb/s",
+        &bandwidth,
+    )?;
+    out.push(p);
+    let cpu: Vec<Series> = systems
+        .iter()
+        .map(|&sys| curve(sys.to_string(), &|l| l.host_cpu_pct, sys))
+        .collect();
+    let p = dir.join("host-cpu.svg");
+    plot::log_log(
+        &p,
+        "Host CPU utilization by message size (HL-TCP: CPU time ÷ elapsed)",
+        "message size (bytes)",
+        "server program CPU (%)",
+        &cpu,
+    )?;
+    out.push(p);
+    Ok(out)
 }
 
 fn find<'a>(r: &'a Report, system: &str, direction: &str, conns: usize) -> Option<&'a BulkRow> {
@@ -765,6 +838,9 @@ fn render(r: &Report) -> String {
         "\nengine asleep {:.0} % of the run (spin-then-sleep).",
         r.engine_idle_share * 100.0
     );
+    for p in &r.plots {
+        let _ = writeln!(o, "plot: {}", p.display());
+    }
     o
 }
 

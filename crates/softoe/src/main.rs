@@ -14,6 +14,7 @@ mod config;
 mod demo;
 mod engine;
 mod linux;
+mod plot;
 mod report;
 mod run;
 mod sim;

@@ -394,8 +394,17 @@ fn demo_runs_with_its_servers_in_a_separate_program() {
 /// this machine is shared and noisy).
 #[test]
 fn bench_measures_both_sides() {
+    let plots = std::env::temp_dir().join(format!("softoe-bench-test-{}", std::process::id()));
     let out = softoe(&[
-        "bench", "--quick", "--json", "--bytes", "16M", "--rounds", "100",
+        "bench",
+        "--quick",
+        "--json",
+        "--bytes",
+        "16M",
+        "--rounds",
+        "100",
+        "--plots",
+        plots.to_str().unwrap(),
     ]);
     assert!(
         out.status.success(),
@@ -419,4 +428,9 @@ fn bench_measures_both_sides() {
         assert!(r["p999_us"].as_f64().unwrap() >= r["p50_us"].as_f64().unwrap());
     }
     assert_eq!(v["targets"].as_array().unwrap().len(), 6);
+    for name in ["latency.svg", "bandwidth.svg", "host-cpu.svg"] {
+        let svg = std::fs::read_to_string(plots.join(name)).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("Linux"), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&plots);
 }
