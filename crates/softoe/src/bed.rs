@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use softoe_engine::host::{HostConfig, HostService};
 use softoe_engine::{Engine, EngineConfig, EngineCounters, TapOffloads, TapPort};
+
 use softoe_stack::StackConfig;
 use softoe_testbed::{Netns, NsThread, Testbed};
 use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
@@ -22,6 +23,21 @@ pub const ENGINE: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 1);
 pub const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 2);
 /// The Linux host that serves them with the kernel's TCP.
 pub const PEER: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 3);
+
+/// How the engine runs.
+#[derive(Clone, Debug, Default)]
+pub struct BedOptions {
+    /// Record every frame here.
+    pub pcap: Option<PathBuf>,
+    /// The TAP's offloads (all on by default).
+    pub offloads: TapOffloads,
+    /// Interrupt coalescing on receive: wait this long after a frame for
+    /// more (zero: off).
+    pub rx_coalesce: Duration,
+    /// Completion coalescing: a waiting program's doorbell rings once the
+    /// oldest unannounced event is this old (zero: at once).
+    pub wake_delay: Duration,
+}
 
 /// What the engine's thread reports when it starts.
 struct Started {
@@ -51,8 +67,8 @@ pub struct RealBed {
 }
 
 impl RealBed {
-    /// Builds the testbed and starts the engine; `pcap` records its frames.
-    pub fn start(pcap: Option<PathBuf>) -> Result<RealBed> {
+    /// Builds the testbed and starts the engine.
+    pub fn start(opts: BedOptions) -> Result<RealBed> {
         if !is_root() {
             bail!(
                 "this builds network namespaces, a bridge and a TAP device, which needs root.\n\
@@ -73,15 +89,21 @@ impl RealBed {
         let (tx, rx) = mpsc::channel();
         let tap_name = tap.clone();
         let host = std::env::temp_dir().join(format!("softoe-bed-{}.sock", std::process::id()));
-        let host_service = HostService::new(HostConfig {
+        let mut hcfg = HostConfig {
             path: host.clone(),
             mode: 0o600,
             ..HostConfig::default()
-        })
-        .with_context(|| format!("serving host programs on {}", host.display()))?;
+        };
+        if !opts.wake_delay.is_zero() {
+            // Coalesce by time alone: a batch as large as the ring.
+            hcfg.wake_batch = u32::MAX;
+            hcfg.wake_delay = opts.wake_delay;
+        }
+        let host_service = HostService::new(hcfg)
+            .with_context(|| format!("serving host programs on {}", host.display()))?;
         let engine = sw.spawn(move || -> Result<EngineCounters> {
-            let port = TapPort::open(&tap_name, TapOffloads::default(), 1500)
-                .context("opening the TAP device")?;
+            let port =
+                TapPort::open(&tap_name, opts.offloads, 1500).context("opening the TAP device")?;
             let mut cfg = StackConfig::new(
                 EthernetAddress([2, 0x50, 0, 0, 0, 1]),
                 Ipv4Cidr::new(Ipv4Address(ENGINE.octets()), 24)
@@ -92,7 +114,8 @@ impl RealBed {
             cfg.tcp.tx_buffer = 4 << 20;
             cfg.tcp.tx_max_chunks = 4096;
             let mut ecfg = EngineConfig::default();
-            ecfg.pcap = pcap;
+            ecfg.pcap = opts.pcap;
+            ecfg.rx_coalesce = opts.rx_coalesce;
             let mut e = Engine::new(cfg, port, ecfg)?;
             e.watch_sessions(host_service.stats());
             e.add_service(Box::new(host_service));

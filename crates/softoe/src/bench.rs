@@ -30,7 +30,7 @@ use serde::Serialize;
 use softoe_host::SendPolicy;
 use tracing::debug;
 
-use crate::bed::{ENGINE, PEER, RealBed};
+use crate::bed::{BedOptions, ENGINE, PEER, RealBed};
 use crate::linux::{self, Acceptor};
 use crate::plot::{self, Series};
 
@@ -58,9 +58,13 @@ pub struct BenchArgs {
     #[arg(long)]
     rounds: Option<usize>,
     /// Where the plots of the sweeps go (SVG: latency, bandwidth and host
-    /// CPU by message size).
+    /// CPU by message size; latency and goodput by coalescing delay).
     #[arg(long, default_value = "softoe-bench")]
     plots: PathBuf,
+    /// Which scenarios to run (default: all): bulk, latency, ablation,
+    /// coalescing.
+    #[arg(long, value_delimiter = ',', value_parser = ["bulk", "latency", "ablation", "coalescing"])]
+    only: Vec<String>,
 }
 
 /// Options of the hidden `softoe bench-servers`.
@@ -404,11 +408,36 @@ struct Target {
     met: bool,
 }
 
+/// One row of the ablation (HL-TCP Table 3's structure).
+#[derive(Debug, Serialize)]
+struct AblationRow {
+    offloads: &'static str,
+    policy: &'static str,
+    coalescing: bool,
+    rr4_p50_us: f64,
+    /// One connection, host→Linux.
+    bulk_gbps: f64,
+}
+
+/// One point of the coalescing sweep.
+#[derive(Debug, Serialize)]
+struct CoalescingRow {
+    /// Receive interrupt coalescing and completion wake-up delay, µs.
+    delay_us: u64,
+    rr4_p50_us: f64,
+    rr4_p99_us: f64,
+    /// One connection each way.
+    in_gbps: f64,
+    out_gbps: f64,
+}
+
 #[derive(Debug, Default, Serialize)]
 struct Report {
     quick: bool,
     bulk: Vec<BulkRow>,
     latency: Vec<LatencyRow>,
+    ablation: Vec<AblationRow>,
+    coalescing: Vec<CoalescingRow>,
     targets: Vec<Target>,
     engine_idle_share: f64,
     plots: Vec<PathBuf>,
@@ -480,6 +509,155 @@ fn per_gib(d: Duration, bytes: u64) -> f64 {
     d.as_secs_f64() / (bytes as f64 / f64::from(1u32 << 30))
 }
 
+/// The command that starts `softoe bench-servers`: on the engine at
+/// `engine`, or on Linux in namespace `ns`.
+fn servers_cmd(
+    exe: &std::path::Path,
+    engine: Option<&std::path::Path>,
+    ns: &softoe_testbed::Netns,
+    ip: Ipv4Addr,
+    policy: &str,
+) -> Command {
+    let mut c = match engine {
+        Some(_) => Command::new(exe),
+        None => ns.command(&exe.to_string_lossy()),
+    };
+    c.arg("bench-servers")
+        .args(["--addr", &ip.to_string(), "--policy", policy]);
+    if let Some(p) = engine {
+        c.arg("--engine").arg(p);
+    }
+    c
+}
+
+/// The 4-byte ping-pong's p50 and p99 (µs) against the echo at `ip`.
+fn rr4(bed: &RealBed, ip: Ipv4Addr, rounds: usize) -> Result<(f64, f64)> {
+    let mut r = bed
+        .client
+        .run(move || linux::ping_pong(SocketAddrV4::new(ip, ECHO), 4, rounds))??;
+    r.sort();
+    Ok((
+        linux::percentile_us(&r, 50.0),
+        linux::percentile_us(&r, 99.0),
+    ))
+}
+
+/// Goodput of one connection each way (Gb/s): Linux→host, host→Linux.
+fn bulk_pair(bed: &RealBed, ip: Ipv4Addr, bytes: u64) -> Result<(f64, f64)> {
+    let g = |t: Duration| bytes as f64 * 8.0 / t.as_secs_f64().max(1e-9) / 1e9;
+    let t_in = bed
+        .client
+        .run(move || bulk_in(SocketAddrV4::new(ip, DISCARD), bytes, 1))??;
+    let t_out = bed
+        .client
+        .run(move || bulk_out(SocketAddrV4::new(ip, SOURCE), bytes, 1))??;
+    Ok((g(t_in), g(t_out)))
+}
+
+/// Offloads × send policy × coalescing: the 4-byte round trip and one
+/// connection's goodput from the host, each row on a fresh engine.
+fn ablation(
+    exe: &std::path::Path,
+    bytes: u64,
+    rounds: usize,
+    pb: &ProgressBar,
+) -> Result<Vec<AblationRow>> {
+    let off = |tso, csum, gro| softoe_engine::TapOffloads { tso, csum, gro };
+    let variants = [
+        ("none", off(false, false, false)),
+        ("checksum", off(false, true, false)),
+        ("checksum+TSO", off(true, true, false)),
+        ("checksum+TSO+GRO", off(true, true, true)),
+    ];
+    let mut rows = Vec::new();
+    for (name, offloads) in variants {
+        for coalescing in [false, true] {
+            pb.set_message(format!(
+                "ablation: offloads {name}, coalescing {}",
+                if coalescing { "on" } else { "off" }
+            ));
+            let delay = if coalescing {
+                COALESCE_ON
+            } else {
+                Duration::ZERO
+            };
+            let bed = RealBed::start(BedOptions {
+                offloads,
+                rx_coalesce: delay,
+                wake_delay: delay,
+                ..BedOptions::default()
+            })?;
+            for policy in ["copy", "zerocopy", "overlap"] {
+                let servers = Servers::start(servers_cmd(
+                    exe,
+                    Some(bed.host()),
+                    &bed.peer,
+                    ENGINE,
+                    policy,
+                ))?;
+                let (p50, _) = rr4(&bed, ENGINE, rounds)?;
+                let t = bed
+                    .client
+                    .run(move || bulk_out(SocketAddrV4::new(ENGINE, SOURCE), bytes, 1))??;
+                rows.push(AblationRow {
+                    offloads: name,
+                    policy,
+                    coalescing,
+                    rr4_p50_us: p50,
+                    bulk_gbps: bytes as f64 * 8.0 / t.as_secs_f64().max(1e-9) / 1e9,
+                });
+                drop(servers);
+                pb.inc(1);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// "On" in the ablation: HL-TCP's best receive-interrupt delay (§4,
+/// Fig. 7: 13.31 µs), for receive frames and for completion wake-ups.
+const COALESCE_ON: Duration = Duration::from_micros(13);
+
+/// The coalescing sweep: receive-interrupt and wake-up delay together,
+/// 4-byte round trip and goodput each way, each point on a fresh engine.
+fn coalescing(
+    exe: &std::path::Path,
+    delays: &[u64],
+    bytes: u64,
+    rounds: usize,
+    pb: &ProgressBar,
+) -> Result<Vec<CoalescingRow>> {
+    let mut rows = Vec::new();
+    for &d in delays {
+        pb.set_message(format!("coalescing {d} µs"));
+        let delay = Duration::from_micros(d);
+        let bed = RealBed::start(BedOptions {
+            rx_coalesce: delay,
+            wake_delay: delay,
+            ..BedOptions::default()
+        })?;
+        let servers = Servers::start(servers_cmd(
+            exe,
+            Some(bed.host()),
+            &bed.peer,
+            ENGINE,
+            "overlap",
+        ))?;
+        let (p50, p99) = rr4(&bed, ENGINE, rounds)?;
+        let (in_gbps, out_gbps) = bulk_pair(&bed, ENGINE, bytes)?;
+        rows.push(CoalescingRow {
+            delay_us: d,
+            rr4_p50_us: p50,
+            rr4_p99_us: p99,
+            in_gbps,
+            out_gbps,
+        });
+        drop(servers);
+        pb.inc(1);
+    }
+    Ok(rows)
+}
+
 /// What one system serves, and how to start it.
 struct System {
     name: String,
@@ -512,18 +690,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         pb.set_style(st.progress_chars("=> "));
     }
     pb.set_message("building the testbed and starting the softoe engine");
-    let mut bed = RealBed::start(None)?;
+    let mut bed = RealBed::start(BedOptions::default())?;
     let servers_on = |engine: Option<&std::path::Path>, ip: Ipv4Addr, policy: &str| {
-        let mut c = match engine {
-            Some(_) => Command::new(&exe),
-            None => bed.peer.command(&exe.to_string_lossy()),
-        };
-        c.arg("bench-servers")
-            .args(["--addr", &ip.to_string(), "--policy", policy]);
-        if let Some(p) = engine {
-            c.arg("--engine").arg(p);
-        }
-        c
+        servers_cmd(&exe, engine, &bed.peer, ip, policy)
     };
     let systems = vec![
         System {
@@ -551,22 +720,48 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             cmd: servers_on(None, PEER, "overlap"),
         },
     ];
-    let bulk_runs = 4u64;
-    pb.set_length(systems.len() as u64 * bulk_runs + 2 * sizes.len() as u64);
+    let want = |s: &str| args.only.is_empty() || args.only.iter().any(|o| o == s);
+    let delays: &[u64] = if args.quick {
+        &[0, 13, 50, 100]
+    } else {
+        &[0, 5, 10, 13, 25, 50, 75, 100]
+    };
+    let bulk_runs = if want("bulk") { 4u64 } else { 0 };
+    let sweep = if want("latency") {
+        sizes.len() as u64
+    } else {
+        0
+    };
+    pb.set_length(
+        systems.len() as u64 * bulk_runs
+            + 2 * sweep
+            + if want("ablation") { 24 } else { 0 }
+            + if want("coalescing") {
+                delays.len() as u64
+            } else {
+                0
+            },
+    );
     let mut report = Report {
         quick: args.quick,
         ..Report::default()
     };
     let tid = bed.engine_tid;
-    for sys in systems {
+    let main_runs = want("bulk") || want("latency");
+    for sys in systems.into_iter().filter(|_| main_runs) {
         pb.set_message(format!("starting the servers ({})", sys.name));
         let mut servers = Servers::start(sys.cmd)?;
-        for (direction, conns) in [
-            ("Linux→host", 1),
-            ("host→Linux", 1),
-            ("Linux→host", 8),
-            ("host→Linux", 8),
-        ] {
+        let runs: &[(&'static str, usize)] = if want("bulk") {
+            &[
+                ("Linux→host", 1),
+                ("host→Linux", 1),
+                ("Linux→host", 8),
+                ("host→Linux", 8),
+            ]
+        } else {
+            &[]
+        };
+        for &(direction, conns) in runs {
             pb.set_message(format!("bulk {direction}, {conns} conn, {}", sys.name));
             let (ip, c) = (sys.ip, bed.client.clone());
             let before = Cpu::now(&mut servers, tid)?;
@@ -596,7 +791,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             });
             pb.inc(1);
         }
-        if sys.name == "softoe overlap" || !sys.softoe {
+        if want("latency") && (sys.name == "softoe overlap" || !sys.softoe) {
             for &size in sizes {
                 pb.set_message(format!("ping-pong {size} B, {}", sys.name));
                 let n = rounds.min((64usize << 20) / size).max(100.min(rounds));
@@ -627,7 +822,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     pb.set_message("stopping");
     let counters = bed.stop()?;
+    drop(bed);
     report.engine_idle_share = counters.idle_share();
+    // The small scenarios move a quarter of the bulk bytes per point.
+    let small = (bytes / 4).max(8 * WRITE as u64);
+    if want("ablation") {
+        report.ablation = ablation(&exe, small, rounds, &pb)?;
+    }
+    if want("coalescing") {
+        report.coalescing = coalescing(&exe, delays, small, rounds, &pb)?;
+    }
     report.targets = targets(&report);
     report.plots = plots(&report, &args.plots)?;
     pb.finish_and_clear();
@@ -642,6 +846,44 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 /// The sweeps' plots, written into `dir`.
 fn plots(r: &Report, dir: &std::path::Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut out = Vec::new();
+    if !r.coalescing.is_empty() {
+        let line = |name: &str, f: &dyn Fn(&CoalescingRow) -> f64| Series {
+            name: name.into(),
+            points: r
+                .coalescing
+                .iter()
+                .map(|c| (c.delay_us as f64, f(c)))
+                .collect(),
+        };
+        let p = dir.join("coalescing-latency.svg");
+        plot::linear(
+            &p,
+            "4-byte round trip by coalescing delay (HL-TCP Fig. 7)",
+            "receive-interrupt and wake-up delay (µs)",
+            "round trip (µs)",
+            &[
+                line("p50", &|c| c.rr4_p50_us),
+                line("p99", &|c| c.rr4_p99_us),
+            ],
+        )?;
+        out.push(p);
+        let p = dir.join("coalescing-goodput.svg");
+        plot::linear(
+            &p,
+            "One connection's goodput by coalescing delay",
+            "receive-interrupt and wake-up delay (µs)",
+            "Gb/s",
+            &[
+                line("Linux→host", &|c| c.in_gbps),
+                line("host→Linux", &|c| c.out_gbps),
+            ],
+        )?;
+        out.push(p);
+    }
+    if r.latency.is_empty() {
+        return Ok(out);
+    }
     let mut systems: Vec<&str> = Vec::new();
     for l in &r.latency {
         if !systems.contains(&l.system.as_str()) {
@@ -657,7 +899,6 @@ fn plots(r: &Report, dir: &std::path::Path) -> Result<Vec<PathBuf>> {
             .map(|l| (l.size as f64, f(l)))
             .collect(),
     };
-    let mut out = Vec::new();
     let latency: Vec<Series> = systems
         .iter()
         .flat_map(|&sys| {
@@ -838,6 +1079,46 @@ fn render(r: &Report) -> String {
         "\nengine asleep {:.0} % of the run (spin-then-sleep).",
         r.engine_idle_share * 100.0
     );
+    if !r.ablation.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nablation (softoe; HL-TCP Table 3's structure): 4-byte p50 µs / one connection host→Linux Gb/s"
+        );
+        let _ = writeln!(
+            o,
+            "{:<18} {:<9} {:>16} {:>16}",
+            "offloads", "policy", "coalescing off", "coalescing on"
+        );
+        for a in r.ablation.iter().filter(|a| !a.coalescing) {
+            let on = r
+                .ablation
+                .iter()
+                .find(|b| b.coalescing && b.offloads == a.offloads && b.policy == a.policy);
+            let cell = |x: &AblationRow| format!("{:.1} / {:.2}", x.rr4_p50_us, x.bulk_gbps);
+            let _ = writeln!(
+                o,
+                "{:<18} {:<9} {:>16} {:>16}",
+                a.offloads,
+                a.policy,
+                cell(a),
+                on.map_or_else(String::new, cell)
+            );
+        }
+    }
+    if !r.coalescing.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n{:<14} {:>10} {:>10} {:>14} {:>14}",
+            "coalescing µs", "p50 µs", "p99 µs", "Linux→host", "host→Linux"
+        );
+        for c in &r.coalescing {
+            let _ = writeln!(
+                o,
+                "{:<14} {:>10.1} {:>10.1} {:>10.2} Gb/s {:>9.2} Gb/s",
+                c.delay_us, c.rr4_p50_us, c.rr4_p99_us, c.in_gbps, c.out_gbps
+            );
+        }
+    }
     for p in &r.plots {
         let _ = writeln!(o, "plot: {}", p.display());
     }

@@ -177,7 +177,10 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         pb.set_style(st.progress_chars("=> "));
     }
     pb.set_message("building the testbed and starting the softoe engine");
-    let mut bed = RealBed::start(args.pcap.clone())?;
+    let mut bed = RealBed::start(crate::bed::BedOptions {
+        pcap: args.pcap.clone(),
+        ..Default::default()
+    })?;
     let (bytes, drop_bytes) = (args.bytes, args.drop_bytes);
     let (client, peer) = (bed.client.clone(), bed.peer.clone());
     pb.set_message("starting the servers on softoe (a separate program)");

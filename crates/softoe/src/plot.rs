@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use anyhow::{Result, anyhow};
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
 /// One named curve.
@@ -22,63 +23,112 @@ pub fn log_log(
     y_desc: &str,
     series: &[Series],
 ) -> Result<()> {
-    let pts = || series.iter().flat_map(|s| s.points.iter().copied());
-    let positive = |v: f64| v.is_finite() && v > 0.0;
-    let xs: Vec<f64> = pts().map(|p| p.0).filter(|&v| positive(v)).collect();
-    let ys: Vec<f64> = pts().map(|p| p.1).filter(|&v| positive(v)).collect();
-    if xs.is_empty() || ys.is_empty() {
+    draw(path, title, x_desc, y_desc, series, true)
+}
+
+/// Draws `series` on linear axes from zero into the SVG file `path`.
+pub fn linear(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[Series],
+) -> Result<()> {
+    draw(path, title, x_desc, y_desc, series, false)
+}
+
+fn draw(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[Series],
+    log: bool,
+) -> Result<()> {
+    // Log axes take positive values only; linear ones anything finite.
+    let ok = |v: f64| v.is_finite() && (!log || v > 0.0);
+    let kept: Vec<Series> = series
+        .iter()
+        .map(|s| Series {
+            name: s.name.clone(),
+            points: s
+                .points
+                .iter()
+                .copied()
+                .filter(|&(x, y)| ok(x) && ok(y))
+                .collect(),
+        })
+        .collect();
+    let all = || kept.iter().flat_map(|s| s.points.iter().copied());
+    if all().next().is_none() {
         return Err(anyhow!("nothing to plot for {title}"));
     }
-    let lo = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
-    let (x0, x1) = (lo(&xs) / 1.5, hi(&xs) * 1.5);
-    let (y0, y1) = (lo(&ys) / 1.5, hi(&ys) * 1.5);
+    let lo = |f: &dyn Fn((f64, f64)) -> f64| all().map(f).fold(f64::INFINITY, f64::min);
+    let hi = |f: &dyn Fn((f64, f64)) -> f64| all().map(f).fold(f64::NEG_INFINITY, f64::max);
+    let (x0, x1, y0, y1) = (lo(&|p| p.0), hi(&|p| p.0), lo(&|p| p.1), hi(&|p| p.1));
     let err = |e: &dyn std::fmt::Display| anyhow!("plotting {}: {e}", path.display());
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
+    let mut builder = ChartBuilder::on(&root);
+    builder
         .caption(title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(48)
-        .y_label_area_size(72)
-        .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
-        .map_err(|e| err(&e))?;
+        .y_label_area_size(72);
+    if log {
+        let chart = builder
+            .build_cartesian_2d(
+                (x0 / 1.5..x1 * 1.5).log_scale(),
+                (y0 / 1.5..y1 * 1.5).log_scale(),
+            )
+            .map_err(|e| err(&e))?;
+        finish(chart, x_desc, y_desc, &kept).map_err(|e| err(&e))?;
+    } else {
+        let pad = |a: f64, b: f64| ((b - a).abs() * 0.08).max(1e-9);
+        let chart = builder
+            .build_cartesian_2d(x0.min(0.0)..x1 + pad(x0, x1), y0.min(0.0)..y1 + pad(y0, y1))
+            .map_err(|e| err(&e))?;
+        finish(chart, x_desc, y_desc, &kept).map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// Mesh, curves with points, and the legend, on either kind of axes.
+fn finish<'a, X, Y>(
+    mut chart: ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[Series],
+) -> Result<(), DrawingAreaErrorKind<std::io::Error>>
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
     chart
         .configure_mesh()
         .x_desc(x_desc)
         .y_desc(y_desc)
-        .draw()
-        .map_err(|e| err(&e))?;
+        .draw()?;
     for (i, s) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
-        let points: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .copied()
-            .filter(|&(x, y)| positive(x) && positive(y))
-            .collect();
         chart
             .draw_series(LineSeries::new(
-                points.iter().copied(),
+                s.points.iter().copied(),
                 color.stroke_width(2),
-            ))
-            .map_err(|e| err(&e))?
+            ))?
             .label(s.name.as_str())
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2))
             });
-        chart
-            .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-            .map_err(|e| err(&e))?;
+        chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
+        .draw()?;
     Ok(())
 }
 
@@ -111,6 +161,17 @@ mod tests {
         assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
         assert!(svg.contains("softoe") && svg.contains("Linux"));
         assert!(log_log(&path, "empty", "x", "y", &[]).is_err());
+        // Zero on a linear axis is a point; on a log axis it is dropped.
+        let zero = Series {
+            name: "from zero".into(),
+            points: vec![(0.0, 5.0), (10.0, 7.0)],
+        };
+        linear(&path, "linear", "µs", "Gb/s", std::slice::from_ref(&zero)).unwrap();
+        assert!(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .contains("from zero")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

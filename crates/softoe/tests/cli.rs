@@ -428,7 +428,26 @@ fn bench_measures_both_sides() {
         assert!(r["p999_us"].as_f64().unwrap() >= r["p50_us"].as_f64().unwrap());
     }
     assert_eq!(v["targets"].as_array().unwrap().len(), 6);
-    for name in ["latency.svg", "bandwidth.svg", "host-cpu.svg"] {
+    let abl = v["ablation"].as_array().unwrap();
+    assert_eq!(
+        abl.len(),
+        24,
+        "4 offload sets × 3 policies × coalescing off/on"
+    );
+    for r in abl {
+        assert!(r["bulk_gbps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["rr4_p50_us"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let co = v["coalescing"].as_array().unwrap();
+    assert_eq!(co.len(), 4);
+    assert_eq!(co[3]["delay_us"].as_u64(), Some(100));
+    for name in [
+        "latency.svg",
+        "bandwidth.svg",
+        "host-cpu.svg",
+        "coalescing-latency.svg",
+        "coalescing-goodput.svg",
+    ] {
         let svg = std::fs::read_to_string(plots.join(name)).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("Linux"), "{name}");
     }
