@@ -414,9 +414,16 @@ fn bench_measures_both_sides() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let bulk = v["bulk"].as_array().unwrap();
     assert_eq!(bulk.len(), 16, "4 systems × 2 directions × 1 and 8 conns");
+    // /proc/stat counts in 10 ms ticks: one small run may see none, all
+    // of them together do.
+    let machine: f64 = bulk
+        .iter()
+        .map(|r| r["machine_s_per_gib"].as_f64().unwrap())
+        .sum();
+    assert!(machine > 0.0, "no machine CPU counted");
     for r in bulk {
         assert!(r["gbps"].as_f64().unwrap() > 0.0, "{r}");
-        assert!(r["machine_s_per_gib"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["machine_s_per_gib"].as_f64().unwrap() >= 0.0, "{r}");
         if r["system"].as_str().unwrap().starts_with("softoe") {
             assert!(r["engine_s_per_gib"].as_f64().unwrap() > 0.0, "{r}");
         }
@@ -441,15 +448,15 @@ fn bench_measures_both_sides() {
     let co = v["coalescing"].as_array().unwrap();
     assert_eq!(co.len(), 4);
     assert_eq!(co[3]["delay_us"].as_u64(), Some(100));
-    for name in [
-        "latency.svg",
-        "bandwidth.svg",
-        "host-cpu.svg",
-        "coalescing-latency.svg",
-        "coalescing-goodput.svg",
+    for (name, legend) in [
+        ("latency.svg", "Linux p50"),
+        ("bandwidth.svg", "softoe overlap"),
+        ("host-cpu.svg", "Linux"),
+        ("coalescing-latency.svg", "p99"),
+        ("coalescing-goodput.svg", "host→Linux"),
     ] {
         let svg = std::fs::read_to_string(plots.join(name)).unwrap();
-        assert!(svg.starts_with("<svg") && svg.contains("Linux"), "{name}");
+        assert!(svg.starts_with("<svg") && svg.contains(legend), "{name}");
     }
     let _ = std::fs::remove_dir_all(&plots);
 }
