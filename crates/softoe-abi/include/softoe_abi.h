@@ -90,6 +90,16 @@
 #define softoe_SEND_MORE (1 << 4)
 
 /**
+ * With [`SEND_ZEROCOPY`] on a TCP socket: the engine queues the whole
+ * buffer and hands it to the stack, in order, as room frees, so the
+ * program never waits for the command. Its one completion is the release
+ * ([`CMP_RELEASE`]): the buffer's length once the peer acknowledged it, a
+ * smaller count if the connection closed with only that much sent, or a
+ * negated errno (nothing sent).
+ */
+#define softoe_SEND_QUEUE (1 << 5)
+
+/**
  * The completion releases a buffer or a socket's rings.
  */
 #define softoe_CMP_RELEASE (1 << 0)

@@ -8,8 +8,8 @@
 use crate::errno::{EFAULT, EINVAL, ENOPROTOOPT, ENOSYS, EPROTONOSUPPORT};
 use crate::layout::Layout;
 use crate::record::{
-    CMD_QUIET, Command, Opcode, RECV_REGION, RECV_REMOTE, SEND_MORE, SEND_OVERLAP, SEND_REMOTE,
-    SEND_RING, SEND_ZEROCOPY, SHUT_RDWR, SockKind, SockOpt,
+    CMD_QUIET, Command, Opcode, RECV_REGION, RECV_REMOTE, SEND_MORE, SEND_OVERLAP, SEND_QUEUE,
+    SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SHUT_RDWR, SockKind, SockOpt,
 };
 
 /// The largest ring or single send the engine accepts: 1 GiB.
@@ -44,6 +44,12 @@ pub enum SendSource {
     Remote {
         /// A virtual address in the program.
         addr: u64,
+    },
+    /// A data-area buffer sent by reference, queued whole in the engine
+    /// (`zerocopy` with [`SEND_QUEUE`]).
+    Queued {
+        /// Offset in the data area.
+        offset: u64,
     },
 }
 
@@ -281,6 +287,12 @@ pub fn decode(cmd: &Command, layout: &Layout) -> Result<Request, i32> {
                     }
                 }
                 SEND_REMOTE => SendSource::Remote { addr: a[0] },
+                f if f == SEND_ZEROCOPY | SEND_QUEUE => {
+                    if !layout.data_contains(a[0], len) {
+                        return Err(EFAULT);
+                    }
+                    SendSource::Queued { offset: a[0] }
+                }
                 _ => return Err(EINVAL),
             };
             let to = if a[2] != 0 || a[3] != 0 {
@@ -432,6 +444,29 @@ mod tests {
             [(7 << 32) | 3, 11, 12, 1 << 40, 4096, 0],
         );
         assert_eq!(decode(&past, &l), Err(EFAULT));
+    }
+
+    #[test]
+    fn queued_zerocopy_sends_decode_and_need_zerocopy() {
+        let l = layout();
+        let send =
+            |flags: u16, off: u64| Command::new(Opcode::Send, flags, 2, 9, [off, 4096, 0, 0, 0, 0]);
+        match decode(&send(SEND_ZEROCOPY | SEND_QUEUE, 4096), &l) {
+            Ok(Request::Send { source, len, .. }) => {
+                assert_eq!(source, SendSource::Queued { offset: 4096 });
+                assert_eq!(len, 4096);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(decode(&send(SEND_QUEUE, 4096), &l), Err(EINVAL));
+        assert_eq!(
+            decode(&send(SEND_OVERLAP | SEND_QUEUE, 4096), &l),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            decode(&send(SEND_ZEROCOPY | SEND_QUEUE, 1 << 40), &l),
+            Err(EFAULT)
+        );
     }
 
     #[test]

@@ -78,8 +78,8 @@ pub use layout::{
 };
 pub use record::{
     CMD_QUIET, CMP_RELEASE, Command, Completion, Opcode, RECV_REGION, RECV_REMOTE, SEND_MORE,
-    SEND_OVERLAP, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SHUT_RD, SHUT_RDWR, SHUT_WR, SockKind,
-    SockOpt, TcpInfoRecord, pack_addr, unpack_addr,
+    SEND_OVERLAP, SEND_QUEUE, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SHUT_RD, SHUT_RDWR, SHUT_WR,
+    SockKind, SockOpt, TcpInfoRecord, pack_addr, unpack_addr,
 };
 pub use ring::{Consumer, Producer, RingError};
 pub use slot::{

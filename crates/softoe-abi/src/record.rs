@@ -170,6 +170,13 @@ pub const SEND_OVERLAP: u16 = 1 << 2;
 pub const SEND_REMOTE: u16 = 1 << 3;
 /// More data follows at once: hold a partial segment (like `MSG_MORE`).
 pub const SEND_MORE: u16 = 1 << 4;
+/// With [`SEND_ZEROCOPY`] on a TCP socket: the engine queues the whole
+/// buffer and hands it to the stack, in order, as room frees, so the
+/// program never waits for the command. Its one completion is the release
+/// ([`CMP_RELEASE`]): the buffer's length once the peer acknowledged it, a
+/// smaller count if the connection closed with only that much sent, or a
+/// negated errno (nothing sent).
+pub const SEND_QUEUE: u16 = 1 << 5;
 /// The completion releases a buffer or a socket's rings.
 pub const CMP_RELEASE: u32 = 1 << 0;
 /// `RECV` flag: the buffer is at an address in the program's memory.

@@ -1003,3 +1003,92 @@ fn a_child_takes_a_connection_its_dead_parent_left() {
         bed.snapshot().sessions.iter().all(|st| st.id != session)
     });
 }
+
+/// Zero-copy buffers queued whole (`SEND_QUEUE`): 12 MiB at once, three
+/// times the stack's send buffer, without the program waiting for any
+/// send; they go out in order, and a close with buffers still queued
+/// sends them all before the FIN.
+#[test]
+fn queued_zerocopy_sends_go_out_in_order_and_before_the_fin() {
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    let server = linux_sink(&bed, 7620, Vec::new());
+    let mut s = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7620)).unwrap();
+    let mut bufs: Vec<_> = (0..48).map(|_| c.zc_buf(256 * 1024).unwrap()).collect();
+    let mut want = Vec::new();
+    for (i, b) in bufs.iter_mut().enumerate() {
+        let d = pattern(b.len(), i as u8);
+        b.write_at(0, &d).unwrap();
+        assert_eq!(s.send_zerocopy(b, d.len()).unwrap(), d.len());
+        // In flight: not the program's to write.
+        assert!(b.write_at(0, b"x").is_err() || b.released());
+        want.extend_from_slice(&d);
+    }
+    drop(s);
+    for b in &mut bufs {
+        b.wait_released().unwrap();
+    }
+    let got = server.join().unwrap();
+    assert_eq!(got.len(), want.len());
+    assert_eq!(sha256(&got), sha256(&want));
+}
+
+/// A connection reset while zero-copy buffers are queued or in flight:
+/// every buffer comes back, those not acknowledged with the error — none
+/// waits for ever.
+#[test]
+fn queued_zerocopy_buffers_come_back_when_the_connection_dies() {
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    let l = bed
+        .linux
+        .run(|| TcpListener::bind(SocketAddrV4::new(LINUX_IP, 7621)).unwrap())
+        .unwrap();
+    let peer = bed
+        .linux
+        .spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            // Read nothing, then reset (linger 0).
+            std::thread::sleep(Duration::from_millis(200));
+            let s2 = socket2_linger_zero(s);
+            drop(s2);
+        })
+        .unwrap();
+    let mut s = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7621)).unwrap();
+    let mut bufs: Vec<_> = (0..48).map(|_| c.zc_buf(256 * 1024).unwrap()).collect();
+    for b in &mut bufs {
+        s.send_zerocopy(b, 256 * 1024).unwrap();
+    }
+    peer.join().unwrap();
+    let errors = bufs
+        .iter_mut()
+        .map(|b| b.wait_released())
+        .filter(Result::is_err)
+        .count();
+    assert!(
+        errors > 0,
+        "12 MiB to a peer that read nothing all came back acknowledged"
+    );
+    drop(s);
+}
+
+/// `s` with `SO_LINGER {1, 0}`: its close resets.
+fn socket2_linger_zero(s: TcpStream) -> TcpStream {
+    use std::os::fd::AsRawFd;
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket and a `linger` of the size given.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const l).cast(),
+            size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0);
+    s
+}

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use softoe_abi::{
     CMD_QUIET, Command, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP, EV_RXFULL,
-    EV_WRITABLE, Opcode, RingSpan, SEND_OVERLAP, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SockKind,
-    SockOpt, TcpInfoRecord, UdpHeader, errno, pack_addr, unpack_addr,
+    EV_WRITABLE, Opcode, RingSpan, SEND_OVERLAP, SEND_QUEUE, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY,
+    SockKind, SockOpt, TcpInfoRecord, UdpHeader, errno, pack_addr, unpack_addr,
 };
 
 use crate::client::Client;
@@ -683,9 +683,15 @@ impl TcpStream {
         Ok(())
     }
 
-    /// Sends `len` bytes of a zero-copy buffer by reference. Returns how
-    /// many the engine took; the buffer is the caller's again when
-    /// [`ZcBuf::released`] says so (the peer acknowledged them).
+    /// Sends the first `len` bytes of a zero-copy buffer by reference.
+    ///
+    /// The engine queues the whole span and hands it to the stack as room
+    /// frees, so this returns at once, without a round trip: the host core
+    /// spends one command per buffer, whatever its size. The buffer is the
+    /// caller's again when [`ZcBuf::released`] says so (the peer
+    /// acknowledged it); [`ZcBuf::wait_released`] reports a connection that
+    /// failed or closed before all of it was sent. Returns `len` (capped at
+    /// the buffer's length).
     pub fn send_zerocopy(&mut self, buf: &mut ZcBuf, len: usize) -> io::Result<usize> {
         if buf.in_flight.is_some() {
             return Err(io::Error::new(
@@ -693,30 +699,23 @@ impl TcpStream {
                 "buffer still in flight",
             ));
         }
-        let len = len.min(buf.len as usize) as u64;
-        loop {
-            let seq = self.s.seq();
-            let tag = self.s.c.submit(Command::new(
-                Opcode::Send,
-                SEND_ZEROCOPY,
-                self.s.id,
-                0,
-                [buf.off, len, 0, 0, 0, 0],
-            ))?;
-            let r = self.s.c.block_until(None, false, |d| d.done.remove(&tag))?;
-            let Some(r) = r else {
-                return Err(errno_err(errno::ECONNABORTED));
-            };
-            match r.errno() {
-                None => {
-                    buf.in_flight = Some(tag);
-                    return Ok(r.result as usize);
-                }
-                Some(errno::EAGAIN) => {}
-                Some(e) => return Err(errno_err(e)),
-            }
-            self.wait_writable(seq)?;
+        if self.s.events() & EV_ERR != 0 {
+            return Err(self.s.error());
         }
+        let len = len.min(buf.len as usize) as u64;
+        if len == 0 {
+            return Ok(0);
+        }
+        let tag = self.s.c.submit(Command::new(
+            Opcode::Send,
+            SEND_ZEROCOPY | SEND_QUEUE,
+            self.s.id,
+            0,
+            [buf.off, len, 0, 0, 0, 0],
+        ))?;
+        buf.in_flight = Some(tag);
+        buf.sent = len;
+        Ok(len as usize)
     }
 
     /// Sends from a region buffer with the `overlap` policy: the engine
@@ -1083,6 +1082,10 @@ pub struct ZcBuf {
     off: u64,
     len: u64,
     in_flight: Option<u64>,
+    /// Bytes of the last zero-copy send.
+    sent: u64,
+    /// Its release's result, once known (bytes acknowledged, or -errno).
+    outcome: Option<i64>,
 }
 
 impl Client {
@@ -1094,6 +1097,8 @@ impl Client {
             off,
             len: len as u64,
             in_flight: None,
+            sent: 0,
+            outcome: None,
         })
     }
 }
@@ -1146,26 +1151,37 @@ impl ZcBuf {
     pub fn released(&mut self) -> bool {
         match self.in_flight {
             None => true,
-            Some(tag) => {
-                if self.c.take_release(tag).is_some() {
+            Some(tag) => match self.c.take_release(tag) {
+                Some(c) => {
                     self.in_flight = None;
+                    self.outcome = Some(c.result);
                     true
-                } else {
-                    false
                 }
-            }
+                None => false,
+            },
         }
     }
 
-    /// Waits until the buffer is released.
+    /// Waits until the buffer is released, and says whether everything
+    /// the last send named reached the peer: an error if the connection
+    /// failed or closed first (with how much was sent).
     pub fn wait_released(&mut self) -> io::Result<()> {
-        let Some(tag) = self.in_flight else {
-            return Ok(());
-        };
-        self.c
-            .block_until(None, false, |d| d.released.remove(&tag))?;
-        self.in_flight = None;
-        Ok(())
+        if let Some(tag) = self.in_flight {
+            let c = self
+                .c
+                .block_until(None, false, |d| d.released.remove(&tag))?
+                .ok_or_else(|| errno_err(errno::ECONNABORTED))?;
+            self.in_flight = None;
+            self.outcome = Some(c.result);
+        }
+        match self.outcome.take() {
+            Some(r) if r < 0 => Err(errno_err((-r).min(i64::from(i32::MAX)) as i32)),
+            Some(r) if (r as u64) < self.sent => Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("the connection closed with {r} of {} bytes sent", self.sent),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Its length.

@@ -105,6 +105,19 @@ struct HSock {
     /// Another session took the connection (this stack handle): only
     /// `CLOSE` is answered, once what this socket sent is acknowledged.
     moved: Option<SocketHandle>,
+    /// Zero-copy buffers queued whole (`SEND_QUEUE`), not all handed to
+    /// the stack yet, in order.
+    queued: VecDeque<QueuedSend>,
+}
+
+/// A queued zero-copy send: its command's tag, the buffer, and how much
+/// of it the stack has taken.
+#[derive(Clone, Copy, Debug)]
+struct QueuedSend {
+    tag: u64,
+    offset: u64,
+    len: u64,
+    taken: u64,
 }
 
 /// How a detached connection's program closed it: what to do at the
@@ -177,6 +190,7 @@ impl HSock {
             watched: false,
             detached: None,
             moved: None,
+            queued: VecDeque::new(),
         }
     }
 }
@@ -239,9 +253,13 @@ pub(super) struct Session {
     /// Watches the program asked for (`BellOp::Watch`), for the host
     /// service to add to its epoll set.
     pub(super) new_watches: Vec<(SocketHandle, OwnedFd)>,
-    /// Connections moved to other sessions whose sent bytes are not all
-    /// acknowledged yet (their `Retiring` entries).
-    moved_out: Vec<SocketHandle>,
+    /// Closed or moved connections whose sent bytes are not all
+    /// acknowledged yet (their `Retiring` entries): released as soon as
+    /// they are, not when the stack lets the socket go (after TIME-WAIT).
+    acking: Vec<SocketHandle>,
+    /// Closed connections still handing queued zero-copy buffers to the
+    /// stack: they close for real when the queue is empty.
+    draining: Vec<u32>,
 }
 
 /// An `ADOPT` as the host service resolves it.
@@ -369,7 +387,8 @@ impl Session {
             adopts: Vec::new(),
             unshared: Vec::new(),
             new_watches: Vec::new(),
-            moved_out: Vec::new(),
+            acking: Vec::new(),
+            draining: Vec::new(),
         })
     }
 
@@ -701,6 +720,12 @@ impl Session {
         if n > room {
             return Err(errno::ENOBUFS);
         }
+        // Queued zero-copy buffers name this session's region: what the
+        // stack took of them stays held here, the rest comes back unsent.
+        self.unqueue(id, errno::ECANCELED);
+        let Some(Some(s)) = self.socks.get_mut(id as usize) else {
+            return Err(errno::ENOENT);
+        };
         let mut unread = vec![0u8; n as usize];
         if n > 0 && !region.ring_read(s.rx, head, &mut unread) {
             return Err(errno::EFAULT);
@@ -762,7 +787,7 @@ impl Session {
         }
         self.by_handle.remove(&h);
         self.retiring.insert(h, retiring);
-        self.moved_out.push(h);
+        self.acking.push(h);
         Ok(m)
     }
 
@@ -813,12 +838,12 @@ impl Session {
         });
     }
 
-    /// Moved connections whose bytes are all acknowledged release what
-    /// they held here.
+    /// Closed or moved connections whose bytes are all acknowledged release
+    /// what they held here.
     fn moved_acked(&mut self, stack: &Stack) {
         let mut i = 0;
-        while i < self.moved_out.len() {
-            let h = self.moved_out[i];
+        while i < self.acking.len() {
+            let h = self.acking[i];
             let done = match self.retiring.get(&h) {
                 Some(r) => {
                     r.stream == 0
@@ -833,9 +858,37 @@ impl Session {
                 i += 1;
                 continue;
             }
-            self.moved_out.swap_remove(i);
+            self.acking.swap_remove(i);
             if let Some(r) = self.retiring.remove(&h) {
                 self.release(r);
+            }
+        }
+    }
+
+    /// Closed connections whose queued buffers have all gone to the stack
+    /// close now (unless other processes still hold them: a watch).
+    fn drained(&mut self, now: Instant, stack: &mut Stack) {
+        let mut i = 0;
+        while i < self.draining.len() {
+            let id = self.draining[i];
+            let done = match self.socks.get_mut(id as usize).and_then(Option::as_mut) {
+                Some(s) if s.detached.is_some() && s.queued.is_empty() => {
+                    if s.watched {
+                        // The watch decides when it closes.
+                        None
+                    } else {
+                        s.detached.take()
+                    }
+                }
+                Some(s) if s.detached.is_some() => {
+                    i += 1;
+                    continue;
+                }
+                _ => None,
+            };
+            self.draining.swap_remove(i);
+            if let Some(d) = done {
+                self.close_sock(now, stack, id, d.tag, d.abort);
             }
         }
     }
@@ -1030,8 +1083,11 @@ impl Session {
             self.commands += taken as u64;
             any = true;
         }
-        if !self.moved_out.is_empty() {
+        if !self.acking.is_empty() {
             self.moved_acked(stack);
+        }
+        if !self.draining.is_empty() {
+            self.drained(now, stack);
         }
         // A full receive ring the program has read from takes more. The
         // fence pairs with the program's between moving `rx_head` and
@@ -1318,6 +1374,20 @@ impl Session {
             }
             Request::Send {
                 sock,
+                source: SendSource::Queued { offset },
+                len,
+                ..
+            } => {
+                let data = self.data_region(mem);
+                // The one answer is the release, errors included.
+                if let Err(e) = self.queue_send(stack, sock, done.tag, offset, len, data) {
+                    self.rejected += 1;
+                    self.complete_release(done.tag, sock, -i64::from(e));
+                }
+                Ok(None)
+            }
+            Request::Send {
+                sock,
                 source,
                 len,
                 to,
@@ -1502,6 +1572,59 @@ impl Session {
         }
     }
 
+    /// Queues a zero-copy buffer on connection `sock` and hands the stack
+    /// what it has room for now.
+    fn queue_send(
+        &mut self,
+        stack: &mut Stack,
+        sock: u32,
+        tag: u64,
+        offset: u64,
+        len: u64,
+        data: u32,
+    ) -> Result<()> {
+        let s = self.sock(sock)?;
+        let Some(h) = s.h.filter(|_| s.kind == SockKind::Tcp && !s.listener) else {
+            return Err(errno::ENOTCONN);
+        };
+        if let Some(e) = stack.tcp_info(h).ok().and_then(|i| i.error) {
+            return Err(tcp_errno(e));
+        }
+        if len == 0 {
+            return Err(errno::EINVAL);
+        }
+        s.queued.push_back(QueuedSend {
+            tag,
+            offset,
+            len,
+            taken: 0,
+        });
+        feed_queued(stack, h, s, data);
+        Ok(())
+    }
+
+    /// Gives back the queued buffers of socket `s` the stack never took
+    /// whole: those it took part of are held until that part is
+    /// acknowledged (released with the count), the others are released at
+    /// once with `err`.
+    fn unqueue(&mut self, id: u32, err: i32) {
+        let Some(Some(s)) = self.socks.get_mut(id as usize) else {
+            return;
+        };
+        let mut now = Vec::new();
+        while let Some(q) = s.queued.pop_front() {
+            if q.taken > 0 {
+                s.holds
+                    .push_back((s.stream, Hold::Zerocopy(q.tag, q.taken)));
+            } else {
+                now.push(q.tag);
+            }
+        }
+        for tag in now {
+            self.complete_release(tag, id, -i64::from(err));
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn send_tcp(
         &mut self,
@@ -1545,6 +1668,8 @@ impl Session {
         }
         let mut taken = 0u64;
         match source {
+            // Answered by `queue_send` before this.
+            SendSource::Queued { .. } => return Err(errno::EINVAL),
             SendSource::Ring => {
                 if s.tx.len == 0 {
                     return Err(errno::EINVAL);
@@ -1708,7 +1833,8 @@ impl Session {
                     return Err(errno::EFAULT);
                 }
             }
-            SendSource::Ring => return Err(errno::EINVAL),
+            // Answered by `queue_send` before this.
+            SendSource::Ring | SendSource::Queued { .. } => return Err(errno::EINVAL),
         }
         let Some(dst) = mem
             .region_mut(cr)
@@ -1757,7 +1883,14 @@ impl Session {
             }
             return;
         }
-        let detach = cur.watched && cur.h.is_some();
+        // Queued zero-copy buffers go out before the FIN, as a kernel
+        // socket's send buffer does at close (a dead program's do not: its
+        // session serves nothing any more).
+        let drain = !abort && !self.dead && !cur.queued.is_empty() && cur.h.is_some();
+        let detach = (cur.watched || drain) && cur.h.is_some();
+        if drain {
+            self.draining.push(id);
+        }
         let (posted, connect) = if detach {
             cur.detached = Some(Detached { tag, abort });
             (cur.posted.take(), cur.connect_tag.take())
@@ -1765,12 +1898,13 @@ impl Session {
             (None, None)
         };
         if detach {
-            // Other processes may hold it still (a `fork`): it lives on
-            // until one takes it or the last descriptor closes.
+            // Other processes may hold it still (a `fork`), or queued
+            // buffers are still going out: it lives on until one takes it,
+            // the last descriptor closes, or the queue is sent.
             debug!(
                 session = self.id,
                 sock = id,
-                "close of a watched connection: detached"
+                "close of a watched or draining connection: detached"
             );
             if let Some(p) = posted {
                 self.complete(Completion {
@@ -1790,6 +1924,8 @@ impl Session {
             }
             return;
         }
+        // Queued zero-copy buffers the stack never took whole come back.
+        self.unqueue(id, errno::EPIPE);
         let Some(s) = self.socks.get_mut(id as usize).and_then(Option::take) else {
             return;
         };
@@ -1844,20 +1980,22 @@ impl Session {
                 _ => None,
             })
             .collect();
+        let tcp = s.kind == SockKind::Tcp && !s.listener;
         self.retiring.insert(
             h,
             Retiring {
                 id,
-                stream: if s.kind == SockKind::Tcp && !s.listener {
-                    s.stream
-                } else {
-                    0
-                },
+                stream: if tcp { s.stream } else { 0 },
                 close_tag: tag,
                 zerocopy,
                 copy: s.copy,
             },
         );
+        if tcp {
+            // Its buffers and rings come back once the peer acknowledged
+            // everything (a minute of TIME-WAIT needs none of them).
+            self.acking.push(h);
+        }
     }
 
     /// Moves one socket along: received bytes into its ring, acknowledged
@@ -2018,6 +2156,12 @@ impl Session {
                 Err(_) => break,
             }
         }
+        // Queued zero-copy buffers take the room ACKs freed.
+        if !s.queued.is_empty()
+            && let Some(data) = self.mem
+        {
+            moved |= feed_queued(stack, h, s, data);
+        }
         // Acknowledged bytes: release what they held.
         let acked = stack.tcp_acked(h).unwrap_or(0);
         trace!(session = self.id, sock = id, acked, holds = s.holds.len(), first = ?s.holds.front().map(|h| h.0), "serve");
@@ -2042,6 +2186,34 @@ impl Session {
         }
         let info = stack.tcp_info(h).ok();
         let error = error.or(info.as_ref().and_then(|i| i.error));
+        if let Some(e) = error {
+            // The connection failed: nothing more will be sent or
+            // acknowledged, so zero-copy buffers (queued or held) come back
+            // with the error instead of waiting for ever.
+            let e = -i64::from(tcp_errno(e));
+            for q in s.queued.drain(..) {
+                done.push(Completion {
+                    tag: q.tag,
+                    result: e,
+                    sock: id,
+                    flags: CMP_RELEASE,
+                    aux: 0,
+                });
+            }
+            s.holds.retain(|&(_, hold)| match hold {
+                Hold::Zerocopy(tag, _) => {
+                    done.push(Completion {
+                        tag,
+                        result: e,
+                        sock: id,
+                        flags: CMP_RELEASE,
+                        aux: 0,
+                    });
+                    false
+                }
+                _ => true,
+            });
+        }
         let state = info.as_ref().map_or(State::Closed, |i| i.state);
         let connecting = matches!(state, State::SynSent | State::SynReceived);
         if let Some(e) = error {
@@ -2170,6 +2342,34 @@ fn publish(s: &mut HSock, view: &SlotView<'_>, ev: u32, moved: bool) -> bool {
         view.set_seq(view.seq().wrapping_add(1));
     }
     changed
+}
+
+/// Hands the stack as much of `s`'s queued zero-copy buffers as it has
+/// room for, in order; a buffer taken whole becomes a hold released on
+/// ACK. Returns whether anything was taken.
+fn feed_queued(stack: &mut Stack, h: SocketHandle, s: &mut HSock, data: u32) -> bool {
+    let mut any = false;
+    while let Some(q) = s.queued.front_mut() {
+        let room = stack.tcp_send_space(h).unwrap_or(0) as u64;
+        let n = (q.len - q.taken).min(room).min(u64::from(u32::MAX));
+        if n == 0 {
+            break;
+        }
+        let r = PayloadRef::new(data, q.offset + q.taken, n as u32);
+        let Ok(k) = queue(stack, h, r) else {
+            break;
+        };
+        q.taken += k;
+        s.stream += k;
+        any |= k > 0;
+        if q.taken < q.len {
+            break;
+        }
+        let (tag, len) = (q.tag, q.len);
+        s.queued.pop_front();
+        s.holds.push_back((s.stream, Hold::Zerocopy(tag, len)));
+    }
+    any
 }
 
 fn queue(stack: &mut Stack, h: SocketHandle, r: PayloadRef) -> Result<u64> {
