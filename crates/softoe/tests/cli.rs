@@ -434,7 +434,11 @@ fn bench_measures_both_sides() {
         assert!(r["p50_us"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["p999_us"].as_f64().unwrap() >= r["p50_us"].as_f64().unwrap());
     }
-    assert_eq!(v["targets"].as_array().unwrap().len(), 6);
+    assert_eq!(
+        v["targets"].as_array().unwrap().len(),
+        11,
+        "5 bulk targets for overlap and for zerocopy, and the round trip"
+    );
     let abl = v["ablation"].as_array().unwrap();
     assert_eq!(
         abl.len(),
