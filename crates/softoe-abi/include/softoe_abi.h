@@ -38,7 +38,7 @@
  * The ABI version this crate speaks. A program refuses a region whose
  * version differs.
  */
-#define softoe_VERSION 1
+#define softoe_VERSION 2
 
 /**
  * The engine is polling its rings (`RegionHeader::engine_state`).
@@ -509,7 +509,14 @@ typedef struct {
    * listening sockets into a session of its own ([`Opcode::Adopt`](crate::Opcode::Adopt)).
    */
   uint64_t secret[2];
-  uint8_t _pad0[32];
+  /**
+   * Offset of the changed-sockets bitmap: one bit per socket id, set by
+   * the engine whenever it bumps that slot's `seq`, taken (swapped to
+   * zero) by the program's selector — readiness for many sockets at a
+   * cost that grows with the sockets that changed, not with those open.
+   */
+  uint64_t changed_offset;
+  uint8_t _pad0[24];
   /**
    * Commands the engine has consumed (engine writes).
    */

@@ -14,7 +14,7 @@ use crate::slot::{SlotView, SockSlot};
 pub const MAGIC: u64 = 0x0100_656f_7466_6f73;
 /// The ABI version this crate speaks. A program refuses a region whose
 /// version differs.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The engine is polling its rings (`RegionHeader::engine_state`).
 pub const ENGINE_POLLING: u32 = 0;
@@ -64,7 +64,12 @@ pub struct RegionHeader {
     /// the children it forks, which inherit the mapping) may share its
     /// listening sockets into a session of its own ([`Opcode::Adopt`](crate::Opcode::Adopt)).
     pub secret: [u64; 2],
-    _pad0: [u8; 32],
+    /// Offset of the changed-sockets bitmap: one bit per socket id, set by
+    /// the engine whenever it bumps that slot's `seq`, taken (swapped to
+    /// zero) by the program's selector — readiness for many sockets at a
+    /// cost that grows with the sockets that changed, not with those open.
+    pub changed_offset: u64,
+    _pad0: [u8; 24],
     /// Commands the engine has consumed (engine writes).
     pub cmd_head: u32,
     _pad1: [u8; 124],
@@ -101,6 +106,7 @@ pub struct RegionHeader {
 const _: () = {
     assert!(size_of::<RegionHeader>() == 8 * LINE);
     assert!(offset_of!(RegionHeader, secret) == 80);
+    assert!(offset_of!(RegionHeader, changed_offset) == 96);
     assert!(offset_of!(RegionHeader, cmd_head) == LINE);
     assert!(offset_of!(RegionHeader, cmd_tail) == 2 * LINE);
     assert!(offset_of!(RegionHeader, cmp_head) == 3 * LINE);
@@ -155,6 +161,7 @@ pub struct Layout {
     cmd_offset: u64,
     cmp_offset: u64,
     socks_offset: u64,
+    changed_offset: u64,
     data_offset: u64,
     data_len: u64,
     region_len: u64,
@@ -195,10 +202,11 @@ impl Layout {
             cmp_offset + u64::from(cmp_entries) * size_of::<Completion>() as u64,
             PAGE,
         );
-        let data_offset = round_up(
+        let changed_offset = round_up(
             socks_offset + u64::from(socks) * size_of::<SockSlot>() as u64,
             PAGE,
         );
+        let data_offset = round_up(changed_offset + u64::from(socks.div_ceil(64)) * 8, PAGE);
         let data_len = round_up(data_len, PAGE);
         Ok(Layout {
             cmd_entries,
@@ -207,6 +215,7 @@ impl Layout {
             cmd_offset,
             cmp_offset,
             socks_offset,
+            changed_offset,
             data_offset,
             data_len,
             region_len: data_offset + data_len,
@@ -227,6 +236,7 @@ impl Layout {
             && h.cmd_offset == l.cmd_offset
             && h.cmp_offset == l.cmp_offset
             && h.socks_offset == l.socks_offset
+            && h.changed_offset == l.changed_offset
             && h.data_offset == l.data_offset
             && h.data_len == l.data_len
             && h.region_len == l.region_len
@@ -318,6 +328,7 @@ impl Region {
             (*h).cmd_offset = layout.cmd_offset;
             (*h).cmp_offset = layout.cmp_offset;
             (*h).socks_offset = layout.socks_offset;
+            (*h).changed_offset = layout.changed_offset;
             (*h).data_offset = layout.data_offset;
             (*h).data_len = layout.data_len;
             (*h).cmd_entries = layout.cmd_entries;
@@ -431,8 +442,48 @@ impl Region {
         let off = self.layout.socks_offset + u64::from(id) * size_of::<SockSlot>() as u64;
         // SAFETY: `id` is inside the table, which the layout places inside
         // the region; slots are 128-aligned (page-aligned table, 128-byte
-        // slots).
-        Some(unsafe { SlotView::new(self.base.add(off as usize).cast()) })
+        // slots). The bitmap word for `id` is inside the changed section.
+        Some(unsafe {
+            SlotView::new(
+                self.base.add(off as usize).cast(),
+                core::ptr::from_ref(self.changed_word(id as usize / 64)),
+                1 << (id % 64),
+            )
+        })
+    }
+
+    fn changed_word(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: callers pass `i < socks.div_ceil(64)`: the word lies in
+        // the changed section (page-aligned, so 8-aligned), inside the
+        // region, and is only accessed atomically.
+        unsafe {
+            AtomicU64::from_ptr(
+                self.base
+                    .add(self.layout.changed_offset as usize + 8 * i)
+                    .cast(),
+            )
+        }
+    }
+
+    /// Takes every socket id whose slot changed ([`SlotView::bump_seq`])
+    /// since the last call and calls `f` with each: the bits are swapped
+    /// to zero, so each change is reported to one taker once. Costs one
+    /// load per 64 sockets of the table when little changed. Read a
+    /// socket's state *after* taking its bit: a change published after
+    /// that sets the bit again.
+    pub fn take_changed(&self, mut f: impl FnMut(u32)) {
+        for i in 0..self.layout.socks.div_ceil(64) as usize {
+            let w = self.changed_word(i);
+            if w.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            let mut bits = w.swap(0, Ordering::Acquire);
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                bits &= bits - 1;
+                f(i as u32 * 64 + b);
+            }
+        }
     }
 
     /// A pointer to `len` bytes at `offset` in the data area, if they lie
@@ -552,6 +603,7 @@ mod tests {
     extern crate std;
     use super::*;
     use std::vec;
+    use std::vec::Vec;
 
     #[test]
     fn magic_spells_softoe() {
@@ -564,7 +616,9 @@ mod tests {
         assert_eq!(l.cmd_offset % PAGE, 0);
         assert!(l.cmp_offset >= l.cmd_offset + 256 * 64);
         assert!(l.socks_offset >= l.cmp_offset + 1024 * 32);
-        assert!(l.data_offset >= l.socks_offset + 4096 * 128);
+        assert!(l.changed_offset >= l.socks_offset + 4096 * 128);
+        assert_eq!(l.changed_offset % PAGE, 0);
+        assert!(l.data_offset >= l.changed_offset + 4096 / 8);
         assert_eq!(l.data_len, 3 * PAGE);
         assert_eq!(l.region_len, l.data_offset + l.data_len);
     }
@@ -609,6 +663,33 @@ mod tests {
                 Some(LayoutError::Version(7))
             );
         }
+    }
+
+    #[test]
+    fn changed_sockets_are_taken_once() {
+        let l = Layout::new(8, 8, 200, 4096).unwrap();
+        let mut mem = vec![0u128; l.region_len() as usize / 16];
+        // SAFETY: `mem` is large enough, 16-aligned and outlives the view.
+        let r = unsafe { Region::init(mem.as_mut_ptr().cast(), l, 1) };
+        let taken = |r: &Region| {
+            let mut v = Vec::new();
+            r.take_changed(|id| v.push(id));
+            v
+        };
+        assert!(taken(&r).is_empty());
+        for id in [199, 0, 64, 63, 0] {
+            let s = r.slot(id).unwrap();
+            let seq = s.seq();
+            s.bump_seq();
+            assert_eq!(s.seq(), seq.wrapping_add(1));
+        }
+        assert_eq!(taken(&r), [0, 63, 64, 199]);
+        assert!(taken(&r).is_empty(), "each change is reported once");
+        r.slot(5).unwrap().bump_seq();
+        assert_eq!(taken(&r), [5]);
+        // Plain writes (the program's own, or `set_seq`) mark nothing.
+        r.slot(6).unwrap().set_seq(9);
+        assert!(taken(&r).is_empty());
     }
 
     #[test]

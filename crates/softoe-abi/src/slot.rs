@@ -103,6 +103,10 @@ impl UdpHeader {
 #[derive(Clone, Copy, Debug)]
 pub struct SlotView<'r> {
     base: *mut SockSlot,
+    /// This socket's word of the region's changed-sockets bitmap, and its
+    /// bit in it.
+    changed: *const AtomicU64,
+    bit: u64,
     _r: PhantomData<&'r ()>,
 }
 
@@ -123,12 +127,31 @@ macro_rules! word {
 
 impl<'r> SlotView<'r> {
     /// # Safety
-    /// `base` must point to a live, 128-aligned slot for `'r`.
-    pub(crate) unsafe fn new(base: *mut SockSlot) -> SlotView<'r> {
+    /// `base` must point to a live, 128-aligned slot for `'r`, and
+    /// `changed` to a live, 8-aligned word of the same region, only ever
+    /// accessed atomically.
+    pub(crate) unsafe fn new(
+        base: *mut SockSlot,
+        changed: *const AtomicU64,
+        bit: u64,
+    ) -> SlotView<'r> {
         SlotView {
             base,
+            changed,
+            bit,
             _r: PhantomData,
         }
+    }
+
+    /// Bumps `seq` and marks the socket changed in the region's bitmap
+    /// (the engine, after writing whatever changed): a program's selector
+    /// finds it without scanning every slot
+    /// ([`Region::take_changed`](crate::Region::take_changed)).
+    pub fn bump_seq(&self) {
+        self.set_seq(self.seq().wrapping_add(1));
+        // SAFETY: `new`'s contract: the word is live for `'r`, aligned and
+        // only accessed atomically.
+        unsafe { &*self.changed }.fetch_or(self.bit, Ordering::Release);
     }
 
     fn at<A>(&self, off: usize) -> &A {

@@ -649,6 +649,128 @@ fn poll_over_many_sockets() {
     e2.join().unwrap();
 }
 
+/// A selector serves hundreds of connections from one thread: every
+/// connection Linux opens is accepted, each message is echoed on its own
+/// connection, a socket read only in part is reported again (level
+/// triggered), and connections that close are seen. A second selector on
+/// the same client, and a socket of another client, are refused.
+#[test]
+fn a_selector_serves_many_connections() {
+    use softoe_host::{Config, Event, Interest};
+    const CONNS: usize = 300;
+    let bed = bed();
+    // Small rings: 300 sockets in the default data area.
+    let c = Client::attach_with(Config {
+        path: bed.host.clone(),
+        rx_ring: 16 << 10,
+        tx_ring: 16 << 10,
+        ..Config::default()
+    })
+    .unwrap();
+    let mut sel = c.selector().unwrap();
+    assert_eq!(
+        c.selector().unwrap_err().kind(),
+        std::io::ErrorKind::ResourceBusy
+    );
+    let other = Client::attach_to(&bed.host).unwrap();
+    let foreign = other
+        .tcp_listen(SocketAddrV4::new(ENGINE_IP, 8211), 4)
+        .unwrap();
+    assert_eq!(
+        sel.register(&foreign, Interest::READ).unwrap_err().kind(),
+        std::io::ErrorKind::InvalidInput
+    );
+    let mut l = c
+        .tcp_listen(SocketAddrV4::new(ENGINE_IP, 8210), 128)
+        .unwrap();
+    l.set_nonblocking(true);
+    sel.register(&l, Interest::READ).unwrap();
+    // Linux: open every connection, then send each its own message twice
+    // (in a scrambled order) and expect both back, then close.
+    let linux = bed
+        .linux
+        .spawn(|| {
+            let mut socks: Vec<TcpStream> = (0..CONNS)
+                .map(|_| TcpStream::connect(SocketAddrV4::new(ENGINE_IP, 8210)).unwrap())
+                .collect();
+            for round in 0..2 {
+                for k in 0..CONNS {
+                    let i = (k * 7 + round) % CONNS;
+                    socks[i].write_all(format!("<{i:04}>").as_bytes()).unwrap();
+                }
+            }
+            for (i, s) in socks.iter_mut().enumerate() {
+                let mut got = [0u8; 12];
+                s.read_exact(&mut got).unwrap();
+                let want = format!("<{i:04}>");
+                assert_eq!(got, format!("{want}{want}").as_bytes(), "connection {i}");
+                s.shutdown(std::net::Shutdown::Write).unwrap();
+                let mut rest = Vec::new();
+                s.read_to_end(&mut rest).unwrap();
+                assert!(rest.is_empty());
+            }
+        })
+        .unwrap();
+    let mut conns: std::collections::HashMap<u32, softoe_host::TcpStream> = Default::default();
+    let (mut accepted, mut closed) = (0, 0);
+    let mut events: Vec<Event> = Vec::new();
+    let mut buf = [0u8; 4];
+    let mut partial_reported_again = false;
+    let mut pending_partial: Option<u32> = None;
+    while closed < CONNS {
+        sel.select(&mut events, Some(Duration::from_secs(20)))
+            .unwrap();
+        assert!(!events.is_empty(), "nothing ready for 20 s");
+        if let Some(id) = pending_partial.take() {
+            // A socket read in part last time is still ready, and says so.
+            partial_reported_again |= events.iter().any(|e| e.id == id);
+        }
+        for e in events.clone() {
+            if e.id == l.id() {
+                loop {
+                    match l.accept() {
+                        Ok((mut s, _)) => {
+                            s.set_nonblocking(true);
+                            sel.register(&s, Interest::READ).unwrap();
+                            conns.insert(s.id(), s);
+                            accepted += 1;
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(e) => panic!("accept: {e}"),
+                    }
+                }
+                continue;
+            }
+            let s = conns.get_mut(&e.id).unwrap();
+            // Four bytes at a time: a message of six leaves some unread.
+            match s.read(&mut buf) {
+                Ok(0) => {
+                    sel.deregister(&*s);
+                    conns.remove(&e.id);
+                    closed += 1;
+                }
+                Ok(n) => {
+                    s.write_all(&buf[..n]).unwrap();
+                    if s.pending() > 0 {
+                        pending_partial = Some(e.id);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    }
+    linux.join().unwrap();
+    assert_eq!(accepted, CONNS);
+    assert!(
+        partial_reported_again,
+        "level-triggered: unread bytes are reported again"
+    );
+    // Dropped, the selector lets another be made.
+    drop(sel);
+    c.selector().unwrap();
+}
+
 /// Direct placement: a blocking read with a large buffer and an empty
 /// ring posts the buffer, and the engine writes the received bytes into
 /// it itself. Reads alternate large (posted) and small (ring) buffers over

@@ -106,6 +106,9 @@ pub(crate) struct Inner {
     /// The engine may not write this process's memory (`EPERM`: another
     /// user without the right to): reads go through the rings.
     pub(crate) direct_refused: std::sync::atomic::AtomicBool,
+    /// A [`Selector`](crate::Selector) takes the region's changed bits (one
+    /// per session).
+    pub(crate) selector_taken: std::sync::atomic::AtomicBool,
 }
 
 /// An attachment to an engine. Cheap to clone; every clone and every
@@ -199,6 +202,7 @@ impl Client {
             session: w.session,
             conn_lock: Mutex::new(()),
             direct_refused: std::sync::atomic::AtomicBool::new(false),
+            selector_taken: std::sync::atomic::AtomicBool::new(false),
         };
         Ok(Client {
             inner: Arc::new(inner),

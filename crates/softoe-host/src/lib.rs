@@ -28,10 +28,12 @@
 
 mod alloc;
 mod client;
+mod select;
 mod socket;
 mod sys;
 
 pub use client::{Armed, Client, Config, Waiter};
+pub use select::{Event, Selector};
 pub use socket::{
     Interest, Pollable, Readiness, SendPolicy, TcpListener, TcpReader, TcpStream, UdpSocket, ZcBuf,
 };

@@ -146,31 +146,9 @@ impl Sock {
         self.c.region().slot(self.id).map_or(0, |v| v.events())
     }
 
-    /// What a `poll` would say now: from the slot's events, with the
-    /// receive ring's own indices for readability (the engine's
-    /// `EV_READABLE` may predate the program's last read).
+    /// What a `poll` would say now.
     fn readiness(&self) -> Readiness {
-        let Some(v) = self.c.region().slot(self.id) else {
-            return Readiness {
-                error: true,
-                hung_up: true,
-                ..Readiness::default()
-            };
-        };
-        let ev = v.events();
-        let error = ev & EV_ERR != 0;
-        let read_closed = ev & EV_RDHUP != 0;
-        Readiness {
-            readable: v.rx_tail() != v.rx_head()
-                || read_closed
-                || error
-                || ev & (EV_ACCEPT | EV_HELD) != 0,
-            writable: ev & EV_WRITABLE != 0 && !error,
-            read_closed,
-            hung_up: ev & EV_HUP != 0,
-            error,
-            seq: v.seq(),
-        }
+        slot_readiness(self.c.region(), self.id)
     }
 
     /// The slot's event generation (moves with every event or progress).
@@ -772,35 +750,61 @@ impl TcpStream {
     }
 }
 
-/// A socket [`Client::poll`] can wait for.
+/// What a `poll` would say now of socket `id`: from the slot's events,
+/// with the receive ring's own indices for readability (the engine's
+/// `EV_READABLE` may predate the program's last read).
+pub(crate) fn slot_readiness(region: &softoe_abi::Region, id: u32) -> Readiness {
+    let Some(v) = region.slot(id) else {
+        return Readiness {
+            error: true,
+            hung_up: true,
+            ..Readiness::default()
+        };
+    };
+    let ev = v.events();
+    let error = ev & EV_ERR != 0;
+    let read_closed = ev & EV_RDHUP != 0;
+    Readiness {
+        readable: v.rx_tail() != v.rx_head()
+            || read_closed
+            || error
+            || ev & (EV_ACCEPT | EV_HELD) != 0,
+        writable: ev & EV_WRITABLE != 0 && !error,
+        read_closed,
+        hung_up: ev & EV_HUP != 0,
+        error,
+        seq: v.seq(),
+    }
+}
+
+/// A socket [`Client::poll`] and [`Selector`](crate::Selector) can wait for.
 pub trait Pollable {
     /// What a `poll` would say now.
     fn readiness(&self) -> Readiness;
+    /// The socket's id in its session (a [`Selector`](crate::Selector)
+    /// reports sockets by it).
+    fn socket_id(&self) -> u32;
+    /// The attachment the socket belongs to.
+    fn owner(&self) -> &Client;
 }
 
-impl Pollable for TcpStream {
-    fn readiness(&self) -> Readiness {
-        self.s.readiness()
-    }
+macro_rules! pollable {
+    ($($t:ty),*) => {$(
+        impl Pollable for $t {
+            fn readiness(&self) -> Readiness {
+                self.s.readiness()
+            }
+            fn socket_id(&self) -> u32 {
+                self.s.id
+            }
+            fn owner(&self) -> &Client {
+                &self.s.c
+            }
+        }
+    )*};
 }
 
-impl Pollable for TcpReader {
-    fn readiness(&self) -> Readiness {
-        self.s.readiness()
-    }
-}
-
-impl Pollable for TcpListener {
-    fn readiness(&self) -> Readiness {
-        self.s.readiness()
-    }
-}
-
-impl Pollable for UdpSocket {
-    fn readiness(&self) -> Readiness {
-        self.s.readiness()
-    }
-}
+pollable!(TcpStream, TcpReader, TcpListener, UdpSocket);
 
 /// What [`Client::poll`] waits for on one socket.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

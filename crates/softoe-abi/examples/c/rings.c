@@ -18,6 +18,7 @@
 
 _Static_assert(sizeof(softoe_RegionHeader) == 1024, "header is 1 KiB");
 _Static_assert(offsetof(softoe_RegionHeader, cmd_tail) == 256, "cmd_tail line");
+_Static_assert(offsetof(softoe_RegionHeader, changed_offset) == 96, "changed_offset in line 0");
 _Static_assert(offsetof(softoe_RegionHeader, event_seq) == 896, "event_seq line");
 _Static_assert(sizeof(softoe_Command) == 64, "command is 64 bytes");
 _Static_assert(sizeof(softoe_Completion) == 32, "completion is 32 bytes");

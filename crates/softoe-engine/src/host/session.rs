@@ -774,7 +774,7 @@ impl Session {
             // unread bytes went along.
             view.set_rx_tail(head);
             view.set_events(EV_READABLE | EV_RDHUP | EV_HUP);
-            view.set_seq(view.seq().wrapping_add(1));
+            view.bump_seq();
             self.unwoken += 1;
         }
         for (tag, e) in answer {
@@ -1221,7 +1221,7 @@ impl Session {
     fn install(&mut self, id: u32, s: HSock) {
         if let Some(v) = self.region.slot(id) {
             v.reset();
-            v.set_seq(v.seq().wrapping_add(1));
+            v.bump_seq();
         }
         if let Some(h) = s.h {
             self.by_handle.insert(h, id);
@@ -2339,7 +2339,7 @@ fn publish(s: &mut HSock, view: &SlotView<'_>, ev: u32, moved: bool) -> bool {
         view.set_events(ev);
     }
     if changed || moved {
-        view.set_seq(view.seq().wrapping_add(1));
+        view.bump_seq();
     }
     changed
 }
