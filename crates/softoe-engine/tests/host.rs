@@ -340,13 +340,22 @@ fn a_killed_program_is_cleaned_up() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Killed however the test ends (a failed assertion left it running).
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut child = KillOnDrop(child);
     let mut line = String::new();
     while !line.contains("ready") {
         line.clear();
         assert!(out.read_line(&mut line).unwrap() > 0, "child ended early");
     }
-    let pid = child.id() as i32;
+    let pid = child.0.id() as i32;
     let snap = bed.snapshot();
     let theirs = snap
         .sessions
@@ -355,8 +364,8 @@ fn a_killed_program_is_cleaned_up() {
         .expect("child's session");
     assert_eq!(theirs.sockets, 1);
     // SIGKILL mid-transfer.
-    child.kill().unwrap();
-    let _ = child.wait();
+    child.0.kill().unwrap();
+    let _ = child.0.wait();
     let t0 = std::time::Instant::now();
     loop {
         let snap = bed.snapshot();

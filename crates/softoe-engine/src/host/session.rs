@@ -226,6 +226,12 @@ pub(super) struct Session {
     /// Waiter doorbells the program registered ([`Bell`]), by index.
     bells: Vec<Option<EventFd>>,
     socks: Vec<Option<HSock>>,
+    /// No socket id below this is free ([`Session::new_id`]).
+    free_hint: usize,
+    /// Sockets in `socks`, and how many of them are detached: kept as they
+    /// change, so `softoe stat`'s figures cost nothing per refresh.
+    open_n: usize,
+    detached_n: usize,
     /// Sockets to serve this turn (each once: `HSock::dirty`).
     dirty: Vec<u32>,
     /// Sockets whose receive ring was full with more in the stack.
@@ -371,6 +377,9 @@ impl Session {
             bell_app,
             bells: (0..MAX_BELLS).map(|_| None).collect(),
             socks: (0..layout.socks()).map(|_| None).collect(),
+            free_hint: 0,
+            open_n: 0,
+            detached_n: 0,
             dirty: Vec::new(),
             blocked: Vec::new(),
             by_handle: HashMap::new(),
@@ -529,6 +538,7 @@ impl Session {
         };
         s.watched = false;
         if let Some(d) = s.detached.take() {
+            self.detached_n = self.detached_n.saturating_sub(1);
             debug!(
                 session = self.id,
                 sock = id,
@@ -543,14 +553,9 @@ impl Session {
             id: self.id,
             pid: self.pid,
             uid: self.uid,
-            sockets: self.socks.iter().flatten().count(),
+            sockets: self.open_n,
             closing: self.retiring.len(),
-            detached: self
-                .socks
-                .iter()
-                .flatten()
-                .filter(|s| s.detached.is_some())
-                .count(),
+            detached: self.detached_n,
             commands: self.commands,
             rejected: self.rejected,
             direct: self.direct,
@@ -765,7 +770,7 @@ impl Session {
         if s.detached.is_some() {
             // Its program had closed it: nothing of it remains here but
             // what the stack still holds by reference.
-            self.socks[id as usize] = None;
+            self.forget(id);
         } else {
             s.h = None;
             s.moved = Some(h);
@@ -877,6 +882,7 @@ impl Session {
                         // The watch decides when it closes.
                         None
                     } else {
+                        self.detached_n = self.detached_n.saturating_sub(1);
                         s.detached.take()
                     }
                 }
@@ -1210,12 +1216,47 @@ impl Session {
         }
     }
 
+    /// A free socket id: the lowest one from `free_hint` on (wrapping), so
+    /// that opening the 10,000th socket does not walk 10,000 slots.
     fn new_id(&self) -> Result<u32> {
-        self.socks
-            .iter()
-            .position(Option::is_none)
+        let n = self.socks.len();
+        let from = self.free_hint.min(n);
+        (from..n)
+            .chain(0..from)
+            .find(|&i| self.socks[i].is_none())
             .map(|i| i as u32)
             .ok_or(errno::EMFILE)
+    }
+
+    /// Puts `s` in slot `id` (which `new_id` found free).
+    fn occupy(&mut self, id: u32, s: HSock) {
+        let detached = s.detached.is_some();
+        if let Some(slot) = self.socks.get_mut(id as usize) {
+            let before = slot.replace(s);
+            self.count(before.as_ref(), -1);
+            self.open_n += 1;
+            self.detached_n += usize::from(detached);
+            self.free_hint = id as usize + 1;
+        }
+    }
+
+    /// Counts `s` in (`+1`) or out (`-1`) of the figures `stat` shows.
+    fn count(&mut self, s: Option<&HSock>, by: isize) {
+        if let Some(s) = s {
+            self.open_n = self.open_n.saturating_add_signed(by);
+            if s.detached.is_some() {
+                self.detached_n = self.detached_n.saturating_add_signed(by);
+            }
+        }
+    }
+
+    /// Socket `id`'s slot is empty again.
+    fn forget(&mut self, id: u32) {
+        if let Some(s) = self.socks.get_mut(id as usize) {
+            let before = s.take();
+            self.count(before.as_ref(), -1);
+            self.free_hint = self.free_hint.min(id as usize);
+        }
     }
 
     fn install(&mut self, id: u32, s: HSock) {
@@ -1228,7 +1269,7 @@ impl Session {
         }
         let mut s = s;
         s.dirty = false;
-        self.socks[id as usize] = Some(s);
+        self.occupy(id, s);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1329,7 +1370,7 @@ impl Session {
                 apply_opts(now, stack, h, &n.opts);
                 self.by_handle.insert(h, id);
                 n.dirty = false;
-                self.socks[id as usize] = Some(n);
+                self.occupy(id, n);
                 done.sock = id;
                 done.aux = packed(info.remote);
                 Ok(Some(i64::from(id)))
@@ -1875,7 +1916,7 @@ impl Session {
         if let Some(h) = cur.moved {
             // Another session took the connection; the rings are free when
             // what this socket sent is acknowledged.
-            self.socks[id as usize] = None;
+            self.forget(id);
             match (self.retiring.get_mut(&h), tag) {
                 (Some(r), Some(t)) => r.close_tag = Some(t),
                 (None, Some(t)) => self.complete_release(t, id, 0),
@@ -1893,6 +1934,7 @@ impl Session {
         }
         let (posted, connect) = if detach {
             cur.detached = Some(Detached { tag, abort });
+            self.detached_n += 1;
             (cur.posted.take(), cur.connect_tag.take())
         } else {
             (None, None)
