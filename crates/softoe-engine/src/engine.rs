@@ -177,6 +177,12 @@ pub struct Engine<P: Port> {
     control: Option<Control>,
     stop: StopHandle,
     inbox: mpsc::Receiver<Box<dyn Service>>,
+    /// The descriptors a sleep waits on, rebuilt in place before each
+    /// sleep (no allocation per sleep).
+    pollfds: Vec<libc::pollfd>,
+    /// `port.describe()`, made once: the control socket is served every
+    /// millisecond, and formatting it each time allocated.
+    port_desc: String,
 }
 
 impl<P: Port> std::fmt::Debug for Engine<P> {
@@ -214,6 +220,7 @@ impl<P: Port> Engine<P> {
             None => None,
         };
         let (tx, inbox) = mpsc::channel();
+        let port_desc = port.describe();
         Ok(Engine {
             stack,
             port,
@@ -232,6 +239,8 @@ impl<P: Port> Engine<P> {
                 services: tx,
             },
             inbox,
+            pollfds: Vec::new(),
+            port_desc,
         })
     }
 
@@ -412,7 +421,7 @@ impl<P: Port> Engine<P> {
         {
             self.control_at = now;
             self.counters.run_nanos = self.started.elapsed().as_nanos() as u64;
-            c.serve(&self.stack, &self.counters, &self.port.describe());
+            c.serve(&self.stack, &self.counters, &self.port_desc);
         }
         Ok(busy || self.stack.poll_at().is_some_and(|t| t <= now))
     }
@@ -448,15 +457,18 @@ impl<P: Port> Engine<P> {
     }
 
     fn sleep_for(&mut self, timeout: Duration) {
-        let mut fds: Vec<libc::pollfd> = std::iter::once(self.port.raw_fd())
-            .chain(self.services.iter().filter_map(|s| s.wake_fd()))
-            .chain(self.control.as_ref().map(Control::raw_fd))
-            .map(|fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
+        let fds = &mut self.pollfds;
+        fds.clear();
+        fds.extend(
+            std::iter::once(self.port.raw_fd())
+                .chain(self.services.iter().filter_map(|s| s.wake_fd()))
+                .chain(self.control.as_ref().map(Control::raw_fd))
+                .map(|fd| libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                }),
+        );
         // ppoll, not poll: timers and held frames are due to the
         // microsecond, and poll(2) would round every sleep up to a
         // millisecond.

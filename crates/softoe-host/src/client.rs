@@ -68,6 +68,10 @@ impl Default for Config {
     }
 }
 
+/// Room made at attach in the dispatcher's maps of completions nobody has
+/// claimed yet (answers and zero-copy releases).
+const DISPATCH_CAPACITY: usize = 64;
+
 /// Completions the dispatcher has taken off the ring, by tag.
 #[derive(Debug, Default)]
 pub(crate) struct Dispatch {
@@ -194,7 +198,14 @@ impl Client {
             _memfd: memfd,
             bell_engine,
             bell_app,
-            dispatch: Mutex::new(Dispatch::default()),
+            // Sized for the completions a program keeps waiting at once,
+            // so that taking them off the ring never grows a map in
+            // steady state.
+            dispatch: Mutex::new(Dispatch {
+                done: HashMap::with_capacity(DISPATCH_CAPACITY),
+                released: HashMap::with_capacity(DISPATCH_CAPACITY),
+                ..Dispatch::default()
+            }),
             cond: Condvar::new(),
             alloc: Mutex::new(Alloc::new(data_len)),
             next_tag: AtomicU64::new(1),

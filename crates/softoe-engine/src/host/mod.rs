@@ -133,6 +133,9 @@ pub struct HostService {
     woke: bool,
     stats: SessionStats,
     scratch: Vec<u8>,
+    /// Epoll tokens found ready by `look`, kept for the next look (no
+    /// allocation per look).
+    ready: Vec<u64>,
 }
 
 const LISTENER: u64 = u64::MAX;
@@ -166,6 +169,7 @@ impl HostService {
             woke: true,
             stats: SessionStats::default(),
             scratch: vec![0u8; 65_536],
+            ready: Vec::new(),
         })
     }
 
@@ -309,9 +313,10 @@ impl HostService {
     }
 
     fn look(&mut self, now: Instant, stack: &mut Stack, mem: &mut Memory) {
-        let mut ready = Vec::new();
+        let mut ready = std::mem::take(&mut self.ready);
+        ready.clear();
         self.epoll.ready(&mut ready);
-        for t in ready {
+        for &t in &ready {
             if t == LISTENER {
                 loop {
                     match sys::accept(self.listener.as_raw_fd()) {
@@ -378,12 +383,11 @@ impl HostService {
                 s.reclaim(mem);
             }
         }
-        let mut stats = Vec::new();
-        for s in self.sessions.iter().flatten() {
-            stats.push(s.stat());
-        }
+        self.ready = ready;
+        // Refreshed in place: the list keeps its allocation.
         if let Ok(mut g) = self.stats.lock() {
-            *g = stats;
+            g.clear();
+            g.extend(self.sessions.iter().flatten().map(Session::stat));
         }
     }
 }

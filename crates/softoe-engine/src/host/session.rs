@@ -31,6 +31,11 @@ const CMD_BUDGET: usize = 256;
 const OVERFLOW_MAX: usize = 4096;
 /// Bytes of engine memory per UDP socket for datagrams on their way out.
 const UDP_RING: u64 = 256 * 1024;
+/// Room made in a TCP socket's list of sends awaiting their ACK when it
+/// is created (one entry per send command not yet acknowledged), and in
+/// its queue of zero-copy buffers at the first: enough for a bulk
+/// sender's steady state, so neither grows mid-stream.
+const HOLDS: usize = 64;
 
 /// What a send's bytes hold up until the peer acknowledges them.
 #[derive(Clone, Copy, Debug)]
@@ -178,7 +183,11 @@ impl HSock {
             copy_queued: 0,
             copy_acked: 0,
             stream: 0,
-            holds: VecDeque::new(),
+            holds: if kind == SockKind::Tcp {
+                VecDeque::with_capacity(HOLDS)
+            } else {
+                VecDeque::new()
+            },
             udp_live: VecDeque::new(),
             udp_done: 0,
             connect_tag: None,
@@ -266,6 +275,10 @@ pub(super) struct Session {
     /// Closed connections still handing queued zero-copy buffers to the
     /// stack: they close for real when the queue is empty.
     draining: Vec<u32>,
+    /// `serve`'s completions for one socket, kept between calls (no
+    /// allocation per release or placed read; made with room for as many
+    /// releases at once as a socket has sends in flight, `HOLDS`).
+    done_buf: Vec<Completion>,
 }
 
 /// An `ADOPT` as the host service resolves it.
@@ -398,6 +411,7 @@ impl Session {
             new_watches: Vec::new(),
             acking: Vec::new(),
             draining: Vec::new(),
+            done_buf: Vec::with_capacity(HOLDS),
         })
     }
 
@@ -1634,6 +1648,10 @@ impl Session {
         if len == 0 {
             return Err(errno::EINVAL);
         }
+        if s.queued.capacity() == 0 {
+            // Room for a zero-copy sender's steady state, made once.
+            s.queued.reserve(HOLDS);
+        }
         s.queued.push_back(QueuedSend {
             tag,
             offset,
@@ -2047,7 +2065,6 @@ impl Session {
         let Some(view) = region.slot(id) else {
             return false;
         };
-        let mut done: Vec<Completion> = Vec::new();
         let Some(Some(s)) = self.socks.get_mut(id as usize) else {
             return false;
         };
@@ -2136,6 +2153,7 @@ impl Session {
         // is), then into the ring. A second look after the stack was
         // emptied finds a FIN that came with the data (no later event
         // would report it).
+        let mut done = std::mem::take(&mut self.done_buf);
         let mut error = None;
         if let Some(p) = s.posted {
             match place(stack, h, &p, self.pid, region) {
@@ -2305,9 +2323,10 @@ impl Session {
         }
         let changed = publish(s, &view, ev, moved);
         let any = changed || moved || !done.is_empty();
-        for c in done {
+        for c in done.drain(..) {
             self.complete(c);
         }
+        self.done_buf = done;
         if moved || changed {
             self.unwoken += 1;
         }

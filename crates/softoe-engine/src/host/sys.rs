@@ -292,15 +292,19 @@ pub fn recv_with_fds(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<(usize, Vec
     const MAX: usize = 4;
     // SAFETY: a pure computation.
     let space = unsafe { libc::CMSG_SPACE((MAX * size_of::<RawFd>()) as u32) } as usize;
-    let mut control = vec![0u64; space.div_ceil(8)];
+    // On the stack: the engine calls this at every doorbell a program
+    // rings (32 bytes on Linux; 64 leaves room).
+    let mut control = [0u64; 8];
+    let space = space.min(size_of_val(&control));
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
     };
     let mut fds = Vec::new();
-    // SAFETY: msghdr is plain data; `iov` names `buf` and `control` is
-    // `space` bytes; the CMSG_* walk stays inside what the kernel filled;
-    // every descriptor received is new and becomes ours exactly once.
+    // SAFETY: msghdr is plain data; `iov` names `buf` and `control` holds
+    // at least `space` bytes (8-aligned, as cmsghdr needs); the CMSG_*
+    // walk stays inside what the kernel filled; every descriptor received
+    // is new and becomes ours exactly once.
     let n = unsafe {
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &raw mut iov;
