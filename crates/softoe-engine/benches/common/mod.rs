@@ -38,21 +38,24 @@ pub const ENGINE_CPU: usize = 1;
 pub const BENCH_CPU: usize = 0;
 
 /// Pins the calling thread to `cpu`, as softoe's engine core is meant to
-/// be its own. Does nothing on a machine with fewer than two cores;
-/// returns whether the thread was pinned.
-pub fn pin(cpu: usize) -> bool {
-    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
-        return false;
-    }
-    // SAFETY: `set` is a plain bit set on our stack, zeroed and then given
-    // one bit below its size (`cpu` < 2 ≤ CPU_SETSIZE); the call reads
-    // exactly `size_of::<cpu_set_t>()` bytes from it, and pid 0 names the
-    // calling thread.
-    unsafe {
+/// be its own; says so on stderr if it cannot (a machine with one core).
+pub fn pin(cpu: usize) {
+    // SAFETY: `set` is a plain bit set on our stack (all zeroes is a valid
+    // value); CPU_ZERO and CPU_SET write inside it (CPU_SET's index into
+    // it is bounds-checked); the call reads exactly
+    // `size_of::<cpu_set_t>()` bytes from it, and pid 0 names the calling
+    // thread.
+    let r = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_ZERO(&mut set);
         libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set) == 0
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set)
+    };
+    if r != 0 {
+        eprintln!(
+            "ring: cannot pin a thread to core {cpu}: {}; it runs where the scheduler puts it",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
