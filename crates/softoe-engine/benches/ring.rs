@@ -29,11 +29,11 @@
 //!   - `both-sleep`: both; two wake-ups per round trip.
 //!
 //! Where a peer sleeps, each timed round trip follows an untimed 50 µs gap
-//! (the benchmark thread spins through it): back to back, a peer that has
-//! just answered is often caught before it has gone to sleep — a first
-//! version without the gap found the spin-0 engine asleep for only half the
-//! commands — and the case would time a mix of wake-ups and ring round
-//! trips.
+//! (`$SOFTOE_RING_GAP_US`; the benchmark thread spins through it): back to
+//! back, a peer that has just answered is often caught before it has gone
+//! to sleep — a first version without the gap found the spin-0 engine
+//! asleep for only half the commands — and the case would time a mix of
+//! wake-ups and ring round trips.
 //!
 //! The machine this was written on has two cores. A spinning side needs a
 //! core of its own, and that is the point of the spinning cases: with both
@@ -41,8 +41,8 @@
 //! round trip is pure cache-line transfer; anything else running on the
 //! machine (a build) takes a core from one of them and shows up as
 //! scheduler delay: on this machine with another developer's tests running,
-//! spinning round trips took milliseconds (a time slice), pinned or not, so
-//! run it on a quiet machine. The engine thread (and the in-process
+//! a spinning round trip took milliseconds (a time slice), so run it on a
+//! quiet machine. The engine thread (and the in-process
 //! answerer) is pinned to core 1 and the benchmark's thread to core 0, as
 //! softoe's engine core is meant to be its own: every wake-up is then a
 //! wake-up of the other core, as it would be in service. After each case the benchmark prints, per round trip,
@@ -210,16 +210,24 @@ fn in_process(g: &mut BenchmarkGroup<'_, WallTime>, sleeping: bool) {
 
 /// Untimed, spinning, before each timed round trip in the cases where a
 /// peer sleeps: long enough for it to finish its turn and go to sleep, so
-/// the round trip must wake it (see the top of this file).
-const GAP: Duration = Duration::from_micros(50);
+/// the round trip must wake it (see the top of this file). 50 µs, or
+/// `$SOFTOE_RING_GAP_US`.
+fn gap() -> Duration {
+    let us = std::env::var("SOFTOE_RING_GAP_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    Duration::from_micros(us)
+}
 
-/// Runs `round_trip` `n` times, each after a [`GAP`], and returns the time
+/// Runs `round_trip` `n` times, each after a [`gap`], and returns the time
 /// spent in the round trips alone.
 fn timed_after_gaps(n: u64, round_trip: &mut impl FnMut()) -> Duration {
+    let gap = gap();
     let mut total = Duration::ZERO;
     for _ in 0..n {
         let t = Instant::now();
-        while t.elapsed() < GAP {
+        while t.elapsed() < gap {
             std::hint::spin_loop();
         }
         let t = Instant::now();
@@ -265,7 +273,7 @@ fn counts(snap: &Snapshot, session: u32) -> (EngineCounters, u64, u64) {
 }
 
 /// Times `Client::nop()` on `bed`'s engine with a client spinning `spin`
-/// (each after a [`GAP`] when `engine_sleeps`), then prints how often each
+/// (each after a [`gap`] when `engine_sleeps`), then prints how often each
 /// side slept per round trip.
 fn engine_case(
     g: &mut BenchmarkGroup<'_, WallTime>,
