@@ -32,6 +32,10 @@ pub struct EngineCounters {
     pub sleeps: u64,
     /// Nanoseconds spent asleep.
     pub idle_nanos: u64,
+    /// Nanoseconds spent spinning with nothing to do before sleeping (or
+    /// before work came): CPU time that is waiting, not work.
+    #[serde(default)]
+    pub spin_nanos: u64,
     /// Nanoseconds the loop has run.
     pub run_nanos: u64,
 }

@@ -301,14 +301,18 @@ impl<P: Port> Engine<P> {
         while !self.stop.stopped() {
             let busy = self.turn()?;
             if busy {
-                idle_since = None;
+                if let Some(t) = idle_since.take() {
+                    self.counters.spin_nanos += t.elapsed().as_nanos() as u64;
+                }
                 continue;
             }
             let idle = *idle_since.get_or_insert_with(std::time::Instant::now);
-            if idle.elapsed() < self.cfg.spin {
+            let spun = idle.elapsed();
+            if spun < self.cfg.spin {
                 std::hint::spin_loop();
                 continue;
             }
+            self.counters.spin_nanos += spun.as_nanos() as u64;
             self.sleep();
             idle_since = None;
         }

@@ -1197,6 +1197,16 @@ impl Stack {
         alloc::format!("{:#?}", self.sockets.tcp(i))
     }
 
+    /// Why the connection failed, if it did (cheap: what a runtime asks
+    /// before every send, unlike [`tcp_info`](Self::tcp_info)).
+    pub fn tcp_error(&self, h: SocketHandle) -> Result<Option<crate::TcpError>, HandleError> {
+        let i = self.tcp_index(h)?;
+        self.sockets
+            .tcp(i)
+            .map(|s| s.error)
+            .ok_or(HandleError::Invalid)
+    }
+
     /// An `ss -ti`-style snapshot of the connection.
     pub fn tcp_info(&self, h: SocketHandle) -> Result<TcpInfo, HandleError> {
         let i = self.tcp_index(h)?;

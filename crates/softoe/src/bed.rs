@@ -37,6 +37,9 @@ pub struct BedOptions {
     /// Completion coalescing: a waiting program's doorbell rings once the
     /// oldest unannounced event is this old (zero: at once).
     pub wake_delay: Duration,
+    /// How long the engine spins idle before it sleeps (default: the
+    /// engine's own).
+    pub spin: Option<Duration>,
 }
 
 /// What the engine's thread reports when it starts.
@@ -116,6 +119,9 @@ impl RealBed {
             let mut ecfg = EngineConfig::default();
             ecfg.pcap = opts.pcap;
             ecfg.rx_coalesce = opts.rx_coalesce;
+            if let Some(spin) = opts.spin {
+                ecfg.spin = spin;
+            }
             let mut e = Engine::new(cfg, port, ecfg)?;
             e.watch_sessions(host_service.stats());
             e.add_service(Box::new(host_service));

@@ -62,9 +62,13 @@ pub struct BenchArgs {
     #[arg(long, default_value = "softoe-bench")]
     plots: PathBuf,
     /// Which scenarios to run (default: all): bulk, latency, ablation,
-    /// coalescing.
-    #[arg(long, value_delimiter = ',', value_parser = ["bulk", "latency", "ablation", "coalescing"])]
+    /// coalescing, scale.
+    #[arg(long, value_delimiter = ',', value_parser = ["bulk", "latency", "ablation", "coalescing", "scale"])]
     only: Vec<String>,
+    /// The largest connection count of the scale scenario (1, 100, 1,000
+    /// and 10,000 up to this; default 10000, 1000 with --quick).
+    #[arg(long)]
+    scale_max: Option<usize>,
 }
 
 /// Options of the hidden `softoe bench-servers`.
@@ -81,6 +85,10 @@ pub struct ServersArgs {
     /// buffers sent by reference, for the source).
     #[arg(long, default_value = "overlap")]
     policy: String,
+    /// Serve only the scale scenario's echo (one thread waiting for every
+    /// connection at once), sized for this many connections.
+    #[arg(long)]
+    scale: Option<usize>,
 }
 
 /// Discards what it reads.
@@ -175,6 +183,59 @@ where
 /// killed. Prints `ready` when all listen.
 pub fn servers(args: &ServersArgs) -> Result<()> {
     let at = |port| SocketAddrV4::new(args.addr, port);
+    let open = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    if let Some(n) = args.scale {
+        let (addr, open2) = (args.addr, open.clone());
+        let serve: Box<dyn FnOnce() -> Result<()> + Send> = match &args.engine {
+            Some(path) => {
+                // Small rings: 10,000 sockets' rings in one data area.
+                let sockets = u32::try_from(n + 64)
+                    .ok()
+                    .filter(|&k| k <= 65_536)
+                    .ok_or_else(|| anyhow!("--scale {n}: at most 65,472 connections"))?;
+                let cfg = softoe_host::Config {
+                    path: path.clone(),
+                    sockets,
+                    rx_ring: 16 << 10,
+                    tx_ring: 4 << 10,
+                    data_len: u64::from(sockets) * (20 << 10) + (16 << 20),
+                    ..softoe_host::Config::default()
+                };
+                let c = softoe_host::Client::attach_with(cfg)
+                    .with_context(|| format!("attaching to {}", path.display()))?;
+                Box::new(move || crate::scale::serve_softoe(&c, addr, open2))
+            }
+            None => Box::new(move || crate::scale::serve_linux(addr, open2)),
+        };
+        std::thread::spawn(move || {
+            if let Err(e) = serve() {
+                eprintln!("softoe bench-servers: the scale echo failed: {e:#}");
+                std::process::exit(1);
+            }
+        });
+        // Its listener is up within a moment; a failure exits the process.
+        std::thread::sleep(Duration::from_millis(50));
+    } else {
+        serve_all(args, at)?;
+    }
+    println!("ready");
+    std::io::stdout().flush()?;
+    // The bench asks for this process's CPU time before and after each
+    // run (the clock counts every thread, also those that ended), and for
+    // the connections the scale echo serves.
+    for line in std::io::stdin().lock().lines() {
+        match line?.trim() {
+            "cpu" => println!("cpu {}", own_cpu().as_nanos()),
+            "conns" => println!("conns {}", open.load(std::sync::atomic::Ordering::Relaxed)),
+            _ => continue,
+        }
+        std::io::stdout().flush()?;
+    }
+    Ok(())
+}
+
+/// Discard, source and echo, one thread per connection.
+fn serve_all(args: &ServersArgs, at: impl Fn(u16) -> SocketAddrV4) -> Result<()> {
     match &args.engine {
         Some(path) => {
             let c = softoe_host::Client::attach_to(path)
@@ -208,16 +269,6 @@ pub fn servers(args: &ServersArgs) -> Result<()> {
             serve(e, |c| drop(c.set_nodelay(true)), echo);
         }
     }
-    println!("ready");
-    std::io::stdout().flush()?;
-    // The bench asks for this process's CPU time before and after each
-    // run (the clock counts every thread, also those that ended).
-    for line in std::io::stdin().lock().lines() {
-        if line?.trim() == "cpu" {
-            println!("cpu {}", own_cpu().as_nanos());
-            std::io::stdout().flush()?;
-        }
-    }
     Ok(())
 }
 
@@ -243,7 +294,7 @@ fn own_cpu() -> Duration {
 
 /// A servers process, killed when dropped; it answers `cpu` on its stdin
 /// with its CPU time.
-struct Servers {
+pub(crate) struct Servers {
     child: Child,
     ask: std::process::ChildStdin,
     answers: mpsc::Receiver<String>,
@@ -257,7 +308,7 @@ impl Drop for Servers {
 }
 
 impl Servers {
-    fn start(mut cmd: Command) -> Result<Servers> {
+    pub(crate) fn start(mut cmd: Command) -> Result<Servers> {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -290,6 +341,31 @@ impl Servers {
         }
     }
 
+    /// Waits (up to 30 s) until the number of connections the servers
+    /// serve satisfies `ok`.
+    pub(crate) fn wait_conns(&mut self, ok: impl Fn(usize) -> bool) -> Result<()> {
+        let t = Instant::now();
+        loop {
+            writeln!(self.ask, "conns").context("asking the servers")?;
+            self.ask.flush()?;
+            let line = self
+                .answers
+                .recv_timeout(Duration::from_secs(10))
+                .map_err(|_| anyhow!("the servers did not say their connections"))?;
+            let n: usize = line
+                .strip_prefix("conns ")
+                .and_then(|n| n.trim().parse().ok())
+                .ok_or_else(|| anyhow!("odd answer from the servers: {line:?}"))?;
+            if ok(n) {
+                return Ok(());
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                bail!("the servers serve {n} connections after 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// The servers' CPU time so far.
     fn cpu(&mut self) -> Result<Duration> {
         writeln!(self.ask, "cpu").context("asking the servers for their CPU time")?;
@@ -312,7 +388,7 @@ fn ticks(n: u64) -> Duration {
 }
 
 /// Run time of thread `tid` of this process, from its `schedstat` (ns).
-fn thread_cpu(tid: i32) -> Result<Duration> {
+pub(crate) fn thread_cpu(tid: i32) -> Result<Duration> {
     let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
         .with_context(|| format!("reading the schedstat of thread {tid}"))?;
     let ns = s
@@ -321,6 +397,29 @@ fn thread_cpu(tid: i32) -> Result<Duration> {
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| anyhow!("odd schedstat"))?;
     Ok(Duration::from_nanos(ns))
+}
+
+/// User and system time of thread `tid` of this process, from its `stat`
+/// (fields 14 and 15, in USER_HZ ticks: 10 ms resolution).
+pub(crate) fn thread_user_sys(tid: i32) -> Result<(Duration, Duration)> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat"))
+        .with_context(|| format!("reading the stat of thread {tid}"))?;
+    // The command name (field 2) is in parentheses and may hold spaces:
+    // count fields after its closing one.
+    let rest = s
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| anyhow!("odd stat"))?;
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    match f[..] {
+        [u, s] => Ok((ticks(u), ticks(s))),
+        _ => bail!("odd stat: {s}"),
+    }
 }
 
 /// Busy CPU time of the whole machine (all cores), from `/proc/stat`.
@@ -403,7 +502,10 @@ struct LatencyRow {
 #[derive(Debug, Serialize)]
 struct Target {
     what: String,
+    /// A ratio to Linux, unless `unit` names something else.
     ratio: f64,
+    /// "x" (a ratio) or the unit of `ratio` (e.g. "cycles").
+    unit: &'static str,
     goal: &'static str,
     met: bool,
 }
@@ -438,8 +540,11 @@ struct Report {
     latency: Vec<LatencyRow>,
     ablation: Vec<AblationRow>,
     coalescing: Vec<CoalescingRow>,
+    scale: Vec<crate::scale::ScaleRow>,
+    engine_cost: Option<crate::scale::EngineCost>,
     targets: Vec<Target>,
-    engine_idle_share: f64,
+    /// The engine's share of time asleep during bulk and latency runs.
+    engine_idle_share: Option<f64>,
     plots: Vec<PathBuf>,
 }
 
@@ -726,6 +831,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     } else {
         &[0, 5, 10, 13, 25, 50, 75, 100]
     };
+    let scale_max = args
+        .scale_max
+        .unwrap_or(if args.quick { 1000 } else { 10_000 });
+    let counts: Vec<usize> = [1, 100, 1000, 10_000]
+        .into_iter()
+        .filter(|&n| n <= scale_max)
+        .collect();
     let bulk_runs = if want("bulk") { 4u64 } else { 0 };
     let sweep = if want("latency") {
         sizes.len() as u64
@@ -738,6 +850,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             + if want("ablation") { 24 } else { 0 }
             + if want("coalescing") {
                 delays.len() as u64
+            } else {
+                0
+            }
+            + if want("scale") {
+                2 * counts.len() as u64 + 1
             } else {
                 0
             },
@@ -823,7 +940,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     pb.set_message("stopping");
     let counters = bed.stop()?;
     drop(bed);
-    report.engine_idle_share = counters.idle_share();
+    if main_runs {
+        report.engine_idle_share = Some(counters.idle_share());
+    }
     // The small scenarios move a quarter of the bulk bytes per point.
     let small = (bytes / 4).max(8 * WRITE as u64);
     if want("ablation") {
@@ -831,6 +950,17 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     if want("coalescing") {
         report.coalescing = coalescing(&exe, delays, small, rounds, &pb)?;
+    }
+    if want("scale") {
+        let load_for = Duration::from_millis(if args.quick { 500 } else { 2000 });
+        report.scale = crate::scale::run(&exe, &counts, load_for, rounds.min(5000), &pb)?;
+        pb.set_message("scale: the engine's cost per request, spin off");
+        report.engine_cost = Some(crate::scale::engine_cost(
+            &exe,
+            scale_max.clamp(1, 100),
+            load_for,
+        )?);
+        pb.inc(1);
     }
     report.targets = targets(&report);
     report.plots = plots(&report, &args.plots)?;
@@ -878,6 +1008,44 @@ fn plots(r: &Report, dir: &std::path::Path) -> Result<Vec<PathBuf>> {
                 line("Linux→host", &|c| c.in_gbps),
                 line("host→Linux", &|c| c.out_gbps),
             ],
+        )?;
+        out.push(p);
+    }
+    if !r.scale.is_empty() {
+        let line = |sys: &str, f: &dyn Fn(&crate::scale::ScaleRow) -> f64| Series {
+            name: sys.to_string(),
+            points: r
+                .scale
+                .iter()
+                .filter(|x| x.system == sys)
+                .map(|x| (x.conns as f64, f(x)))
+                .collect(),
+        };
+        let p = dir.join("scale-latency.svg");
+        let held = |sys: &str, q: &str, f: &dyn Fn(&crate::scale::ScaleRow) -> f64| Series {
+            name: format!("{sys} {q}"),
+            ..line(sys, f)
+        };
+        plot::log_log(
+            &p,
+            "One flow's 64-byte round trip among N idle connections",
+            "connections held",
+            "round trip (µs)",
+            &[
+                held("softoe", "p50", &|x| x.held_p50_us),
+                held("softoe", "p99", &|x| x.held_p99_us),
+                held("Linux", "p50", &|x| x.held_p50_us),
+                held("Linux", "p99", &|x| x.held_p99_us),
+            ],
+        )?;
+        out.push(p);
+        let p = dir.join("scale-throughput.svg");
+        plot::log_log(
+            &p,
+            "64-byte requests per second, every connection busy",
+            "connections",
+            "requests per second",
+            &[line("softoe", &|x| x.rps), line("Linux", &|x| x.rps)],
         )?;
         out.push(p);
     }
@@ -972,6 +1140,7 @@ fn targets(r: &Report) -> Vec<Target> {
             t.push(Target {
                 what: format!("host program CPU per byte, bulk send ({tag})"),
                 ratio: x,
+                unit: "x",
                 goal: "≤ 0.05",
                 met: x <= 0.05,
             });
@@ -982,6 +1151,7 @@ fn targets(r: &Report) -> Vec<Target> {
                 t.push(Target {
                     what: format!("goodput, 1 connection, {dir} ({tag})"),
                     ratio: x,
+                    unit: "x",
                     goal: "≥ 1.0 (aim 1.2)",
                     met: x >= 1.0,
                 });
@@ -993,12 +1163,14 @@ fn targets(r: &Report) -> Vec<Target> {
                 t.push(Target {
                     what: format!("goodput per CPU-second, {dir} ({tag})"),
                     ratio: x,
+                    unit: "x",
                     goal: "≥ 1.0",
                     met: x >= 1.0,
                 });
             }
         }
     }
+    scale_targets(r, &mut t);
     let p50 = |sys: &str| {
         r.latency
             .iter()
@@ -1010,11 +1182,62 @@ fn targets(r: &Report) -> Vec<Target> {
         t.push(Target {
             what: "4-byte request/response p50".into(),
             ratio: x,
+            unit: "x",
             goal: "≤ 1.0 (aim 0.8)",
             met: x <= 1.0,
         });
     }
     t
+}
+
+/// The scale scenario's targets: connections held, p99 at 10,000 against
+/// p99 at 1,000, and the engine's cycles per 64-byte request.
+fn scale_targets(r: &Report, t: &mut Vec<Target>) {
+    let row = |n: usize| {
+        r.scale
+            .iter()
+            .find(|x| x.system == "softoe" && x.conns == n)
+    };
+    let Some(most) = r
+        .scale
+        .iter()
+        .filter(|x| x.system == "softoe")
+        .map(|x| x.conns)
+        .max()
+    else {
+        return;
+    };
+    t.push(Target {
+        what: "connections held (softoe)".into(),
+        ratio: most as f64,
+        unit: "conns",
+        goal: "≥ 10000",
+        met: most >= 10_000,
+    });
+    if let (Some(a), Some(b)) = (row(10_000), row(1000)) {
+        let x = ratio(a.held_p99_us, b.held_p99_us);
+        t.push(Target {
+            what: "p99 at 10,000 connections ÷ p99 at 1,000 (softoe)".into(),
+            ratio: x,
+            unit: "x",
+            goal: "≤ 1.2",
+            met: x <= 1.2,
+        });
+    }
+    if let Some(c) = &r.engine_cost
+        && c.user_cycles > 0.0
+    {
+        t.push(Target {
+            what: format!(
+                "engine cycles per 64-byte request, user ({} conns)",
+                c.conns
+            ),
+            ratio: c.user_cycles,
+            unit: "cycles",
+            goal: "≤ 1500",
+            met: c.user_cycles <= 1500.0,
+        });
+    }
 }
 
 /// The report as text tables.
@@ -1067,18 +1290,24 @@ fn render(r: &Report) -> String {
     for t in &r.targets {
         let _ = writeln!(
             o,
-            "{:<50} {:>7.2}x  {:<16} {}",
+            "{:<50} {:>8}  {:<16} {}",
             t.what,
-            t.ratio,
+            if t.unit == "x" {
+                format!("{:.2}x", t.ratio)
+            } else {
+                format!("{:.0} {}", t.ratio, t.unit)
+            },
             t.goal,
             if t.met { "met" } else { "missed" }
         );
     }
-    let _ = writeln!(
-        o,
-        "\nengine asleep {:.0} % of the run (spin-then-sleep).",
-        r.engine_idle_share * 100.0
-    );
+    if let Some(idle) = r.engine_idle_share {
+        let _ = writeln!(
+            o,
+            "\nengine asleep {:.0} % of the run (spin-then-sleep).",
+            idle * 100.0
+        );
+    }
     if !r.ablation.is_empty() {
         let _ = writeln!(
             o,
@@ -1119,6 +1348,51 @@ fn render(r: &Report) -> String {
             );
         }
     }
+    if !r.scale.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nscale: 64-byte echoes; load = every connection busy, held = one flow among idle ones"
+        );
+        let _ = writeln!(
+            o,
+            "{:<8} {:>6} {:>9} {:>12} {:>12} {:>12} {:>11} {:>9}",
+            "system",
+            "conns",
+            "kreq/s",
+            "load p99 µs",
+            "held p50 µs",
+            "held p99 µs",
+            "eng µs/req",
+            "KiB/conn"
+        );
+        for x in &r.scale {
+            let _ = writeln!(
+                o,
+                "{:<8} {:>6} {:>9.1} {:>12.1} {:>12.1} {:>12.1} {:>11.2} {:>9.1}",
+                x.system,
+                x.conns,
+                x.rps / 1e3,
+                x.load_p99_us,
+                x.held_p50_us,
+                x.held_p99_us,
+                x.engine_ns_per_rpc / 1e3,
+                x.engine_kib_per_conn
+            );
+        }
+        let _ = writeln!(
+            o,
+            "(eng µs/req: the engine thread's CPU per request, idle spinning included)"
+        );
+    }
+    if let Some(c) = &r.engine_cost {
+        let _ = writeln!(
+            o,
+            "\nengine cost per 64-byte request (spin off, {} conns, {} requests): user {:.0} ns \
+             ({:.0} cycles), system {:.0} ns (the TAP's reads and writes, which run the bridge\n\
+             and the Linux client's receive path, doorbells, sleeping)",
+            c.conns, c.requests, c.user_ns, c.user_cycles, c.sys_ns
+        );
+    }
     for p in &r.plots {
         let _ = writeln!(o, "plot: {}", p.display());
     }
@@ -1141,6 +1415,8 @@ mod tests {
         assert!(own_cpu() >= Duration::from_millis(10));
         let tid = crate::bed::this_thread_id().unwrap();
         assert!(thread_cpu(tid).unwrap() >= Duration::from_millis(10));
+        let (user, _sys) = thread_user_sys(tid).unwrap();
+        assert!(user >= Duration::from_millis(10), "{user:?}");
         assert!(machine_cpu().unwrap() > Duration::ZERO);
     }
 

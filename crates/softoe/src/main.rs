@@ -17,6 +17,7 @@ mod linux;
 mod plot;
 mod report;
 mod run;
+mod scale;
 mod sim;
 mod stat;
 
@@ -89,7 +90,24 @@ enum Command {
     BenchServers(bench::ServersArgs),
 }
 
+/// Large buffers (every connection's receive ring and copy ring) come
+/// straight from `mmap`, whatever was freed before: glibc otherwise raises
+/// its mmap threshold to the largest block freed (up to 32 MiB), after
+/// which each new connection's megabytes come from the heap and `calloc`
+/// zeroes them by hand — resident memory and a memset for every
+/// connection, also for bytes it never uses. Fresh mappings are zero pages
+/// until touched, and freed ones go back to the system.
+#[allow(unsafe_code)]
+fn fixed_mmap_threshold() {
+    // SAFETY: mallopt only changes glibc's allocation policy; it is called
+    // before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
+}
+
 fn main() -> Result<()> {
+    fixed_mmap_threshold();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)

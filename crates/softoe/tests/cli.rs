@@ -403,6 +403,8 @@ fn bench_measures_both_sides() {
         "16M",
         "--rounds",
         "100",
+        "--scale-max",
+        "100",
         "--plots",
         plots.to_str().unwrap(),
     ]);
@@ -436,9 +438,22 @@ fn bench_measures_both_sides() {
     }
     assert_eq!(
         v["targets"].as_array().unwrap().len(),
-        11,
-        "5 bulk targets for overlap and for zerocopy, and the round trip"
+        13,
+        "5 bulk targets for overlap and for zerocopy, the round trip, connections held, \
+         engine cycles per request (p99 at 10,000 ÷ 1,000 needs both counts)"
     );
+    let scale = v["scale"].as_array().unwrap();
+    assert_eq!(scale.len(), 4, "2 systems × 1 and 100 connections");
+    for r in scale {
+        assert!(r["rps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["held_p99_us"].as_f64().unwrap() >= r["held_p50_us"].as_f64().unwrap());
+        if r["system"] == "softoe" {
+            assert!(r["engine_ns_per_rpc"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    let cost = &v["engine_cost"];
+    assert!(cost["requests"].as_u64().unwrap() > 0, "{cost}");
+    assert!(cost["user_ns"].as_f64().unwrap() + cost["sys_ns"].as_f64().unwrap() > 0.0);
     let abl = v["ablation"].as_array().unwrap();
     assert_eq!(
         abl.len(),
@@ -458,6 +473,8 @@ fn bench_measures_both_sides() {
         ("host-cpu.svg", "Linux"),
         ("coalescing-latency.svg", "p99"),
         ("coalescing-goodput.svg", "host→Linux"),
+        ("scale-latency.svg", "softoe p99"),
+        ("scale-throughput.svg", "Linux"),
     ] {
         let svg = std::fs::read_to_string(plots.join(name)).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains(legend), "{name}");

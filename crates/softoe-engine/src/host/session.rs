@@ -1642,7 +1642,7 @@ impl Session {
         let Some(h) = s.h.filter(|_| s.kind == SockKind::Tcp && !s.listener) else {
             return Err(errno::ENOTCONN);
         };
-        if let Some(e) = stack.tcp_info(h).ok().and_then(|i| i.error) {
+        if let Some(e) = stack.tcp_error(h).ok().flatten() {
             return Err(tcp_errno(e));
         }
         if len == 0 {
@@ -1713,7 +1713,7 @@ impl Session {
         let Some(h) = s.h.filter(|_| !s.listener) else {
             return Err(errno::ENOTCONN);
         };
-        if let Some(e) = stack.tcp_info(h).ok().and_then(|i| i.error) {
+        if let Some(e) = stack.tcp_error(h).ok().flatten() {
             return Err(tcp_errno(e));
         }
         let space = stack.tcp_send_space(h).map_err(handle_errno)? as u64;
@@ -2244,8 +2244,7 @@ impl Session {
                 }),
             }
         }
-        let info = stack.tcp_info(h).ok();
-        let error = error.or(info.as_ref().and_then(|i| i.error));
+        let error = error.or(stack.tcp_error(h).ok().flatten());
         if let Some(e) = error {
             // The connection failed: nothing more will be sent or
             // acknowledged, so zero-copy buffers (queued or held) come back
@@ -2274,7 +2273,7 @@ impl Session {
                 _ => true,
             });
         }
-        let state = info.as_ref().map_or(State::Closed, |i| i.state);
+        let state = stack.tcp_state(h).unwrap_or(State::Closed);
         let connecting = matches!(state, State::SynSent | State::SynReceived);
         if let Some(e) = error {
             ev |= EV_ERR | EV_HUP | EV_RDHUP;
@@ -2286,6 +2285,8 @@ impl Session {
             && (error.is_some() || !connecting)
         {
             s.connect_tag = None;
+            // Once per connection: the local address it got.
+            let info = stack.tcp_info(h).ok();
             done.push(Completion {
                 tag,
                 result: error.map_or(0, |e| -i64::from(tcp_errno(e))),

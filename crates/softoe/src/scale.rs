@@ -1,0 +1,509 @@
+//! The scale scenario of `softoe bench`: 1, 100, 1,000 and 10,000
+//! connections held at once by one server program, on softoe and on Linux.
+//!
+//! Both servers are one thread that waits for many sockets at once — on
+//! softoe a [`softoe_host::Selector`] (the engine marks the sockets it
+//! changed in a bitmap in the shared region), on Linux `epoll` (through
+//! mio) — and echo what they read. The Linux client opens every connection,
+//! then measures two things:
+//!
+//! - **load**: every connection keeps one 64-byte request outstanding for a
+//!   fixed time (a closed loop per connection): requests per second, and
+//!   the round trips' p99 under that load (it grows with the queue, N
+//!   requests deep, on any server);
+//! - **held**: the connections stay open and idle while one more connection
+//!   ping-pongs 64 bytes: p50 and p99. This is what holding N connections
+//!   costs a flow among them — the target compares p99 at 10,000
+//!   with p99 at 1,000.
+//!
+//! For softoe it also reports the engine thread's CPU time per request
+//! under load and the engine's memory per connection: the growth of its
+//! process's anonymous resident memory from before the connections to
+//! after the load. And it measures the engine's own cost per request
+//! ([`EngineCost`]) on an engine that does not spin: its CPU time is then
+//! all work, split into user time (the protocol and the host interface) and
+//! system time (the port's reads and writes — which on this testbed run the
+//! bridge and the Linux client's receive path inside the engine's writes to
+//! the TAP — and sleeping). Cycles are at the CPU's nominal clock, as
+//! `perf stat` does not count cycles in these VMs.
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use serde::Serialize;
+
+/// The scale echo's port.
+pub const PORT: u16 = 5007;
+/// Request and response size.
+pub const MSG: usize = 64;
+
+/// One connection count, one system.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleRow {
+    /// "softoe" or "Linux".
+    pub system: String,
+    /// Connections held.
+    pub conns: usize,
+    /// Requests per second with every connection busy.
+    pub rps: f64,
+    /// p99 round trip under that load (µs).
+    pub load_p99_us: f64,
+    /// One flow's round trip among `conns` idle connections (µs).
+    pub held_p50_us: f64,
+    /// Its p99.
+    pub held_p99_us: f64,
+    /// Engine thread CPU per request under load (ns; softoe only), all of
+    /// it: work, the port's system calls, and idle spinning.
+    pub engine_ns_per_rpc: f64,
+    /// Growth of the engine process's anonymous resident memory per
+    /// connection (KiB; softoe only).
+    pub engine_kib_per_conn: f64,
+}
+
+// ---------------------------------------------------------------- servers
+
+/// The softoe scale echo: one thread, a selector over the listener and
+/// every connection. `open` counts the connections being served.
+pub fn serve_softoe(
+    client: &softoe_host::Client,
+    addr: Ipv4Addr,
+    open: Arc<AtomicUsize>,
+) -> Result<()> {
+    use softoe_host::Interest as I;
+    let mut l = client
+        .tcp_listen(SocketAddrV4::new(addr, PORT), 1024)
+        .with_context(|| format!("listening on port {PORT}"))?;
+    l.set_nonblocking(true);
+    let mut sel = client.selector()?;
+    sel.register(&l, I::READ)?;
+    let mut conns: HashMap<u32, softoe_host::TcpStream> = HashMap::new();
+    let mut events = Vec::with_capacity(1024);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        sel.select(&mut events, None)?;
+        for e in &events {
+            if e.id == l.id() {
+                loop {
+                    match l.accept() {
+                        Ok((s, _)) => {
+                            s.set_nodelay(true)?;
+                            sel.register(&s, I::READ)?;
+                            conns.insert(s.id(), s);
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) => return Err(e).context("accept"),
+                    }
+                }
+                open.store(conns.len(), Ordering::Relaxed);
+                continue;
+            }
+            let Some(s) = conns.get_mut(&e.id) else {
+                continue;
+            };
+            // Selected readable: the read returns at once.
+            let n = s.read(&mut buf).unwrap_or(0);
+            if n == 0 || s.write_all(&buf[..n]).is_err() {
+                sel.deregister(&*s);
+                conns.remove(&e.id);
+                open.store(conns.len(), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The Linux scale echo: one thread, epoll (mio) over the listener and
+/// every connection.
+pub fn serve_linux(addr: Ipv4Addr, open: Arc<AtomicUsize>) -> Result<()> {
+    const LISTENER: Token = Token(usize::MAX);
+    let mut poll = Poll::new()?;
+    let mut l = TcpListener::bind(SocketAddr::V4(SocketAddrV4::new(addr, PORT)))
+        .with_context(|| format!("listening on port {PORT}"))?;
+    poll.registry()
+        .register(&mut l, LISTENER, Interest::READABLE)?;
+    // Connections by token; bytes still to write back.
+    let mut conns: Vec<Option<(TcpStream, Vec<u8>)>> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    let mut events = Events::with_capacity(1024);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        poll.poll(&mut events, None)?;
+        for ev in &events {
+            if ev.token() == LISTENER {
+                loop {
+                    match l.accept() {
+                        Ok((mut s, _)) => {
+                            s.set_nodelay(true)?;
+                            let i = free.pop().unwrap_or(conns.len());
+                            poll.registry()
+                                .register(&mut s, Token(i), Interest::READABLE)?;
+                            if i == conns.len() {
+                                conns.push(Some((s, Vec::new())));
+                            } else {
+                                conns[i] = Some((s, Vec::new()));
+                            }
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) => return Err(e).context("accept"),
+                    }
+                }
+                open.store(conns.len() - free.len(), Ordering::Relaxed);
+                continue;
+            }
+            let i = ev.token().0;
+            let Some(Some((s, out))) = conns.get_mut(i) else {
+                continue;
+            };
+            // Edge-triggered: read until the socket is empty.
+            let mut done = false;
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => {
+                        done = true;
+                        break;
+                    }
+                    Ok(n) => out.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        done = true;
+                        break;
+                    }
+                }
+            }
+            while !done && !out.is_empty() {
+                match s.write(out) {
+                    Ok(n) => {
+                        out.drain(..n);
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => done = true,
+                }
+            }
+            if done {
+                let _ = poll.registry().deregister(s);
+                conns[i] = None;
+                free.push(i);
+                open.store(conns.len() - free.len(), Ordering::Relaxed);
+            } else {
+                let want = if out.is_empty() {
+                    Interest::READABLE
+                } else {
+                    Interest::READABLE | Interest::WRITABLE
+                };
+                poll.registry().reregister(s, Token(i), want)?;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- client
+
+/// The client's side: `n` connections to one server, driven by epoll.
+pub struct Clients {
+    poll: Poll,
+    conns: Vec<TcpStream>,
+}
+
+impl Clients {
+    /// Opens `n` connections to `addr`, at most 128 handshakes at a time
+    /// (a listener's queue is finite), each with Nagle off.
+    pub fn connect(addr: SocketAddrV4, n: usize) -> Result<Clients> {
+        let mut poll = Poll::new()?;
+        let mut conns: Vec<TcpStream> = Vec::with_capacity(n);
+        let mut pending = 0usize;
+        let mut events = Events::with_capacity(256);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while conns.len() < n || pending > 0 {
+            while conns.len() < n && pending < 128 {
+                let mut s = TcpStream::connect(SocketAddr::V4(addr))
+                    .with_context(|| format!("connection {} to {addr}", conns.len()))?;
+                poll.registry()
+                    .register(&mut s, Token(conns.len()), Interest::WRITABLE)?;
+                conns.push(s);
+                pending += 1;
+            }
+            if Instant::now() > deadline {
+                bail!("{pending} of {n} connections still not made after 60 s");
+            }
+            poll.poll(&mut events, Some(Duration::from_millis(100)))?;
+            for ev in &events {
+                let s = conns
+                    .get_mut(ev.token().0)
+                    .ok_or_else(|| anyhow!("odd token"))?;
+                if let Some(e) = s.take_error()? {
+                    bail!("connecting to {addr}: {e}");
+                }
+                if s.peer_addr().is_ok() {
+                    s.set_nodelay(true)?;
+                    poll.registry()
+                        .reregister(s, ev.token(), Interest::READABLE)?;
+                    pending -= 1;
+                }
+            }
+        }
+        Ok(Clients { poll, conns })
+    }
+
+    /// Every connection keeps one `MSG`-byte request outstanding for
+    /// `dur`: returns requests completed and each round trip.
+    pub fn load(&mut self, dur: Duration) -> Result<(u64, Vec<Duration>)> {
+        let n = self.conns.len();
+        let req = [0x42u8; MSG];
+        let mut got = vec![0usize; n];
+        let mut sent_at = vec![Instant::now(); n];
+        let mut rtts = Vec::with_capacity(1 << 20);
+        let mut done = 0u64;
+        for (i, s) in self.conns.iter_mut().enumerate() {
+            write_all(s, &req)?;
+            sent_at[i] = Instant::now();
+        }
+        let mut events = Events::with_capacity(1024);
+        let mut buf = [0u8; 4096];
+        let start = Instant::now();
+        let mut last = start;
+        // Stop sending at the end, then collect what is outstanding.
+        let mut outstanding = n;
+        while outstanding > 0 {
+            if last.duration_since(start) > dur + Duration::from_secs(20) {
+                bail!("{outstanding} requests unanswered 20 s after the load ended");
+            }
+            self.poll
+                .poll(&mut events, Some(Duration::from_millis(100)))?;
+            last = Instant::now();
+            let sending = last.duration_since(start) < dur;
+            for ev in &events {
+                let i = ev.token().0;
+                let s = self.conns.get_mut(i).ok_or_else(|| anyhow!("odd token"))?;
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) => bail!("the server closed connection {i}"),
+                        Ok(k) => got[i] += k,
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e).context("reading an answer"),
+                    }
+                }
+                while got[i] >= MSG {
+                    got[i] -= MSG;
+                    done += 1;
+                    rtts.push(last.duration_since(sent_at[i]));
+                    if sending {
+                        write_all(s, &req)?;
+                        sent_at[i] = Instant::now();
+                    } else {
+                        outstanding -= 1;
+                    }
+                }
+            }
+        }
+        Ok((done, rtts))
+    }
+}
+
+/// Writes a small request whole (a fresh connection's send buffer always
+/// has room for 64 bytes; a short write would be a broken peer).
+fn write_all(s: &mut TcpStream, b: &[u8]) -> Result<()> {
+    let mut off = 0;
+    let t = Instant::now();
+    while off < b.len() {
+        match s.write(&b[off..]) {
+            Ok(k) => off += k,
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                if t.elapsed() > Duration::from_secs(5) {
+                    bail!("a 64-byte request did not fit for 5 s");
+                }
+                std::thread::yield_now();
+            }
+            Err(e) => return Err(e).context("sending a request"),
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- figures
+
+/// This process's anonymous resident memory (KiB), from `/proc/self/status`.
+pub fn rss_anon_kib() -> Result<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| anyhow!("no RssAnon in /proc/self/status"))
+}
+
+/// The CPU's nominal clock (GHz), from `/proc/cpuinfo` (what a TSC counts
+/// at on these machines).
+pub fn cpu_ghz() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("cpu MHz"))
+        .and_then(|v| {
+            v.trim_start_matches([' ', '\t', ':'])
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .map(|mhz| mhz / 1000.0)
+}
+
+/// Raises this process's descriptor limit to the hard limit (10,000
+/// connections are 10,000 descriptors on Linux's side). Children inherit
+/// it.
+#[allow(unsafe_code)]
+pub fn raise_fd_limit() {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid rlimit for the kernel to fill, then to read.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &raw const r);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- scenario
+
+/// Runs the scenario for each count in `counts` on a fresh testbed:
+/// softoe's scale echo (a separate program on the engine), then Linux's.
+pub fn run(
+    exe: &std::path::Path,
+    counts: &[usize],
+    load_for: Duration,
+    rounds: usize,
+    pb: &indicatif::ProgressBar,
+) -> Result<Vec<ScaleRow>> {
+    use crate::bed::{BedOptions, ENGINE, PEER, RealBed};
+    use crate::bench::{Servers, thread_cpu};
+
+    raise_fd_limit();
+    let most = counts.iter().copied().max().unwrap_or(1);
+    let bed = RealBed::start(BedOptions::default())?;
+    let mut rows = Vec::new();
+    for softoe in [true, false] {
+        let name = if softoe { "softoe" } else { "Linux" };
+        let ip = if softoe { ENGINE } else { PEER };
+        let mut servers = Servers::start(scale_servers(exe, &bed, softoe, most))?;
+        let addr = SocketAddrV4::new(ip, PORT);
+        for &n in counts {
+            pb.set_message(format!("scale: {n} connections, {name}"));
+            let rss0 = rss_anon_kib()?;
+            let mut clients = bed.client.run(move || Clients::connect(addr, n))??;
+            servers.wait_conns(|c| c >= n)?;
+            let cpu0 = thread_cpu(bed.engine_tid)?;
+            let (done, mut rtts) = clients.load(load_for)?;
+            let engine = thread_cpu(bed.engine_tid)?.saturating_sub(cpu0);
+            let rss1 = rss_anon_kib()?;
+            rtts.sort();
+            let mut held = bed
+                .client
+                .run(move || crate::linux::ping_pong(addr, MSG, rounds))??;
+            held.sort();
+            drop(clients);
+            servers.wait_conns(|c| c == 0)?;
+            let per_rpc = engine.as_secs_f64() * 1e9 / done.max(1) as f64;
+            rows.push(ScaleRow {
+                system: name.into(),
+                conns: n,
+                rps: done as f64 / load_for.as_secs_f64(),
+                load_p99_us: crate::linux::percentile_us(&rtts, 99.0),
+                held_p50_us: crate::linux::percentile_us(&held, 50.0),
+                held_p99_us: crate::linux::percentile_us(&held, 99.0),
+                engine_ns_per_rpc: if softoe { per_rpc } else { 0.0 },
+                engine_kib_per_conn: if softoe {
+                    rss1.saturating_sub(rss0) as f64 / n as f64
+                } else {
+                    0.0
+                },
+            });
+            pb.inc(1);
+        }
+    }
+    Ok(rows)
+}
+
+/// The command that starts the scale echo for `most` connections: on the
+/// engine (softoe), or in the Linux peer's namespace.
+fn scale_servers(
+    exe: &std::path::Path,
+    bed: &crate::bed::RealBed,
+    softoe: bool,
+    most: usize,
+) -> std::process::Command {
+    let ip = if softoe {
+        crate::bed::ENGINE
+    } else {
+        crate::bed::PEER
+    };
+    let mut cmd = if softoe {
+        std::process::Command::new(exe)
+    } else {
+        bed.peer.command(&exe.to_string_lossy())
+    };
+    cmd.arg("bench-servers")
+        .args(["--addr", &ip.to_string(), "--scale", &most.to_string()]);
+    if softoe {
+        cmd.arg("--engine").arg(bed.host());
+    }
+    cmd
+}
+
+/// The engine's own cost per 64-byte request.
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineCost {
+    /// Connections kept busy.
+    pub conns: usize,
+    /// Requests served.
+    pub requests: u64,
+    /// Engine user time per request (ns): the protocol and the host
+    /// interface.
+    pub user_ns: f64,
+    /// Engine system time per request (ns): the port's system calls (with
+    /// the bridge and the Linux client's receive path in them), doorbells
+    /// and sleeping.
+    pub sys_ns: f64,
+    /// `user_ns` in cycles at the CPU's nominal clock (0 if unknown).
+    pub user_cycles: f64,
+}
+
+/// Measures [`EngineCost`] on a fresh engine with its idle spin off, so
+/// that its CPU time is all work: `conns` connections busy for `load_for`.
+pub fn engine_cost(exe: &std::path::Path, conns: usize, load_for: Duration) -> Result<EngineCost> {
+    use crate::bed::{BedOptions, RealBed};
+    use crate::bench::{Servers, thread_user_sys};
+
+    let bed = RealBed::start(BedOptions {
+        spin: Some(Duration::ZERO),
+        ..BedOptions::default()
+    })?;
+    let mut servers = Servers::start(scale_servers(exe, &bed, true, conns))?;
+    let addr = SocketAddrV4::new(crate::bed::ENGINE, PORT);
+    let mut clients = bed.client.run(move || Clients::connect(addr, conns))??;
+    servers.wait_conns(|c| c >= conns)?;
+    // A first second to settle, then the measured one.
+    clients.load(load_for / 2)?;
+    let (u0, s0) = thread_user_sys(bed.engine_tid)?;
+    let (done, _) = clients.load(load_for)?;
+    let (u1, s1) = thread_user_sys(bed.engine_tid)?;
+    drop(clients);
+    servers.wait_conns(|c| c == 0)?;
+    let per = |d: Duration| d.as_secs_f64() * 1e9 / done.max(1) as f64;
+    let user_ns = per(u1.saturating_sub(u0));
+    Ok(EngineCost {
+        conns,
+        requests: done,
+        user_ns,
+        sys_ns: per(s1.saturating_sub(s0)),
+        user_cycles: user_ns * cpu_ghz().unwrap_or(0.0),
+    })
+}
