@@ -664,7 +664,19 @@ typedef struct {
    * `WANT_*` bits (program writes).
    */
   uint32_t interest;
-  uint8_t _pad1[52];
+  /**
+   * The thread asleep waiting to read this socket (or accept from it):
+   * the index of its waiter bell ([`Bell`](crate::Bell)) plus one; 0:
+   * none. The engine rings that bell whenever it changes the slot, so a
+   * socket's news wakes the thread that waits for it and no other
+   * (program writes).
+   */
+  uint32_t rx_waiter;
+  /**
+   * The same for a thread waiting to write (program writes).
+   */
+  uint32_t tx_waiter;
+  uint8_t _pad1[44];
 } softoe_SockSlot;
 
 /**

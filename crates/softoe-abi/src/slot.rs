@@ -67,12 +67,21 @@ pub struct SockSlot {
     pub rx_head: u64,
     /// `WANT_*` bits (program writes).
     pub interest: u32,
-    _pad1: [u8; 52],
+    /// The thread asleep waiting to read this socket (or accept from it):
+    /// the index of its waiter bell ([`Bell`](crate::Bell)) plus one; 0:
+    /// none. The engine rings that bell whenever it changes the slot, so a
+    /// socket's news wakes the thread that waits for it and no other
+    /// (program writes).
+    pub rx_waiter: u32,
+    /// The same for a thread waiting to write (program writes).
+    pub tx_waiter: u32,
+    _pad1: [u8; 44],
 }
 
 const _: () = {
     assert!(size_of::<SockSlot>() == 128);
     assert!(offset_of!(SockSlot, rx_head) == 64);
+    assert!(offset_of!(SockSlot, rx_waiter) == 76);
 };
 
 /// The header of one datagram in a UDP socket's receive ring.
@@ -154,7 +163,7 @@ impl<'r> SlotView<'r> {
         unsafe { &*self.changed }.fetch_or(self.bit, Ordering::Release);
     }
 
-    fn at<A>(&self, off: usize) -> &A {
+    fn at<A>(&self, off: usize) -> &'r A {
         // SAFETY: `off` is a field offset of `SockSlot` (from `offset_of!`)
         // whose type matches `A` in size and alignment (u32/AtomicU32,
         // u64/AtomicU64); the slot lives for `'r` and its words are only
@@ -228,6 +237,19 @@ impl<'r> SlotView<'r> {
         "what the program waits for."
     );
 
+    /// The waiter word for reading (`tx == false`) or writing: for the
+    /// program to claim (compare-and-swap from 0) and clear, and for the
+    /// engine to read (SeqCst: a program that stores it and then looks at
+    /// the slot, and an engine that changes the slot and then reads it,
+    /// cannot both miss).
+    pub fn waiter(&self, tx: bool) -> &'r AtomicU32 {
+        if tx {
+            self.at::<AtomicU32>(offset_of!(SockSlot, tx_waiter))
+        } else {
+            self.at::<AtomicU32>(offset_of!(SockSlot, rx_waiter))
+        }
+    }
+
     /// Clears every word (the engine, when it hands the slot out).
     pub fn reset(&self) {
         self.set_events(0);
@@ -238,6 +260,8 @@ impl<'r> SlotView<'r> {
         self.set_remote(0);
         self.set_rx_head(0);
         self.set_interest(0);
+        self.waiter(false).store(0, Ordering::Release);
+        self.waiter(true).store(0, Ordering::Release);
     }
 
     /// A pointer to the `seq` word (a futex word for one socket).

@@ -113,6 +113,28 @@ pub(crate) struct Inner {
     /// A [`Selector`](crate::Selector) takes the region's changed bits (one
     /// per session).
     pub(crate) selector_taken: std::sync::atomic::AtomicBool,
+    /// Waiter bells for threads that sleep on one socket
+    /// ([`Client::lend_bell`]), registered with the engine once and reused.
+    bell_pool: Mutex<Vec<LentBell>>,
+    /// The engine refused another bell (all `MAX_BELLS` are taken): such
+    /// sleeps use the session's doorbell.
+    bells_refused: std::sync::atomic::AtomicBool,
+    /// Bells made for lending so far (at most [`LENT_BELLS`]).
+    bells_made: std::sync::atomic::AtomicU32,
+}
+
+/// Most bells lent to sleeping threads per session: half of what the
+/// engine gives, the rest stays for waiters of the program's own (the
+/// shim's `poll` and `epoll_wait`, one per thread).
+const LENT_BELLS: u32 = softoe_abi::MAX_BELLS / 2;
+
+/// A waiter bell lent to one thread for one sleep on one socket: the
+/// thread writes `index + 1` into the socket's waiter word, and the engine
+/// rings `fd` when the socket changes.
+#[derive(Debug)]
+pub(crate) struct LentBell {
+    pub(crate) index: u32,
+    pub(crate) fd: OwnedFd,
 }
 
 /// An attachment to an engine. Cheap to clone; every clone and every
@@ -122,7 +144,7 @@ pub struct Client {
     pub(crate) inner: Arc<Inner>,
 }
 
-fn closed() -> io::Error {
+pub(crate) fn closed() -> io::Error {
     io::Error::new(
         io::ErrorKind::ConnectionAborted,
         "the engine closed this session",
@@ -214,10 +236,20 @@ impl Client {
             conn_lock: Mutex::new(()),
             direct_refused: std::sync::atomic::AtomicBool::new(false),
             selector_taken: std::sync::atomic::AtomicBool::new(false),
+            bell_pool: Mutex::new(Vec::with_capacity(softoe_abi::MAX_BELLS as usize)),
+            bells_refused: std::sync::atomic::AtomicBool::new(false),
+            bells_made: std::sync::atomic::AtomicU32::new(0),
         };
-        Ok(Client {
+        let c = Client {
             inner: Arc::new(inner),
-        })
+        };
+        // Two bells for sleeps on sockets (a reader's and a writer's), made
+        // now: registering one later allocates, and steady state must not.
+        let first: Vec<LentBell> = (0..2).filter_map(|_| c.lend_bell()).collect();
+        for b in first {
+            c.return_bell(b);
+        }
+        Ok(c)
     }
 
     /// The engine's number for this attachment.
@@ -253,7 +285,7 @@ impl Client {
         lock(&self.inner.alloc).free(off, len);
     }
 
-    fn dead(&self) -> bool {
+    pub(crate) fn dead(&self) -> bool {
         self.inner.region.engine_state().load(Ordering::Acquire) == SESSION_CLOSED
     }
 
@@ -525,6 +557,36 @@ impl Client {
             return Err(io::Error::from_raw_os_error(-answer.status));
         }
         Ok(answer)
+    }
+
+    /// A waiter bell for one sleep, registered with the engine the first
+    /// time (a `Bell` message): `None` when [`LENT_BELLS`] are out already
+    /// or the engine has no more to give, and the caller sleeps the
+    /// session's way.
+    pub(crate) fn lend_bell(&self) -> Option<LentBell> {
+        if let Some(b) = lock(&self.inner.bell_pool).pop() {
+            return Some(b);
+        }
+        if self.inner.bells_refused.load(Ordering::Relaxed)
+            || self.inner.bells_made.fetch_add(1, Ordering::Relaxed) >= LENT_BELLS
+        {
+            return None;
+        }
+        let fd = sys::eventfd().ok()?;
+        match self.bell_call(softoe_abi::BellOp::Add, 0, fd.as_raw_fd()) {
+            Ok(a) => Some(LentBell { index: a.index, fd }),
+            Err(e) => {
+                tracing::debug!(error = %e, "no more waiter bells: sleeping on the session's doorbell");
+                self.inner.bells_refused.store(true, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Gives a lent bell back for the next sleep.
+    pub(crate) fn return_bell(&self, b: LentBell) {
+        sys::drain(b.fd.as_raw_fd());
+        lock(&self.inner.bell_pool).push(b);
     }
 
     /// Has the engine watch connection `sock` across `fork`

@@ -2,8 +2,10 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use softoe_abi::{
     CMD_QUIET, Command, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP, EV_RXFULL,
@@ -12,6 +14,7 @@ use softoe_abi::{
 };
 
 use crate::client::Client;
+use crate::sys;
 
 /// How a socket's `write` hands bytes to the engine (DESIGN.md, "Send
 /// policies").
@@ -162,11 +165,16 @@ impl Sock {
     }
 
     /// Waits until `ready` holds for the slot, honouring non-blocking mode
-    /// and `timeout`.
+    /// and `timeout`: spins a moment, then sleeps on a bell of its own that
+    /// the engine rings when this socket changes (`tx`: the writer's
+    /// word, else the reader's), so news of other sockets never wakes it.
+    /// A second thread waiting the same way on the same socket, or one
+    /// that finds every bell taken, sleeps on the session's doorbell.
     fn wait(
         &self,
         nonblocking: bool,
         timeout: Option<Duration>,
+        tx: bool,
         ready: impl Fn(&Sock) -> bool,
     ) -> io::Result<()> {
         if ready(self) {
@@ -175,13 +183,68 @@ impl Sock {
         if nonblocking {
             return Err(io::ErrorKind::WouldBlock.into());
         }
-        match self
-            .c
-            .block_until(timeout, true, |_| ready(self).then_some(()))?
-        {
-            Some(()) => Ok(()),
-            None => Err(io::ErrorKind::WouldBlock.into()),
+        let start = Instant::now();
+        let deadline = timeout.map(|t| start + t);
+        let spin = self.c.inner.cfg.spin;
+        while start.elapsed() < spin {
+            if ready(self) {
+                return Ok(());
+            }
+            if deadline.is_some_and(|t| Instant::now() >= t) {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            std::hint::spin_loop();
         }
+        let word = self.c.region().slot(self.id).map(|v| v.waiter(tx));
+        let lent = word.and_then(|w| {
+            let b = self.c.lend_bell()?;
+            match w.compare_exchange(0, b.index + 1, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => Some((w, b)),
+                Err(_) => {
+                    self.c.return_bell(b);
+                    None
+                }
+            }
+        });
+        let Some((word, bell)) = lent else {
+            let left = deadline.map(|t| t.saturating_duration_since(Instant::now()));
+            return match self
+                .c
+                .block_until(left, true, |_| ready(self).then_some(()))?
+            {
+                Some(()) => Ok(()),
+                None => Err(io::ErrorKind::WouldBlock.into()),
+            };
+        };
+        let fd = bell.fd.as_raw_fd();
+        let r = loop {
+            // The word was stored (SeqCst) before this look: a change made
+            // after it rings the bell.
+            if ready(self) {
+                break Ok(());
+            }
+            if self.c.dead() {
+                break Err(crate::client::closed());
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|t| now >= t) {
+                break Err(io::ErrorKind::WouldBlock.into());
+            }
+            let nap = deadline.map_or(Duration::from_millis(100), |t| t - now);
+            let signalled = !sys::wait_readable(fd, nap.min(Duration::from_millis(100)));
+            sys::drain(fd);
+            if signalled && !sys::restart_after_signal() {
+                // What came meanwhile still counts.
+                break if ready(self) {
+                    Ok(())
+                } else {
+                    Err(io::ErrorKind::Interrupted.into())
+                };
+            }
+        };
+        word.store(0, Ordering::SeqCst);
+        self.c.return_bell(bell);
+        r
     }
 
     fn setopt(&self, opt: SockOpt, v: [u64; 5]) -> io::Result<()> {
@@ -210,7 +273,7 @@ impl Drop for Sock {
         } else {
             vec![(rx.offset, rx.len)]
         };
-        let tag = match self.closed.load(std::sync::atomic::Ordering::Relaxed) {
+        let tag = match self.closed.load(Ordering::Relaxed) {
             0 => self
                 .c
                 .submit(Command::new(Opcode::Close, 0, self.id, 0, [0; 6])),
@@ -408,7 +471,7 @@ impl TcpListener {
             // be stale (another thread took it); the engine clears it after
             // the refused accept above, and the loop asks again.
             self.s
-                .wait(self.mode.nonblocking, self.mode.read_timeout, |s| {
+                .wait(self.mode.nonblocking, self.mode.read_timeout, false, |s| {
                     s.events() & EV_ACCEPT != 0
                 })?;
         }
@@ -551,9 +614,7 @@ impl TcpStream {
             [1, 0, 0, 0, 0, 0],
         ))?;
         // Dropping frees the rings when the engine releases them.
-        self.s
-            .closed
-            .store(tag, std::sync::atomic::Ordering::Relaxed);
+        self.s.closed.store(tag, Ordering::Relaxed);
         Ok(())
     }
 
@@ -650,7 +711,7 @@ impl TcpStream {
     /// `EV_WRITABLE` never cleared, wait for ever).
     fn wait_writable(&self, seq: u32) -> io::Result<()> {
         self.s
-            .wait(self.mode.nonblocking, self.mode.write_timeout, |s| {
+            .wait(self.mode.nonblocking, self.mode.write_timeout, true, |s| {
                 s.c.region()
                     .slot(s.id)
                     .is_some_and(|v| v.seq() != seq || v.events() & EV_ERR != 0)
@@ -734,11 +795,7 @@ impl TcpStream {
         if self.s.events() & EV_ERR == 0 {
             return None;
         }
-        if self
-            .s
-            .error_taken
-            .swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
+        if self.s.error_taken.swap(true, Ordering::Relaxed) {
             return None;
         }
         Some(self.s.error())
@@ -901,12 +958,7 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
         let v = s.c.region().slot(s.id);
         v.is_some_and(|v| v.rx_tail() != v.rx_head()) || s.events() & (EV_RDHUP | EV_ERR) != 0
     };
-    let direct = if s
-        .c
-        .inner
-        .direct_refused
-        .load(std::sync::atomic::Ordering::Relaxed)
-    {
+    let direct = if s.c.inner.direct_refused.load(Ordering::Relaxed) {
         0
     } else {
         s.c.inner.cfg.direct_min
@@ -928,10 +980,10 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
             s.c.submit(Command::new(Opcode::RxDone, CMD_QUIET, s.id, 0, [0; 6]))?;
             asked = true;
             if mode.nonblocking {
-                s.wait(false, Some(Duration::from_millis(2)), ready)?;
+                s.wait(false, Some(Duration::from_millis(2)), false, ready)?;
             }
         }
-        s.wait(mode.nonblocking, mode.read_timeout, |s| {
+        s.wait(mode.nonblocking, mode.read_timeout, false, |s| {
             ready(s) || (held(s) && !asked)
         })?;
         if ready(s) {
@@ -954,7 +1006,7 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
         // is room now. The fence pairs with the engine's between
         // publishing `EV_RXFULL` and its next look at `rx_head`: either
         // we see the bit, or it sees the head move.
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
         if s.events() & EV_RXFULL != 0 {
             let _ =
                 s.c.submit(Command::new(Opcode::RxDone, CMD_QUIET, s.id, 0, [0; 6]));
@@ -1007,7 +1059,7 @@ fn read_direct(s: &Sock, timeout: Option<Duration>, buf: &mut [u8]) -> Option<io
         }
         Err(e) => return Some(Err(e)),
     };
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    std::sync::atomic::fence(Ordering::SeqCst);
     match got.errno() {
         None => Some(Ok(got.result as usize)),
         Some(errno::ECANCELED) if interrupted => Some(Err(io::ErrorKind::Interrupted.into())),
@@ -1016,9 +1068,7 @@ fn read_direct(s: &Sock, timeout: Option<Duration>, buf: &mut [u8]) -> Option<io
         // The engine may not write our memory (another user): the bytes
         // are still in the engine; read through the ring from now on.
         Some(errno::EPERM) => {
-            s.c.inner
-                .direct_refused
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+            s.c.inner.direct_refused.store(true, Ordering::Relaxed);
             None
         }
         Some(e) => Some(Err(errno_err(e))),
@@ -1251,7 +1301,7 @@ impl UdpSocket {
             return Err(errno_err(errno::EBADF));
         };
         self.s
-            .wait(self.mode.nonblocking, self.mode.read_timeout, |s| {
+            .wait(self.mode.nonblocking, self.mode.read_timeout, false, |s| {
                 s.c.region()
                     .slot(s.id)
                     .is_some_and(|v| v.rx_tail() != v.rx_head())

@@ -62,7 +62,11 @@ pub(crate) fn send_fd(fd: RawFd, b: &[u8], pass: RawFd) -> io::Result<()> {
     let fd_bytes = size_of::<RawFd>();
     // SAFETY: a pure computation.
     let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
-    let mut control = vec![0u64; space.div_ceil(8)];
+    // On the stack: a message with a descriptor allocates nothing.
+    let mut control = [0u64; 8];
+    if space > size_of_val(&control) {
+        return Err(io::ErrorKind::InvalidInput.into());
+    }
     let mut iov = libc::iovec {
         iov_base: b.as_ptr().cast_mut().cast(),
         iov_len: b.len(),
@@ -121,7 +125,10 @@ pub(crate) fn recv_fds<const N: usize>(
     let fd_bytes = N * size_of::<RawFd>();
     // SAFETY: a pure computation.
     let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
-    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut control = [0u64; 8];
+    if space > size_of_val(&control) {
+        return Err(io::ErrorKind::InvalidInput.into());
+    }
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),

@@ -795,6 +795,7 @@ impl Session {
             view.set_events(EV_READABLE | EV_RDHUP | EV_HUP);
             view.bump_seq();
             self.unwoken += 1;
+            self.ring_waiters(id);
         }
         for (tag, e) in answer {
             self.complete(Completion {
@@ -1131,7 +1132,10 @@ impl Session {
         }
         let dirty = std::mem::take(&mut self.dirty);
         for &id in &dirty {
-            any |= self.serve(stack, id, scratch);
+            if self.serve(stack, id, scratch) {
+                any = true;
+                self.ring_waiters(id);
+            }
             if matches!(self.socks.get(id as usize), Some(Some(s)) if s.rx_blocked)
                 && !self.blocked.contains(&id)
             {
@@ -1146,6 +1150,26 @@ impl Session {
         }
         self.wake(now, cfg);
         any
+    }
+
+    /// Rings the bells of the threads asleep on socket `id` (its slot just
+    /// changed): the socket's news wakes the thread waiting for it, at
+    /// once and no other. The index is the program's word: one that names
+    /// no bell of this session rings nothing.
+    fn ring_waiters(&mut self, id: u32) {
+        let Some(v) = self.region.slot(id) else {
+            return;
+        };
+        // Pairs with the program's SeqCst store of the word before its last
+        // look at the slot: it sees the change, or we see the word.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        for tx in [false, true] {
+            let w = v.waiter(tx).load(Ordering::SeqCst) as usize;
+            if let Some(Some(b)) = w.checked_sub(1).and_then(|i| self.bells.get(i)) {
+                b.signal();
+                self.wakeups += 1;
+            }
+        }
     }
 
     fn wake(&mut self, now: Instant, cfg: &HostConfig) {
