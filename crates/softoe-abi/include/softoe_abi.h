@@ -665,11 +665,13 @@ typedef struct {
    */
   uint32_t interest;
   /**
-   * The thread asleep waiting to read this socket (or accept from it):
-   * the index of its waiter bell ([`Bell`](crate::Bell)) plus one; 0:
-   * none. The engine rings that bell whenever it changes the slot, so a
-   * socket's news wakes the thread that waits for it and no other
-   * (program writes).
+   * The thread asleep waiting to read this socket (or accept from it),
+   * 0 if none: in the low 8 bits the index of its waiter bell
+   * ([`Bell`](crate::Bell)) plus one, above them a count the thread
+   * bumps before every sleep. The engine rings that bell when it changes
+   * the slot — once per value of the word, so a thread still waking up
+   * is not rung again and again — and a socket's news wakes the thread
+   * that waits for it and no other (program writes; [`waiter_word`]).
    */
   uint32_t rx_waiter;
   /**

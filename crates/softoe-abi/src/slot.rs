@@ -36,6 +36,20 @@ pub const EV_RXFULL: u32 = 1 << 7;
 /// or `RXDONE` to have the bytes moved into the ring.
 pub const EV_HELD: u32 = 1 << 8;
 
+/// The waiter word for bell `index` on the thread's `sleep`-th sleep
+/// ([`SockSlot::rx_waiter`]).
+pub const fn waiter_word(index: u32, sleep: u32) -> u32 {
+    ((sleep & 0x00ff_ffff) << 8) | ((index & 0xff) + 1)
+}
+
+/// The bell a waiter word names, if any.
+pub const fn waiter_bell(word: u32) -> Option<u32> {
+    match word & 0xff {
+        0 => None,
+        i => Some(i - 1),
+    }
+}
+
 /// The program waits to read (`interest`).
 pub const WANT_READ: u32 = 1 << 0;
 /// The program waits to write (`interest`).
@@ -67,11 +81,13 @@ pub struct SockSlot {
     pub rx_head: u64,
     /// `WANT_*` bits (program writes).
     pub interest: u32,
-    /// The thread asleep waiting to read this socket (or accept from it):
-    /// the index of its waiter bell ([`Bell`](crate::Bell)) plus one; 0:
-    /// none. The engine rings that bell whenever it changes the slot, so a
-    /// socket's news wakes the thread that waits for it and no other
-    /// (program writes).
+    /// The thread asleep waiting to read this socket (or accept from it),
+    /// 0 if none: in the low 8 bits the index of its waiter bell
+    /// ([`Bell`](crate::Bell)) plus one, above them a count the thread
+    /// bumps before every sleep. The engine rings that bell when it changes
+    /// the slot — once per value of the word, so a thread still waking up
+    /// is not rung again and again — and a socket's news wakes the thread
+    /// that waits for it and no other (program writes; [`waiter_word`]).
     pub rx_waiter: u32,
     /// The same for a thread waiting to write (program writes).
     pub tx_waiter: u32,

@@ -14,6 +14,7 @@ use softoe_abi::{
 };
 
 use crate::alloc::Alloc;
+use crate::spin::Spin;
 use crate::sys::{self, Mapping};
 
 /// What to ask the engine for when attaching.
@@ -121,6 +122,13 @@ pub(crate) struct Inner {
     bells_refused: std::sync::atomic::AtomicBool,
     /// Bells made for lending so far (at most [`LENT_BELLS`]).
     bells_made: std::sync::atomic::AtomicU32,
+    /// Sleeps on lent bells so far (each writes a new waiter word).
+    pub(crate) sleeps: std::sync::atomic::AtomicU32,
+    /// Spin budgets by kind of wait: command answers, zero-copy releases,
+    /// readiness of many sockets (`poll`, a selector).
+    pub(crate) cmd_spin: Spin,
+    pub(crate) release_spin: Spin,
+    pub(crate) poll_spin: Spin,
 }
 
 /// Most bells lent to sleeping threads per session: half of what the
@@ -211,6 +219,7 @@ impl Client {
         let region = unsafe { Region::attach(map.ptr, w.region_len) }
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         let data_len = region.layout().data_len();
+        let spin = cfg.spin;
         let inner = Inner {
             cmds: Mutex::new(region.command_producer()),
             cmps: Mutex::new(region.completion_consumer()),
@@ -239,6 +248,10 @@ impl Client {
             bell_pool: Mutex::new(Vec::with_capacity(softoe_abi::MAX_BELLS as usize)),
             bells_refused: std::sync::atomic::AtomicBool::new(false),
             bells_made: std::sync::atomic::AtomicU32::new(0),
+            sleeps: std::sync::atomic::AtomicU32::new(0),
+            cmd_spin: Spin::new(spin),
+            release_spin: Spin::new(spin),
+            poll_spin: Spin::new(spin),
         };
         let c = Client {
             inner: Arc::new(inner),
@@ -392,7 +405,7 @@ impl Client {
     }
 
     pub(crate) fn wait_tag(&self, tag: u64) -> io::Result<Completion> {
-        self.block_until(None, false, |d| d.done.remove(&tag))?
+        self.block_until(None, false, &self.inner.cmd_spin, |d| d.done.remove(&tag))?
             .ok_or_else(closed)
     }
 
@@ -406,9 +419,23 @@ impl Client {
         &self,
         timeout: Option<Duration>,
         interruptible: bool,
+        spin: &Spin,
         mut check: impl FnMut(&mut Dispatch) -> Option<T>,
     ) -> io::Result<Option<T>> {
         let start = Instant::now();
+        let r = self.block_until_inner(start, timeout, interruptible, spin.budget(), &mut check);
+        spin.ended(start.elapsed(), self.inner.cfg.spin);
+        r
+    }
+
+    fn block_until_inner<T>(
+        &self,
+        start: Instant,
+        timeout: Option<Duration>,
+        interruptible: bool,
+        spin: Duration,
+        check: &mut impl FnMut(&mut Dispatch) -> Option<T>,
+    ) -> io::Result<Option<T>> {
         let deadline = timeout.map(|t| start + t);
         let inner = &*self.inner;
         let mut d = lock(&inner.dispatch);
@@ -424,7 +451,7 @@ impl Client {
             if deadline.is_some_and(|t| now >= t) {
                 return Ok(None);
             }
-            if now - start < inner.cfg.spin {
+            if now - start < spin {
                 drop(d);
                 std::hint::spin_loop();
                 d = lock(&inner.dispatch);

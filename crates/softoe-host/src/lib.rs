@@ -30,6 +30,7 @@ mod alloc;
 mod client;
 mod select;
 mod socket;
+mod spin;
 mod sys;
 
 pub use client::{Armed, Client, Config, Waiter};

@@ -150,7 +150,7 @@ impl Selector {
             return Ok(());
         }
         let c = self.c.clone();
-        c.block_until(timeout, true, |_| {
+        c.block_until(timeout, true, &c.inner.poll_spin, |_| {
             self.collect(out);
             (!out.is_empty()).then_some(())
         })?;

@@ -14,6 +14,7 @@ use softoe_abi::{
 };
 
 use crate::client::Client;
+use crate::spin::Spin;
 use crate::sys;
 
 /// How a socket's `write` hands bytes to the engine (DESIGN.md, "Send
@@ -71,6 +72,9 @@ struct Sock {
     closed: std::sync::atomic::AtomicU64,
     /// `SO_ERROR` was read (it reports the error once).
     error_taken: std::sync::atomic::AtomicBool,
+    /// Spin budgets of this socket's waits to read and to write.
+    rx_spin: Spin,
+    tx_spin: Spin,
 }
 
 /// How one handle waits.
@@ -138,6 +142,8 @@ impl Sock {
             tx,
             closed: std::sync::atomic::AtomicU64::new(0),
             error_taken: std::sync::atomic::AtomicBool::new(false),
+            rx_spin: Spin::new(c.inner.cfg.spin),
+            tx_spin: Spin::new(c.inner.cfg.spin),
         }
     }
 
@@ -184,8 +190,21 @@ impl Sock {
             return Err(io::ErrorKind::WouldBlock.into());
         }
         let start = Instant::now();
+        let budget = if tx { &self.tx_spin } else { &self.rx_spin };
+        let r = self.wait_inner(start, timeout, tx, budget.budget(), &ready);
+        budget.ended(start.elapsed(), self.c.inner.cfg.spin);
+        r
+    }
+
+    fn wait_inner(
+        &self,
+        start: Instant,
+        timeout: Option<Duration>,
+        tx: bool,
+        spin: Duration,
+        ready: &impl Fn(&Sock) -> bool,
+    ) -> io::Result<()> {
         let deadline = timeout.map(|t| start + t);
-        let spin = self.c.inner.cfg.spin;
         while start.elapsed() < spin {
             if ready(self) {
                 return Ok(());
@@ -196,9 +215,15 @@ impl Sock {
             std::hint::spin_loop();
         }
         let word = self.c.region().slot(self.id).map(|v| v.waiter(tx));
+        // Every sleep's word differs from the last one the engine rang (a
+        // count for the whole client; after 2^24 sleeps a repeat can only
+        // cost one 100 ms nap).
+        let next = || self.c.inner.sleeps.fetch_add(1, Ordering::Relaxed);
+        let mut first = true;
         let lent = word.and_then(|w| {
             let b = self.c.lend_bell()?;
-            match w.compare_exchange(0, b.index + 1, Ordering::SeqCst, Ordering::SeqCst) {
+            let mine = softoe_abi::waiter_word(b.index, next());
+            match w.compare_exchange(0, mine, Ordering::SeqCst, Ordering::SeqCst) {
                 Ok(_) => Some((w, b)),
                 Err(_) => {
                     self.c.return_bell(b);
@@ -208,9 +233,10 @@ impl Sock {
         });
         let Some((word, bell)) = lent else {
             let left = deadline.map(|t| t.saturating_duration_since(Instant::now()));
+            let no_spin = Spin::new(Duration::ZERO);
             return match self
                 .c
-                .block_until(left, true, |_| ready(self).then_some(()))?
+                .block_until(left, true, &no_spin, |_| ready(self).then_some(()))?
             {
                 Some(()) => Ok(()),
                 None => Err(io::ErrorKind::WouldBlock.into()),
@@ -218,8 +244,16 @@ impl Sock {
         };
         let fd = bell.fd.as_raw_fd();
         let r = loop {
-            // The word was stored (SeqCst) before this look: a change made
-            // after it rings the bell.
+            // A new word for every sleep (the engine rings once per word),
+            // stored (SeqCst) before this look: a change made after it
+            // rings the bell.
+            if !first {
+                word.store(
+                    softoe_abi::waiter_word(bell.index, next()),
+                    Ordering::SeqCst,
+                );
+            }
+            first = false;
             if ready(self) {
                 break Ok(());
             }
@@ -919,7 +953,7 @@ impl Client {
         if timeout.is_some_and(|t| t.is_zero()) {
             return Ok(socks.iter().map(|(s, _)| s.readiness()).collect());
         }
-        match self.block_until(timeout, true, |_| look())? {
+        match self.block_until(timeout, true, &self.inner.poll_spin, |_| look())? {
             Some(r) => Ok(r),
             None => Ok(socks.iter().map(|(s, _)| s.readiness()).collect()),
         }
@@ -1035,7 +1069,10 @@ fn read_direct(s: &Sock, timeout: Option<Duration>, buf: &mut [u8]) -> Option<io
         Ok(t) => t,
         Err(e) => return Some(Err(e)),
     };
-    let (waited, interrupted) = match s.c.block_until(timeout, true, |d| d.done.remove(&tag)) {
+    let (waited, interrupted) = match s
+        .c
+        .block_until(timeout, true, &s.rx_spin, |d| d.done.remove(&tag))
+    {
         Err(e) if e.kind() == io::ErrorKind::Interrupted => (Ok(None), true),
         r => (r, false),
     };
@@ -1223,7 +1260,9 @@ impl ZcBuf {
         if let Some(tag) = self.in_flight {
             let c = self
                 .c
-                .block_until(None, false, |d| d.released.remove(&tag))?
+                .block_until(None, false, &self.c.inner.release_spin, |d| {
+                    d.released.remove(&tag)
+                })?
                 .ok_or_else(|| errno_err(errno::ECONNABORTED))?;
             self.in_flight = None;
             self.outcome = Some(c.result);

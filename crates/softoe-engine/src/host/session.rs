@@ -10,7 +10,7 @@ use softoe_abi::{
     ENGINE_POLLING, ENGINE_SLEEPING, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP,
     EV_READABLE, EV_RXFULL, EV_WRITABLE, Layout, MAX_BELLS, Producer, RecvTarget, Region, Request,
     RingSpan, SESSION_CLOSED, SHUT_RD, SHUT_WR, SendSource, SlotView, SockKind, SockOpt,
-    TcpInfoRecord, UdpHeader, decode, errno, pack_addr,
+    TcpInfoRecord, UdpHeader, decode, errno, pack_addr, waiter_bell,
 };
 use softoe_stack::{
     BindError, Endpoint, Events, HandleError, Instant, Keepalive, PayloadRef, RecvError, SendError,
@@ -59,6 +59,9 @@ struct Opts {
 #[derive(Debug)]
 struct HSock {
     kind: SockKind,
+    /// The waiter words (reader's, writer's) whose bells were last rung:
+    /// one ring per sleep.
+    rang: [u32; 2],
     h: Option<SocketHandle>,
     listener: bool,
     /// A listener other sessions share (`ADOPT`): closing it here leaves
@@ -167,6 +170,7 @@ impl HSock {
     fn new(kind: SockKind, rx: RingSpan, tx: RingSpan) -> HSock {
         HSock {
             kind,
+            rang: [0; 2],
             h: None,
             listener: false,
             shared: false,
@@ -1157,16 +1161,26 @@ impl Session {
     /// once and no other. The index is the program's word: one that names
     /// no bell of this session rings nothing.
     fn ring_waiters(&mut self, id: u32) {
-        let Some(v) = self.region.slot(id) else {
+        let region = self.region;
+        let Some(v) = region.slot(id) else {
+            return;
+        };
+        let Some(Some(s)) = self.socks.get_mut(id as usize) else {
             return;
         };
         // Pairs with the program's SeqCst store of the word before its last
         // look at the slot: it sees the change, or we see the word.
         std::sync::atomic::fence(Ordering::SeqCst);
-        for tx in [false, true] {
-            let w = v.waiter(tx).load(Ordering::SeqCst) as usize;
-            if let Some(Some(b)) = w.checked_sub(1).and_then(|i| self.bells.get(i)) {
+        for (i, tx) in [false, true].into_iter().enumerate() {
+            let w = v.waiter(tx).load(Ordering::SeqCst);
+            // Rung for this sleep already: the thread is waking up.
+            if w == s.rang[i] {
+                continue;
+            }
+            let bell = waiter_bell(w).and_then(|b| self.bells.get(b as usize));
+            if let Some(Some(b)) = bell {
                 b.signal();
+                s.rang[i] = w;
                 self.wakeups += 1;
             }
         }
