@@ -26,6 +26,9 @@ pub enum SendPolicy {
     Copy,
     /// The engine reads the caller's buffer itself (`process_vm_readv`)
     /// and keeps a copy for retransmission; the host does no per-byte work.
+    /// Writes shorter than [`Config::copy_below`](crate::Config::copy_below)
+    /// are copied into the send ring instead: for a few bytes the host's
+    /// copy is cheaper than the engine's system call.
     #[default]
     Overlap,
 }
@@ -1157,6 +1160,11 @@ impl Write for TcpStream {
         }
         match self.policy {
             SendPolicy::Copy => self.write_copy(buf),
+            SendPolicy::Overlap
+                if buf.len() < self.s.c.inner.cfg.copy_below && self.s.tx.len > 0 =>
+            {
+                self.write_copy(buf)
+            }
             SendPolicy::Overlap => self.write_remote(buf),
         }
     }
