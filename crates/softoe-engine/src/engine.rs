@@ -46,6 +46,9 @@ pub struct EngineConfig {
     pub pcap: Option<PathBuf>,
     /// Serve `softoe stat` on this Unix socket.
     pub control: Option<PathBuf>,
+    /// Pin the engine's thread to this core (the engine core); `None`:
+    /// wherever the scheduler puts it.
+    pub cpu: Option<usize>,
 }
 
 impl Default for EngineConfig {
@@ -58,6 +61,7 @@ impl Default for EngineConfig {
             max_sleep: Duration::from_millis(20),
             pcap: None,
             control: None,
+            cpu: None,
         }
     }
 }
@@ -117,6 +121,31 @@ struct PortDev<'a, P: Port> {
     mem: &'a Memory,
     pcap: Option<&'a mut Pcap>,
     counters: &'a mut EngineCounters,
+}
+
+/// Pins the calling thread to core `cpu`.
+fn pin_to(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("no core {cpu}"),
+        ));
+    }
+    // SAFETY: `set` is a plain bit set on our stack (all zeroes is valid);
+    // CPU_ZERO and CPU_SET write inside it (`cpu` is below CPU_SETSIZE,
+    // checked above); the call reads `size_of::<cpu_set_t>()` bytes of it,
+    // and pid 0 names the calling thread.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set)
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 fn wall_ts() -> Duration {
@@ -275,6 +304,13 @@ impl<P: Port> Engine<P> {
 
     /// Runs until stopped.
     pub fn run(&mut self) -> Result<(), EngineError> {
+        if let Some(cpu) = self.cfg.cpu {
+            pin_to(cpu).map_err(|source| EngineError::Io {
+                what: "pinning the engine to its core",
+                source,
+            })?;
+            info!(cpu, "engine pinned to its core");
+        }
         let now = self.now();
         while let Ok(s) = self.inbox.try_recv() {
             self.services.push(s);

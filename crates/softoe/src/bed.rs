@@ -40,6 +40,8 @@ pub struct BedOptions {
     /// How long the engine spins idle before it sleeps (default: the
     /// engine's own).
     pub spin: Option<Duration>,
+    /// Pin the engine to this core.
+    pub cpu: Option<usize>,
 }
 
 /// What the engine's thread reports when it starts.
@@ -122,6 +124,7 @@ impl RealBed {
             if let Some(spin) = opts.spin {
                 ecfg.spin = spin;
             }
+            ecfg.cpu = opts.cpu;
             let mut e = Engine::new(cfg, port, ecfg)?;
             e.watch_sessions(host_service.stats());
             e.add_service(Box::new(host_service));

@@ -65,6 +65,10 @@ pub struct BenchArgs {
     /// coalescing, scale.
     #[arg(long, value_delimiter = ',', value_parser = ["bulk", "latency", "ablation", "coalescing", "scale"])]
     only: Vec<String>,
+    /// Pin the engine to this core, its own, as a dedicated engine core
+    /// (default: let the scheduler place it).
+    #[arg(long)]
+    engine_cpu: Option<usize>,
     /// The largest connection count of the scale scenario (1, 100, 1,000
     /// and 10,000 up to this; default 10000, 1000 with --quick).
     #[arg(long)]
@@ -662,6 +666,7 @@ fn bulk_pair(bed: &RealBed, ip: Ipv4Addr, bytes: u64) -> Result<(f64, f64)> {
 /// Offloads × send policy × coalescing: the 4-byte round trip and one
 /// connection's goodput from the host, each row on a fresh engine.
 fn ablation(
+    base: &BedOptions,
     exe: &std::path::Path,
     bytes: u64,
     rounds: usize,
@@ -690,7 +695,7 @@ fn ablation(
                 offloads,
                 rx_coalesce: delay,
                 wake_delay: delay,
-                ..BedOptions::default()
+                ..base.clone()
             })?;
             for policy in ["copy", "zerocopy", "overlap"] {
                 let servers = Servers::start(servers_cmd(
@@ -726,6 +731,7 @@ const COALESCE_ON: Duration = Duration::from_micros(13);
 /// The coalescing sweep: receive-interrupt and wake-up delay together,
 /// 4-byte round trip and goodput each way, each point on a fresh engine.
 fn coalescing(
+    base: &BedOptions,
     exe: &std::path::Path,
     delays: &[u64],
     bytes: u64,
@@ -739,7 +745,7 @@ fn coalescing(
         let bed = RealBed::start(BedOptions {
             rx_coalesce: delay,
             wake_delay: delay,
-            ..BedOptions::default()
+            ..base.clone()
         })?;
         let servers = Servers::start(servers_cmd(
             exe,
@@ -795,7 +801,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         pb.set_style(st.progress_chars("=> "));
     }
     pb.set_message("building the testbed and starting the softoe engine");
-    let mut bed = RealBed::start(BedOptions::default())?;
+    let base = BedOptions {
+        cpu: args.engine_cpu,
+        ..BedOptions::default()
+    };
+    let mut bed = RealBed::start(base.clone())?;
     let servers_on = |engine: Option<&std::path::Path>, ip: Ipv4Addr, policy: &str| {
         servers_cmd(&exe, engine, &bed.peer, ip, policy)
     };
@@ -946,16 +956,17 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     // The small scenarios move a quarter of the bulk bytes per point.
     let small = (bytes / 4).max(8 * WRITE as u64);
     if want("ablation") {
-        report.ablation = ablation(&exe, small, rounds, &pb)?;
+        report.ablation = ablation(&base, &exe, small, rounds, &pb)?;
     }
     if want("coalescing") {
-        report.coalescing = coalescing(&exe, delays, small, rounds, &pb)?;
+        report.coalescing = coalescing(&base, &exe, delays, small, rounds, &pb)?;
     }
     if want("scale") {
         let load_for = Duration::from_millis(if args.quick { 500 } else { 2000 });
-        report.scale = crate::scale::run(&exe, &counts, load_for, rounds.min(5000), &pb)?;
+        report.scale = crate::scale::run(&base, &exe, &counts, load_for, rounds.min(5000), &pb)?;
         pb.set_message("scale: the engine's cost per request, spin off");
         report.engine_cost = Some(crate::scale::engine_cost(
+            &base,
             &exe,
             scale_max.clamp(1, 100),
             load_for,

@@ -116,6 +116,9 @@ pub struct EngineSection {
     pub control: PathBuf,
     /// Serve host programs on this Unix socket (none: no host interface).
     pub host: Option<PathBuf>,
+    /// Pin the engine to this core, its own (none: let the scheduler
+    /// place it). Programs then run best on the other cores.
+    pub cpu: Option<usize>,
 }
 
 /// Where `softoe engine` and `softoe stat` meet by default.
@@ -132,6 +135,7 @@ impl Default for EngineSection {
             pcap: None,
             control: DEFAULT_CONTROL.into(),
             host: None,
+            cpu: None,
         }
     }
 }
@@ -358,6 +362,7 @@ impl FileConfig {
         engine.rx_batch = e.rx_batch;
         engine.batch_acks = e.batch_acks;
         engine.pcap = e.pcap.clone();
+        engine.cpu = e.cpu;
         engine.control = Some(e.control.clone());
         match self.port.kind {
             PortKind::Tap if self.port.tap.is_empty() || self.port.tap.len() > 15 => {

@@ -70,6 +70,10 @@ pub struct EngineArgs {
     /// Most frames read per loop turn.
     #[arg(long)]
     rx_batch: Option<usize>,
+    /// Pin the engine to this core (its own: the engine core); programs
+    /// run best on the others.
+    #[arg(long)]
+    cpu: Option<usize>,
     /// Answer every received segment at once instead of once per receive
     /// batch (more ACKs; for ablations).
     #[arg(long)]
@@ -162,6 +166,9 @@ impl EngineArgs {
         let e = &mut c.engine;
         e.spin_us = self.spin_us.unwrap_or(e.spin_us);
         e.rx_coalesce_us = self.rx_coalesce_us.unwrap_or(e.rx_coalesce_us);
+        if self.cpu.is_some() {
+            e.cpu = self.cpu;
+        }
         e.rx_batch = self.rx_batch.unwrap_or(e.rx_batch);
         e.batch_acks &= !self.no_batch_acks;
         e.pcap = self.pcap.clone().or(e.pcap.take());

@@ -377,18 +377,19 @@ pub fn raise_fd_limit() {
 /// Runs the scenario for each count in `counts` on a fresh testbed:
 /// softoe's scale echo (a separate program on the engine), then Linux's.
 pub fn run(
+    base: &crate::bed::BedOptions,
     exe: &std::path::Path,
     counts: &[usize],
     load_for: Duration,
     rounds: usize,
     pb: &indicatif::ProgressBar,
 ) -> Result<Vec<ScaleRow>> {
-    use crate::bed::{BedOptions, ENGINE, PEER, RealBed};
+    use crate::bed::{ENGINE, PEER, RealBed};
     use crate::bench::{Servers, thread_cpu};
 
     raise_fd_limit();
     let most = counts.iter().copied().max().unwrap_or(1);
-    let bed = RealBed::start(BedOptions::default())?;
+    let bed = RealBed::start(base.clone())?;
     let mut rows = Vec::new();
     for softoe in [true, false] {
         let name = if softoe { "softoe" } else { "Linux" };
@@ -478,13 +479,18 @@ pub struct EngineCost {
 
 /// Measures [`EngineCost`] on a fresh engine with its idle spin off, so
 /// that its CPU time is all work: `conns` connections busy for `load_for`.
-pub fn engine_cost(exe: &std::path::Path, conns: usize, load_for: Duration) -> Result<EngineCost> {
+pub fn engine_cost(
+    base: &crate::bed::BedOptions,
+    exe: &std::path::Path,
+    conns: usize,
+    load_for: Duration,
+) -> Result<EngineCost> {
     use crate::bed::{BedOptions, RealBed};
     use crate::bench::{Servers, thread_user_sys};
 
     let bed = RealBed::start(BedOptions {
         spin: Some(Duration::ZERO),
-        ..BedOptions::default()
+        ..base.clone()
     })?;
     let mut servers = Servers::start(scale_servers(exe, &bed, true, conns))?;
     let addr = SocketAddrV4::new(crate::bed::ENGINE, PORT);
