@@ -62,6 +62,10 @@ struct HSock {
     /// The waiter words (reader's, writer's) whose bells were last rung:
     /// one ring per sleep.
     rang: [u32; 2],
+    /// Send-ring or copy-ring bytes freed since the writer's bell last
+    /// rang, and whether it should ring now ([`Session::ring_waiters`]).
+    tx_freed: u64,
+    tx_wake: bool,
     h: Option<SocketHandle>,
     listener: bool,
     /// A listener other sessions share (`ADOPT`): closing it here leaves
@@ -171,6 +175,8 @@ impl HSock {
         HSock {
             kind,
             rang: [0; 2],
+            tx_freed: 0,
+            tx_wake: false,
             h: None,
             listener: false,
             shared: false,
@@ -798,6 +804,7 @@ impl Session {
             view.set_rx_tail(head);
             view.set_events(EV_READABLE | EV_RDHUP | EV_HUP);
             view.bump_seq();
+            s.tx_wake = true;
             self.unwoken += 1;
             self.ring_waiters(id);
         }
@@ -1173,9 +1180,13 @@ impl Session {
         std::sync::atomic::fence(Ordering::SeqCst);
         for (i, tx) in [false, true].into_iter().enumerate() {
             let w = v.waiter(tx).load(Ordering::SeqCst);
-            // Rung for this sleep already: the thread is waking up.
-            if w == s.rang[i] {
+            // Rung for this sleep already: the thread is waking up. A
+            // writer waits for enough room (see `serve`).
+            if w == s.rang[i] || (tx && !s.tx_wake) {
                 continue;
+            }
+            if tx {
+                s.tx_freed = 0;
             }
             let bell = waiter_bell(w).and_then(|b| self.bells.get(b as usize));
             if let Some(Some(b)) = bell {
@@ -2271,8 +2282,14 @@ impl Session {
             // Space came free: a writer may be waiting for it.
             moved = true;
             match hold {
-                Hold::TxRing(p) => view.set_tx_acked(p),
-                Hold::Copy(p) => s.copy_acked = p,
+                Hold::TxRing(p) => {
+                    s.tx_freed += p.saturating_sub(view.tx_acked());
+                    view.set_tx_acked(p);
+                }
+                Hold::Copy(p) => {
+                    s.tx_freed += p.saturating_sub(s.copy_acked);
+                    s.copy_acked = p;
+                }
                 Hold::Zerocopy(tag, n) => done.push(Completion {
                     tag,
                     result: n as i64,
@@ -2360,7 +2377,19 @@ impl Session {
         {
             ev |= EV_HUP;
         }
+        let before = s.events;
         let changed = publish(s, &view, ev, moved);
+        // A blocked writer is woken when half its ring is free again (or
+        // all of it, or something else changed), not at every ACK: as
+        // Linux wakes a writer when a third of its buffer is free, so that
+        // it writes a run of buffers per sleep instead of one (a sleep and
+        // a wake-up per 64 KiB write were most of a bulk sender's CPU).
+        let ring = match s.copy {
+            Some((_, l)) => l,
+            None => s.tx.len,
+        };
+        let news = (before ^ ev) & !EV_WRITABLE != 0;
+        s.tx_wake = news || s.holds.is_empty() || s.tx_freed >= (ring / 2).max(1);
         let any = changed || moved || !done.is_empty();
         for c in done.drain(..) {
             self.complete(c);
