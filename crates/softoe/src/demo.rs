@@ -50,13 +50,16 @@ pub struct DemoArgs {
     simulated: bool,
 }
 
-/// Options of the hidden `softoe demo-servers`: the demo's softoe side,
-/// a separate program on the engine.
+/// Options of the hidden `softoe demo-servers`: the demo's servers, a
+/// separate program on the engine or on Linux's TCP.
 #[derive(Debug, Args)]
 pub struct ServersArgs {
-    /// The engine's host socket.
+    /// The engine's host socket; without it, serve on the kernel's TCP.
     #[arg(long)]
-    engine: PathBuf,
+    engine: Option<PathBuf>,
+    /// The address to listen on (default: the engine's).
+    #[arg(long, default_value_t = ENGINE)]
+    addr: Ipv4Addr,
     /// Bytes the bulk source sends.
     #[arg(long)]
     bytes: u64,
@@ -65,17 +68,38 @@ pub struct ServersArgs {
     drop_bytes: u64,
 }
 
-/// The demo's servers on the engine, from this process over shared
-/// memory: discard (port 9, two connections), sources (19 and 20), echo
-/// (7). Prints `ready` when all listen; returns when all are served.
+/// The demo's servers, on the engine from this process over shared memory
+/// or on the kernel's TCP: discard (port 9, two connections), sources (19
+/// and 20), echo (7). Prints `ready` when all listen; returns when all are
+/// served.
 pub fn servers(args: &ServersArgs) -> Result<()> {
-    let c = softoe_host::Client::attach_to(&args.engine)
-        .with_context(|| format!("attaching to {}", args.engine.display()))?;
-    let listen = |port| {
-        c.tcp_listen(SocketAddrV4::new(ENGINE, port), 16)
-            .with_context(|| format!("listening on port {port}"))
-    };
-    let (l9, l19, l20, l7) = (listen(9)?, listen(19)?, listen(20)?, listen(7)?);
+    let at = |port| SocketAddrV4::new(args.addr, port);
+    match &args.engine {
+        Some(path) => {
+            let c = softoe_host::Client::attach_to(path)
+                .with_context(|| format!("attaching to {}", path.display()))?;
+            let listen = |port| {
+                c.tcp_listen(at(port), 16)
+                    .with_context(|| format!("listening on port {port}"))
+            };
+            serve_all(args, [listen(9)?, listen(19)?, listen(20)?, listen(7)?])
+        }
+        None => {
+            let listen = |port| {
+                TcpListener::bind(at(port)).with_context(|| format!("listening on port {port}"))
+            };
+            serve_all(args, [listen(9)?, listen(19)?, listen(20)?, listen(7)?])
+        }
+    }
+}
+
+/// Serves the four listeners (discard, source, source for the drop test,
+/// echo) until their connections are done.
+fn serve_all<L>(args: &ServersArgs, [l9, l19, l20, l7]: [L; 4]) -> Result<()>
+where
+    L: linux::Acceptor + Send + 'static,
+    L::Conn: Send,
+{
     println!("ready");
     let (bytes, drop_bytes) = (args.bytes, args.drop_bytes);
     let threads = [
@@ -102,13 +126,28 @@ impl Drop for Servers {
     }
 }
 
-/// Starts `softoe demo-servers` and waits until it listens.
-fn start_servers(host: &std::path::Path, bytes: u64, drop_bytes: u64) -> Result<Servers> {
+/// Starts `softoe demo-servers` — on the engine at `host`, or (`None`) on
+/// Linux's TCP in namespace `ns` — and waits until it listens.
+fn start_servers(
+    host: Option<&std::path::Path>,
+    ns: &softoe_testbed::Netns,
+    bytes: u64,
+    drop_bytes: u64,
+) -> Result<Servers> {
     let exe = std::env::current_exe().context("where is this binary?")?;
-    let mut child = Command::new(exe)
-        .arg("demo-servers")
-        .arg("--engine")
-        .arg(host)
+    let mut cmd = match host {
+        Some(h) => {
+            let mut c = Command::new(exe);
+            c.arg("demo-servers").arg("--engine").arg(h);
+            c
+        }
+        None => {
+            let mut c = ns.command(&exe.to_string_lossy());
+            c.arg("demo-servers").args(["--addr", &PEER.to_string()]);
+            c
+        }
+    };
+    let mut child = cmd
         .args([
             "--bytes",
             &bytes.to_string(),
@@ -184,22 +223,11 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let (bytes, drop_bytes) = (args.bytes, args.drop_bytes);
     let (client, peer) = (bed.client.clone(), bed.peer.clone());
     pb.set_message("starting the servers on softoe (a separate program)");
-    let mut softoe_servers = start_servers(bed.host(), bytes, drop_bytes)?;
-
-    // Linux's servers, the same workloads.
-    let listeners = peer.run(move || -> std::io::Result<_> {
-        Ok((
-            TcpListener::bind(SocketAddrV4::new(PEER, 9))?,
-            TcpListener::bind(SocketAddrV4::new(PEER, 19))?,
-            TcpListener::bind(SocketAddrV4::new(PEER, 20))?,
-            TcpListener::bind(SocketAddrV4::new(PEER, 7))?,
-        ))
-    })??;
-    let (l9, l19, l20, l7) = listeners;
-    let discard = std::thread::spawn(move || linux::discard_server(l9, 2));
-    let source = std::thread::spawn(move || linux::source_server(l19, 1, bytes));
-    let source_drop = std::thread::spawn(move || linux::source_server(l20, 1, drop_bytes));
-    let echo = std::thread::spawn(move || linux::echo_server(l7, 1));
+    let mut softoe_servers = start_servers(Some(bed.host()), &peer, bytes, drop_bytes)?;
+    // Linux's servers: the same program, on the kernel's TCP in the peer's
+    // namespace (a separate process on both sides).
+    pb.set_message("starting the servers on Linux (the same program)");
+    let mut linux_servers = start_servers(None, &peer, bytes, drop_bytes)?;
 
     let mut rows = Vec::new();
     let run_both = |pb: &ProgressBar,
@@ -305,19 +333,20 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     bed.tb.clear_drop(&bed.sw)?;
     pb.inc(1);
     pb.set_message("stopping");
-    if let Some(mut c) = softoe_servers.0.take() {
-        let st = c.wait().context("waiting for the servers on softoe")?;
-        if !st.success() {
-            bail!("the servers on softoe failed: {st}");
+    for (servers, side) in [
+        (&mut softoe_servers, "softoe"),
+        (&mut linux_servers, "Linux"),
+    ] {
+        if let Some(mut c) = servers.0.take() {
+            let st = c
+                .wait()
+                .with_context(|| format!("waiting for the servers on {side}"))?;
+            if !st.success() {
+                bail!("the servers on {side} failed: {st}");
+            }
         }
     }
     let counters = bed.stop()?;
-    discard
-        .join()
-        .map_err(|_| anyhow!("a Linux server panicked"))??;
-    for t in [echo.join(), source.join(), source_drop.join()] {
-        t.map_err(|_| anyhow!("a Linux server panicked"))??;
-    }
     pb.finish_and_clear();
     if args.json {
         println!(
