@@ -431,8 +431,10 @@ impl Client {
         mut check: impl FnMut(&mut Dispatch) -> Option<T>,
     ) -> io::Result<Option<T>> {
         let start = Instant::now();
-        let r = self.block_until_inner(start, timeout, interruptible, spin.budget(), &mut check);
-        spin.ended(start.elapsed(), self.inner.cfg.spin);
+        let max = self.inner.cfg.spin;
+        let budget = spin.budget(max);
+        let r = self.block_until_inner(start, timeout, interruptible, budget, &mut check);
+        spin.ended(start.elapsed(), budget, max);
         r
     }
 

@@ -194,8 +194,10 @@ impl Sock {
         }
         let start = Instant::now();
         let budget = if tx { &self.tx_spin } else { &self.rx_spin };
-        let r = self.wait_inner(start, timeout, tx, budget.budget(), &ready);
-        budget.ended(start.elapsed(), self.c.inner.cfg.spin);
+        let max = self.c.inner.cfg.spin;
+        let spun = budget.budget(max);
+        let r = self.wait_inner(start, timeout, tx, spun, &ready);
+        budget.ended(start.elapsed(), spun, max);
         r
     }
 

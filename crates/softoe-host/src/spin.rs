@@ -8,10 +8,15 @@
 //! for window space or for a zero-copy buffer's release waits far longer,
 //! and every spin is wasted CPU — the host-CPU-per-byte figure an offload
 //! engine exists to lower. So each kind of wait keeps its own budget, as
-//! adaptive mutexes and io_uring's hybrid polling do: a wait that ended
-//! within the longest spin moves the budget toward twice its length, one
-//! that outlasted it halves the budget. A run of long waits sleeps at once
-//! after a few rounds; one short wait starts spinning again.
+//! adaptive mutexes and io_uring's hybrid polling do: a wait the spin
+//! caught raises the budget to twice its length (if it was lower), three
+//! in a row that outlasted the spin halve it. Only waits the spin itself
+//! caught count as short: a
+//! wait that slept measures the wake-up too (20–30 µs here), and counting
+//! those made the budget hover near the longest spin for waits of 40 µs,
+//! spinning and then sleeping anyway (a request/response server fell to a
+//! third of its rate). With the budget at zero, one wait in 32 spins the
+//! longest spin, to notice that waits became short again.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -20,7 +25,14 @@ use std::time::Duration;
 #[derive(Debug)]
 pub(crate) struct Spin {
     ns: AtomicU32,
+    /// Waits since the budget fell to zero (for the probes).
+    idle: AtomicU32,
+    /// Waits in a row that outlasted the spin.
+    misses: AtomicU32,
 }
+
+/// With no budget, every this many waits spin the longest spin.
+const PROBE_EVERY: u32 = 32;
 
 impl Spin {
     /// Starts at the longest spin: a new kind of wait spins until it has
@@ -28,25 +40,35 @@ impl Spin {
     pub(crate) fn new(max: Duration) -> Spin {
         Spin {
             ns: AtomicU32::new(nanos(max)),
+            idle: AtomicU32::new(0),
+            misses: AtomicU32::new(0),
         }
     }
 
-    /// How long to spin now.
-    pub(crate) fn budget(&self) -> Duration {
-        Duration::from_nanos(u64::from(self.ns.load(Ordering::Relaxed)))
+    /// How long to spin now (pass it back to [`ended`](Self::ended)).
+    pub(crate) fn budget(&self, max: Duration) -> Duration {
+        let ns = self.ns.load(Ordering::Relaxed);
+        if ns == 0 && self.idle.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == PROBE_EVERY - 1 {
+            return max;
+        }
+        Duration::from_nanos(u64::from(ns))
     }
 
-    /// Records a wait that took `waited` from its start to the condition
-    /// (or to giving up), against the longest spin `max`.
-    pub(crate) fn ended(&self, waited: Duration, max: Duration) {
+    /// Records a wait that spun up to `spun` and took `waited` from its
+    /// start to the condition (or to giving up), against the longest spin
+    /// `max`.
+    pub(crate) fn ended(&self, waited: Duration, spun: Duration, max: Duration) {
         let cur = self.ns.load(Ordering::Relaxed);
-        let next = if waited <= max {
-            // Spinning would have caught it (or did): head for twice its
-            // length, so that a slightly longer one is caught too.
-            let want = nanos(waited.saturating_mul(2)).min(nanos(max));
-            cur / 2 + want / 2 + (cur & want & 1)
+        let next = if waited < spun {
+            // The spin caught it: cover twice its length, so that a
+            // slightly longer one is caught too.
+            self.misses.store(0, Ordering::Relaxed);
+            cur.max(nanos(waited.saturating_mul(2)).min(nanos(max)))
+        } else if self.misses.fetch_add(1, Ordering::Relaxed) % 3 == 2 {
+            // Under a microsecond a spin buys nothing: stop.
+            if cur < 2000 { 0 } else { cur / 2 }
         } else {
-            cur / 2
+            cur
         };
         // Threads racing here each store a sensible value; the last wins.
         self.ns.store(next, Ordering::Relaxed);
@@ -63,29 +85,40 @@ mod tests {
 
     const MAX: Duration = Duration::from_micros(30);
 
+    /// Runs one wait of `w` with the budget the spin gives.
+    fn wait(s: &Spin, w: Duration) {
+        let b = s.budget(MAX);
+        s.ended(w, b, MAX);
+    }
+
     #[test]
     fn long_waits_stop_the_spinning_and_short_ones_bring_it_back() {
         let s = Spin::new(MAX);
-        assert_eq!(s.budget(), MAX);
+        assert_eq!(s.budget(MAX), MAX);
         // A bulk sender: every wait far longer than any spin.
-        for _ in 0..6 {
-            s.ended(Duration::from_micros(400), MAX);
+        for _ in 0..30 {
+            wait(&s, Duration::from_micros(400));
         }
-        assert!(s.budget() < Duration::from_micros(1), "{:?}", s.budget());
-        // Request/response: 8 µs waits. The budget heads for 16 µs.
-        for _ in 0..12 {
-            s.ended(Duration::from_micros(8), MAX);
+        assert_eq!(s.budget(MAX), Duration::ZERO);
+        // Waits of 40 µs (a round trip that outlasts the longest spin, or
+        // a short one plus the wake-up) never bring the spin back.
+        for _ in 0..200 {
+            wait(&s, Duration::from_micros(40));
         }
-        let b = s.budget();
-        assert!(
-            b > Duration::from_micros(15) && b <= Duration::from_micros(16),
-            "{b:?}"
-        );
+        let spins = (0..64).filter(|_| s.budget(MAX) > Duration::ZERO).count();
+        assert!(spins <= 2, "probes only: {spins}");
+        // Request/response with 8 µs waits: a probe catches one, and the
+        // budget covers 16 µs, even with a longer wait now and then.
+        for i in 0..64 {
+            let w = if i % 10 == 9 { 25 } else { 8 };
+            wait(&s, Duration::from_micros(w));
+        }
+        assert_eq!(s.budget(MAX), Duration::from_micros(16));
         // Never beyond the longest spin.
         for _ in 0..12 {
-            s.ended(Duration::from_micros(29), MAX);
+            s.ended(Duration::from_micros(29), MAX, MAX);
         }
-        assert!(s.budget() <= MAX);
-        assert!(s.budget() > Duration::from_micros(29));
+        assert!(s.budget(MAX) <= MAX);
+        assert!(s.budget(MAX) > Duration::from_micros(29));
     }
 }
