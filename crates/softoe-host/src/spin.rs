@@ -15,8 +15,9 @@
 //! wait that slept measures the wake-up too (20–30 µs here), and counting
 //! those made the budget hover near the longest spin for waits of 40 µs,
 //! spinning and then sleeping anyway (a request/response server fell to a
-//! third of its rate). With the budget at zero, one wait in 32 spins the
-//! longest spin, to notice that waits became short again.
+//! third of its rate). With the budget at zero, a wait now and then spins
+//! the longest spin, to notice that waits became short again: one in 8,
+//! backing off to one in 256 while such probes fail.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -29,10 +30,14 @@ pub(crate) struct Spin {
     idle: AtomicU32,
     /// Waits in a row that outlasted the spin.
     misses: AtomicU32,
+    /// With no budget, one wait in this many spins the longest spin: 8
+    /// after a probe that caught its wait, doubling (to 256) after each
+    /// that did not.
+    every: AtomicU32,
 }
 
-/// With no budget, every this many waits spin the longest spin.
-const PROBE_EVERY: u32 = 32;
+const PROBE_FIRST: u32 = 8;
+const PROBE_LAST: u32 = 256;
 
 impl Spin {
     /// Starts at the longest spin: a new kind of wait spins until it has
@@ -42,13 +47,15 @@ impl Spin {
             ns: AtomicU32::new(nanos(max)),
             idle: AtomicU32::new(0),
             misses: AtomicU32::new(0),
+            every: AtomicU32::new(PROBE_FIRST),
         }
     }
 
     /// How long to spin now (pass it back to [`ended`](Self::ended)).
     pub(crate) fn budget(&self, max: Duration) -> Duration {
         let ns = self.ns.load(Ordering::Relaxed);
-        if ns == 0 && self.idle.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == PROBE_EVERY - 1 {
+        let every = self.every.load(Ordering::Relaxed).max(1);
+        if ns == 0 && self.idle.fetch_add(1, Ordering::Relaxed) % every == every - 1 {
             return max;
         }
         Duration::from_nanos(u64::from(ns))
@@ -58,7 +65,23 @@ impl Spin {
     /// start to the condition (or to giving up), against the longest spin
     /// `max`.
     pub(crate) fn ended(&self, waited: Duration, spun: Duration, max: Duration) {
+        // Found at the first look: says nothing about how long waits are
+        // (a zero-copy sender finds most buffers released already, and
+        // those must not keep its budget up).
+        if waited < Duration::from_micros(1) {
+            return;
+        }
         let cur = self.ns.load(Ordering::Relaxed);
+        if cur == 0 && spun > Duration::ZERO {
+            // A probe: probe more often if it paid, less if not.
+            let e = self.every.load(Ordering::Relaxed);
+            let e = if waited < spun {
+                PROBE_FIRST
+            } else {
+                (e * 2).min(PROBE_LAST)
+            };
+            self.every.store(e, Ordering::Relaxed);
+        }
         let next = if waited < spun {
             // The spin caught it: cover twice its length, so that a
             // slightly longer one is caught too.
@@ -95,11 +118,12 @@ mod tests {
     fn long_waits_stop_the_spinning_and_short_ones_bring_it_back() {
         let s = Spin::new(MAX);
         assert_eq!(s.budget(MAX), MAX);
+        let ns = |s: &Spin| Duration::from_nanos(u64::from(s.ns.load(Ordering::Relaxed)));
         // A bulk sender: every wait far longer than any spin.
         for _ in 0..30 {
             wait(&s, Duration::from_micros(400));
         }
-        assert_eq!(s.budget(MAX), Duration::ZERO);
+        assert_eq!(ns(&s), Duration::ZERO);
         // Waits of 40 µs (a round trip that outlasts the longest spin, or
         // a short one plus the wake-up) never bring the spin back.
         for _ in 0..200 {
@@ -107,18 +131,26 @@ mod tests {
         }
         let spins = (0..64).filter(|_| s.budget(MAX) > Duration::ZERO).count();
         assert!(spins <= 2, "probes only: {spins}");
-        // Request/response with 8 µs waits: a probe catches one, and the
-        // budget covers 16 µs, even with a longer wait now and then.
-        for i in 0..64 {
+        // Request/response with 8 µs waits: a probe catches one (within 256
+        // waits), and the budget covers 16 µs, even with a longer wait now
+        // and then.
+        for i in 0..600 {
             let w = if i % 10 == 9 { 25 } else { 8 };
             wait(&s, Duration::from_micros(w));
         }
-        assert_eq!(s.budget(MAX), Duration::from_micros(16));
+        assert_eq!(ns(&s), Duration::from_micros(16));
         // Never beyond the longest spin.
         for _ in 0..12 {
             s.ended(Duration::from_micros(29), MAX, MAX);
         }
-        assert!(s.budget(MAX) <= MAX);
-        assert!(s.budget(MAX) > Duration::from_micros(29));
+        assert!(ns(&s) <= MAX);
+        assert!(ns(&s) > Duration::from_micros(29));
+        // Conditions found at once teach nothing: long waits between them
+        // still stop the spinning.
+        for _ in 0..40 {
+            wait(&s, Duration::from_nanos(200));
+            wait(&s, Duration::from_micros(400));
+        }
+        assert_eq!(ns(&s), Duration::ZERO);
     }
 }
