@@ -1220,6 +1220,44 @@ fn queued_zerocopy_sends_go_out_in_order_and_before_the_fin() {
     assert_eq!(sha256(&got), sha256(&want));
 }
 
+/// Plain writes (each policy) that follow queued zero-copy buffers come
+/// after them on the wire, however much of the queue the engine still
+/// holds: a write must not take room the queue was waiting for.
+#[test]
+fn writes_after_queued_zerocopy_buffers_keep_their_order() {
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    let server = linux_sink(&bed, 7621, Vec::new());
+    let mut s = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7621)).unwrap();
+    let mut bufs: Vec<_> = (0..16).map(|_| c.zc_buf(256 * 1024).unwrap()).collect();
+    let mut want = Vec::new();
+    for (i, b) in bufs.iter_mut().enumerate() {
+        let d = pattern(b.len(), i as u8);
+        b.write_at(0, &d).unwrap();
+        s.send_zerocopy(b, d.len()).unwrap();
+        want.extend_from_slice(&d);
+        // Between buffers, and while megabytes are still queued: writes by
+        // the engine reading this memory, and through the send ring.
+        let policy = if i % 2 == 0 {
+            SendPolicy::Overlap
+        } else {
+            SendPolicy::Copy
+        };
+        s.set_send_policy(policy);
+        let marker = pattern(100_000 + i, 200 + i as u8);
+        s.write_all(&marker).unwrap();
+        want.extend_from_slice(&marker);
+    }
+    s.shutdown_write().unwrap();
+    for b in &mut bufs {
+        b.wait_released().unwrap();
+    }
+    drop(s);
+    let got = server.join().unwrap();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "bytes out of order");
+}
+
 /// A connection reset while zero-copy buffers are queued or in flight:
 /// every buffer comes back, those not acknowledged with the error — none
 /// waits for ever.

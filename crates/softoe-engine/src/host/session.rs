@@ -1769,6 +1769,13 @@ impl Session {
         if len == 0 {
             return Ok(0);
         }
+        // Queued zero-copy buffers go first: room ACKs freed this turn is
+        // theirs (fed when the socket is served, after the commands), and a
+        // send taking it would put its bytes ahead of theirs.
+        if !s.queued.is_empty() {
+            trace!(sock, "send refused: queued zero-copy buffers go first");
+            return Err(errno::EAGAIN);
+        }
         let mut want = len.min(space);
         if want == 0 {
             trace!(sock, "send refused: the stack's send buffer is full");
