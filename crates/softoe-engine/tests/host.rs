@@ -1049,6 +1049,24 @@ fn receive_cpu_with_and_without_direct_placement() {
 
 /// A Linux server on `port` for one connection: sends `greeting`, then
 /// returns everything it reads until the end of the stream.
+/// A Linux reader that starts reading only after `delay`: its window
+/// closes meanwhile, so the sender's data waits in the engine.
+fn linux_slow_sink(bed: &Bed, port: u16, delay: Duration) -> softoe_testbed::NsThread<Vec<u8>> {
+    let l = bed
+        .linux
+        .run(move || TcpListener::bind(SocketAddrV4::new(LINUX_IP, port)).unwrap())
+        .unwrap();
+    bed.linux
+        .spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            std::thread::sleep(delay);
+            let mut all = Vec::new();
+            s.read_to_end(&mut all).unwrap();
+            all
+        })
+        .unwrap()
+}
+
 fn linux_sink(bed: &Bed, port: u16, greeting: Vec<u8>) -> softoe_testbed::NsThread<Vec<u8>> {
     let l = bed
         .linux
@@ -1227,7 +1245,7 @@ fn queued_zerocopy_sends_go_out_in_order_and_before_the_fin() {
 fn writes_after_queued_zerocopy_buffers_keep_their_order() {
     let bed = bed();
     let c = Client::attach_to(&bed.host).unwrap();
-    let server = linux_sink(&bed, 7621, Vec::new());
+    let server = linux_slow_sink(&bed, 7621, Duration::from_millis(200));
     let mut s = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7621)).unwrap();
     let mut bufs: Vec<_> = (0..16).map(|_| c.zc_buf(256 * 1024).unwrap()).collect();
     let mut want = Vec::new();
@@ -1256,6 +1274,31 @@ fn writes_after_queued_zerocopy_buffers_keep_their_order() {
     let got = server.join().unwrap();
     assert_eq!(got.len(), want.len());
     assert!(got == want, "bytes out of order");
+}
+
+/// `shutdown(SHUT_WR)` right after queueing zero-copy buffers: the FIN
+/// waits for the queue, as a kernel socket's FIN waits for its send buffer.
+#[test]
+fn a_shutdown_waits_for_queued_zerocopy_buffers() {
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    let server = linux_slow_sink(&bed, 7622, Duration::from_millis(300));
+    let mut s = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7622)).unwrap();
+    let mut bufs: Vec<_> = (0..24).map(|_| c.zc_buf(256 * 1024).unwrap()).collect();
+    let mut want = Vec::new();
+    for (i, b) in bufs.iter_mut().enumerate() {
+        let d = pattern(b.len(), i as u8);
+        b.write_at(0, &d).unwrap();
+        s.send_zerocopy(b, d.len()).unwrap();
+        want.extend_from_slice(&d);
+    }
+    s.shutdown_write().unwrap();
+    for b in &mut bufs {
+        b.wait_released().unwrap();
+    }
+    let got = server.join().unwrap();
+    assert_eq!(got.len(), want.len(), "bytes lost behind an early FIN");
+    assert!(got == want);
 }
 
 /// A connection reset while zero-copy buffers are queued or in flight:

@@ -120,6 +120,9 @@ struct HSock {
     /// Zero-copy buffers queued whole (`SEND_QUEUE`), not all handed to
     /// the stack yet, in order.
     queued: VecDeque<QueuedSend>,
+    /// The program shut the sending half down while sends were queued: the
+    /// FIN goes when the queue has gone to the stack.
+    fin_after_queue: bool,
 }
 
 /// A queued zero-copy send: its command's tag, the buffer, and how much
@@ -210,6 +213,7 @@ impl HSock {
             detached: None,
             moved: None,
             queued: VecDeque::new(),
+            fin_after_queue: false,
         }
     }
 }
@@ -1580,7 +1584,13 @@ impl Session {
                     return Err(errno::ENOTCONN);
                 };
                 if s.kind == SockKind::Tcp && !s.listener && how != SHUT_RD {
-                    stack.tcp_shutdown(h).map_err(handle_errno)?;
+                    if s.queued.is_empty() {
+                        stack.tcp_shutdown(h).map_err(handle_errno)?;
+                    } else {
+                        // The FIN follows the queued bytes, as a kernel
+                        // socket's follows its send buffer.
+                        s.fin_after_queue = true;
+                    }
                 }
                 if how != SHUT_WR {
                     // Reading is over: what arrives is dropped.
@@ -1697,6 +1707,10 @@ impl Session {
         if len == 0 {
             return Err(errno::EINVAL);
         }
+        if s.fin_after_queue {
+            // Shut down for sending (the FIN waits for the queue).
+            return Err(errno::EPIPE);
+        }
         if s.queued.capacity() == 0 {
             // Room for a zero-copy sender's steady state, made once.
             s.queued.reserve(HOLDS);
@@ -1768,6 +1782,9 @@ impl Session {
         let space = stack.tcp_send_space(h).map_err(handle_errno)? as u64;
         if len == 0 {
             return Ok(0);
+        }
+        if s.fin_after_queue {
+            return Err(errno::EPIPE);
         }
         // Queued zero-copy buffers go first: room ACKs freed this turn is
         // theirs (fed when the socket is served, after the commands), and a
@@ -2277,6 +2294,10 @@ impl Session {
             && let Some(data) = self.mem
         {
             moved |= feed_queued(stack, h, s, data);
+        }
+        if s.fin_after_queue && s.queued.is_empty() {
+            s.fin_after_queue = false;
+            let _ = stack.tcp_shutdown(h);
         }
         // Acknowledged bytes: release what they held.
         let acked = stack.tcp_acked(h).unwrap_or(0);
