@@ -95,7 +95,11 @@
  * program never waits for the command. Its one completion is the release
  * ([`CMP_RELEASE`]): the buffer's length once the peer acknowledged it, a
  * smaller count if the connection closed with only that much sent, or a
- * negated errno (nothing sent).
+ * negated errno (nothing sent). With [`SEND_RING`]: the engine takes all
+ * `args[1]` ring bytes into the socket's queue (they must fit in the ring
+ * beside what is unacknowledged) and answers at once with their count;
+ * sent with [`CMD_QUIET`], only an error is answered. A TCP socket's queue
+ * keeps the order of both kinds, and a `SHUT_WR` sends its FIN after it.
  */
 #define softoe_SEND_QUEUE (1 << 5)
 

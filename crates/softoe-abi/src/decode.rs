@@ -51,6 +51,10 @@ pub enum SendSource {
         /// Offset in the data area.
         offset: u64,
     },
+    /// The next bytes of the socket's send ring, queued whole in the
+    /// engine ([`SEND_RING`] with [`SEND_QUEUE`]): the program need not
+    /// wait for an answer.
+    RingQueued,
 }
 
 /// Where a `RECV` places bytes.
@@ -287,6 +291,7 @@ pub fn decode(cmd: &Command, layout: &Layout) -> Result<Request, i32> {
                     }
                 }
                 SEND_REMOTE => SendSource::Remote { addr: a[0] },
+                f if f == SEND_RING | SEND_QUEUE => SendSource::RingQueued,
                 f if f == SEND_ZEROCOPY | SEND_QUEUE => {
                     if !layout.data_contains(a[0], len) {
                         return Err(EFAULT);
@@ -451,6 +456,10 @@ mod tests {
         let l = layout();
         let send =
             |flags: u16, off: u64| Command::new(Opcode::Send, flags, 2, 9, [off, 4096, 0, 0, 0, 0]);
+        match decode(&send(SEND_RING | SEND_QUEUE, 0), &l) {
+            Ok(Request::Send { source, .. }) => assert_eq!(source, SendSource::RingQueued),
+            other => panic!("{other:?}"),
+        }
         match decode(&send(SEND_ZEROCOPY | SEND_QUEUE, 4096), &l) {
             Ok(Request::Send { source, len, .. }) => {
                 assert_eq!(source, SendSource::Queued { offset: 4096 });

@@ -312,14 +312,20 @@ impl Client {
 
     /// Posts `cmd` (its tag is set here) and returns the tag.
     pub(crate) fn submit(&self, mut cmd: Command) -> io::Result<u64> {
+        let tag = self.inner.next_tag.fetch_add(1, Ordering::Relaxed);
+        cmd.tag = tag;
+        self.push(&cmd)?;
+        Ok(tag)
+    }
+
+    /// Puts `cmd` on the command ring and tells a sleeping engine.
+    fn push(&self, cmd: &Command) -> io::Result<()> {
         if self.dead() {
             return Err(closed());
         }
-        let tag = self.inner.next_tag.fetch_add(1, Ordering::Relaxed);
-        cmd.tag = tag;
         let mut p = lock(&self.inner.cmds);
         loop {
-            match p.push(&cmd) {
+            match p.push(cmd) {
                 Ok(()) => break,
                 Err(softoe_abi::RingError::Full) => {
                     // The engine is behind: give it the core for a moment.
@@ -334,7 +340,7 @@ impl Client {
         }
         drop(p);
         self.ring_engine();
-        Ok(tag)
+        Ok(())
     }
 
     fn ring_engine(&self) {
@@ -344,6 +350,13 @@ impl Client {
         if self.inner.region.engine_state().load(Ordering::SeqCst) == ENGINE_SLEEPING {
             sys::signal(self.inner.bell_engine.as_raw_fd());
         }
+    }
+
+    /// Posts `cmd` with tag 0, which nobody waits for: for quiet commands
+    /// whose only answer would be an error, and that error is dropped.
+    pub(crate) fn post(&self, mut cmd: Command) -> io::Result<()> {
+        cmd.tag = 0;
+        self.push(&cmd)
     }
 
     /// Posts `cmd` and waits for its completion.
@@ -390,7 +403,15 @@ impl Client {
             match c.read() {
                 Ok(Some(cmp)) => {
                     any = true;
-                    if cmp.flags & CMP_RELEASE != 0 {
+                    if cmp.tag == 0 {
+                        // A posted command's error: nobody waits for it
+                        // (the socket's own state reports the failure).
+                        tracing::debug!(
+                            sock = cmp.sock,
+                            result = cmp.result,
+                            "a posted command failed"
+                        );
+                    } else if cmp.flags & CMP_RELEASE != 0 {
                         if let Some(spans) = d.frees.remove(&cmp.tag) {
                             for (o, l) in spans {
                                 lock(&self.inner.alloc).free(o, l);

@@ -75,6 +75,8 @@ struct Sock {
     closed: std::sync::atomic::AtomicU64,
     /// `SO_ERROR` was read (it reports the error once).
     error_taken: std::sync::atomic::AtomicBool,
+    /// The sending half was shut down: writes fail with `EPIPE`.
+    wr_shut: std::sync::atomic::AtomicBool,
     /// Spin budgets of this socket's waits to read and to write.
     rx_spin: Spin,
     tx_spin: Spin,
@@ -145,6 +147,7 @@ impl Sock {
             tx,
             closed: std::sync::atomic::AtomicU64::new(0),
             error_taken: std::sync::atomic::AtomicBool::new(false),
+            wr_shut: std::sync::atomic::AtomicBool::new(false),
             rx_spin: Spin::new(c.inner.cfg.spin),
             tx_spin: Spin::new(c.inner.cfg.spin),
         }
@@ -639,8 +642,9 @@ impl TcpStream {
             &self
                 .s
                 .cmd(Opcode::Shutdown, 0, [softoe_abi::SHUT_WR, 0, 0, 0, 0, 0])?,
-        )
-        .map(drop)
+        )?;
+        self.s.wr_shut.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Resets the connection.
@@ -708,11 +712,32 @@ impl TcpStream {
             // Read before looking at the space and sending: progress after
             // this point moves it (see `wait_writable`).
             let seq = self.s.seq();
+            let ev = self.s.events();
+            if ev & EV_ERR != 0 {
+                return Err(self.s.error());
+            }
+            if self.s.wr_shut.load(Ordering::Relaxed) {
+                return Err(errno_err(errno::EPIPE));
+            }
             let acked = region.slot(self.s.id).map_or(0, |v| v.tx_acked());
             let space = tx.len - (self.tx_queued - acked).min(tx.len);
             let n = space.min(buf.len() as u64);
             if n > 0 {
                 region.ring_write(tx, self.tx_queued, &buf[..n as usize]);
+                if ev & EV_CONNECTED != 0 {
+                    // Connected: the engine queues the bytes whole and sends
+                    // them as room frees, so there is no answer to wait for
+                    // (a failure shows in the socket's state).
+                    self.s.c.post(Command::new(
+                        Opcode::Send,
+                        SEND_RING | SEND_QUEUE | CMD_QUIET,
+                        self.s.id,
+                        0,
+                        [0, n, 0, 0, 0, 0],
+                    ))?;
+                    self.tx_queued += n;
+                    return Ok(n as usize);
+                }
                 let r = self.s.cmd(Opcode::Send, SEND_RING, [0, n, 0, 0, 0, 0])?;
                 match r.errno() {
                     None if r.result > 0 => {

@@ -123,6 +123,9 @@ struct HSock {
     /// The program shut the sending half down while sends were queued: the
     /// FIN goes when the queue has gone to the stack.
     fin_after_queue: bool,
+    /// Send-ring bytes queued (`SEND_RING | SEND_QUEUE`) that the stack has
+    /// not taken yet: they follow `tx_queued` in the ring.
+    ring_backlog: u64,
 }
 
 /// A queued zero-copy send: its command's tag, the buffer, and how much
@@ -133,6 +136,9 @@ struct QueuedSend {
     offset: u64,
     len: u64,
     taken: u64,
+    /// Bytes of the socket's send ring (`offset` and `tag` unused): what
+    /// follows its `tx_queued`.
+    ring: bool,
 }
 
 /// How a detached connection's program closed it: what to do at the
@@ -214,6 +220,7 @@ impl HSock {
             moved: None,
             queued: VecDeque::new(),
             fin_after_queue: false,
+            ring_backlog: 0,
         }
     }
 }
@@ -1482,6 +1489,16 @@ impl Session {
             }
             Request::Send {
                 sock,
+                source: SendSource::RingQueued,
+                len,
+                ..
+            } => {
+                let data = self.data_region(mem);
+                self.queue_ring(stack, sock, len, data)
+                    .map(|n| Some(n as i64))
+            }
+            Request::Send {
+                sock,
                 source: SendSource::Queued { offset },
                 len,
                 ..
@@ -1720,9 +1737,54 @@ impl Session {
             offset,
             len,
             taken: 0,
+            ring: false,
         });
         feed_queued(stack, h, s, data);
         Ok(())
+    }
+
+    /// Queues the next `len` bytes of socket `sock`'s send ring
+    /// (`SEND_RING | SEND_QUEUE`): behind what is queued already, handed to
+    /// the stack as room frees, held until acknowledged as ring sends are.
+    fn queue_ring(&mut self, stack: &mut Stack, sock: u32, len: u64, data: u32) -> Result<u64> {
+        let acked = self.region.slot(sock).map_or(0, |v| v.tx_acked());
+        let s = self.sock(sock)?;
+        let Some(h) = s.h.filter(|_| s.kind == SockKind::Tcp && !s.listener) else {
+            return Err(errno::ENOTCONN);
+        };
+        if let Some(e) = stack.tcp_error(h).ok().flatten() {
+            return Err(tcp_errno(e));
+        }
+        if s.fin_after_queue {
+            return Err(errno::EPIPE);
+        }
+        if len == 0 {
+            return Ok(0);
+        }
+        // The program's word for what is acknowledged is trusted no further
+        // than the engine's own count.
+        let unacked = (s.tx_queued + s.ring_backlog).saturating_sub(acked.min(s.tx_queued));
+        if s.tx.len == 0 || unacked + len > s.tx.len {
+            return Err(errno::EINVAL);
+        }
+        s.ring_backlog += len;
+        match s.queued.back_mut() {
+            Some(q) if q.ring => q.len += len,
+            _ => {
+                if s.queued.capacity() == 0 {
+                    s.queued.reserve(HOLDS);
+                }
+                s.queued.push_back(QueuedSend {
+                    tag: 0,
+                    offset: 0,
+                    len,
+                    taken: 0,
+                    ring: true,
+                });
+            }
+        }
+        feed_queued(stack, h, s, data);
+        Ok(len)
     }
 
     /// Gives back the queued buffers of socket `s` the stack never took
@@ -1734,7 +1796,12 @@ impl Session {
             return;
         };
         let mut now = Vec::new();
+        s.ring_backlog = 0;
         while let Some(q) = s.queued.pop_front() {
+            if q.ring {
+                // The program's own ring bytes: nothing to give back.
+                continue;
+            }
             if q.taken > 0 {
                 s.holds
                     .push_back((s.stream, Hold::Zerocopy(q.tag, q.taken)));
@@ -1800,8 +1867,8 @@ impl Session {
         }
         let mut taken = 0u64;
         match source {
-            // Answered by `queue_send` before this.
-            SendSource::Queued { .. } => return Err(errno::EINVAL),
+            // Answered by `queue_send` and `queue_ring` before this.
+            SendSource::Queued { .. } | SendSource::RingQueued => return Err(errno::EINVAL),
             SendSource::Ring => {
                 if s.tx.len == 0 {
                     return Err(errno::EINVAL);
@@ -1966,7 +2033,9 @@ impl Session {
                 }
             }
             // Answered by `queue_send` before this.
-            SendSource::Ring | SendSource::Queued { .. } => return Err(errno::EINVAL),
+            SendSource::Ring | SendSource::Queued { .. } | SendSource::RingQueued => {
+                return Err(errno::EINVAL);
+            }
         }
         let Some(dst) = mem
             .region_mut(cr)
@@ -2507,6 +2576,40 @@ fn publish(s: &mut HSock, view: &SlotView<'_>, ev: u32, moved: bool) -> bool {
 fn feed_queued(stack: &mut Stack, h: SocketHandle, s: &mut HSock, data: u32) -> bool {
     let mut any = false;
     while let Some(q) = s.queued.front_mut() {
+        if q.ring {
+            // Ring bytes, from the position the stack took last, in pieces
+            // that do not wrap.
+            let mut fed = false;
+            while q.taken < q.len && s.tx.len > 0 {
+                let room = stack.tcp_send_space(h).unwrap_or(0) as u64;
+                let pos = s.tx_queued % s.tx.len;
+                let n = (q.len - q.taken).min(room).min(s.tx.len - pos);
+                if n == 0 {
+                    break;
+                }
+                let r = PayloadRef::new(data, s.tx.offset + pos, n as u32);
+                let Ok(k) = queue(stack, h, r) else {
+                    break;
+                };
+                q.taken += k;
+                s.tx_queued += k;
+                s.ring_backlog = s.ring_backlog.saturating_sub(k);
+                s.stream += k;
+                fed |= k > 0;
+                if k < n {
+                    break;
+                }
+            }
+            if fed {
+                s.holds.push_back((s.stream, Hold::TxRing(s.tx_queued)));
+                any = true;
+            }
+            if q.taken < q.len {
+                break;
+            }
+            s.queued.pop_front();
+            continue;
+        }
         let room = stack.tcp_send_space(h).unwrap_or(0) as u64;
         let n = (q.len - q.taken).min(room).min(u64::from(u32::MAX));
         if n == 0 {
