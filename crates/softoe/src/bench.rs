@@ -1366,11 +1366,12 @@ fn render(r: &Report) -> String {
         );
         let _ = writeln!(
             o,
-            "{:<8} {:>6} {:>9} {:>12} {:>12} {:>12} {:>11} {:>9}",
+            "{:<8} {:>6} {:>9} {:>12} {:>6} {:>12} {:>12} {:>11} {:>9}",
             "system",
             "conns",
             "kreq/s",
             "load p99 µs",
+            "fair",
             "held p50 µs",
             "held p99 µs",
             "eng µs/req",
@@ -1379,11 +1380,12 @@ fn render(r: &Report) -> String {
         for x in &r.scale {
             let _ = writeln!(
                 o,
-                "{:<8} {:>6} {:>9.1} {:>12.1} {:>12.1} {:>12.1} {:>11.2} {:>9.1}",
+                "{:<8} {:>6} {:>9.1} {:>12.1} {:>6.2} {:>12.1} {:>12.1} {:>11.2} {:>9.1}",
                 x.system,
                 x.conns,
                 x.rps / 1e3,
                 x.load_p99_us,
+                x.load_fairness,
                 x.held_p50_us,
                 x.held_p99_us,
                 x.engine_ns_per_rpc / 1e3,
@@ -1392,7 +1394,8 @@ fn render(r: &Report) -> String {
         }
         let _ = writeln!(
             o,
-            "(eng µs/req: the engine thread's CPU per request, idle spinning included)"
+            "(fair: Jain's index of the requests each connection got under load, 1 = all alike;\n \
+             eng µs/req: the engine thread's CPU per request, idle spinning included)"
         );
     }
     if let Some(c) = &r.engine_cost {

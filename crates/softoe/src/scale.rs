@@ -55,6 +55,9 @@ pub struct ScaleRow {
     pub rps: f64,
     /// p99 round trip under that load (µs).
     pub load_p99_us: f64,
+    /// Jain's fairness index of the requests the connections got served
+    /// under load (1: all alike).
+    pub load_fairness: f64,
     /// One flow's round trip among `conns` idle connections (µs).
     pub held_p50_us: f64,
     /// Its p99.
@@ -253,11 +256,14 @@ impl Clients {
     }
 
     /// Every connection keeps one `MSG`-byte request outstanding for
-    /// `dur`: returns requests completed and each round trip.
-    pub fn load(&mut self, dur: Duration) -> Result<(u64, Vec<Duration>)> {
+    /// `dur`: returns requests completed, each round trip, and Jain's
+    /// fairness index over the connections' request counts (1: all served
+    /// alike; 1/N: one connection got everything).
+    pub fn load(&mut self, dur: Duration) -> Result<(u64, Vec<Duration>, f64)> {
         let n = self.conns.len();
         let req = [0x42u8; MSG];
         let mut got = vec![0usize; n];
+        let mut served = vec![0u64; n];
         let mut sent_at = vec![Instant::now(); n];
         let mut rtts = Vec::with_capacity(1 << 20);
         let mut done = 0u64;
@@ -294,6 +300,7 @@ impl Clients {
                 while got[i] >= MSG {
                     got[i] -= MSG;
                     done += 1;
+                    served[i] += 1;
                     rtts.push(last.duration_since(sent_at[i]));
                     if sending {
                         write_all(s, &req)?;
@@ -304,7 +311,14 @@ impl Clients {
                 }
             }
         }
-        Ok((done, rtts))
+        let sum: f64 = served.iter().map(|&x| x as f64).sum();
+        let sq: f64 = served.iter().map(|&x| (x as f64) * (x as f64)).sum();
+        let fairness = if sq > 0.0 {
+            sum * sum / (n as f64 * sq)
+        } else {
+            0.0
+        };
+        Ok((done, rtts, fairness))
     }
 }
 
@@ -402,7 +416,7 @@ pub fn run(
             let mut clients = bed.client.run(move || Clients::connect(addr, n))??;
             servers.wait_conns(|c| c >= n)?;
             let cpu0 = thread_cpu(bed.engine_tid)?;
-            let (done, mut rtts) = clients.load(load_for)?;
+            let (done, mut rtts, fairness) = clients.load(load_for)?;
             let engine = thread_cpu(bed.engine_tid)?.saturating_sub(cpu0);
             let rss1 = rss_anon_kib()?;
             rtts.sort();
@@ -418,6 +432,7 @@ pub fn run(
                 conns: n,
                 rps: done as f64 / load_for.as_secs_f64(),
                 load_p99_us: crate::linux::percentile_us(&rtts, 99.0),
+                load_fairness: fairness,
                 held_p50_us: crate::linux::percentile_us(&held, 50.0),
                 held_p99_us: crate::linux::percentile_us(&held, 99.0),
                 engine_ns_per_rpc: if softoe { per_rpc } else { 0.0 },
@@ -499,7 +514,7 @@ pub fn engine_cost(
     // A first second to settle, then the measured one.
     clients.load(load_for / 2)?;
     let (u0, s0) = thread_user_sys(bed.engine_tid)?;
-    let (done, _) = clients.load(load_for)?;
+    let (done, _, _) = clients.load(load_for)?;
     let (u1, s1) = thread_user_sys(bed.engine_tid)?;
     drop(clients);
     servers.wait_conns(|c| c == 0)?;
