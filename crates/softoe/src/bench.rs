@@ -1139,9 +1139,10 @@ fn ratio(a: f64, b: f64) -> f64 {
 fn targets(r: &Report) -> Vec<Target> {
     let mut t = Vec::new();
     let li = "Linux";
-    // Bulk targets for the default policy of unmodified programs
-    // (overlap) and for programs that use zero-copy buffers.
+    // Bulk targets for the policies of unmodified programs (copy, the
+    // default, and overlap) and for programs that use zero-copy buffers.
     for (so, tag) in [
+        ("softoe copy", "copy"),
         ("softoe overlap", "overlap"),
         ("softoe zerocopy", "zerocopy"),
     ] {

@@ -18,12 +18,14 @@ use clap::{Args, ValueEnum};
 /// How the engine takes a program's bytes on `send`.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Send {
+    /// The program copies into the shared send ring and goes on without
+    /// waiting for the engine (the default: cheapest for the program's core
+    /// as measured, docs/results.md).
+    Copy,
     /// The engine reads the program's buffer itself (`process_vm_readv`)
     /// and keeps its own copy for retransmission: no per-byte work on the
-    /// program's core.
+    /// program's core, but every write waits for the engine's copy.
     Overlap,
-    /// The program copies into the shared send ring first.
-    Copy,
 }
 
 /// `softoe run`'s arguments.
@@ -41,7 +43,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "NETS", default_value = "127.0.0.0/8")]
     kernel_nets: String,
     /// How sends hand bytes to the engine.
-    #[arg(long, value_enum, default_value_t = Send::Overlap)]
+    #[arg(long, value_enum, default_value_t = Send::Copy)]
     send: Send,
     /// The program and its arguments.
     #[arg(

@@ -438,8 +438,8 @@ fn bench_measures_both_sides() {
     }
     assert_eq!(
         v["targets"].as_array().unwrap().len(),
-        13,
-        "5 bulk targets for overlap and for zerocopy, the round trip, connections held, \
+        18,
+        "5 bulk targets for copy, overlap and zerocopy, the round trip, connections held, \
          engine cycles per request (p99 at 10,000 ÷ 1,000 needs both counts)"
     );
     let scale = v["scale"].as_array().unwrap();
