@@ -167,11 +167,9 @@ impl TapPort {
         Ok(port)
     }
 
-    /// Sets the device's transmit queue length: on a TAP, the ring of
-    /// frames the kernel has for the engine to read — its receive ring. The
-    /// default (1,000 frames) drops a burst from many connections at once
-    /// before the engine's next read.
-    fn set_queue_len(&self, frames: u32) -> io::Result<()> {
+    /// A socket to ask the kernel about interfaces with, and the device's
+    /// name as `ifr_name`.
+    fn ifreq_target(&self) -> io::Result<(std::os::fd::OwnedFd, [libc::c_char; libc::IFNAMSIZ])> {
         // SAFETY: socket takes no pointers; a negative result is an error.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -186,62 +184,41 @@ impl TapPort {
         {
             *d = s as libc::c_char;
         }
-        let mut q = IfReqInt {
+        Ok((sock, name))
+    }
+
+    /// Sets one of the device's int-valued settings (`SIOCSIFMTU`,
+    /// `SIOCSIFTXQLEN`).
+    fn set_int(&self, request: libc::c_ulong, value: usize) -> io::Result<()> {
+        let (sock, name) = self.ifreq_target()?;
+        let mut r = IfReqInt {
             name,
-            value: libc::c_int::try_from(frames)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "queue too long"))?,
+            value: libc::c_int::try_from(value)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "value too large"))?,
             _pad: [0; 20],
         };
-        // SAFETY: SIOCSIFTXQLEN reads a `struct ifreq` whose union holds an
-        // int, as `IfReqInt` is laid out; `q` lives for the call.
-        let rc = unsafe {
-            libc::ioctl(
-                sock.as_raw_fd(),
-                libc::SIOCSIFTXQLEN,
-                &mut q as *mut IfReqInt,
-            )
-        };
+        // SAFETY: the setting requests read a `struct ifreq` whose union
+        // holds an int, as `IfReqInt` is laid out; `r` lives for the call.
+        let rc = unsafe { libc::ioctl(sock.as_raw_fd(), request, &mut r as *mut IfReqInt) };
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(())
     }
 
+    /// Sets the device's transmit queue length: on a TAP, the ring of
+    /// frames the kernel has for the engine to read — its receive ring. The
+    /// default (1,000 frames) drops a burst from many connections at once
+    /// before the engine's next read.
+    fn set_queue_len(&self, frames: u32) -> io::Result<()> {
+        self.set_int(libc::SIOCSIFTXQLEN, frames as usize)
+    }
+
     /// Sets the device's MTU to the port's and brings it up (what `ip link
     /// set NAME mtu M up` does), so the kernel side passes frames.
     pub fn bring_up(&self) -> io::Result<()> {
-        // SAFETY: socket takes no pointers; a negative result is an error.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor we own and close by dropping.
-        let sock = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        let mut name = [0 as libc::c_char; libc::IFNAMSIZ];
-        for (d, s) in name
-            .iter_mut()
-            .zip(self.name.bytes().take(libc::IFNAMSIZ - 1))
-        {
-            *d = s as libc::c_char;
-        }
-        let mut mtu = IfReqInt {
-            name,
-            value: libc::c_int::try_from(self.mtu)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "MTU too large"))?,
-            _pad: [0; 20],
-        };
-        // SAFETY: SIOCSIFMTU reads a `struct ifreq` whose union holds an
-        // int, as `IfReqInt` is laid out; `mtu` lives for the call.
-        let rc = unsafe {
-            libc::ioctl(
-                sock.as_raw_fd(),
-                libc::SIOCSIFMTU,
-                &mut mtu as *mut IfReqInt,
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        self.set_int(libc::SIOCSIFMTU, self.mtu)?;
+        let (sock, name) = self.ifreq_target()?;
         let mut req = IfReq {
             name,
             flags: 0,

@@ -1052,22 +1052,21 @@ fn receive_cpu_with_and_without_direct_placement() {
 /// A Linux reader that starts reading only after `delay`: its window
 /// closes meanwhile, so the sender's data waits in the engine.
 fn linux_slow_sink(bed: &Bed, port: u16, delay: Duration) -> softoe_testbed::NsThread<Vec<u8>> {
-    let l = bed
-        .linux
-        .run(move || TcpListener::bind(SocketAddrV4::new(LINUX_IP, port)).unwrap())
-        .unwrap();
-    bed.linux
-        .spawn(move || {
-            let (mut s, _) = l.accept().unwrap();
-            std::thread::sleep(delay);
-            let mut all = Vec::new();
-            s.read_to_end(&mut all).unwrap();
-            all
-        })
-        .unwrap()
+    linux_reader(bed, port, Vec::new(), delay)
 }
 
 fn linux_sink(bed: &Bed, port: u16, greeting: Vec<u8>) -> softoe_testbed::NsThread<Vec<u8>> {
+    linux_reader(bed, port, greeting, Duration::ZERO)
+}
+
+/// A Linux server for one connection: sends `greeting`, waits `delay`,
+/// then reads to the end and returns what it read.
+fn linux_reader(
+    bed: &Bed,
+    port: u16,
+    greeting: Vec<u8>,
+    delay: Duration,
+) -> softoe_testbed::NsThread<Vec<u8>> {
     let l = bed
         .linux
         .run(move || TcpListener::bind(SocketAddrV4::new(LINUX_IP, port)).unwrap())
@@ -1076,6 +1075,7 @@ fn linux_sink(bed: &Bed, port: u16, greeting: Vec<u8>) -> softoe_testbed::NsThre
         .spawn(move || {
             let (mut s, _) = l.accept().unwrap();
             s.write_all(&greeting).unwrap();
+            std::thread::sleep(delay);
             let mut all = Vec::new();
             s.read_to_end(&mut all).unwrap();
             all
@@ -1359,4 +1359,152 @@ fn socket2_linger_zero(s: TcpStream) -> TcpStream {
     };
     assert_eq!(r, 0);
     s
+}
+
+/// A program that queues zero-copy buffers and exits at once, while the
+/// peer's window is closed: the kernel would send a dead program's socket
+/// buffer before the FIN, and the engine sends its queue the same way.
+#[test]
+fn queued_sends_of_a_program_that_exited_still_go_out() {
+    let bed = bed();
+    let c = Client::attach_to(&bed.host).unwrap();
+    let server = linux_slow_sink(&bed, 7613, Duration::from_millis(300));
+    let mut s = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7613)).unwrap();
+    let mut bufs: Vec<_> = (0..48).map(|_| c.zc_buf(256 * 1024).unwrap()).collect();
+    let mut want = Vec::new();
+    for (i, b) in bufs.iter_mut().enumerate() {
+        let d = pattern(b.len(), i as u8);
+        b.write_at(0, &d).unwrap();
+        assert_eq!(s.send_zerocopy(b, d.len()).unwrap(), d.len());
+        want.extend_from_slice(&d);
+    }
+    // Most of it waits in the engine's queue: the reader has not started.
+    // The engine learns of the close and of the exit at once.
+    let (gate, held) = Gate::new();
+    bed.add(Box::new(held));
+    gate.close();
+    drop(s);
+    drop(bufs);
+    drop(c);
+    gate.open();
+    let got = server.join().unwrap();
+    assert_eq!(got.len(), want.len());
+    assert_eq!(sha256(&got), sha256(&want));
+    wait_for(5, "the program's session to be reclaimed", || {
+        bed.snapshot().sessions.is_empty()
+    });
+}
+
+/// Holds the engine on its way to sleep while closed: a test can then let
+/// a program post commands and exit before the engine reads any of them.
+struct Gate(
+    std::sync::Arc<(std::sync::Mutex<GateState>, std::sync::Condvar)>,
+    Option<softoe_stack::Instant>,
+);
+
+#[derive(Default, PartialEq)]
+enum GateState {
+    #[default]
+    Open,
+    Closing,
+    Closed,
+}
+
+impl Gate {
+    fn new() -> (Gate, Gate) {
+        let g = std::sync::Arc::new(Default::default());
+        (Gate(std::sync::Arc::clone(&g), None), Gate(g, None))
+    }
+
+    /// Returns once the engine is held.
+    fn close(&self) {
+        let (m, cv) = &*self.0;
+        let mut s = m.lock().unwrap();
+        *s = GateState::Closing;
+        while *s != GateState::Closed {
+            s = cv.wait(s).unwrap();
+        }
+    }
+
+    fn open(&self) {
+        let (m, cv) = &*self.0;
+        *m.lock().unwrap() = GateState::Open;
+        cv.notify_all();
+    }
+}
+
+impl softoe_engine::services::Service for Gate {
+    fn name(&self) -> &str {
+        "gate"
+    }
+
+    fn start(
+        &mut self,
+        _: softoe_stack::Instant,
+        _: &mut softoe_stack::Stack,
+        _: &mut softoe_engine::Memory,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        now: softoe_stack::Instant,
+        _: &mut softoe_stack::Stack,
+        _: &mut softoe_engine::Memory,
+    ) -> bool {
+        self.1 = Some(now);
+        false
+    }
+
+    // Held where the engine goes to sleep (the host interface has told
+    // programs it sleeps); released, it wakes as from a sleep.
+    fn before_sleep(&mut self) -> bool {
+        let (m, cv) = &*self.0;
+        let mut s = m.lock().unwrap();
+        if *s != GateState::Closing {
+            return false;
+        }
+        *s = GateState::Closed;
+        cv.notify_all();
+        while *s == GateState::Closed {
+            s = cv.wait(s).unwrap();
+        }
+        true
+    }
+
+    // Turns come at least this often, so a close takes effect soon even
+    // while the engine sleeps.
+    fn wake_at(&self) -> Option<softoe_stack::Instant> {
+        self.1.map(|t| t + Duration::from_millis(1))
+    }
+}
+
+/// Bytes a program wrote and then exited: the kernel sends them all
+/// before the FIN, and so must the engine, even when it sees the program's
+/// end before the commands it had posted (each copy-ring send is posted
+/// without waiting, so `write` has already returned for all of them).
+#[test]
+fn what_a_program_wrote_before_it_exited_is_all_sent() {
+    let bed = bed();
+    let (gate, held) = Gate::new();
+    bed.add(Box::new(held));
+    let server = linux_sink(&bed, 7612, Vec::new());
+    let c = Client::attach_to(&bed.host).unwrap();
+    let mut s = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7612)).unwrap();
+    s.set_send_policy(SendPolicy::Copy);
+    let data = pattern(256 << 10, 7);
+    s.write_all(&data[..1000]).unwrap();
+    gate.close();
+    // The engine reads none of these until the program is gone: each
+    // write fits the ring and returns at once.
+    for chunk in data[1000..].chunks(16 << 10) {
+        s.write_all(chunk).unwrap();
+    }
+    drop(s);
+    drop(c);
+    gate.open();
+    let got = server.join().unwrap();
+    assert_eq!(got.len(), data.len());
+    assert_eq!(sha256(&got), sha256(&data));
 }

@@ -348,7 +348,15 @@ impl HostService {
                 );
                 self.epoll.delete(s.conn_fd());
                 self.epoll.delete(s.bell_engine.raw());
-                s.end(now, stack, &mut self.owner);
+                s.exit(
+                    now,
+                    stack,
+                    t as usize,
+                    &mut self.owner,
+                    &mut self.scratch,
+                    mem,
+                    &self.cfg,
+                );
             }
             for (h, fd) in watches {
                 let token = self.next_watch;

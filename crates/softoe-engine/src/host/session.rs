@@ -599,8 +599,51 @@ impl Session {
         }
     }
 
+    /// The program has gone (its end of the Unix socket closed). What it
+    /// posted before it went is carried out first: its writes returned, so
+    /// their bytes are the stack's to send, as the kernel sends a socket
+    /// buffer at exit. Then its sockets close as [`Session::end`] says.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn exit(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        slot: usize,
+        owner: &mut HashMap<SocketHandle, usize>,
+        scratch: &mut Vec<u8>,
+        mem: &mut Memory,
+        cfg: &HostConfig,
+    ) {
+        // Nobody reads completions any more: none is kept back for it.
+        self.dead = true;
+        self.overflow.clear();
+        // What is there now, no more: another process mapping the region
+        // (a child that inherited it) cannot keep the engine here.
+        let mut taken = 0u32;
+        for _ in 0..self.cmds.available().unwrap_or(0) {
+            match self.cmds.read() {
+                Ok(Some(c)) => {
+                    taken += 1;
+                    self.command(now, stack, cfg, slot, owner, scratch, mem, &c);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    debug!(session = self.id, error = %e, "command ring broken at exit");
+                    break;
+                }
+            }
+        }
+        if taken > 0 {
+            self.cmds.release();
+            self.commands += u64::from(taken);
+            debug!(session = self.id, commands = taken, "carried out at exit");
+        }
+        self.end(now, stack, owner);
+    }
+
     /// The program has gone: close its sockets as the kernel does at exit
-    /// (FIN, or RST where data was left unread).
+    /// (FIN after what they still had to send, or RST where data was left
+    /// unread).
     pub(super) fn end(
         &mut self,
         now: Instant,
@@ -1082,9 +1125,10 @@ impl Session {
         (mem.add(vec![0u8; len as usize].into_boxed_slice()), len)
     }
 
-    /// One turn: commands, then the sockets that changed, then wake-ups.
+    /// Completions held back, then the program's commands (a budget's
+    /// worth); whether any was taken.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn step(
+    fn take_commands(
         &mut self,
         now: Instant,
         stack: &mut Stack,
@@ -1094,10 +1138,6 @@ impl Session {
         scratch: &mut Vec<u8>,
         mem: &mut Memory,
     ) -> bool {
-        if self.dead {
-            return false;
-        }
-        let mut any = false;
         // Completions held back go first, in order.
         while let Some(c) = self.overflow.front() {
             if self.cmps.push(c).is_err() {
@@ -1124,7 +1164,26 @@ impl Session {
         if taken > 0 {
             self.cmds.release();
             self.commands += taken as u64;
-            any = true;
+        }
+        taken > 0
+    }
+
+    /// One turn: commands, then the sockets that changed, then wake-ups.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn step(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        cfg: &HostConfig,
+        slot: usize,
+        owner: &mut HashMap<SocketHandle, usize>,
+        scratch: &mut Vec<u8>,
+        mem: &mut Memory,
+    ) -> bool {
+        let mut any = false;
+        // A dead program's session only sends what it had queued.
+        if !self.dead {
+            any |= self.take_commands(now, stack, cfg, slot, owner, scratch, mem);
         }
         if !self.acking.is_empty() {
             self.moved_acked(stack);
@@ -1170,7 +1229,9 @@ impl Session {
         if self.dirty.is_empty() {
             self.dirty = dirty;
         }
-        self.wake(now, cfg);
+        if !self.dead {
+            self.wake(now, cfg);
+        }
         any
     }
 
@@ -2084,10 +2145,10 @@ impl Session {
             }
             return;
         }
-        // Queued zero-copy buffers go out before the FIN, as a kernel
-        // socket's send buffer does at close (a dead program's do not: its
-        // session serves nothing any more).
-        let drain = !abort && !self.dead && !cur.queued.is_empty() && cur.h.is_some();
+        // Queued sends go out before the FIN, as a kernel socket's send
+        // buffer does at close, a dead program's too (the region they lie
+        // in stays mapped until its session is reclaimed).
+        let drain = !abort && !cur.queued.is_empty() && cur.h.is_some();
         let detach = (cur.watched || drain) && cur.h.is_some();
         if drain {
             self.draining.push(id);
