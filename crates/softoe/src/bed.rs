@@ -63,6 +63,8 @@ pub struct RealBed {
     pub peer: Netns,
     /// The client's bridge port (in `sw`).
     pub client_port: String,
+    /// The engine's TAP device (in `sw`).
+    pub tap: String,
     /// Where host programs attach.
     pub host: PathBuf,
     /// The engine thread's id (for its CPU time).
@@ -146,6 +148,7 @@ impl RealBed {
             client,
             peer,
             client_port,
+            tap: tap.clone(),
             host,
             engine_tid: started.tid,
             stop: started.stop,

@@ -1367,12 +1367,14 @@ fn render(r: &Report) -> String {
         );
         let _ = writeln!(
             o,
-            "{:<8} {:>6} {:>9} {:>12} {:>6} {:>12} {:>12} {:>11} {:>9}",
+            "{:<8} {:>6} {:>9} {:>12} {:>6} {:>8} {:>7} {:>12} {:>12} {:>11} {:>9}",
             "system",
             "conns",
             "kreq/s",
             "load p99 µs",
             "fair",
+            "retrans",
+            "drops",
             "held p50 µs",
             "held p99 µs",
             "eng µs/req",
@@ -1381,12 +1383,14 @@ fn render(r: &Report) -> String {
         for x in &r.scale {
             let _ = writeln!(
                 o,
-                "{:<8} {:>6} {:>9.1} {:>12.1} {:>6.2} {:>12.1} {:>12.1} {:>11.2} {:>9.1}",
+                "{:<8} {:>6} {:>9.1} {:>12.1} {:>6.2} {:>8} {:>7} {:>12.1} {:>12.1} {:>11.2} {:>9.1}",
                 x.system,
                 x.conns,
                 x.rps / 1e3,
                 x.load_p99_us,
                 x.load_fairness,
+                x.load_retrans,
+                x.port_drops,
                 x.held_p50_us,
                 x.held_p99_us,
                 x.engine_ns_per_rpc / 1e3,
@@ -1396,6 +1400,8 @@ fn render(r: &Report) -> String {
         let _ = writeln!(
             o,
             "(fair: Jain's index of the requests each connection got under load, 1 = all alike;\n \
+             retrans: segments the client host retransmitted under load; drops: frames the\n \
+             kernel dropped on their way to the engine (its TAP queue full);\n \
              eng µs/req: the engine thread's CPU per request, idle spinning included)"
         );
     }

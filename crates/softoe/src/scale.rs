@@ -68,6 +68,13 @@ pub struct ScaleRow {
     /// Growth of the engine process's anonymous resident memory per
     /// connection (KiB; softoe only).
     pub engine_kib_per_conn: f64,
+    /// TCP segments the client host retransmitted under load (lost
+    /// requests: each costs its connection a retransmission timeout).
+    pub load_retrans: u64,
+    /// Frames the kernel dropped on their way to the engine under load
+    /// (the TAP's queue overflowing while the engine was busy; softoe
+    /// only).
+    pub port_drops: u64,
 }
 
 // ---------------------------------------------------------------- servers
@@ -322,6 +329,45 @@ impl Clients {
     }
 }
 
+/// TCP segments the calling thread's network namespace has retransmitted
+/// (`RetransSegs` in `/proc/net/snmp`; `thread-self`, because `/proc/net`
+/// would show the process's first thread's namespace).
+pub fn tcp_retrans() -> Result<u64> {
+    let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp")
+        .context("reading /proc/thread-self/net/snmp")?;
+    snmp_field(&snmp, "Tcp", "RetransSegs")
+        .ok_or_else(|| anyhow!("no Tcp RetransSegs in /proc/net/snmp"))
+}
+
+/// A counter of `/proc/net/snmp`'s text: each protocol has a line of names
+/// and a line of values, both starting `Proto:`.
+fn snmp_field(snmp: &str, proto: &str, name: &str) -> Option<u64> {
+    let tag = format!("{proto}:");
+    let mut lines = snmp.lines().filter(|l| l.starts_with(&tag));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let i = names.split_whitespace().position(|n| n == name)?;
+    values.split_whitespace().nth(i)?.parse().ok()
+}
+
+/// Frames device `dev` of the calling thread's namespace dropped on
+/// transmit (`/proc/net/dev`). On a TAP, transmit is toward the program
+/// that reads it: the engine.
+pub fn tx_dropped(dev: &str) -> Result<u64> {
+    let t = std::fs::read_to_string("/proc/thread-self/net/dev")
+        .context("reading /proc/thread-self/net/dev")?;
+    dev_tx_dropped(&t, dev).ok_or_else(|| anyhow!("no device {dev} in /proc/net/dev"))
+}
+
+fn dev_tx_dropped(t: &str, dev: &str) -> Option<u64> {
+    let line = t
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(dev)?.strip_prefix(':'))?;
+    // Receive: bytes packets errs drop fifo frame compressed multicast;
+    // transmit: bytes packets errs drop …
+    line.split_whitespace().nth(11)?.parse().ok()
+}
+
 /// Writes a small request whole (a fresh connection's send buffer always
 /// has room for 64 bytes; a short write would be a broken peer).
 fn write_all(s: &mut TcpStream, b: &[u8]) -> Result<()> {
@@ -415,9 +461,13 @@ pub fn run(
             let rss0 = rss_anon_kib()?;
             let mut clients = bed.client.run(move || Clients::connect(addr, n))??;
             servers.wait_conns(|c| c >= n)?;
+            let tap = bed.tap.clone();
+            let drops = move || tx_dropped(&tap);
+            let (re0, dr0) = (bed.client.run(tcp_retrans)??, bed.sw.run(drops.clone())??);
             let cpu0 = thread_cpu(bed.engine_tid)?;
             let (done, mut rtts, fairness) = clients.load(load_for)?;
             let engine = thread_cpu(bed.engine_tid)?.saturating_sub(cpu0);
+            let (re1, dr1) = (bed.client.run(tcp_retrans)??, bed.sw.run(drops)??);
             let rss1 = rss_anon_kib()?;
             rtts.sort();
             let mut held = bed
@@ -441,6 +491,8 @@ pub fn run(
                 } else {
                     0.0
                 },
+                load_retrans: re1.saturating_sub(re0),
+                port_drops: if softoe { dr1.saturating_sub(dr0) } else { 0 },
             });
             pb.inc(1);
         }
@@ -527,4 +579,34 @@ pub fn engine_cost(
         sys_ns: per(s1.saturating_sub(s0)),
         user_cycles: user_ns * cpu_ghz().unwrap_or(0.0),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_retransmissions_from_snmp() {
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+            Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors\n\
+            Tcp: 1 200 120000 -1 38 4 1 13 0 6741 3921 17 0 19 0\n\
+            Udp: InDatagrams NoPorts\nUdp: 5 6\n";
+        assert_eq!(snmp_field(snmp, "Tcp", "RetransSegs"), Some(17));
+        assert_eq!(snmp_field(snmp, "Tcp", "OutSegs"), Some(3921));
+        assert_eq!(snmp_field(snmp, "Udp", "RetransSegs"), None);
+        assert_eq!(snmp_field("Tcp: RetransSegs\n", "Tcp", "RetransSegs"), None);
+    }
+
+    #[test]
+    fn reads_a_devices_transmit_drops() {
+        let dev = "Inter-|   Receive                                                |  Transmit\n \
+            face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
+            lo:    6386      58    0    0    0     0          0         0     6386      58    0    0    0     0       0          0\n\
+            sot12:1000 10 0 4 0 0 0 0 2000 20 0 321 0 0 0 0\n \
+            sot1: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n";
+        assert_eq!(dev_tx_dropped(dev, "sot12"), Some(321));
+        assert_eq!(dev_tx_dropped(dev, "sot1"), Some(12));
+        assert_eq!(dev_tx_dropped(dev, "lo"), Some(0));
+        assert_eq!(dev_tx_dropped(dev, "eth9"), None);
+    }
 }
