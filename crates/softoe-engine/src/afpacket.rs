@@ -207,6 +207,9 @@ pub struct AfPacketStats {
     pub truncated: u64,
     /// Frames whose VLAN tag the kernel had stripped.
     pub vlan_dropped: u64,
+    /// Frames the kernel dropped because the socket's receive buffer was
+    /// full (`PACKET_STATISTICS`), summed over every read of it.
+    pub kernel_dropped: u64,
 }
 
 /// A port on an AF_PACKET socket bound to one interface.
@@ -496,7 +499,39 @@ impl AfPacketPort {
     }
 }
 
+impl AfPacketPort {
+    /// Adds what the kernel dropped since the last look (reading
+    /// `PACKET_STATISTICS` resets it) to the running total.
+    fn read_kernel_drops(&mut self) -> io::Result<u64> {
+        let mut st = libc::tpacket_stats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: `st` and `len` are valid for writes and live for the call;
+        // `len` holds the size of `st`, which the kernel fills no further.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&raw mut st).cast(),
+                &mut len,
+            )
+        };
+        if rc < 0 {
+            return Err(os_error("PACKET_STATISTICS"));
+        }
+        self.stats.kernel_dropped += u64::from(st.tp_drops);
+        Ok(self.stats.kernel_dropped)
+    }
+}
+
 impl Port for AfPacketPort {
+    fn dropped(&mut self) -> Option<u64> {
+        self.read_kernel_drops().ok()
+    }
+
     fn caps(&self) -> DeviceCaps {
         DeviceCaps {
             mtu: self.mtu,

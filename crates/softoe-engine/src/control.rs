@@ -177,6 +177,10 @@ pub struct Snapshot {
     /// Attached host programs.
     #[serde(default)]
     pub sessions: Vec<crate::host::SessionStat>,
+    /// Frames the kernel dropped before the engine could read them (the
+    /// port's queue full), where the port counts them.
+    #[serde(default)]
+    pub port_drops: Option<u64>,
 }
 
 impl Snapshot {
@@ -207,6 +211,7 @@ impl Snapshot {
             },
             connections,
             sessions: Vec::new(),
+            port_drops: None,
         }
     }
 }
@@ -246,9 +251,18 @@ impl Control {
     }
 
     /// Answers every waiting request (never blocks the engine for long).
-    pub fn serve(&mut self, stack: &Stack, engine: &EngineCounters, port: &str) {
+    /// Answers every waiting query; `drops` reads the port's drop counter
+    /// (only when someone asks).
+    pub fn serve(
+        &mut self,
+        stack: &Stack,
+        engine: &EngineCounters,
+        port: &str,
+        drops: &mut dyn FnMut() -> Option<u64>,
+    ) {
         while let Ok((mut conn, _)) = self.listener.accept() {
             let mut snap = Snapshot::take(stack, engine, port);
+            snap.port_drops = drops();
             if let Some(s) = self.sessions.as_ref().and_then(|s| s.lock().ok()) {
                 snap.sessions = s.clone();
             }

@@ -746,6 +746,10 @@ impl<P: Port> Port for FaultPort<P> {
         self.next_due()
     }
 
+    fn dropped(&mut self) -> Option<u64> {
+        self.inner.dropped()
+    }
+
     fn describe(&self) -> String {
         let d = |f: &DirectionFaults| {
             format!(

@@ -36,4 +36,10 @@ pub trait Port {
     fn wake_at(&self) -> Option<std::time::Instant> {
         None
     }
+    /// Frames the kernel dropped on their way to the engine since the port
+    /// opened (its queue full while the engine was busy), where the device
+    /// counts them. Read when `softoe stat` asks, not per frame.
+    fn dropped(&mut self) -> Option<u64> {
+        None
+    }
 }

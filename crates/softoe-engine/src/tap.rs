@@ -25,13 +25,16 @@ const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
 const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
 /// Frames the kernel may hold for the engine to read (the TAP's transmit
-/// queue — the engine's receive ring). With the default 1,000, a burst of
-/// requests on 10,000 connections overflowed it while the engine was busy:
-/// thousands of drops per run, each a retransmission timeout for its
-/// connection (Jain's fairness 0.6–0.7 under load, p99 1.4–2.2 s; with
-/// 10,000: 0.99, 0.5 s, drops 40× fewer). A NIC's receive ring plays this
-/// part; 8,192 descriptors is a large one.
-const QUEUE_LEN: u32 = 8192;
+/// queue — the engine's receive ring), unless [`TapPort::set_queue_len`]
+/// says otherwise. When the engine is the bottleneck, the frames in flight
+/// wait here: 10,000 connections each with a request outstanding
+/// overflowed the kernel's default 1,000 (Jain's fairness 0.6–0.7, p99
+/// 1.4–2.2 s) and still 8,192 (about 30,000 drops and 24,000 client
+/// retransmissions in two seconds, p99 0.6 s: `softoe bench --only
+/// scale`); with 65,536, none (p99 0.18 s, Linux's 0.12). Only the queue's
+/// index costs memory up front (8 bytes a frame); the frames it holds are
+/// bounded by the connections' windows, as a socket's buffers are.
+pub const DEFAULT_QUEUE_LEN: u32 = 65_536;
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
 const IFF_VNET_HDR: libc::c_short = 0x4000;
@@ -163,7 +166,7 @@ impl TapPort {
             offloads,
             mtu,
         };
-        port.set_queue_len(QUEUE_LEN)?;
+        port.set_queue_len(DEFAULT_QUEUE_LEN)?;
         Ok(port)
     }
 
@@ -206,11 +209,11 @@ impl TapPort {
         Ok(())
     }
 
-    /// Sets the device's transmit queue length: on a TAP, the ring of
-    /// frames the kernel has for the engine to read — its receive ring. The
-    /// default (1,000 frames) drops a burst from many connections at once
-    /// before the engine's next read.
-    fn set_queue_len(&self, frames: u32) -> io::Result<()> {
+    /// Sets how many frames the kernel may hold for the engine to read:
+    /// the device's transmit queue length, which on a TAP is the engine's
+    /// receive ring ([`DEFAULT_QUEUE_LEN`] from [`TapPort::open`]). A burst
+    /// beyond it is dropped before the engine sees it.
+    pub fn set_queue_len(&self, frames: u32) -> io::Result<()> {
         self.set_int(libc::SIOCSIFTXQLEN, frames as usize)
     }
 
@@ -252,7 +255,35 @@ impl TapPort {
     }
 }
 
+/// Frames device `dev` of the calling thread's network namespace dropped on
+/// transmit, from `/proc/thread-self/net/dev` (`/proc/net` would show the
+/// namespace of the process's first thread). On a TAP, transmit is toward
+/// the program that reads it: these are frames the engine never saw.
+pub fn queue_drops(dev: &str) -> io::Result<u64> {
+    let t = std::fs::read_to_string("/proc/thread-self/net/dev")?;
+    dev_tx_dropped(&t, dev).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no device {dev} in /proc/net/dev"),
+        )
+    })
+}
+
+/// The transmit-drop column of `dev`'s line of `/proc/net/dev`'s text.
+fn dev_tx_dropped(t: &str, dev: &str) -> Option<u64> {
+    let line = t
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(dev)?.strip_prefix(':'))?;
+    // Receive: bytes packets errs drop fifo frame compressed multicast;
+    // transmit: bytes packets errs drop …
+    line.split_whitespace().nth(11)?.parse().ok()
+}
+
 impl Port for TapPort {
+    fn dropped(&mut self) -> Option<u64> {
+        queue_drops(&self.name).ok()
+    }
+
     fn caps(&self) -> DeviceCaps {
         DeviceCaps {
             mtu: self.mtu,
@@ -346,5 +377,25 @@ impl Port for TapPort {
             "tap {} (tso {}, csum {}, gro {})",
             self.name, self.offloads.tso, self.offloads.csum, self.offloads.gro
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn reads_a_devices_transmit_drops() {
+        let dev = "Inter-|   Receive                                                |  Transmit\n \
+            face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
+            lo:    6386      58    0    0    0     0          0         0     6386      58    0    0    0     0       0          0\n\
+            sot12:1000 10 0 4 0 0 0 0 2000 20 0 321 0 0 0 0\n \
+            sot1: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n";
+        assert_eq!(dev_tx_dropped(dev, "sot12"), Some(321));
+        assert_eq!(dev_tx_dropped(dev, "sot1"), Some(12));
+        assert_eq!(dev_tx_dropped(dev, "lo"), Some(0));
+        assert_eq!(dev_tx_dropped(dev, "eth9"), None);
     }
 }

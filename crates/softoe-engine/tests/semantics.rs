@@ -514,3 +514,43 @@ fn request_response_service_answers_each_request() {
     let r = done.lock().unwrap()[0].clone();
     assert_eq!((r.received, r.sent, r.error), (242, 60_000, None));
 }
+
+/// Frames the kernel drops because the engine did not read them in time
+/// (its TAP queue full) are counted, and `softoe stat` shows them: here the
+/// queue is cut to 64 frames and the engine held while Linux sends 500
+/// datagrams.
+#[test]
+fn frames_dropped_before_the_engine_are_counted() {
+    let bed = Bed::start(Options::default(), vec![]);
+    let _sink = bed.app.udp_bind(9).unwrap();
+    bed.sw
+        .ip(&["link", "set", "dev", &bed.tap, "txqueuelen", "64"])
+        .unwrap();
+    // Linux knows the engine's address already: nothing waits for ARP.
+    bed.linux
+        .ip(&[
+            "neigh",
+            "replace",
+            &ENGINE_IP.to_string(),
+            "lladdr",
+            "02:50:00:00:00:01",
+            "dev",
+            "eth0",
+        ])
+        .unwrap();
+    assert_eq!(bed.snapshot().port_drops, Some(0));
+    let (gate, held) = Gate::new();
+    bed.add(Box::new(held));
+    gate.close();
+    bed.linux
+        .run(|| {
+            let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+            for i in 0..500u32 {
+                s.send_to(&i.to_be_bytes(), engine_addr(9)).unwrap();
+            }
+        })
+        .unwrap();
+    gate.open();
+    let drops = bed.snapshot().port_drops.unwrap();
+    assert!((400..=500).contains(&drops), "{drops} drops");
+}

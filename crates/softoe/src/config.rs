@@ -80,6 +80,10 @@ pub struct PortSection {
     pub csum: bool,
     /// Accept receive-coalesced frames.
     pub gro: bool,
+    /// For `tap`: frames the kernel may hold for the engine to read (the
+    /// device's queue; a burst beyond it is dropped). Enough for every
+    /// connection's frames in flight when the engine is the bottleneck.
+    pub queue: u32,
 }
 
 impl Default for PortSection {
@@ -92,6 +96,7 @@ impl Default for PortSection {
             tso: true,
             csum: true,
             gro: true,
+            queue: softoe_engine::tap::DEFAULT_QUEUE_LEN,
         }
     }
 }
@@ -368,6 +373,12 @@ impl FileConfig {
             PortKind::Tap if self.port.tap.is_empty() || self.port.tap.len() > 15 => {
                 bail!("port.tap must be 1–15 bytes, got '{}'", self.port.tap);
             }
+            PortKind::Tap if !(64..=1 << 20).contains(&self.port.queue) => {
+                bail!(
+                    "port.queue must be 64–1048576 frames, got {}",
+                    self.port.queue
+                );
+            }
             PortKind::Afpacket if self.port.interface.is_none() => {
                 bail!("port kind afpacket needs port.interface (or --afpacket IFACE)");
             }
@@ -544,6 +555,15 @@ mod tests {
             err("[interface]\naddress = \"10.0.0.1/24\"\n[[service]]\nkind = \"rr\"\nport = 7\nrequest = \"4\"")
                 .contains("request and response")
         );
+        assert!(
+            err("[interface]\naddress = \"10.0.0.1/24\"\n[port]\nqueue = 10")
+                .contains("64–1048576")
+        );
+        assert!(
+            err("[interface]\naddress = \"10.0.0.1/24\"\n[port]\nqueue = 2000000")
+                .contains("port.queue")
+        );
+        assert!(err("[interface]\naddress = \"10.0.0.1/24\"\n[port]\nqueue = 4096").is_empty());
         assert!(parse_mac("01:00:5e:00:00:01").is_err());
         assert!(parse_mac("02:00:00:00:00").is_err());
         assert!(parse_mac("02:00:00:00:00:0g").is_err());

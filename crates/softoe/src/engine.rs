@@ -51,6 +51,10 @@ pub struct EngineArgs {
     /// Attach the TAP device to this Linux bridge.
     #[arg(long)]
     bridge: Option<String>,
+    /// Frames the kernel may hold for the engine on the TAP device (a burst
+    /// beyond it is dropped; default 65536).
+    #[arg(long, value_name = "FRAMES")]
+    tap_queue: Option<u32>,
     /// Turn TCP segmentation offload off.
     #[arg(long)]
     no_tso: bool,
@@ -145,6 +149,9 @@ impl EngineArgs {
         if let Some(t) = &self.tap {
             p.tap = t.clone();
         }
+        if let Some(q) = self.tap_queue {
+            p.queue = q;
+        }
         if let Some(i) = &self.afpacket {
             p.kind = PortKind::Afpacket;
             p.interface = Some(i.clone());
@@ -210,6 +217,8 @@ pub fn run(args: &EngineArgs) -> Result<()> {
                 };
                 anyhow!("opening TAP device {}: {e}{hint}", cfg.port.tap)
             })?;
+            port.set_queue_len(cfg.port.queue)
+                .with_context(|| format!("setting {}'s queue length", cfg.port.tap))?;
             port.bring_up()
                 .with_context(|| format!("bringing {} up", cfg.port.tap))?;
             if let Some(br) = &cfg.port.bridge {

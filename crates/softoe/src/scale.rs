@@ -350,24 +350,6 @@ fn snmp_field(snmp: &str, proto: &str, name: &str) -> Option<u64> {
     values.split_whitespace().nth(i)?.parse().ok()
 }
 
-/// Frames device `dev` of the calling thread's namespace dropped on
-/// transmit (`/proc/net/dev`). On a TAP, transmit is toward the program
-/// that reads it: the engine.
-pub fn tx_dropped(dev: &str) -> Result<u64> {
-    let t = std::fs::read_to_string("/proc/thread-self/net/dev")
-        .context("reading /proc/thread-self/net/dev")?;
-    dev_tx_dropped(&t, dev).ok_or_else(|| anyhow!("no device {dev} in /proc/net/dev"))
-}
-
-fn dev_tx_dropped(t: &str, dev: &str) -> Option<u64> {
-    let line = t
-        .lines()
-        .find_map(|l| l.trim_start().strip_prefix(dev)?.strip_prefix(':'))?;
-    // Receive: bytes packets errs drop fifo frame compressed multicast;
-    // transmit: bytes packets errs drop …
-    line.split_whitespace().nth(11)?.parse().ok()
-}
-
 /// Writes a small request whole (a fresh connection's send buffer always
 /// has room for 64 bytes; a short write would be a broken peer).
 fn write_all(s: &mut TcpStream, b: &[u8]) -> Result<()> {
@@ -462,7 +444,7 @@ pub fn run(
             let mut clients = bed.client.run(move || Clients::connect(addr, n))??;
             servers.wait_conns(|c| c >= n)?;
             let tap = bed.tap.clone();
-            let drops = move || tx_dropped(&tap);
+            let drops = move || softoe_engine::tap::queue_drops(&tap);
             let (re0, dr0) = (bed.client.run(tcp_retrans)??, bed.sw.run(drops.clone())??);
             let cpu0 = thread_cpu(bed.engine_tid)?;
             let (done, mut rtts, fairness) = clients.load(load_for)?;
@@ -595,18 +577,5 @@ mod tests {
         assert_eq!(snmp_field(snmp, "Tcp", "OutSegs"), Some(3921));
         assert_eq!(snmp_field(snmp, "Udp", "RetransSegs"), None);
         assert_eq!(snmp_field("Tcp: RetransSegs\n", "Tcp", "RetransSegs"), None);
-    }
-
-    #[test]
-    fn reads_a_devices_transmit_drops() {
-        let dev = "Inter-|   Receive                                                |  Transmit\n \
-            face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
-            lo:    6386      58    0    0    0     0          0         0     6386      58    0    0    0     0       0          0\n\
-            sot12:1000 10 0 4 0 0 0 0 2000 20 0 321 0 0 0 0\n \
-            sot1: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n";
-        assert_eq!(dev_tx_dropped(dev, "sot12"), Some(321));
-        assert_eq!(dev_tx_dropped(dev, "sot1"), Some(12));
-        assert_eq!(dev_tx_dropped(dev, "lo"), Some(0));
-        assert_eq!(dev_tx_dropped(dev, "eth9"), None);
     }
 }

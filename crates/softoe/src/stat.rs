@@ -60,7 +60,7 @@ pub fn render(s: &Snapshot) -> String {
     let _ = writeln!(
         o,
         "engine on {}: {} frames in ({} coalesced, {} checksum-verified), {} out ({} \
-         super-segments, {} checksum-offloaded); drops: {} malformed, {} bad checksum, {} \
+         super-segments, {} checksum-offloaded); drops: {}{} malformed, {} bad checksum, {} \
          port errors, {} tx busy; asleep {:.0} %",
         s.port,
         e.frames_in,
@@ -69,6 +69,9 @@ pub fn render(s: &Snapshot) -> String {
         e.frames_out,
         k.tx_tso_frames,
         k.tx_csum_offloaded,
+        s.port_drops
+            .map(|d| format!("{d} before the engine (port queue full), "))
+            .unwrap_or_default(),
         k.rx_malformed,
         k.rx_bad_checksum,
         e.port_errors,
@@ -198,5 +201,14 @@ mod tests {
         assert!(!text.contains("ssthresh"), "infinite ssthresh is not shown");
         assert!(text.contains("unacked:2 retrans:2 timeouts:0 recoveries:1"));
         assert!(text.contains("delivery_rate:2.5Gbps"));
+        assert!(
+            !text.contains("port queue"),
+            "an old engine's snapshot has no port drops"
+        );
+        let mut snap = snap;
+        snap.port_drops = Some(31);
+        assert!(
+            render(&snap).contains("drops: 31 before the engine (port queue full), 0 malformed")
+        );
     }
 }

@@ -270,3 +270,90 @@ pub fn hash_stream(r: &mut impl std::io::Read) -> (u64, String) {
 pub fn sha256(b: &[u8]) -> String {
     hex(&Sha256::digest(b))
 }
+
+/// Holds the engine on its way to sleep while closed: a test can then let
+/// a program post commands and exit before the engine reads any of them.
+pub struct Gate(
+    std::sync::Arc<(std::sync::Mutex<GateState>, std::sync::Condvar)>,
+    Option<softoe_stack::Instant>,
+);
+
+#[derive(Default, PartialEq)]
+enum GateState {
+    #[default]
+    Open,
+    Closing,
+    Closed,
+}
+
+impl Gate {
+    /// The handle the test keeps, and the service to add to the engine.
+    pub fn new() -> (Gate, Gate) {
+        let g = std::sync::Arc::new(Default::default());
+        (Gate(std::sync::Arc::clone(&g), None), Gate(g, None))
+    }
+
+    /// Returns once the engine is held.
+    pub fn close(&self) {
+        let (m, cv) = &*self.0;
+        let mut s = m.lock().unwrap();
+        *s = GateState::Closing;
+        while *s != GateState::Closed {
+            s = cv.wait(s).unwrap();
+        }
+    }
+
+    /// Lets the engine go on, as from a sleep.
+    pub fn open(&self) {
+        let (m, cv) = &*self.0;
+        *m.lock().unwrap() = GateState::Open;
+        cv.notify_all();
+    }
+}
+
+impl Service for Gate {
+    fn name(&self) -> &str {
+        "gate"
+    }
+
+    fn start(
+        &mut self,
+        _: softoe_stack::Instant,
+        _: &mut softoe_stack::Stack,
+        _: &mut softoe_engine::Memory,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        now: softoe_stack::Instant,
+        _: &mut softoe_stack::Stack,
+        _: &mut softoe_engine::Memory,
+    ) -> bool {
+        self.1 = Some(now);
+        false
+    }
+
+    // Held where the engine goes to sleep (the host interface has told
+    // programs it sleeps); released, it wakes as from a sleep.
+    fn before_sleep(&mut self) -> bool {
+        let (m, cv) = &*self.0;
+        let mut s = m.lock().unwrap();
+        if *s != GateState::Closing {
+            return false;
+        }
+        *s = GateState::Closed;
+        cv.notify_all();
+        while *s == GateState::Closed {
+            s = cv.wait(s).unwrap();
+        }
+        true
+    }
+
+    // Turns come at least this often, so a close takes effect soon even
+    // while the engine sleeps.
+    fn wake_at(&self) -> Option<softoe_stack::Instant> {
+        self.1.map(|t| t + Duration::from_millis(1))
+    }
+}
