@@ -1284,14 +1284,7 @@ fn a_shutdown_waits_for_queued_zerocopy_buffers() {
     let c = Client::attach_to(&bed.host).unwrap();
     let server = linux_slow_sink(&bed, 7622, Duration::from_millis(300));
     let mut s = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7622)).unwrap();
-    let mut bufs: Vec<_> = (0..24).map(|_| c.zc_buf(256 * 1024).unwrap()).collect();
-    let mut want = Vec::new();
-    for (i, b) in bufs.iter_mut().enumerate() {
-        let d = pattern(b.len(), i as u8);
-        b.write_at(0, &d).unwrap();
-        s.send_zerocopy(b, d.len()).unwrap();
-        want.extend_from_slice(&d);
-    }
+    let (mut bufs, want) = queue_zerocopy(&c, &mut s, 24);
     s.shutdown_write().unwrap();
     for b in &mut bufs {
         b.wait_released().unwrap();
@@ -1370,14 +1363,7 @@ fn queued_sends_of_a_program_that_exited_still_go_out() {
     let c = Client::attach_to(&bed.host).unwrap();
     let server = linux_slow_sink(&bed, 7613, Duration::from_millis(300));
     let mut s = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7613)).unwrap();
-    let mut bufs: Vec<_> = (0..48).map(|_| c.zc_buf(256 * 1024).unwrap()).collect();
-    let mut want = Vec::new();
-    for (i, b) in bufs.iter_mut().enumerate() {
-        let d = pattern(b.len(), i as u8);
-        b.write_at(0, &d).unwrap();
-        assert_eq!(s.send_zerocopy(b, d.len()).unwrap(), d.len());
-        want.extend_from_slice(&d);
-    }
+    let (bufs, want) = queue_zerocopy(&c, &mut s, 48);
     // Most of it waits in the engine's queue: the reader has not started.
     // The engine learns of the close and of the exit at once.
     let (gate, held) = Gate::new();
@@ -1393,6 +1379,24 @@ fn queued_sends_of_a_program_that_exited_still_go_out() {
     wait_for(5, "the program's session to be reclaimed", || {
         bed.snapshot().sessions.is_empty()
     });
+}
+
+/// Queues `n` zero-copy buffers of 256 KiB, each taken whole, with
+/// pattern bytes; returns them and the stream they make.
+fn queue_zerocopy(
+    c: &Client,
+    s: &mut softoe_host::TcpStream,
+    n: usize,
+) -> (Vec<softoe_host::ZcBuf>, Vec<u8>) {
+    let mut bufs: Vec<_> = (0..n).map(|_| c.zc_buf(256 * 1024).unwrap()).collect();
+    let mut want = Vec::new();
+    for (i, b) in bufs.iter_mut().enumerate() {
+        let d = pattern(b.len(), i as u8);
+        b.write_at(0, &d).unwrap();
+        assert_eq!(s.send_zerocopy(b, d.len()).unwrap(), d.len());
+        want.extend_from_slice(&d);
+    }
+    (bufs, want)
 }
 
 /// Bytes a program wrote and then exited: the kernel sends them all

@@ -81,6 +81,18 @@ pub enum Error {
 /// `Result` with this crate's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Whether this process runs as root (namespaces and TAP devices need it).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
 /// Runs a command, failing with its stderr.
 pub fn run(cmd: &mut Command) -> Result<String> {
     let line = format!("{cmd:?}").replace('"', "");

@@ -14,6 +14,7 @@ use softoe_engine::host::{HostConfig, HostService};
 use softoe_engine::{Engine, EngineConfig, EngineCounters, TapOffloads, TapPort};
 
 use softoe_stack::StackConfig;
+pub use softoe_testbed::is_root;
 use softoe_testbed::{Netns, NsThread, Testbed};
 use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
 
@@ -180,18 +181,6 @@ impl Drop for RealBed {
             let _ = t.join();
         }
     }
-}
-
-/// Whether this process runs as root.
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 /// The calling thread's kernel id, from `/proc/thread-self`

@@ -17,19 +17,9 @@ use softoe_stack::StackConfig;
 use softoe_testbed::{NsThread, Testbed};
 use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
 
-static N: AtomicU32 = AtomicU32::new(0);
+pub use softoe_testbed::is_root;
 
-/// Whether this process runs as root (namespaces and TAP devices need it).
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
+static N: AtomicU32 = AtomicU32::new(0);
 
 /// The core the engine thread runs on; the benchmark's own thread takes
 /// [`BENCH_CPU`].

@@ -9,7 +9,7 @@ use softoe_abi::{
     BELL_MAGIC, Bell, BellOp, CMD_QUIET, CMP_RELEASE, Command, Completion, Consumer,
     ENGINE_POLLING, ENGINE_SLEEPING, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP,
     EV_READABLE, EV_RXFULL, EV_WRITABLE, Layout, MAX_BELLS, Producer, RecvTarget, Region, Request,
-    RingSpan, SESSION_CLOSED, SHUT_RD, SHUT_WR, SendSource, SlotView, SockKind, SockOpt,
+    RingError, RingSpan, SESSION_CLOSED, SHUT_RD, SHUT_WR, SendSource, SlotView, SockKind, SockOpt,
     TcpInfoRecord, UdpHeader, decode, errno, pack_addr, waiter_bell,
 };
 use softoe_stack::{
@@ -619,24 +619,11 @@ impl Session {
         self.overflow.clear();
         // What is there now, no more: another process mapping the region
         // (a child that inherited it) cannot keep the engine here.
-        let mut taken = 0u32;
-        for _ in 0..self.cmds.available().unwrap_or(0) {
-            match self.cmds.read() {
-                Ok(Some(c)) => {
-                    taken += 1;
-                    self.command(now, stack, cfg, slot, owner, scratch, mem, &c);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    debug!(session = self.id, error = %e, "command ring broken at exit");
-                    break;
-                }
-            }
-        }
-        if taken > 0 {
-            self.cmds.release();
-            self.commands += u64::from(taken);
-            debug!(session = self.id, commands = taken, "carried out at exit");
+        let now_there = self.cmds.available().unwrap_or(0) as usize;
+        match self.run_commands(now_there, now, stack, cfg, slot, owner, scratch, mem) {
+            Ok(0) => {}
+            Ok(n) => debug!(session = self.id, commands = n, "carried out at exit"),
+            Err(e) => debug!(session = self.id, error = %e, "command ring broken at exit"),
         }
         self.end(now, stack, owner);
     }
@@ -1145,8 +1132,34 @@ impl Session {
             }
             self.overflow.pop_front();
         }
+        match self.run_commands(CMD_BUDGET, now, stack, cfg, slot, owner, scratch, mem) {
+            Ok(n) => n > 0,
+            Err(e) => {
+                warn!(session = self.id, pid = self.pid, error = %e, "command ring broken: ending the session");
+                self.rejected += 1;
+                self.end(now, stack, owner);
+                true
+            }
+        }
+    }
+
+    /// Carries out up to `limit` of the program's commands (fewer while
+    /// completions are held back at their bound); how many.
+    #[allow(clippy::too_many_arguments)]
+    fn run_commands(
+        &mut self,
+        limit: usize,
+        now: Instant,
+        stack: &mut Stack,
+        cfg: &HostConfig,
+        slot: usize,
+        owner: &mut HashMap<SocketHandle, usize>,
+        scratch: &mut Vec<u8>,
+        mem: &mut Memory,
+    ) -> std::result::Result<usize, RingError> {
         let mut taken = 0;
-        while taken < CMD_BUDGET && self.overflow.len() < OVERFLOW_MAX {
+        let mut res = Ok(());
+        while taken < limit && self.overflow.len() < OVERFLOW_MAX {
             match self.cmds.read() {
                 Ok(Some(c)) => {
                     taken += 1;
@@ -1154,10 +1167,8 @@ impl Session {
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    warn!(session = self.id, pid = self.pid, error = %e, "command ring broken: ending the session");
-                    self.rejected += 1;
-                    self.end(now, stack, owner);
-                    return true;
+                    res = Err(e);
+                    break;
                 }
             }
         }
@@ -1165,7 +1176,7 @@ impl Session {
             self.cmds.release();
             self.commands += taken as u64;
         }
-        taken > 0
+        res.map(|()| taken)
     }
 
     /// One turn: commands, then the sockets that changed, then wake-ups.
