@@ -1154,6 +1154,64 @@ fn a_connection_moves_to_another_session_and_lives_until_the_last_descriptor() {
     assert_eq!(sha256(&got[first.len()..]), sha256(&second));
 }
 
+/// The parent's socket refuses writes once the connection moved, even when
+/// its send ring was full of bytes the peer had not acknowledged yet: the
+/// ring never frees (those bytes went with the connection), so a writer
+/// that only waited for room would wait for ever. CI once hung here.
+#[test]
+fn a_moved_connection_refuses_writes_while_its_ring_is_full() {
+    let bed = bed();
+    let parent = Client::attach_to(&bed.host).unwrap();
+    let child = Client::attach_to(&bed.host).unwrap();
+    // Linux reads nothing for a while: what the parent writes stays unacked
+    // once Linux's receive buffer is full.
+    let server = linux_reader(&bed, 7612, Vec::new(), Duration::from_secs(3));
+    let mut s = parent
+        .tcp_connect(SocketAddrV4::new(LINUX_IP, 7612))
+        .unwrap();
+    s.set_nonblocking(true);
+    let data = pattern(64 << 20, 3);
+    let mut sent = 0usize;
+    let mut full = false;
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(2) && sent < data.len() {
+        match s.write(&data[sent..(sent + (64 << 10)).min(data.len())]) {
+            Ok(n) => {
+                sent += n;
+                full = false;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // Full twice in a row, 50 ms apart: nothing is being acked.
+                if full {
+                    break;
+                }
+                full = true;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("write: {e}"),
+        }
+    }
+    assert!(full, "the send ring never filled ({sent} bytes sent)");
+    let watch = s.watch_across_fork().unwrap();
+    let t = child
+        .adopt_stream(parent.session(), s.id(), parent.secret())
+        .unwrap();
+    s.set_nonblocking(false);
+    s.set_write_timeout(Some(Duration::from_secs(2)));
+    let e = s.write(b"late").unwrap_err();
+    assert_eq!(
+        e.kind(),
+        std::io::ErrorKind::BrokenPipe,
+        "a moved socket's write must fail at once, not wait for room: {e}"
+    );
+    drop(s);
+    drop(t);
+    drop(watch);
+    let got = server.join().unwrap();
+    assert_eq!(got.len(), sent, "what the parent wrote arrives whole");
+    assert_eq!(sha256(&got), sha256(&data[..sent]));
+}
+
 /// A parent that closes its socket, or dies, before the child takes the
 /// connection: the connection waits detached, bytes arriving meanwhile are
 /// kept, and the child takes it from the dead session.

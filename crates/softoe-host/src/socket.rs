@@ -182,6 +182,20 @@ impl Sock {
         self.c.region().slot(self.id).map_or(0, |v| v.seq())
     }
 
+    /// Whether a send may go ahead, given the slot's events `ev`: not
+    /// after an error (that error), nor once the socket is shut for
+    /// sending or hung up (`EPIPE`) — hung up also when another session
+    /// took the connection, whose send ring then never frees again.
+    fn may_send(&self, ev: u32) -> io::Result<()> {
+        if ev & EV_ERR != 0 {
+            return Err(self.error());
+        }
+        if ev & EV_HUP != 0 || self.wr_shut.load(Ordering::Relaxed) {
+            return Err(errno_err(errno::EPIPE));
+        }
+        Ok(())
+    }
+
     fn error(&self) -> io::Error {
         let e = self.c.region().slot(self.id).map_or(0, |v| v.error());
         errno_err(if e == 0 { errno::ECONNRESET } else { e as i32 })
@@ -724,12 +738,7 @@ impl TcpStream {
             // this point moves it (see `wait_writable`).
             let seq = self.s.seq();
             let ev = self.s.events();
-            if ev & EV_ERR != 0 {
-                return Err(self.s.error());
-            }
-            if self.s.wr_shut.load(Ordering::Relaxed) {
-                return Err(errno_err(errno::EPIPE));
-            }
+            self.s.may_send(ev)?;
             let acked = region.slot(self.s.id).map_or(0, |v| v.tx_acked());
             let space = tx.len - (self.tx_queued - acked).min(tx.len);
             let n = space.min(buf.len() as u64);
@@ -789,12 +798,9 @@ impl TcpStream {
             .wait(self.mode.nonblocking, self.mode.write_timeout, true, |s| {
                 s.c.region()
                     .slot(s.id)
-                    .is_some_and(|v| v.seq() != seq || v.events() & EV_ERR != 0)
+                    .is_some_and(|v| v.seq() != seq || v.events() & (EV_ERR | EV_HUP) != 0)
             })?;
-        if self.s.events() & EV_ERR != 0 {
-            return Err(self.s.error());
-        }
-        Ok(())
+        self.s.may_send(self.s.events())
     }
 
     /// Sends the first `len` bytes of a zero-copy buffer by reference.
@@ -813,9 +819,7 @@ impl TcpStream {
                 "buffer still in flight",
             ));
         }
-        if self.s.events() & EV_ERR != 0 {
-            return Err(self.s.error());
-        }
+        self.s.may_send(self.s.events())?;
         let len = len.min(buf.len as usize) as u64;
         if len == 0 {
             return Ok(0);

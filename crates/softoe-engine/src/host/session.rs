@@ -1088,6 +1088,17 @@ impl Session {
             .ok_or(errno::EBADF)
     }
 
+    /// Socket `id` for a send: as [`Self::sock`], but one whose connection
+    /// moved to another session refuses with `EPIPE`, as its slot says
+    /// (read finished, hung up) — not `EBADF`: the program's descriptor is
+    /// still good.
+    fn sending(&mut self, id: u32) -> Result<&mut HSock> {
+        if matches!(self.socks.get(id as usize), Some(Some(s)) if s.moved.is_some()) {
+            return Err(errno::EPIPE);
+        }
+        self.sock(id)
+    }
+
     fn data_region(&mut self, mem: &mut Memory) -> u32 {
         if let Some(m) = self.mem {
             return m;
@@ -1786,7 +1797,7 @@ impl Session {
         len: u64,
         data: u32,
     ) -> Result<()> {
-        let s = self.sock(sock)?;
+        let s = self.sending(sock)?;
         let Some(h) = s.h.filter(|_| s.kind == SockKind::Tcp && !s.listener) else {
             return Err(errno::ENOTCONN);
         };
@@ -1820,7 +1831,7 @@ impl Session {
     /// the stack as room frees, held until acknowledged as ring sends are.
     fn queue_ring(&mut self, stack: &mut Stack, sock: u32, len: u64, data: u32) -> Result<u64> {
         let acked = self.region.slot(sock).map_or(0, |v| v.tx_acked());
-        let s = self.sock(sock)?;
+        let s = self.sending(sock)?;
         let Some(h) = s.h.filter(|_| s.kind == SockKind::Tcp && !s.listener) else {
             return Err(errno::ENOTCONN);
         };
@@ -1901,7 +1912,7 @@ impl Session {
         let pid = self.pid;
         let copy = match source {
             SendSource::Overlap { .. } | SendSource::Remote { .. } => {
-                let s = self.sock(sock)?;
+                let s = self.sending(sock)?;
                 if s.copy.is_none() {
                     let c = self.copy_ring(mem, cfg.copy_ring as u64);
                     self.sock(sock)?.copy = Some(c);
@@ -1911,7 +1922,7 @@ impl Session {
             _ => None,
         };
         let region = self.region;
-        let s = self.sock(sock)?;
+        let s = self.sending(sock)?;
         let Some(h) = s.h.filter(|_| !s.listener) else {
             return Err(errno::ENOTCONN);
         };
