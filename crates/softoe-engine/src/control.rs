@@ -159,6 +159,10 @@ pub struct StackCounters {
     pub rx_not_for_us: u64,
     /// Resets sent for unknown connections.
     pub tcp_rst_tx: u64,
+    /// Connections that timed out: retransmissions, keepalive, user
+    /// timeout, or an orphan's zero-window probes ran out.
+    #[serde(default)]
+    pub tcp_timeouts: u64,
     /// ICMP echo requests answered.
     pub icmp_echo: u64,
 }
@@ -207,6 +211,7 @@ impl Snapshot {
                 rx_bad_checksum: s.rx_bad_checksum,
                 rx_not_for_us: s.rx_not_for_us,
                 tcp_rst_tx: s.tcp_rst_tx,
+                tcp_timeouts: s.tcp_timeouts,
                 icmp_echo: s.icmp_echo,
             },
             connections,

@@ -1165,9 +1165,9 @@ fn a_moved_connection_refuses_writes_while_its_ring_is_full() {
     let child = Client::attach_to(&bed.host).unwrap();
     // Linux reads nothing for a while: what the parent writes stays unacked
     // once Linux's receive buffer is full.
-    let server = linux_reader(&bed, 7612, Vec::new(), Duration::from_secs(3));
+    let server = linux_reader(&bed, 7614, Vec::new(), Duration::from_secs(3));
     let mut s = parent
-        .tcp_connect(SocketAddrV4::new(LINUX_IP, 7612))
+        .tcp_connect(SocketAddrV4::new(LINUX_IP, 7614))
         .unwrap();
     s.set_nonblocking(true);
     let data = pattern(64 << 20, 3);
@@ -1437,6 +1437,66 @@ fn queued_sends_of_a_program_that_exited_still_go_out() {
     wait_for(5, "the program's session to be reclaimed", || {
         bed.snapshot().sessions.is_empty()
     });
+}
+
+/// A program that queued more than its peer will ever take and exited:
+/// the engine keeps sending its queue, but a peer that answers every probe
+/// with a zero window does not hold the dead program's session for ever —
+/// the connection is an orphan, given up after `orphan_retries` probes
+/// with a RST, and the session is reclaimed.
+#[test]
+fn a_dead_programs_queue_behind_a_closed_window_is_given_up() {
+    let bed = Bed::start(
+        Options {
+            host: true,
+            stack: |c| c.tcp.orphan_retries = 2,
+            ..Options::default()
+        },
+        Vec::new(),
+    );
+    let (go, read) = std::sync::mpsc::channel::<()>();
+    let l = bed
+        .linux
+        .run(|| TcpListener::bind(SocketAddrV4::new(LINUX_IP, 7615)).unwrap())
+        .unwrap();
+    // Alive but not reading until told: its window closes and stays shut.
+    let server = bed
+        .linux
+        .spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            read.recv().unwrap();
+            let mut n = 0usize;
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => return (n, None),
+                    Ok(k) => n += k,
+                    Err(e) => return (n, Some(e.kind())),
+                }
+            }
+        })
+        .unwrap();
+    let c = Client::attach_to(&bed.host).unwrap();
+    let mut s = c.tcp_connect(SocketAddrV4::new(LINUX_IP, 7615)).unwrap();
+    // 12 MiB: more than Linux's receive buffer takes.
+    let (bufs, want) = queue_zerocopy(&c, &mut s, 48);
+    drop(s);
+    drop(bufs);
+    drop(c);
+    wait_for(30, "the dead program's session to be reclaimed", || {
+        bed.snapshot().sessions.is_empty()
+    });
+    go.send(()).unwrap();
+    let (n, e) = server.join().unwrap();
+    assert!(
+        n < want.len(),
+        "the peer never had room for it all ({n} bytes)"
+    );
+    assert_eq!(
+        e,
+        Some(std::io::ErrorKind::ConnectionReset),
+        "the peer learns that the rest will not come"
+    );
 }
 
 /// Queues `n` zero-copy buffers of 256 KiB, each taken whole, with

@@ -78,6 +78,15 @@ pub struct TcpConfig {
     pub syn_retries: u32,
     /// Retransmissions of the same data before the connection is aborted.
     pub max_retries: u32,
+    /// Persist-timer probes (and retransmissions) an orphan gets — a
+    /// connection its program closed, or whose program is gone while what
+    /// it queued still drains — before it is given up. Without a limit a
+    /// peer that answers every probe with a zero window holds the
+    /// connection, and what it queued, for ever (RFC 9293 §3.8.6.1 keeps a
+    /// sender open while probes are answered; Linux bounds orphans the same
+    /// way: `tcp_orphan_retries`, 8 in effect). From a 200 ms RTO, 8 probes
+    /// backed off reset the orphan about 100 s after its window closed.
+    pub orphan_retries: u32,
     /// Out-of-order ranges held in reassembly (and SACK ranges tracked).
     /// A window of many segments with scattered losses needs many: a
     /// segment that would need one range too many is dropped by the
@@ -109,6 +118,7 @@ impl Default for TcpConfig {
             time_wait: Duration::from_secs(60),
             syn_retries: 6,
             max_retries: 15,
+            orphan_retries: 8,
             max_ooo_ranges: 512,
             min_mss: 88,
         }

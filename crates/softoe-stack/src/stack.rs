@@ -25,7 +25,7 @@ use crate::tcp::input::{Ctx, RateLimiter, Reply, rst_for};
 use crate::tcp::listener::TcpListener;
 use crate::tcp::output::{MAX_REFS_PER_FRAME, SinkError};
 use crate::tcp::socket::{PathCaps, TcpSocket};
-use crate::tcp::{Endpoint, RecvError, SendError, State, TcpInfo};
+use crate::tcp::{Endpoint, RecvError, SendError, State, TcpError, TcpInfo};
 use crate::time::Instant;
 
 /// A configuration the stack cannot run with.
@@ -384,7 +384,11 @@ impl Stack {
         };
         let prev = sock.state;
         if !skip_timers {
+            let was_open = sock.error.is_none();
             sock.on_timers(now);
+            if was_open && sock.error == Some(TcpError::TimedOut) {
+                self.stats.tcp_timeouts += 1;
+            }
         }
         let mut eg = egress!(self, now, dev);
         let r = sock.dispatch(now, &mut eg, &mut self.refs);
@@ -1092,6 +1096,22 @@ impl Stack {
             .peek(buf)
     }
 
+    /// Marks a connection no program holds any more while its holder still
+    /// feeds it what the program had queued (a dead program's sends
+    /// draining before the FIN): it counts as an orphan for the limits of
+    /// [`TcpConfig::orphan_retries`] — a peer that never opens its window
+    /// does not hold it for ever — but the handle stays valid until
+    /// [`close`](Stack::close).
+    ///
+    /// [`TcpConfig::orphan_retries`]: crate::TcpConfig::orphan_retries
+    pub fn tcp_orphan(&mut self, h: SocketHandle) -> Result<(), HandleError> {
+        let i = self.tcp_index(h)?;
+        if let Some(s) = self.sockets.tcp_mut(i) {
+            s.owner_gone = true;
+        }
+        Ok(())
+    }
+
     /// Closes the sending half (`shutdown(SHUT_WR)`): a FIN follows the data.
     pub fn tcp_shutdown(&mut self, h: SocketHandle) -> Result<(), HandleError> {
         let i = self.tcp_index(h)?;
@@ -1199,7 +1219,7 @@ impl Stack {
 
     /// Why the connection failed, if it did (cheap: what a runtime asks
     /// before every send, unlike [`tcp_info`](Self::tcp_info)).
-    pub fn tcp_error(&self, h: SocketHandle) -> Result<Option<crate::TcpError>, HandleError> {
+    pub fn tcp_error(&self, h: SocketHandle) -> Result<Option<TcpError>, HandleError> {
         let i = self.tcp_index(h)?;
         self.sockets
             .tcp(i)

@@ -45,6 +45,10 @@ pub struct StackStats {
     pub icmp_unreachable_tx: u64,
     /// TCP resets sent for segments no connection wanted.
     pub tcp_rst_tx: u64,
+    /// Connections that timed out (retransmissions, zero-window probes of
+    /// an orphan, keepalive or user timeout), as Linux's
+    /// `TCPAbortOnTimeout`.
+    pub tcp_timeouts: u64,
     /// SYNs dropped (SYN queue full or socket table full).
     pub tcp_syn_drops: u64,
     /// Connections accepted into the accept queue.

@@ -173,6 +173,10 @@ pub struct TcpSection {
     pub window_scaling: bool,
     /// Send ACKs at once instead of delaying them.
     pub quickack: bool,
+    /// Zero-window probes (and retransmissions) a connection no program
+    /// holds any more gets before it is reset (Linux:
+    /// `tcp_orphan_retries`, 8 in effect).
+    pub orphan_retries: u32,
 }
 
 impl Default for TcpSection {
@@ -185,6 +189,7 @@ impl Default for TcpSection {
             timestamps: true,
             window_scaling: true,
             quickack: false,
+            orphan_retries: 8,
         }
     }
 }
@@ -354,6 +359,10 @@ impl FileConfig {
         if t.quickack {
             stack.tcp.delayed_ack = None;
         }
+        if !(1..=32).contains(&t.orphan_retries) {
+            bail!("tcp.orphan_retries must be 1–32, got {}", t.orphan_retries);
+        }
+        stack.tcp.orphan_retries = t.orphan_retries;
         let e = &self.engine;
         if e.rx_batch == 0 || e.rx_batch > 4096 {
             bail!("engine.rx_batch must be 1–4096, got {}", e.rx_batch);
@@ -507,6 +516,7 @@ mod tests {
             rx_buffer = "1M"
             tx_buffer = 65536
             congestion = "newreno"
+            orphan_retries = 3
             [[service]]
             kind = "source"
             port = 19
@@ -522,6 +532,7 @@ mod tests {
         assert_eq!(b.stack.tcp.rx_buffer, 1 << 20);
         assert_eq!(b.stack.tcp.tx_buffer, 65536);
         assert_eq!(b.stack.tcp.congestion, Algorithm::NewReno);
+        assert_eq!(b.stack.tcp.orphan_retries, 3);
         assert_eq!(b.engine.rx_coalesce, Duration::from_micros(20));
         assert!(!b.offloads.tso && b.offloads.csum);
         assert_eq!(c.services.len(), 2);
@@ -564,6 +575,10 @@ mod tests {
                 .contains("port.queue")
         );
         assert!(err("[interface]\naddress = \"10.0.0.1/24\"\n[port]\nqueue = 4096").is_empty());
+        assert!(
+            err("[interface]\naddress = \"10.0.0.1/24\"\n[tcp]\norphan_retries = 0")
+                .contains("tcp.orphan_retries must be 1–32")
+        );
         assert!(parse_mac("01:00:5e:00:00:01").is_err());
         assert!(parse_mac("02:00:00:00:00").is_err());
         assert!(parse_mac("02:00:00:00:00:0g").is_err());

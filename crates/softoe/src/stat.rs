@@ -80,6 +80,11 @@ pub fn render(s: &Snapshot) -> String {
     );
     let _ = writeln!(
         o,
+        "tcp: {} connections timed out, {} resets for unknown connections",
+        k.tcp_timeouts, k.tcp_rst_tx
+    );
+    let _ = writeln!(
+        o,
         "{:<11} {:>8} {:>8} {:<22} {:<22}",
         "State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port"
     );
@@ -205,6 +210,7 @@ mod tests {
             !text.contains("port queue"),
             "an old engine's snapshot has no port drops"
         );
+        assert!(text.contains("tcp: 0 connections timed out, 0 resets"));
         let mut snap = snap;
         snap.port_drops = Some(31);
         assert!(

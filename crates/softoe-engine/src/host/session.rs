@@ -2174,6 +2174,13 @@ impl Session {
         let detach = (cur.watched || drain) && cur.h.is_some();
         if drain {
             self.draining.push(id);
+            if !cur.watched
+                && let Some(h) = cur.h
+            {
+                // No descriptor names it any more: an orphan while its
+                // queue drains, given up if the peer never takes it.
+                let _ = stack.tcp_orphan(h);
+            }
         }
         let (posted, connect) = if detach {
             cur.detached = Some(Detached { tag, abort });

@@ -44,6 +44,8 @@ pub struct Options {
     pub engine: EngineConfig,
     /// Serve host programs (the host interface) on a socket of its own.
     pub host: bool,
+    /// Changes to the stack's configuration, made last.
+    pub stack: fn(&mut StackConfig),
 }
 
 impl Default for Options {
@@ -53,6 +55,7 @@ impl Default for Options {
             mtu: 1500,
             engine: EngineConfig::default(),
             host: false,
+            stack: |_| {},
         }
     }
 }
@@ -89,7 +92,7 @@ impl Bed {
             std::env::temp_dir().join(format!("softoe-test-{}-{n}.sock", std::process::id()));
         let (tx, rx) = mpsc::channel();
         let tap_name = tap.clone();
-        let (offloads, mtu, mut ecfg) = (opts.offloads, opts.mtu, opts.engine);
+        let (offloads, mtu, mut ecfg, tune) = (opts.offloads, opts.mtu, opts.engine, opts.stack);
         ecfg.control = Some(control.clone());
         let host =
             std::env::temp_dir().join(format!("softoe-host-{}-{n}.sock", std::process::id()));
@@ -115,6 +118,7 @@ impl Bed {
                 cfg.tcp.rx_buffer = 1 << 20;
                 cfg.tcp.tx_buffer = 4 << 20;
                 cfg.tcp.tx_max_chunks = 4096;
+                tune(&mut cfg);
                 let mut e = Engine::new(cfg, port, ecfg).map_err(|e| e.to_string())?;
                 e.add_service(Box::new(app_service));
                 if let Some(h) = host_service {

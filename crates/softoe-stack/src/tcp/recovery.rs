@@ -640,6 +640,12 @@ impl TcpSocket {
                 self.fail(TcpError::TimedOut);
                 return;
             }
+            if self.orphaned() && self.persist_backoff >= self.cfg.orphan_retries {
+                // Nobody will read the answer: the peer, alive but not
+                // reading, learns by a RST that the rest will not come.
+                self.reset(TcpError::TimedOut);
+                return;
+            }
             if self.snd_wnd == 0 {
                 self.probe_pending = true;
                 self.counters.zero_window_probes += 1;
@@ -690,6 +696,7 @@ impl TcpSocket {
         }
         let limit = match self.state {
             State::SynSent | State::SynReceived => self.cfg.syn_retries,
+            _ if self.orphaned() => self.cfg.max_retries.min(self.cfg.orphan_retries),
             _ => self.cfg.max_retries,
         };
         if self.retries >= limit || self.user_timed_out(now) {

@@ -254,6 +254,12 @@ pub(crate) struct TcpSocket {
     pub(crate) error: Option<TcpError>,
     /// The application gave up its handle: free the socket when it closes.
     pub(crate) orphan: bool,
+    /// Nobody will ever use the handle for the program again, though its
+    /// holder still feeds what the program queued ([`Stack::tcp_orphan`]):
+    /// the orphan limits apply, the handle stays valid.
+    ///
+    /// [`Stack::tcp_orphan`]: crate::Stack::tcp_orphan
+    pub(crate) owner_gone: bool,
     /// The application will read no more: arriving data resets the connection.
     pub(crate) rx_shutdown: bool,
     /// The listener this connection came from, until it is accepted.
@@ -345,6 +351,7 @@ impl TcpSocket {
             persist_backoff: 0,
             error: None,
             orphan: false,
+            owner_gone: false,
             rx_shutdown: false,
             parent: None,
             queued_for_accept: false,
@@ -584,6 +591,12 @@ impl TcpSocket {
 
     /// Aborts: a RST goes out if the peer knows of us, everything is dropped.
     pub(crate) fn abort(&mut self) {
+        self.reset(TcpError::Aborted);
+    }
+
+    /// Ends the connection with `err` and, where the peer still holds it
+    /// open, a RST to tell it.
+    pub(crate) fn reset(&mut self, err: TcpError) {
         if matches!(
             self.state,
             State::SynReceived
@@ -594,7 +607,16 @@ impl TcpSocket {
         ) {
             self.rst_pending = true;
         }
-        self.fail(TcpError::Aborted);
+        self.fail(err);
+    }
+
+    /// Whether no program holds the connection any more: closed, or its
+    /// owner gone while its queued sends drain. Such a connection gets
+    /// [`TcpConfig::orphan_retries`] probes and retransmissions, not more.
+    ///
+    /// [`TcpConfig::orphan_retries`]: crate::TcpConfig::orphan_retries
+    pub(crate) fn orphaned(&self) -> bool {
+        self.orphan || self.owner_gone
     }
 
     /// Readiness for the application.
