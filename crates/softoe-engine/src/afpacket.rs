@@ -100,6 +100,11 @@ const MAX_SKIPS: usize = 256;
 /// 64 KiB super-segments.
 const DEFAULT_SOCKET_BUFFER: usize = 4 << 20;
 
+/// Kernel memory one received MTU-sized frame is charged to the socket's
+/// receive buffer (its `truesize`: the 1,514 bytes in a 2 KiB buffer, plus
+/// the `sk_buff`), what [`AfPacketOptions::receive_frames`] counts with.
+pub const FRAME_CHARGE: usize = 2304;
+
 /// `struct ifreq` with the int member of its union (`ifr_ifindex`, `ifr_mtu`).
 #[repr(C)]
 struct IfReqInt {
@@ -181,9 +186,26 @@ pub struct AfPacketOptions {
     /// on a physical NIC when the engine uses a MAC address other than the
     /// interface's; a veth passes every frame anyway).
     pub promiscuous: bool,
-    /// Socket receive and send buffer size in bytes (`SO_RCVBUFFORCE`, falling
-    /// back to the `SO_RCVBUF` limit without `CAP_NET_ADMIN`).
-    pub socket_buffer: usize,
+    /// Socket receive buffer size in bytes (`SO_RCVBUFFORCE`, falling back
+    /// to the `SO_RCVBUF` limit without `CAP_NET_ADMIN`): what the kernel
+    /// holds for the engine to read; a burst beyond it is dropped (counted
+    /// by [`Port::dropped`]).
+    pub receive_buffer: usize,
+    /// Socket send buffer size in bytes (`SO_SNDBUFFORCE`, as above).
+    pub send_buffer: usize,
+}
+
+impl AfPacketOptions {
+    /// Sizes the receive buffer for `frames` MTU-sized frames (never below
+    /// the default), as a TAP port's queue holds `frames`: with thousands
+    /// of connections a burst of their segments must wait, not be dropped
+    /// and retransmitted (the TAP queue's lesson, `tap::DEFAULT_QUEUE_LEN`).
+    pub fn receive_frames(mut self, frames: u32) -> AfPacketOptions {
+        self.receive_buffer = (frames as usize)
+            .saturating_mul(FRAME_CHARGE)
+            .max(DEFAULT_SOCKET_BUFFER);
+        self
+    }
 }
 
 impl Default for AfPacketOptions {
@@ -192,7 +214,8 @@ impl Default for AfPacketOptions {
             offloads: AfPacketOffloads::NONE,
             mtu: None,
             promiscuous: false,
-            socket_buffer: DEFAULT_SOCKET_BUFFER,
+            receive_buffer: DEFAULT_SOCKET_BUFFER,
+            send_buffer: DEFAULT_SOCKET_BUFFER,
         }
     }
 }
@@ -408,11 +431,12 @@ impl AfPacketPort {
             PACKET_IGNORE_OUTGOING,
             &1 as &libc::c_int,
         );
-        let size = libc::c_int::try_from(opts.socket_buffer).unwrap_or(libc::c_int::MAX);
-        for (force, plain) in [
-            (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
-            (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+        for (force, plain, bytes) in [
+            (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, opts.receive_buffer),
+            (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, opts.send_buffer),
         ] {
+            // The kernel doubles it (room for its own bookkeeping).
+            let size = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
             if setsockopt(&fd, libc::SOL_SOCKET, force, &size).is_err() {
                 setsockopt(&fd, libc::SOL_SOCKET, plain, &size)
                     .map_err(|e| io::Error::new(e.kind(), format!("sizing socket buffers: {e}")))?;

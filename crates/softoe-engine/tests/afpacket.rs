@@ -6,7 +6,7 @@
 //! [`FaultPort`] that loses, duplicates, reorders and corrupts frames. Needs
 //! root.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, unsafe_code)]
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpStream};
@@ -414,6 +414,50 @@ fn tcp_through_fault_port() {
     assert!(
         snap.stack.rx_bad_checksum > 0,
         "corrupted frames caught by checksum"
+    );
+}
+
+/// The socket's receive buffer: 4 MiB by default; sized from the port
+/// queue (`port.queue`) so that 65,536 frames wait for the engine, as a TAP
+/// queue's do, instead of being dropped. The kernel doubles what it is
+/// given.
+#[test]
+fn receive_buffer_is_sized_for_the_queue() {
+    let (_tb, _linux, en) = wire();
+    let (default, sized, send) = en
+        .run(|| {
+            let get = |p: &AfPacketPort, opt: libc::c_int| {
+                let mut v: libc::c_int = 0;
+                let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+                // SAFETY: `v` and `len` are live locals of the sizes passed;
+                // getsockopt writes at most `len` bytes into `v`.
+                let rc = unsafe {
+                    libc::getsockopt(
+                        p.raw_fd(),
+                        libc::SOL_SOCKET,
+                        opt,
+                        (&mut v as *mut libc::c_int).cast(),
+                        &mut len,
+                    )
+                };
+                assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+                v as usize
+            };
+            let p = AfPacketPort::open("eth0", &AfPacketOptions::default()).unwrap();
+            let default = get(&p, libc::SO_RCVBUF);
+            drop(p);
+            let opts = AfPacketOptions::default().receive_frames(65_536);
+            let p = AfPacketPort::open("eth0", &opts).unwrap();
+            (default, get(&p, libc::SO_RCVBUF), get(&p, libc::SO_SNDBUF))
+        })
+        .unwrap();
+    assert_eq!(default, 2 * (4 << 20));
+    assert_eq!(sized, 2 * 65_536 * softoe_engine::afpacket::FRAME_CHARGE);
+    assert_eq!(send, 2 * (4 << 20), "the send buffer keeps its size");
+    // A small queue never shrinks it below the default.
+    assert_eq!(
+        AfPacketOptions::default().receive_frames(64).receive_buffer,
+        4 << 20
     );
 }
 

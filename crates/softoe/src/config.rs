@@ -80,9 +80,11 @@ pub struct PortSection {
     pub csum: bool,
     /// Accept receive-coalesced frames.
     pub gro: bool,
-    /// For `tap`: frames the kernel may hold for the engine to read (the
-    /// device's queue; a burst beyond it is dropped). Enough for every
-    /// connection's frames in flight when the engine is the bottleneck.
+    /// Frames the kernel may hold for the engine to read (a burst beyond
+    /// it is dropped): the TAP device's queue, or for `afpacket` the
+    /// socket's receive buffer, sized for as many MTU frames. Enough for
+    /// every connection's frames in flight when the engine is the
+    /// bottleneck.
     pub queue: u32,
 }
 
@@ -382,7 +384,7 @@ impl FileConfig {
             PortKind::Tap if self.port.tap.is_empty() || self.port.tap.len() > 15 => {
                 bail!("port.tap must be 1–15 bytes, got '{}'", self.port.tap);
             }
-            PortKind::Tap if !(64..=1 << 20).contains(&self.port.queue) => {
+            _ if !(64..=1 << 20).contains(&self.port.queue) => {
                 bail!(
                     "port.queue must be 64–1048576 frames, got {}",
                     self.port.queue

@@ -51,10 +51,11 @@ pub struct EngineArgs {
     /// Attach the TAP device to this Linux bridge.
     #[arg(long)]
     bridge: Option<String>,
-    /// Frames the kernel may hold for the engine on the TAP device (a burst
-    /// beyond it is dropped; default 65536).
-    #[arg(long, value_name = "FRAMES")]
-    tap_queue: Option<u32>,
+    /// Frames the kernel may hold for the engine: the TAP device's queue,
+    /// or the AF_PACKET socket's receive buffer sized for as many MTU
+    /// frames (a burst beyond it is dropped; default 65536).
+    #[arg(long, value_name = "FRAMES", alias = "tap-queue")]
+    port_queue: Option<u32>,
     /// Turn TCP segmentation offload off.
     #[arg(long)]
     no_tso: bool,
@@ -149,7 +150,7 @@ impl EngineArgs {
         if let Some(t) = &self.tap {
             p.tap = t.clone();
         }
-        if let Some(q) = self.tap_queue {
+        if let Some(q) = self.port_queue {
             p.queue = q;
         }
         if let Some(i) = &self.afpacket {
@@ -242,7 +243,8 @@ pub fn run(args: &EngineArgs) -> Result<()> {
                 },
                 mtu: cfg.interface.mtu,
                 ..AfPacketOptions::default()
-            };
+            }
+            .receive_frames(cfg.port.queue);
             let port = AfPacketPort::open(&iface, &opts)
                 .map_err(|e| anyhow!("opening AF_PACKET on {iface}: {e}"))?;
             with_faults(&cfg, built, port)
