@@ -163,6 +163,23 @@ pub(crate) fn open_plain(h: &mut Harness) -> (crate::SocketHandle, TcpSeqNumber)
     (c, s)
 }
 
+/// Sends 1000 bytes the peer takes while closing its window, then 1000
+/// more that wait behind it.
+pub(crate) fn behind_a_zero_window(h: &mut Harness, conn: crate::SocketHandle, our: TcpSeqNumber) {
+    h.stack.tcp_send(conn, PayloadRef::new(0, 0, 1000)).unwrap();
+    h.recv();
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(add(our, 1000)),
+        window_len: 0,
+        ..SEND_TEMPL
+    });
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 1000, 1000))
+        .unwrap();
+    assert!(h.recv().is_empty(), "nothing fits a zero window");
+}
+
 /// A stack under test and its peer's view.
 pub(crate) struct Harness {
     pub(crate) stack: Stack,

@@ -166,19 +166,8 @@ fn slow_start_doubles_the_window_per_round_trip() {
 fn zero_window_is_probed_with_backoff() {
     let mut h = Harness::new();
     let (conn, our) = open_plain(&mut h);
-    h.stack.tcp_send(conn, PayloadRef::new(0, 0, 1000)).unwrap();
-    h.recv();
-    // The peer takes it and closes its window.
-    h.send(TcpRepr {
-        seq_number: add(REMOTE_SEQ, 1),
-        ack_number: Some(add(our, 1000)),
-        window_len: 0,
-        ..SEND_TEMPL
-    });
-    h.stack
-        .tcp_send(conn, PayloadRef::new(0, 1000, 1000))
-        .unwrap();
-    assert!(h.recv().is_empty(), "nothing fits a zero window");
+    // The peer takes 1000 bytes and closes its window; 1000 more wait.
+    behind_a_zero_window(&mut h, conn, our);
     assert!(h.advance(Duration::from_millis(199)).is_empty());
     let probe = h.advance(Duration::from_millis(1));
     assert_eq!(probe.len(), 1, "a probe after one RTO");

@@ -84,23 +84,6 @@ fn syn_retries_run_out() {
     );
 }
 
-/// Sends 1000 bytes the peer takes while closing its window, then 1000
-/// more that wait behind it.
-fn behind_a_zero_window(h: &mut Harness, conn: crate::SocketHandle, our: TcpSeqNumber) {
-    h.stack.tcp_send(conn, PayloadRef::new(0, 0, 1000)).unwrap();
-    h.recv();
-    h.send(TcpRepr {
-        seq_number: add(REMOTE_SEQ, 1),
-        ack_number: Some(add(our, 1000)),
-        window_len: 0,
-        ..SEND_TEMPL
-    });
-    h.stack
-        .tcp_send(conn, PayloadRef::new(0, 1000, 1000))
-        .unwrap();
-    assert!(h.recv().is_empty(), "nothing fits a zero window");
-}
-
 /// A peer alive but not reading: answers every probe with a zero window,
 /// for `limit` at most. Returns the probes it answered and whether a RST
 /// came (which ends it).
