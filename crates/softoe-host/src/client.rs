@@ -523,7 +523,10 @@ impl Client {
             d = lock(&inner.dispatch);
             d.sleeper = false;
             inner.cond.notify_all();
-            if interrupted && interruptible && !sys::restart_after_signal() {
+            // Linux never restarts a socket call with a timeout set, nor a
+            // wait (poll, select, epoll: timeout given), whatever the
+            // handler's SA_RESTART says (signal(7)).
+            if interrupted && interruptible && (timeout.is_some() || !sys::restart_after_signal()) {
                 // What came meanwhile still counts.
                 self.drain(&mut d);
                 if let Some(v) = check(&mut d) {
@@ -581,6 +584,7 @@ impl Client {
             c: self.clone(),
             index: answer.index,
             bell,
+            pid: std::process::id(),
         })
     }
 }
@@ -674,6 +678,10 @@ pub struct Waiter {
     c: Client,
     index: u32,
     bell: OwnedFd,
+    /// The process that registered it: a copy a forked child drops (its
+    /// thread-local destructors at `exit`) must not unregister the
+    /// parent's bell over the inherited attach socket.
+    pid: u32,
 }
 
 /// An armed [`Waiter`]: the engine rings its bell at its next event.
@@ -710,6 +718,10 @@ impl Drop for Armed<'_> {
 
 impl Drop for Waiter {
     fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            return;
+        }
+        let _keep = sys::KeepErrno::new();
         let bye = softoe_abi::Bell {
             magic: softoe_abi::BELL_MAGIC,
             op: softoe_abi::BellOp::Remove as u32,

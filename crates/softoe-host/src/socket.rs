@@ -300,7 +300,8 @@ impl Sock {
             let nap = deadline.map_or(Duration::from_millis(100), |t| t - now);
             let signalled = !sys::wait_readable(fd, nap.min(Duration::from_millis(100)));
             sys::drain(fd);
-            if signalled && !sys::restart_after_signal() {
+            // As in `Client::block_until`: a timed call is never restarted.
+            if signalled && (deadline.is_some() || !sys::restart_after_signal()) {
                 // What came meanwhile still counts.
                 break if ready(self) {
                     Ok(())

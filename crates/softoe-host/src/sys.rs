@@ -218,10 +218,32 @@ pub(crate) fn signal(fd: RawFd) {
 }
 
 /// Clears an eventfd (non-blocking).
+///
+/// `errno` is kept: drains run in drops between a failed wait and the
+/// caller's look at `errno` (a signal's `EINTR` must not read as the empty
+/// bell's `EAGAIN`).
 pub(crate) fn drain(fd: RawFd) {
+    let _keep = KeepErrno::new();
     let mut v: u64 = 0;
     // SAFETY: reads 8 bytes into a live u64; the engine made it non-blocking.
     let _ = unsafe { libc::read(fd, (&raw mut v).cast(), 8) };
+}
+
+/// Puts `errno` back as it was when made, when dropped.
+pub(crate) struct KeepErrno(libc::c_int);
+
+impl KeepErrno {
+    pub(crate) fn new() -> KeepErrno {
+        // SAFETY: `__errno_location` returns this thread's errno word.
+        KeepErrno(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for KeepErrno {
+    fn drop(&mut self) {
+        // SAFETY: as in `new`.
+        unsafe { *libc::__errno_location() = self.0 };
+    }
 }
 
 /// Whether a blocking call a signal handler interrupted should go on, as
