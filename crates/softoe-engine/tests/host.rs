@@ -1212,6 +1212,62 @@ fn a_moved_connection_refuses_writes_while_its_ring_is_full() {
     assert_eq!(sha256(&got), sha256(&data[..sent]));
 }
 
+/// sshd's order: the monitor holds the connection, one child takes it and
+/// exits, then the next child takes it naming the monitor's socket — the
+/// `ADOPT` follows the connection from where it was to where it is now
+/// (the first child's dead session), with every byte in order. Before,
+/// the second child got `EOPNOTSUPP` (the monitor's socket had moved).
+#[test]
+fn an_adopt_follows_a_connection_that_moved_on() {
+    let bed = bed();
+    let monitor = Client::attach_to(&bed.host).unwrap();
+    let first = Client::attach_to(&bed.host).unwrap();
+    let second = Client::attach_to(&bed.host).unwrap();
+    let greeting = pattern(200_000, 7);
+    let server = linux_sink(&bed, 7615, greeting.clone());
+    let mut s = monitor
+        .tcp_connect(SocketAddrV4::new(LINUX_IP, 7615))
+        .unwrap();
+    let a = pattern(1 << 20, 1);
+    s.write_all(&a).unwrap();
+    let watch = s.watch_across_fork().unwrap();
+    let (session, id, secret) = (monitor.session(), s.id(), monitor.secret());
+    let mut t = first.adopt_stream(session, id, secret).unwrap();
+    let mut head = vec![0u8; 50_000];
+    t.read_exact(&mut head).unwrap();
+    let b = pattern(1 << 20, 2);
+    t.write_all(&b).unwrap();
+    // The first child exits: its session dies with the connection in it.
+    drop(t);
+    drop(first);
+    // The next child names the monitor's socket, as it inherited it.
+    let mut u = second.adopt_stream(session, id, secret).unwrap();
+    assert_eq!(u.peer_addr(), SocketAddrV4::new(LINUX_IP, 7615));
+    let mut rest = vec![0u8; greeting.len() - head.len()];
+    u.read_exact(&mut rest).unwrap();
+    head.extend_from_slice(&rest);
+    assert_eq!(sha256(&head), sha256(&greeting), "every byte, in order");
+    let c = pattern(1 << 20, 3);
+    u.write_all(&c).unwrap();
+    // Where it is now, naming it again is an error, not a second move.
+    assert_eq!(
+        second
+            .adopt_stream(session, id, secret)
+            .unwrap_err()
+            .raw_os_error(),
+        Some(errno::EALREADY)
+    );
+    drop(u);
+    drop(s);
+    drop(watch);
+    let got = server.join().unwrap();
+    let mut want = a.clone();
+    want.extend_from_slice(&b);
+    want.extend_from_slice(&c);
+    assert_eq!(got.len(), want.len());
+    assert_eq!(sha256(&got), sha256(&want));
+}
+
 /// A parent that closes its socket, or dies, before the child takes the
 /// connection: the connection waits detached, bytes arriving meanwhile are
 /// kept, and the child takes it from the dead session.

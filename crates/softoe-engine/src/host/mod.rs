@@ -430,6 +430,26 @@ impl HostService {
         }
     }
 
+    /// Connection `h`, which moved from the session an `ADOPT` named,
+    /// taken from the session that serves it now for session `slot`.
+    fn take_moved(
+        &mut self,
+        h: SocketHandle,
+        slot: usize,
+        room: u64,
+    ) -> Result<session::Moving, i32> {
+        let at = *self.owner.get(&h).ok_or(errno::ENOENT)?;
+        if at == slot {
+            return Err(errno::EALREADY);
+        }
+        let s = match self.sessions.get_mut(at) {
+            Some(Some(s)) => s,
+            _ => return Err(errno::ENOENT),
+        };
+        let id = s.sock_of(h).ok_or(errno::ENOENT)?;
+        s.take_stream(id, room)
+    }
+
     /// Listeners shared across sessions: `ADOPT`s answered (they name
     /// another session, so a session cannot answer them itself), and shares
     /// closed handed on. Returns whether anything happened.
@@ -460,7 +480,11 @@ impl HostService {
                             Ok(true) if p.dead => Err(errno::ENOENT),
                             Ok(true) => p.share_listener(a.from_sock).map(Err),
                             Ok(false) => p.take_stream(a.from_sock, room).map(Ok),
-                            Err(e) => Err(e),
+                            Err(e) => match p.moved_to(a.from_sock) {
+                                // It moved on: take it from where it is.
+                                Some(h) => self.take_moved(h, slot, room).map(Ok),
+                                None => Err(e),
+                            },
                         },
                         _ => Err(errno::EACCES),
                     },

@@ -759,6 +759,22 @@ impl Session {
         }
     }
 
+    /// The connection socket `id` gave up to another session (`ADOPT`),
+    /// for an `ADOPT` naming it: a holder of the connection follows it to
+    /// wherever it lives now (sshd's monitor hands it to one child, then to
+    /// the next).
+    pub(super) fn moved_to(&self, id: u32) -> Option<SocketHandle> {
+        self.socks
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .and_then(|s| s.moved)
+    }
+
+    /// The socket that serves connection `h` here.
+    pub(super) fn sock_of(&self, h: SocketHandle) -> Option<u32> {
+        self.by_handle.get(&h).copied()
+    }
+
     /// The receive ring of socket `id` reserved by an `ADOPT`: its length.
     pub(super) fn rx_room(&self, id: u32) -> u64 {
         self.socks
