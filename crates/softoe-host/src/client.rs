@@ -645,6 +645,19 @@ impl Client {
         }
     }
 
+    /// Makes every bell this client may lend, now: later waits then need
+    /// no system call beyond `read`, `write` and `ppoll` — for a program
+    /// about to sandbox itself (seccomp, a lower descriptor limit).
+    pub fn stock_bells(&self) {
+        let mut made = Vec::new();
+        while let Some(b) = self.lend_bell() {
+            made.push(b);
+        }
+        for b in made {
+            self.return_bell(b);
+        }
+    }
+
     /// Gives a lent bell back for the next sleep.
     pub(crate) fn return_bell(&self, b: LentBell) {
         sys::drain(b.fd.as_raw_fd());

@@ -44,6 +44,7 @@
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
 
+mod exec;
 mod opts;
 mod real;
 pub mod rules;
@@ -748,6 +749,43 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     }
     // SAFETY: forwarded as given.
     unsafe { real::close(fd) }
+}
+
+/// Forgets the softoe sockets among descriptors `low..=high` that a
+/// `closefrom`/`close_range` is about to close behind the shim's back.
+fn forget_range(low: c_int, high: c_int) {
+    for (fd, _) in TABLE.entries() {
+        if fd >= low && fd <= high && TABLE.remove(fd).is_some() {
+            wait::forget_fd(fd);
+        }
+    }
+}
+
+/// glibc's `closefrom` (sshd closes every descriptor above stderr before it
+/// runs the user's shell) closes with one system call, not through `close`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    forget_range(low.max(0), c_int::MAX);
+    // SAFETY: forwarded as given.
+    unsafe { real::closefrom(low) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn close_range(
+    first: libc::c_uint,
+    last: libc::c_uint,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: forwarded as given.
+    let r = unsafe { real::close_range(first, last, flags) };
+    // With CLOSE_RANGE_CLOEXEC the descriptors are only marked.
+    if r == 0 && flags & (libc::CLOSE_RANGE_CLOEXEC as c_int) == 0 {
+        forget_range(
+            first.min(c_int::MAX as u32) as c_int,
+            last.min(c_int::MAX as u32) as c_int,
+        );
+    }
+    r
 }
 
 #[unsafe(no_mangle)]

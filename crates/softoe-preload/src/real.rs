@@ -5,8 +5,8 @@ use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{
-    c_int, c_ulong, c_void, epoll_event, fd_set, msghdr, nfds_t, off_t, pollfd, sigset_t, size_t,
-    sockaddr, socklen_t, ssize_t, timespec, timeval,
+    c_char, c_int, c_ulong, c_void, epoll_event, fd_set, msghdr, nfds_t, off_t, pollfd, sigset_t,
+    size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
 };
 
 /// The address of the next definition of `name`, cached in `slot`.
@@ -86,6 +86,39 @@ real! {
     fn dup3(fd: c_int, new: c_int, flags: c_int) -> c_int;
     fn sendfile(out: c_int, input: c_int, off: *mut off_t, count: size_t) -> ssize_t;
     fn pread(fd: c_int, buf: *mut c_void, len: size_t, off: off_t) -> ssize_t;
+    fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+    fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+    fn fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+    fn execveat(dirfd: c_int, path: *const c_char, argv: *const *const c_char, envp: *const *const c_char, flags: c_int) -> c_int;
+    fn posix_spawn(pid: *mut libc::pid_t, path: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int;
+    fn posix_spawnp(pid: *mut libc::pid_t, file: *const c_char, actions: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int;
+    fn chroot(path: *const c_char) -> c_int;
+    fn closefrom(low: c_int) -> ();
+    fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int;
+    fn setuid(uid: libc::uid_t) -> c_int;
+    fn seteuid(uid: libc::uid_t) -> c_int;
+    fn setreuid(r: libc::uid_t, e: libc::uid_t) -> c_int;
+    fn setresuid(r: libc::uid_t, e: libc::uid_t, s: libc::uid_t) -> c_int;
+    fn setrlimit(res: libc::__rlimit_resource_t, lim: *const libc::rlimit) -> c_int;
+    fn setrlimit64(res: libc::__rlimit_resource_t, lim: *const libc::rlimit64) -> c_int;
+    fn prlimit(pid: libc::pid_t, res: libc::__rlimit_resource_t, new: *const libc::rlimit, old: *mut libc::rlimit) -> c_int;
+    fn prlimit64(pid: libc::pid_t, res: libc::__rlimit_resource_t, new: *const libc::rlimit64, old: *mut libc::rlimit64) -> c_int;
+}
+
+/// `prctl` is variadic in C; the real one is called as such.
+pub(crate) unsafe fn prctl(
+    option: c_int,
+    a2: c_ulong,
+    a3: c_ulong,
+    a4: c_ulong,
+    a5: c_ulong,
+) -> c_int {
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let p = resolve(&SLOT, c"prctl");
+    // SAFETY: `p` is libc's `int prctl(int, ...)`.
+    let f: unsafe extern "C" fn(c_int, ...) -> c_int = unsafe { std::mem::transmute(p) };
+    // SAFETY: the caller passes what `option` expects.
+    unsafe { f(option, a2, a3, a4, a5) }
 }
 
 /// `fcntl` and `ioctl` are variadic in C; the real ones are called as such.

@@ -133,11 +133,25 @@ pub(crate) enum St {
     Listening(Arc<Mutex<TcpListener>>),
     Stream(Arc<Stream>),
     Udp(Arc<Udp>),
+    /// Passed across `exec` (see `exec.rs`): the engine's name for it, to
+    /// take into this process's session at first use.
+    Inherited(Inherit),
     /// Inherited across `fork` and not usable here (a UDP socket, or a
     /// connection this process could not take): every call fails with
     /// this errno, and `poll` reports an error, so a program closes it
     /// instead of retrying.
     Lost(c_int),
+}
+
+/// A connection or listener another image of this process (or a parent)
+/// had, as `exec` passed it: what an `ADOPT` names.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Inherit {
+    pub listener: bool,
+    pub session: u32,
+    pub id: u32,
+    pub secret: [u64; 2],
+    pub peer: SocketAddrV4,
 }
 
 /// One softoe socket (shared by every descriptor `dup` made of it).
@@ -162,8 +176,12 @@ pub(crate) struct Sock {
 
 impl Sock {
     pub(crate) fn new(kind: Kind, nonblock: bool, v6: bool) -> Sock {
+        Sock::owned_by(std::process::id(), kind, nonblock, v6)
+    }
+
+    fn owned_by(pid: u32, kind: Kind, nonblock: bool, v6: bool) -> Sock {
         Sock {
-            pid: std::process::id(),
+            pid,
             kind,
             v6,
             nonblock: AtomicBool::new(nonblock),
@@ -172,6 +190,16 @@ impl Sock {
             reported: Mutex::new(HashMap::new()),
             watched: AtomicBool::new(false),
         }
+    }
+
+    /// A socket passed across `exec`: nobody's in this image until its
+    /// first use takes it (see [`current`]).
+    pub(crate) fn inherited(kind: Kind, v6: bool, st: St) -> Sock {
+        let s = Sock::owned_by(0, kind, false, v6);
+        s.watched
+            .store(matches!(st, St::Inherited(_)), Ordering::Relaxed);
+        *lock(&s.st) = ManuallyDrop::new(st);
+        s
     }
 
     pub(crate) fn state(&self) -> St {
@@ -205,7 +233,7 @@ impl Sock {
             St::Listening(l) => lock(&l).readiness(),
             St::Stream(s) => lock(&s.w).readiness(),
             St::Udp(u) => lock(&u.s).readiness(),
-            St::Lost(_) => Readiness {
+            St::Lost(_) | St::Inherited(_) => Readiness {
                 readable: true,
                 writable: true,
                 hung_up: true,
@@ -323,6 +351,24 @@ impl Table {
             }
         }
         out
+    }
+
+    /// Every descriptor that is a softoe socket, with its socket.
+    pub(crate) fn entries(&self) -> Vec<(c_int, Arc<Sock>)> {
+        self.map
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(fd, s)| (*fd, s.clone()))
+            .collect()
+    }
+
+    /// Whether no descriptor is a softoe socket.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.map
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_empty()
     }
 
     pub(crate) fn remove(&self, fd: c_int) -> Option<Arc<Sock>> {
@@ -490,7 +536,7 @@ fn stream_of(t: TcpStream, peer: SocketAddrV4) -> Stream {
 /// numbers (see `TcpStream::watch_across_fork`), so the kernel counts the
 /// child's copies and the engine keeps the connection until the last
 /// closes — as a kernel socket lives while any process holds it.
-extern "C" fn before_fork() {
+pub(crate) extern "C" fn before_fork() {
     for (s, fds) in TABLE.unwatched_streams() {
         let St::Stream(st) = s.state() else {
             continue;
@@ -594,6 +640,7 @@ impl Sock {
             }
             St::Listening(_) => Connect::Done(Err(libc::EINVAL)),
             St::Lost(e) => Connect::Done(Err(e)),
+            St::Inherited(_) => Connect::Done(Err(libc::EBADF)),
         }
     }
 
@@ -673,7 +720,7 @@ impl Sock {
             St::Listening(l) => lock(&l).local_addr(),
             St::Stream(s) => lock(&s.w).local_addr(),
             St::Udp(u) => lock(&u.s).local_addr(),
-            St::Lost(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+            St::Lost(_) | St::Inherited(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
         }
     }
 
@@ -735,6 +782,7 @@ impl Sock {
             }
             St::Fresh { .. } | St::Listening(_) => Err(libc::ENOTCONN),
             St::Lost(e) => Err(e),
+            St::Inherited(_) => Err(libc::EBADF),
         }
     }
 
@@ -770,6 +818,7 @@ impl Sock {
                 lock(&u.s).send_to(buf, to).map_err(|e| errno_of(&e))
             }
             St::Lost(e) => Err(e),
+            St::Inherited(_) => Err(libc::EBADF),
             St::Fresh { .. } | St::Listening(_) => {
                 if self.kind == Kind::Udp {
                     // An unbound UDP socket's first sendto binds it.
@@ -887,6 +936,23 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
                 None => Err(libc::ENETDOWN),
             }
         }
+        St::Inherited(i) => match shim().client() {
+            // Passed across exec: the ADOPT names the socket of the image
+            // (or parent) that had it; the engine follows a connection
+            // that moved on since.
+            Some(c) if i.listener => c
+                .adopt_listener(i.session, i.id, i.secret)
+                .map(|nl| St::Listening(Arc::new(Mutex::new(nl)))),
+            Some(c) => c.adopt_stream(i.session, i.id, i.secret).map(|t| {
+                fresh.watched.store(true, Ordering::Relaxed);
+                St::Stream(Arc::new(stream_of(t, i.peer)))
+            }),
+            None => Err(io::Error::from_raw_os_error(libc::ENETDOWN)),
+        }
+        .map_err(|e| {
+            warn!(fd, error = %e, listener = i.listener, "could not take a socket passed across exec");
+            errno_of(&e)
+        }),
         St::Stream(_) | St::Udp(_) => Err(inherited()),
         St::Lost(e) => Err(e),
     };

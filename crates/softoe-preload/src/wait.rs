@@ -51,6 +51,12 @@ thread_local! {
     static WAITER: RefCell<Option<Result<(u32, Waiter), ()>>> = const { RefCell::new(None) };
 }
 
+/// Makes this thread's doorbell for `c` now (before a sandbox forbids
+/// the calls that make one).
+pub(crate) fn prepare_waiter(c: &Client) {
+    with_waiter(c, |_| ());
+}
+
 /// Runs `f` with this thread's doorbell for `c`, if it can have one.
 fn with_waiter<T>(c: &Client, f: impl FnOnce(Option<&Waiter>) -> T) -> T {
     WAITER.with(|w| {

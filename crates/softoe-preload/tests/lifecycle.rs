@@ -138,3 +138,173 @@ fn a_child_exit_leaves_the_parents_wakeups_alone() {
     assert!(rest.lines().any(|l| l == "ok"), "{rest}");
     let _ = std::io::stdout().flush();
 }
+
+/// A Linux server on `port` for `n` connections, each: sends `greeting`,
+/// reads to the end, answers the SHA-256 of what it read.
+fn linux_hasher(
+    bed: &common::Bed,
+    port: u16,
+    n: usize,
+    greeting: &'static [u8],
+) -> softoe_testbed::NsThread<Vec<usize>> {
+    let l = bed
+        .linux
+        .run(move || std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, port)).unwrap())
+        .unwrap();
+    bed.linux
+        .spawn(move || {
+            let mut lens = Vec::new();
+            for _ in 0..n {
+                let (mut s, _) = l.accept().unwrap();
+                s.write_all(greeting).unwrap();
+                let mut b = Vec::new();
+                s.read_to_end(&mut b).unwrap();
+                s.write_all(common::sha256(&b).as_bytes()).unwrap();
+                lens.push(b.len());
+            }
+            lens
+        })
+        .unwrap()
+}
+
+/// A connection survives `exec` without `fork` (as `socat EXEC:…,nofork`
+/// hands one over): the new image reads the greeting the old one left
+/// unread and goes on writing, and the peer's hash covers both images'
+/// bytes in order. Before, the new image's shim took the descriptor for a
+/// kernel socket.
+#[test]
+fn a_connection_survives_exec() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let server = linux_hasher(&bed, 7443, 1, b"hello from linux\n");
+    let second = "import socket,sys,hashlib,os\n\
+         fd=int(sys.argv[1])\n\
+         s=socket.socket(fileno=fd)\n\
+         g=b''\n\
+         while not g.endswith(b'\\n'): g+=s.recv(100)\n\
+         if g!=b'hello from linux\\n': print('greeting', g); sys.exit(1)\n\
+         a=bytes(range(256))*4096\n\
+         b=bytes(reversed(range(256)))*4096\n\
+         s.sendall(b); s.shutdown(socket.SHUT_WR)\n\
+         h=b''\n\
+         while True:\n\
+         \x20   x=s.recv(100)\n\
+         \x20   if not x: break\n\
+         \x20   h+=x\n\
+         print('ok' if h.decode()==hashlib.sha256(a+b).hexdigest() else 'bad hash')\n";
+    let first = format!(
+        "import socket,os,sys\n\
+         s=socket.create_connection(('{LINUX_IP}',7443))\n\
+         s.sendall(bytes(range(256))*4096)\n\
+         fd=s.detach(); os.set_inheritable(fd, True)\n\
+         os.execv(sys.executable, [sys.executable, '-c', {second:?}, str(fd)])\n"
+    );
+    python_ok(&bed, &first, 60, "exec with a connection");
+    assert_eq!(server.join().unwrap(), vec![2 << 20]);
+}
+
+/// inetd's way (and sshd's re-exec): a server on softoe accepts, forks, and
+/// the child puts the connection on its standard input and output and
+/// execs a program that knows nothing of sockets. Three connections from
+/// Linux, each echoed back whole; then only the server's session remains.
+#[test]
+fn inetd_style_exec_serves_each_connection() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let handler = "import sys,hashlib\n\
+         d=sys.stdin.buffer.read()\n\
+         sys.stdout.buffer.write(hashlib.sha256(d).hexdigest().encode()); sys.stdout.flush()\n";
+    let script = format!(
+        "import socket,os,sys\n\
+         l=socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         l.bind(('0.0.0.0',7444)); l.listen(8)\n\
+         print('ready', flush=True)\n\
+         for _ in range(3):\n\
+         \x20   c,_=l.accept()\n\
+         \x20   pid=os.fork()\n\
+         \x20   if pid==0:\n\
+         \x20       os.dup2(c.fileno(),0); os.dup2(c.fileno(),1); c.close(); l.close()\n\
+         \x20       os.execv(sys.executable, [sys.executable, '-c', {handler:?}])\n\
+         \x20   c.close()\n\
+         \x20   os.waitpid(pid,0)\n\
+         print('ok', flush=True)\n"
+    );
+    let mut c = on_softoe(&bed, "python3");
+    c.args(["-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = Child(c.spawn().unwrap());
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    for i in 0..3u8 {
+        let data: Vec<u8> = (0..(3usize << 20))
+            .map(|k| (k as u8).wrapping_mul(i + 3))
+            .collect();
+        let want = common::sha256(&data);
+        let got = bed
+            .linux
+            .run(move || {
+                let mut s =
+                    std::net::TcpStream::connect(SocketAddrV4::new(ENGINE_IP, 7444)).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                s.write_all(&data).unwrap();
+                s.shutdown(std::net::Shutdown::Write).unwrap();
+                let mut h = String::new();
+                s.read_to_string(&mut h).unwrap();
+                h
+            })
+            .unwrap();
+        assert_eq!(got, want, "connection {i}");
+    }
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(rest.lines().any(|l| l == "ok"), "{rest}");
+}
+
+/// A forked child that chroots into an empty directory (where the engine's
+/// socket cannot be reached) before it first uses the connection it
+/// inherited — sshd's privilege-separated child does, then drops its user
+/// and installs a seccomp filter. The shim takes the connection into the
+/// child's session just before the chroot, so the child's reads and writes
+/// work inside it.
+#[test]
+fn a_child_that_chroots_keeps_its_connection() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let server = linux_hasher(&bed, 7445, 1, b"greeting\n");
+    let jail = tempdir("jail");
+    let script = format!(
+        "import socket,os,sys,hashlib,resource\n\
+         s=socket.create_connection(('{LINUX_IP}',7445))\n\
+         pid=os.fork()\n\
+         if pid==0:\n\
+         \x20   os.chroot({jail:?}); os.chdir('/')\n\
+         \x20   n=len(os.listdir('/proc/self/fd')) if os.path.exists('/proc') else 64\n\
+         \x20   resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n\
+         \x20   g=b''\n\
+         \x20   while not g.endswith(b'\\n'): g+=s.recv(100)\n\
+         \x20   a=bytes(range(256))*8192\n\
+         \x20   s.sendall(a); s.shutdown(socket.SHUT_WR)\n\
+         \x20   h=b''\n\
+         \x20   while True:\n\
+         \x20       x=s.recv(100)\n\
+         \x20       if not x: break\n\
+         \x20       h+=x\n\
+         \x20   os._exit(0 if g==b'greeting\\n' and h.decode()==hashlib.sha256(a).hexdigest() else 5)\n\
+         s.close()\n\
+         _,st=os.waitpid(pid,0)\n\
+         print('ok' if st==0 else 'child failed %d' % st)\n",
+        jail = jail.display().to_string()
+    );
+    python_ok(&bed, &script, 60, "a chrooted child");
+    assert_eq!(server.join().unwrap(), vec![2 << 20]);
+    let _ = std::fs::remove_dir_all(&jail);
+}

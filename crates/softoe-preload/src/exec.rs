@@ -1,0 +1,462 @@
+//! softoe sockets across `execve`, and children that sandbox themselves.
+//!
+//! **exec.** A softoe socket's descriptor survives `exec` as any
+//! descriptor does (unless close-on-exec), but the new image's shim starts
+//! with an empty table and would take it for a kernel socket. So before
+//! every `exec` the shim prepares the connections as for `fork` (each is
+//! watched: the kernel counts the descriptor's copies, the engine keeps the
+//! connection while one is open, and the dying session no longer holds
+//! it), and writes what each surviving softoe socket is into the new
+//! image's environment (`SOFTOE_INHERIT`): the open file's device and
+//! inode, and the engine's name for the socket. The new image's shim reads
+//! it before `main` runs, finds the descriptors by inode (so a `dup2` done
+//! after the hook — `posix_spawn`'s file actions — still counts), and
+//! takes each socket into its own session at first use, as a forked child
+//! does. The shim and its settings (`LD_PRELOAD`, `SOFTOE_*`) are put back
+//! into an environment the program emptied when softoe sockets go along:
+//! without them the new program would read the watched descriptor itself.
+//!
+//! A listener survives `exec` in a forked child (the parent's session
+//! still serves it: sshd's listener, nginx's binary upgrade); one whose
+//! own session died at `exec` is gone, and the new image gets `EBADF`.
+//!
+//! **Sandboxes.** sshd's privilege-separated child chroots, drops its user
+//! and installs a seccomp filter before it first reads the connection; a
+//! shim that attached to the engine then (a socket and a connect) would be
+//! killed. Just before a process sandboxes itself — `chroot`, a change of
+//! user, a lower descriptor limit, `prctl(PR_SET_SECCOMP)` or
+//! `PR_SET_NO_NEW_PRIVS` — the shim attaches, takes every inherited
+//! connection into its session, and makes this thread's doorbell and the
+//! client's bells, so what follows needs only `read`, `write`, `ppoll` and
+//! `futex`.
+
+use std::ffi::{CStr, CString};
+use std::net::SocketAddrV4;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::{Arc, OnceLock};
+
+use libc::{c_char, c_int};
+use tracing::debug;
+
+use crate::sock::{Inherit, Kind, Sock, St, TABLE, current, lock, shim};
+
+/// The environment variable that carries softoe sockets across `exec`.
+const VAR: &str = "SOFTOE_INHERIT";
+
+/// `LD_PRELOAD` and `SOFTOE_*` as this image started with them, to give
+/// back to a new image that inherits softoe sockets.
+static SETTINGS: OnceLock<Vec<CString>> = OnceLock::new();
+
+/// The open file behind `fd`: (device, inode), or `None` if it is closed.
+fn file_id(fd: c_int) -> Option<(u64, u64)> {
+    // SAFETY: an all-zero stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is valid for writing.
+    if unsafe { libc::fstat(fd, &raw mut st) } != 0 {
+        return None;
+    }
+    Some((st.st_dev, st.st_ino))
+}
+
+/// One softoe socket as the environment carries it.
+fn record(fd: c_int, s: &Sock) -> Option<String> {
+    // SAFETY: plain descriptor query.
+    let flags = unsafe { crate::real::fcntl(fd, libc::F_GETFD, 0) };
+    if flags < 0 || flags & libc::FD_CLOEXEC != 0 {
+        return None;
+    }
+    let (dev, ino) = file_id(fd)?;
+    let v6 = u8::from(s.v6);
+    let kind = match s.kind {
+        Kind::Tcp => 't',
+        Kind::Udp => 'u',
+    };
+    let named = |tag: char, session: u32, id: u32, secret: [u64; 2], peer: SocketAddrV4| {
+        format!(
+            "{tag},{dev},{ino},{v6},{session},{id},{:x},{:x},{peer}",
+            secret[0], secret[1]
+        )
+    };
+    let any = SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
+    Some(match s.state() {
+        St::Stream(t) if s.watched.load(std::sync::atomic::Ordering::Relaxed) => {
+            named('S', t.client.session(), t.id, t.client.secret(), t.peer)
+        }
+        St::Listening(l) => {
+            let g = lock(&l);
+            named('L', g.client().session(), g.id(), g.client().secret(), any)
+        }
+        St::Inherited(i) => named(
+            if i.listener { 'L' } else { 'S' },
+            i.session,
+            i.id,
+            i.secret,
+            i.peer,
+        ),
+        St::Fresh { bound } => {
+            let at = bound.map_or_else(|| "-".to_string(), |b| b.to_string());
+            format!("F,{dev},{ino},{v6},{kind},{at}")
+        }
+        // A connection that could not be watched, UDP sockets, sockets
+        // already lost: unusable in the new image, and said so there.
+        St::Stream(_) | St::Udp(_) | St::Lost(_) => format!("X,{dev},{ino},{v6},{kind}"),
+    })
+}
+
+/// A record read back: the socket it stands for, not yet this process's.
+fn parse(rec: &str) -> Option<((u64, u64), Sock)> {
+    let f: Vec<&str> = rec.split(',').collect();
+    let dev = f.get(1)?.parse().ok()?;
+    let ino = f.get(2)?.parse().ok()?;
+    let v6 = *f.get(3)? == "1";
+    let (kind, st) = match *f.first()? {
+        tag @ ("S" | "L") => {
+            let inh = Inherit {
+                listener: tag == "L",
+                session: f.get(4)?.parse().ok()?,
+                id: f.get(5)?.parse().ok()?,
+                secret: [
+                    u64::from_str_radix(f.get(6)?, 16).ok()?,
+                    u64::from_str_radix(f.get(7)?, 16).ok()?,
+                ],
+                peer: f.get(8)?.parse().ok()?,
+            };
+            (Kind::Tcp, St::Inherited(inh))
+        }
+        "F" => {
+            let kind = if *f.get(4)? == "u" {
+                Kind::Udp
+            } else {
+                Kind::Tcp
+            };
+            let bound = match *f.get(5)? {
+                "-" => None,
+                a => Some(a.parse().ok()?),
+            };
+            (kind, St::Fresh { bound })
+        }
+        "X" => {
+            let kind = if *f.get(4)? == "u" {
+                Kind::Udp
+            } else {
+                Kind::Tcp
+            };
+            (kind, St::Lost(libc::EBADF))
+        }
+        _ => return None,
+    };
+    Some(((dev, ino), Sock::inherited(kind, v6, st)))
+}
+
+/// Runs before `main` in every image the shim is loaded into: remembers
+/// the shim's settings and takes in the softoe sockets an `exec` passed.
+/// Nothing here logs or attaches (it runs before the program does).
+extern "C" fn at_load() {
+    let mut keep = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        let k = k.as_bytes();
+        if k == b"LD_PRELOAD" || (k.starts_with(b"SOFTOE_") && k != VAR.as_bytes()) {
+            let mut kv = k.to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            if let Ok(c) = CString::new(kv) {
+                keep.push(c);
+            }
+        }
+    }
+    let _ = SETTINGS.set(keep);
+    let Some(list) = std::env::var_os(VAR) else {
+        return;
+    };
+    // SAFETY: before `main`, no other thread reads the environment.
+    unsafe { std::env::remove_var(VAR) };
+    let mut wanted: Vec<((u64, u64), Arc<Sock>)> = list
+        .to_string_lossy()
+        .split(';')
+        .filter_map(parse)
+        .map(|(id, s)| (id, Arc::new(s)))
+        .collect();
+    if wanted.is_empty() {
+        return;
+    }
+    // Find each by its open file, whatever number it has now.
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<c_int>().ok()) else {
+            continue;
+        };
+        let Some(id) = file_id(fd) else {
+            continue;
+        };
+        if let Some((_, s)) = wanted.iter().find(|(w, _)| *w == id) {
+            // SAFETY: plain descriptor query.
+            let fl = unsafe { crate::real::fcntl(fd, libc::F_GETFL, 0) };
+            s.nonblock.store(
+                fl >= 0 && fl & libc::O_NONBLOCK != 0,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            TABLE.insert(fd, s.clone());
+        }
+    }
+    wanted.clear();
+}
+
+/// Registers [`at_load`] with the dynamic loader.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static AT_LOAD: extern "C" fn() = at_load;
+
+/// The environment for an `exec` from `envp`: `None` to pass it as it is
+/// (no softoe socket goes along), else the new one (keep the strings
+/// alive until the call returns).
+///
+/// # Safety
+/// `envp` is null or a null-terminated array of C strings.
+unsafe fn environment(envp: *const *const c_char) -> Option<(Vec<CString>, Vec<*const c_char>)> {
+    if TABLE.is_empty() {
+        return None;
+    }
+    // Connections are watched first, as for `fork`: this session dies
+    // with the image (its attach socket closes on exec).
+    crate::sock::before_fork();
+    let recs: Vec<String> = TABLE
+        .entries()
+        .iter()
+        .filter_map(|(fd, s)| record(*fd, s))
+        .collect();
+    let mut env: Vec<CString> = Vec::new();
+    let mut i = 0;
+    while !envp.is_null() {
+        // SAFETY: the caller's null-terminated array.
+        let p = unsafe { *envp.add(i) };
+        if p.is_null() {
+            break;
+        }
+        // SAFETY: a C string of the caller's.
+        let c = unsafe { CStr::from_ptr(p) };
+        if !c.to_bytes().starts_with(format!("{VAR}=").as_bytes()) {
+            env.push(c.to_owned());
+        }
+        i += 1;
+    }
+    if !recs.is_empty() {
+        // The shim and its settings go along with the sockets.
+        for s in SETTINGS.get().map(Vec::as_slice).unwrap_or_default() {
+            let name = s
+                .to_bytes()
+                .split(|&b| b == b'=')
+                .next()
+                .unwrap_or_default();
+            let has = env.iter().any(|e| {
+                e.to_bytes().len() > name.len()
+                    && e.to_bytes().starts_with(name)
+                    && e.to_bytes()[name.len()] == b'='
+            });
+            if !has {
+                env.push(s.clone());
+            }
+        }
+        if let Ok(c) = CString::new(format!("{VAR}={}", recs.join(";"))) {
+            env.push(c);
+        }
+        debug!(sockets = recs.len(), "softoe sockets passed across exec");
+    }
+    let mut ptrs: Vec<*const c_char> = env.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    Some((env, ptrs))
+}
+
+fn environ() -> *const *const c_char {
+    unsafe extern "C" {
+        static environ: *const *const c_char;
+    }
+    // SAFETY: libc's `environ` is a valid (maybe null) array pointer.
+    unsafe { environ }
+}
+
+/// Runs `f` with the environment an `exec` should get.
+///
+/// # Safety
+/// `envp` as for [`environment`].
+unsafe fn with_env(
+    envp: *const *const c_char,
+    f: impl FnOnce(*const *const c_char) -> c_int,
+) -> c_int {
+    // SAFETY: the caller's `envp`.
+    match unsafe { environment(envp) } {
+        Some((_keep, ptrs)) => f(ptrs.as_ptr()),
+        None => f(envp),
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: the caller's arrays, forwarded.
+    unsafe { with_env(envp, |e| crate::real::execve(path, argv, e)) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    // SAFETY: as the caller's.
+    unsafe { execve(path, argv, environ()) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: the caller's arrays, forwarded.
+    unsafe { with_env(envp, |e| crate::real::execvpe(file, argv, e)) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    // SAFETY: as the caller's.
+    unsafe { execvpe(file, argv, environ()) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: the caller's arrays, forwarded.
+    unsafe { with_env(envp, |e| crate::real::fexecve(fd, argv, e)) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execveat(
+    dirfd: c_int,
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: the caller's arrays, forwarded.
+    unsafe { with_env(envp, |e| crate::real::execveat(dirfd, path, argv, e, flags)) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    // SAFETY: the caller's arguments, forwarded.
+    unsafe {
+        with_env(envp.cast(), |e| {
+            crate::real::posix_spawn(pid, path, actions, attr, argv, e.cast())
+        })
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut libc::pid_t,
+    file: *const c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    // SAFETY: the caller's arguments, forwarded.
+    unsafe {
+        with_env(envp.cast(), |e| {
+            crate::real::posix_spawnp(pid, file, actions, attr, argv, e.cast())
+        })
+    }
+}
+
+// ---- sandboxes ------------------------------------------------------------------
+
+/// Readies this process for a sandbox it is about to enter: inherited
+/// softoe sockets taken into its own session now, this thread's doorbell
+/// and the client's bells made now. Cheap when there is nothing to do.
+pub(crate) fn before_sandbox(why: &str) {
+    let entries = TABLE.entries();
+    if entries.is_empty() {
+        return;
+    }
+    let mut taken = 0;
+    for (fd, s) in &entries {
+        if !s.ours() {
+            match current(*fd) {
+                Some(Ok(_)) => taken += 1,
+                Some(Err(e)) => debug!(fd, errno = e, "an inherited socket could not be taken"),
+                None => {}
+            }
+        }
+    }
+    let Some(c) = shim().client_if_attached().or_else(|| {
+        // Sockets that never reached the engine need no attachment.
+        entries
+            .iter()
+            .any(|(_, s)| !matches!(s.state(), St::Fresh { .. } | St::Lost(_)))
+            .then(|| shim().client())
+            .flatten()
+    }) else {
+        return;
+    };
+    c.stock_bells();
+    crate::wait::prepare_waiter(&c);
+    debug!(why, taken, "ready for a sandbox");
+}
+
+/// Hooks `name(args)`: readies for a sandbox when `when` holds, then calls
+/// the real function.
+macro_rules! sandboxing {
+    ($( fn $name:ident($($a:ident: $t:ty),*) when $when:expr; )*) => {$(
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> c_int {
+            if $when {
+                before_sandbox(stringify!($name));
+            }
+            // SAFETY: forwarded as given.
+            unsafe { crate::real::$name($($a),*) }
+        }
+    )*};
+}
+
+sandboxing! {
+    fn chroot(path: *const c_char) when true;
+    fn setuid(uid: libc::uid_t) when true;
+    fn seteuid(uid: libc::uid_t) when true;
+    fn setreuid(r: libc::uid_t, e: libc::uid_t) when true;
+    fn setresuid(r: libc::uid_t, e: libc::uid_t, s: libc::uid_t) when true;
+    fn setrlimit(res: libc::__rlimit_resource_t, lim: *const libc::rlimit) when res == libc::RLIMIT_NOFILE;
+    fn setrlimit64(res: libc::__rlimit_resource_t, lim: *const libc::rlimit64) when res == libc::RLIMIT_NOFILE;
+    fn prlimit(pid: libc::pid_t, res: libc::__rlimit_resource_t, new: *const libc::rlimit, old: *mut libc::rlimit)
+        when (pid == 0 || pid as u32 == std::process::id()) && res == libc::RLIMIT_NOFILE && !new.is_null();
+    fn prlimit64(pid: libc::pid_t, res: libc::__rlimit_resource_t, new: *const libc::rlimit64, old: *mut libc::rlimit64)
+        when (pid == 0 || pid as u32 == std::process::id()) && res == libc::RLIMIT_NOFILE && !new.is_null();
+}
+
+/// `prctl` is variadic in C; every option passes at most four more
+/// arguments, which the x86-64 and AArch64 conventions put where fixed
+/// ones go (as for `fcntl`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn prctl(
+    option: c_int,
+    a2: libc::c_ulong,
+    a3: libc::c_ulong,
+    a4: libc::c_ulong,
+    a5: libc::c_ulong,
+) -> c_int {
+    if option == libc::PR_SET_SECCOMP || (option == libc::PR_SET_NO_NEW_PRIVS && a2 != 0) {
+        before_sandbox("prctl");
+    }
+    // SAFETY: forwarded as given.
+    unsafe { crate::real::prctl(option, a2, a3, a4, a5) }
+}
