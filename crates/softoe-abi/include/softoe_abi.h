@@ -183,6 +183,15 @@
 #define softoe_EV_HELD (1 << 8)
 
 /**
+ * Another session took this connection (`ADOPT`): the socket reads as
+ * finished and refuses writes, but the connection lives on. An `ADOPT`
+ * naming this socket takes it back (a process that handed its connection
+ * to a child and uses it again once the child is done, as sshd's monitor
+ * does for a root login).
+ */
+#define softoe_EV_MOVED (1 << 9)
+
+/**
  * The program waits to read (`interest`).
  */
 #define softoe_WANT_READ (1 << 0)

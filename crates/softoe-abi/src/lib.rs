@@ -83,7 +83,7 @@ pub use record::{
 };
 pub use ring::{Consumer, Producer, RingError};
 pub use slot::{
-    EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP, EV_READABLE, EV_RXFULL,
+    EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_MOVED, EV_RDHUP, EV_READABLE, EV_RXFULL,
     EV_WRITABLE, SlotView, SockSlot, UdpHeader, WANT_READ, WANT_WRITE, waiter_bell, waiter_word,
 };
 

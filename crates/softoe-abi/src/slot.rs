@@ -35,6 +35,12 @@ pub const EV_RXFULL: u32 = 1 << 7;
 /// ring so that the next large read is placed directly too. Post `RECV`,
 /// or `RXDONE` to have the bytes moved into the ring.
 pub const EV_HELD: u32 = 1 << 8;
+/// Another session took this connection (`ADOPT`): the socket reads as
+/// finished and refuses writes, but the connection lives on. An `ADOPT`
+/// naming this socket takes it back (a process that handed its connection
+/// to a child and uses it again once the child is done, as sshd's monitor
+/// does for a root login).
+pub const EV_MOVED: u32 = 1 << 9;
 
 /// The waiter word for bell `index` on the thread's `sleep`-th sleep
 /// ([`SockSlot::rx_waiter`]).

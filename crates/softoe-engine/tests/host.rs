@@ -1268,6 +1268,48 @@ fn an_adopt_follows_a_connection_that_moved_on() {
     assert_eq!(sha256(&got), sha256(&want));
 }
 
+/// A process that handed its connection to a child takes it back when the
+/// child is done (sshd's monitor does for a root login): its socket says
+/// the connection moved away (EV_MOVED) and an `ADOPT` naming its own
+/// socket takes it back into the same session, bytes in order.
+#[test]
+fn a_session_takes_back_a_connection_a_child_took() {
+    let bed = bed();
+    let monitor = Client::attach_to(&bed.host).unwrap();
+    let child = Client::attach_to(&bed.host).unwrap();
+    let server = linux_sink(&bed, 7616, b"hi".to_vec());
+    let mut s = monitor
+        .tcp_connect(SocketAddrV4::new(LINUX_IP, 7616))
+        .unwrap();
+    let a = pattern(1 << 20, 1);
+    s.write_all(&a).unwrap();
+    let watch = s.watch_across_fork().unwrap();
+    let (session, id, secret) = (monitor.session(), s.id(), monitor.secret());
+    assert!(!monitor.moved_away(id));
+    let mut t = child.adopt_stream(session, id, secret).unwrap();
+    let mut hi = [0u8; 2];
+    t.read_exact(&mut hi).unwrap();
+    let b = pattern(1 << 20, 2);
+    t.write_all(&b).unwrap();
+    drop(t);
+    drop(child);
+    assert!(
+        monitor.moved_away(id),
+        "the slot says where the connection went"
+    );
+    let mut back = monitor.adopt_stream(session, id, secret).unwrap();
+    assert!(!monitor.moved_away(back.id()));
+    let c = pattern(1 << 20, 3);
+    back.write_all(&c).unwrap();
+    drop(back);
+    drop(s);
+    drop(watch);
+    let got = server.join().unwrap();
+    let want: Vec<u8> = [a, b, c].concat();
+    assert_eq!(got.len(), want.len());
+    assert_eq!(sha256(&got), sha256(&want));
+}
+
 /// A parent that closes its socket, or dies, before the child takes the
 /// connection: the connection waits detached, bytes arriving meanwhile are
 /// kept, and the child takes it from the dead session.

@@ -128,6 +128,10 @@ pub(crate) struct Inner {
     /// The engine refused another bell (all `MAX_BELLS` are taken): such
     /// sleeps use the session's doorbell.
     bells_refused: std::sync::atomic::AtomicBool,
+    /// The program sandboxed itself ([`Client::prepare_for_sandbox`]):
+    /// nothing more goes over the attach socket (seccomp would kill the
+    /// process for a `sendmsg`).
+    sandboxed: std::sync::atomic::AtomicBool,
     /// Bells made for lending so far (at most [`LENT_BELLS`]).
     bells_made: std::sync::atomic::AtomicU32,
     /// Sleeps on lent bells so far (each writes a new waiter word).
@@ -255,6 +259,7 @@ impl Client {
             selector_taken: std::sync::atomic::AtomicBool::new(false),
             bell_pool: Mutex::new(Vec::with_capacity(softoe_abi::MAX_BELLS as usize)),
             bells_refused: std::sync::atomic::AtomicBool::new(false),
+            sandboxed: std::sync::atomic::AtomicBool::new(false),
             bells_made: std::sync::atomic::AtomicU32::new(0),
             sleeps: std::sync::atomic::AtomicU32::new(0),
             cmd_spin: Spin::new(spin),
@@ -560,6 +565,15 @@ impl Client {
         self.ring_engine();
     }
 
+    /// Whether another session took connection `sock` of this one
+    /// ([`softoe_abi::EV_MOVED`]): an [`adopt_stream`](Client::adopt_stream)
+    /// naming it takes the connection back. Reads shared memory only.
+    pub fn moved_away(&self, sock: u32) -> bool {
+        self.region()
+            .slot(sock)
+            .is_some_and(|v| v.events() & softoe_abi::EV_MOVED != 0)
+    }
+
     /// Whether the engine still serves this process.
     pub fn is_alive(&self) -> bool {
         !self.dead()
@@ -598,6 +612,10 @@ impl Client {
         index: u32,
         fd: RawFd,
     ) -> io::Result<softoe_abi::Bell> {
+        if self.inner.sandboxed.load(Ordering::Relaxed) {
+            // A sendmsg now could be the seccomp filter's kill.
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
         let ask = softoe_abi::Bell {
             magic: softoe_abi::BELL_MAGIC,
             op: op as u32,
@@ -645,10 +663,12 @@ impl Client {
         }
     }
 
-    /// Makes every bell this client may lend, now: later waits then need
-    /// no system call beyond `read`, `write` and `ppoll` — for a program
-    /// about to sandbox itself (seccomp, a lower descriptor limit).
-    pub fn stock_bells(&self) {
+    /// Readies this client for a sandbox its program is about to enter
+    /// (seccomp, a lower descriptor limit): every bell it may lend is made
+    /// now, and from now on nothing goes over the attach socket (a
+    /// waiter's goodbye is left to the session's end). Later waits need no
+    /// system call beyond `read`, `write` and `ppoll`.
+    pub fn prepare_for_sandbox(&self) {
         let mut made = Vec::new();
         while let Some(b) = self.lend_bell() {
             made.push(b);
@@ -656,6 +676,7 @@ impl Client {
         for b in made {
             self.return_bell(b);
         }
+        self.inner.sandboxed.store(true, Ordering::Relaxed);
     }
 
     /// Gives a lent bell back for the next sleep.
@@ -731,7 +752,7 @@ impl Drop for Armed<'_> {
 
 impl Drop for Waiter {
     fn drop(&mut self) {
-        if self.pid != std::process::id() {
+        if self.pid != std::process::id() || self.c.inner.sandboxed.load(Ordering::Relaxed) {
             return;
         }
         let _keep = sys::KeepErrno::new();

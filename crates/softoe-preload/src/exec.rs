@@ -409,8 +409,8 @@ pub(crate) fn before_sandbox(why: &str) {
     }) else {
         return;
     };
-    c.stock_bells();
     crate::wait::prepare_waiter(&c);
+    c.prepare_for_sandbox();
     debug!(why, taken, "ready for a sandbox");
 }
 

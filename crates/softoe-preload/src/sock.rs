@@ -216,6 +216,18 @@ impl Sock {
         drop(old);
     }
 
+    /// A watched connection of this process's that another session took
+    /// (its slot says so: no lock taken).
+    fn moved_away(&self) -> bool {
+        if !self.watched.load(Ordering::Relaxed) {
+            return false;
+        }
+        match &**lock(&self.st) {
+            St::Stream(t) => t.client.moved_away(t.id),
+            _ => false,
+        }
+    }
+
     /// Whether this process may use it (not inherited across `fork`).
     pub(crate) fn ours(&self) -> bool {
         self.pid == std::process::id()
@@ -878,7 +890,7 @@ impl Sock {
 /// (UDP sockets) fails with `EBADF`, for good.
 pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
     let s = TABLE.get(fd)?;
-    if s.ours() {
+    if s.ours() && !s.moved_away() {
         return Some(Ok(s));
     }
     // One adoption at a time: two threads must not share a listener twice.
@@ -887,7 +899,10 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
     if let Some(now) = TABLE.get(fd)
         && now.ours()
     {
-        return Some(Ok(now));
+        if !now.moved_away() {
+            return Some(Ok(now));
+        }
+        return Some(take_back(fd, &now));
     }
     let fresh = Sock::new(s.kind, s.nonblock.load(Ordering::Relaxed), s.v6);
     *lock(&fresh.opts) = *lock(&s.opts);
@@ -967,6 +982,33 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
         Some(e) => Err(e),
         None => Ok(fresh),
     })
+}
+
+/// Takes back a connection of this process that a child took (the engine
+/// says so in the socket's slot): sshd's monitor gives the connection to
+/// its pre-auth child, and for a root login serves it itself afterwards.
+fn take_back(fd: c_int, s: &Arc<Sock>) -> Res<Arc<Sock>> {
+    let St::Stream(old) = s.state() else {
+        return Ok(s.clone());
+    };
+    let c = &old.client;
+    let t = c
+        .adopt_stream(c.session(), old.id, c.secret())
+        .map_err(|e| {
+            warn!(fd, error = %e, "could not take back a connection a child had taken");
+            errno_of(&e)
+        })?;
+    debug!(
+        fd,
+        "connection taken back from the session that had taken it"
+    );
+    let fresh = Sock::new(s.kind, s.nonblock.load(Ordering::Relaxed), s.v6);
+    *lock(&fresh.opts) = *lock(&s.opts);
+    fresh.watched.store(true, Ordering::Relaxed);
+    fresh.set(St::Stream(Arc::new(stream_of(t, old.peer))));
+    let fresh = Arc::new(fresh);
+    TABLE.replace(s, &fresh);
+    Ok(fresh)
 }
 
 /// Reports once per process that a socket inherited across `fork` cannot

@@ -199,18 +199,20 @@ unsafe fn poll_impl(
         .iter()
         .map(|p| crate::sock::current(p.fd).and_then(Result::ok))
         .collect();
-    // The kernel's part: our entries become fd −1 (ignored), plus a slot
-    // for the doorbell.
-    let mut kfds: Vec<pollfd> = list
+    // The kernel's part: its own entries only (with where each came from),
+    // plus a slot for the doorbell. Not our entries as fd −1: the kernel
+    // counts every entry against RLIMIT_NOFILE, and sshd's sandboxed child
+    // lowers that to one descriptor — its connection's, which is ours.
+    let at: Vec<usize> = (0..list.len()).filter(|&i| socks[i].is_none()).collect();
+    let mut kfds: Vec<pollfd> = at
         .iter()
-        .zip(&socks)
-        .map(|(p, s)| pollfd {
-            fd: if s.is_some() { -1 } else { p.fd },
-            events: p.events,
+        .map(|&i| pollfd {
+            fd: list[i].fd,
+            events: list[i].events,
             revents: 0,
         })
         .collect();
-    let any_kernel = kfds.iter().any(|p| p.fd >= 0);
+    let any_kernel = !kfds.is_empty();
     kfds.push(pollfd {
         fd: -1,
         events: libc::POLLIN,
@@ -248,17 +250,16 @@ unsafe fn poll_impl(
             .as_ref()
             .map_or(std::ptr::null(), |t| t as *const timespec);
         // SAFETY: our own array of pollfds; the caller's mask.
-        let r = unsafe { real::ppoll(kfds.as_mut_ptr(), kfds.len() as nfds_t, tsp, mask) };
+        let n = if bell.is_some() { kfds.len() } else { last };
+        let r = unsafe { real::ppoll(kfds.as_mut_ptr(), n as nfds_t, tsp, mask) };
         if r < 0 {
             return r;
         }
         let mut count = 0;
-        for (p, k) in list.iter_mut().zip(kfds.iter()) {
-            if k.fd >= 0 {
-                p.revents = k.revents;
-                if k.revents != 0 {
-                    count += 1;
-                }
+        for (&i, k) in at.iter().zip(kfds.iter()) {
+            list[i].revents = k.revents;
+            if k.revents != 0 {
+                count += 1;
             }
         }
         count

@@ -474,7 +474,14 @@ impl HostService {
                 };
                 let r = match from {
                     None => Err(errno::ENOENT),
-                    Some(f) if f == slot => Err(errno::EINVAL),
+                    Some(f) if f == slot => match self.sessions.get(f) {
+                        // This session's own socket moved away: take it back.
+                        Some(Some(p)) if p.secret_is(a.secret) => match p.moved_to(a.from_sock) {
+                            Some(h) => self.take_moved(h, slot, room).map(Ok),
+                            None => Err(errno::EINVAL),
+                        },
+                        _ => Err(errno::EINVAL),
+                    },
                     Some(f) => match self.sessions.get_mut(f) {
                         Some(Some(p)) if p.secret_is(a.secret) => match p.adoptable(a.from_sock) {
                             Ok(true) if p.dead => Err(errno::ENOENT),

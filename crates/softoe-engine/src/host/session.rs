@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering;
 
 use softoe_abi::{
     BELL_MAGIC, Bell, BellOp, CMD_QUIET, CMP_RELEASE, Command, Completion, Consumer,
-    ENGINE_POLLING, ENGINE_SLEEPING, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP,
-    EV_READABLE, EV_RXFULL, EV_WRITABLE, Layout, MAX_BELLS, Producer, RecvTarget, Region, Request,
-    RingError, RingSpan, SESSION_CLOSED, SHUT_RD, SHUT_WR, SendSource, SlotView, SockKind, SockOpt,
-    TcpInfoRecord, UdpHeader, decode, errno, pack_addr, waiter_bell,
+    ENGINE_POLLING, ENGINE_SLEEPING, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_MOVED,
+    EV_RDHUP, EV_READABLE, EV_RXFULL, EV_WRITABLE, Layout, MAX_BELLS, Producer, RecvTarget, Region,
+    Request, RingError, RingSpan, SESSION_CLOSED, SHUT_RD, SHUT_WR, SendSource, SlotView, SockKind,
+    SockOpt, TcpInfoRecord, UdpHeader, decode, errno, pack_addr, waiter_bell,
 };
 use softoe_stack::{
     BindError, Endpoint, Events, HandleError, Instant, Keepalive, PayloadRef, RecvError, SendError,
@@ -859,7 +859,7 @@ impl Session {
             // The program's socket reads as finished from now on: its
             // unread bytes went along.
             view.set_rx_tail(head);
-            view.set_events(EV_READABLE | EV_RDHUP | EV_HUP);
+            view.set_events(EV_READABLE | EV_RDHUP | EV_HUP | EV_MOVED);
             view.bump_seq();
             s.tx_wake = true;
             self.unwoken += 1;
