@@ -249,8 +249,8 @@ unsafe fn poll_impl(
         let tsp = ts
             .as_ref()
             .map_or(std::ptr::null(), |t| t as *const timespec);
-        // SAFETY: our own array of pollfds; the caller's mask.
         let n = if bell.is_some() { kfds.len() } else { last };
+        // SAFETY: our own array of at least `n` pollfds; the caller's mask.
         let r = unsafe { real::ppoll(kfds.as_mut_ptr(), n as nfds_t, tsp, mask) };
         if r < 0 {
             return r;
