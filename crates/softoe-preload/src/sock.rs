@@ -412,6 +412,10 @@ pub(crate) struct Shim {
     /// pid that made it.
     client: Mutex<Option<(u32, Client)>>,
     attach_failed: AtomicBool,
+    /// `SOFTOE_FALLBACK=kernel`: when no engine answers, sockets go to the
+    /// kernel's TCP. Otherwise they fail (`ENETDOWN`): a user who asked for
+    /// softoe gets softoe or a clear failure, never Linux silently.
+    pub fallback: bool,
 }
 
 static SHIM: OnceLock<Shim> = OnceLock::new();
@@ -437,6 +441,7 @@ pub(crate) fn shim() -> &'static Shim {
             cfg: softoe_host::Config::default(),
             client: Mutex::new(None),
             attach_failed: AtomicBool::new(false),
+            fallback: std::env::var("SOFTOE_FALLBACK").is_ok_and(|v| v == "kernel"),
         }
     })
 }
@@ -481,10 +486,18 @@ impl Shim {
             }
             Err(e) => {
                 if !self.attach_failed.swap(true, Ordering::Relaxed) {
-                    eprintln!(
-                        "softoe-preload: {e}; sockets stay with the kernel \
-                         (start one with `softoe engine --host PATH` and set SOFTOE_SOCKET)"
-                    );
+                    if self.fallback {
+                        eprintln!(
+                            "softoe-preload: {e}; sockets go to the kernel's TCP \
+                             (SOFTOE_FALLBACK=kernel)"
+                        );
+                    } else {
+                        eprintln!(
+                            "softoe-preload: {e}; softoe sockets fail with ENETDOWN \
+                             (start one with `softoe engine`, point SOFTOE_SOCKET at it, \
+                             or set SOFTOE_FALLBACK=kernel to use the kernel's TCP instead)"
+                        );
+                    }
                 }
                 None
             }
@@ -598,7 +611,10 @@ impl Sock {
                     return Connect::Kernel;
                 }
                 let Some(c) = shim().client() else {
-                    return Connect::Kernel;
+                    return match shim().fallback {
+                        true => Connect::Kernel,
+                        false => Connect::Done(Err(libc::ENETDOWN)),
+                    };
                 };
                 match self.kind {
                     Kind::Tcp => {
@@ -666,14 +682,22 @@ impl Sock {
                 match self.kind {
                     Kind::Tcp => {
                         if shim().client().is_none() {
-                            return Ok(false);
+                            return if shim().fallback {
+                                Ok(false)
+                            } else {
+                                Err(libc::ENETDOWN)
+                            };
                         }
                         self.set(St::Fresh { bound: Some(at) });
                         Ok(true)
                     }
                     Kind::Udp => {
                         let Some(c) = shim().client() else {
-                            return Ok(false);
+                            return if shim().fallback {
+                                Ok(false)
+                            } else {
+                                Err(libc::ENETDOWN)
+                            };
                         };
                         let mut u = c.udp_bind(at).map_err(|e| errno_of(&e))?;
                         u.set_nonblocking(self.nonblock.load(Ordering::Relaxed));

@@ -308,3 +308,47 @@ fn a_child_that_chroots_keeps_its_connection() {
     assert_eq!(server.join().unwrap(), vec![2 << 20]);
     let _ = std::fs::remove_dir_all(&jail);
 }
+
+/// With no engine at the socket a program was pointed to, its sockets
+/// fail with `ENETDOWN` and one line says why — it never runs on Linux's
+/// TCP unless told to (`SOFTOE_FALLBACK=kernel`). Before, it silently did.
+#[test]
+fn no_engine_means_a_clear_failure_not_linux() {
+    if !have("python3") {
+        return;
+    }
+    let dir = tempdir("noengine");
+    // A socket file nobody listens on: an engine that died.
+    let path = dir.join("dead.sock");
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    let script = "import socket,errno\n\
+         s=socket.socket()\n\
+         try:\n\
+         \x20   s.bind(('0.0.0.0',0)); s.listen(1); print('kernel', s.getsockname()[1])\n\
+         except OSError as e: print('errno', e.errno)\n";
+    let run = |fallback: bool| {
+        let mut c = std::process::Command::new("python3");
+        c.args(["-c", script])
+            .env("LD_PRELOAD", shim_path())
+            .env("SOFTOE_SOCKET", &path)
+            .env_remove("RUST_LOG");
+        if fallback {
+            c.env("SOFTOE_FALLBACK", "kernel");
+        }
+        run_for(c, 30, "python without an engine")
+    };
+    let o = run(false);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(out.trim(), format!("errno {}", libc::ENETDOWN), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line says why: {err}");
+    assert!(err.contains("SOFTOE_FALLBACK=kernel"), "{err}");
+    let o = run(true);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with("kernel "),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
