@@ -352,3 +352,48 @@ fn no_engine_means_a_clear_failure_not_linux() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// socat on softoe hands each connection to a program it execs on the
+/// connection itself (`EXEC:…,nofork`, after a fork per connection): the
+/// program reads and writes its standard input and output, which are the
+/// softoe socket. Two connections from Linux, each answered with the hash
+/// of what it sent. (The program reads with `read`, as Python's `os.read`
+/// does; glibc's stdio reads inside libc, where no hook sees it.)
+#[test]
+fn socat_exec_nofork_serves_connections() {
+    if !have("socat") || !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let hasher = "python3 -c \"import os,hashlib\nh=hashlib.sha256()\nwhile True:\n b=os.read(0,65536)\n if not b: break\n h.update(b)\nos.write(1,h.hexdigest().encode())\"";
+    let mut c = on_softoe(&bed, "socat");
+    c.args(["TCP-LISTEN:7446,reuseaddr,fork"])
+        .arg(format!("EXEC:'{hasher}',nofork"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let _socat = Child(c.spawn().unwrap());
+    for i in 0..2u8 {
+        let data: Vec<u8> = (0..(2usize << 20)).map(|k| (k as u8) ^ i).collect();
+        let want = common::sha256(&data);
+        let got = bed
+            .linux
+            .run(move || {
+                let end = std::time::Instant::now() + Duration::from_secs(10);
+                let mut s = loop {
+                    match std::net::TcpStream::connect(SocketAddrV4::new(ENGINE_IP, 7446)) {
+                        Ok(s) => break s,
+                        Err(e) if std::time::Instant::now() > end => panic!("connect: {e}"),
+                        Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                    }
+                };
+                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                s.write_all(&data).unwrap();
+                s.shutdown(std::net::Shutdown::Write).unwrap();
+                let mut h = String::new();
+                s.read_to_string(&mut h).unwrap();
+                h
+            })
+            .unwrap();
+        assert_eq!(got.trim(), want, "connection {i}");
+    }
+}

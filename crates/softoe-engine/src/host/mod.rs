@@ -410,13 +410,24 @@ impl HostService {
         };
         let (h, raw) = (*h, fd.as_raw_fd());
         let mut buf = [0u8; 256];
+        let mut stray = 0usize;
         let eof = loop {
             match sys::recv(raw, &mut buf) {
                 Ok(Some(0)) | Err(_) => break true,
-                Ok(Some(_)) => continue,
+                Ok(Some(n)) => stray += n,
                 Ok(None) => break false,
             }
         };
+        if stray > 0 {
+            // A program wrote on the descriptor itself, past the shim:
+            // glibc's stdio on an inherited connection (it calls write
+            // inside libc), or a program run without the shim.
+            warn!(
+                ?h,
+                bytes = stray,
+                "bytes written straight to a connection's descriptor, not through the shim: dropped"
+            );
+        }
         if !eof {
             return;
         }
