@@ -565,6 +565,12 @@ impl Client {
         self.ring_engine();
     }
 
+    /// What a `poll` would say of socket `sock` now, from its slot alone
+    /// (no lock: safe while another thread blocks in a call on it).
+    pub fn readiness_of(&self, sock: u32) -> crate::Readiness {
+        crate::socket::slot_readiness(self.region(), sock)
+    }
+
     /// Whether another session took connection `sock` of this one
     /// ([`softoe_abi::EV_MOVED`]): an [`adopt_stream`](Client::adopt_stream)
     /// naming it takes the connection back. Reads shared memory only.

@@ -38,7 +38,7 @@ use std::sync::{Arc, OnceLock};
 use libc::{c_char, c_int};
 use tracing::debug;
 
-use crate::sock::{Inherit, Kind, Sock, St, TABLE, current, lock, shim};
+use crate::sock::{Inherit, Kind, Sock, St, TABLE, current, shim};
 
 /// The environment variable that carries softoe sockets across `exec`.
 const VAR: &str = "SOFTOE_INHERIT";
@@ -82,10 +82,7 @@ fn record(fd: c_int, s: &Sock) -> Option<String> {
         St::Stream(t) if s.watched.load(std::sync::atomic::Ordering::Relaxed) => {
             named('S', t.client.session(), t.id, t.client.secret(), t.peer)
         }
-        St::Listening(l) => {
-            let g = lock(&l);
-            named('L', g.client().session(), g.id(), g.client().secret(), any)
-        }
+        St::Listening(l) => named('L', l.client.session(), l.id, l.client.secret(), any),
         St::Inherited(i) => named(
             if i.listener { 'L' } else { 'S' },
             i.session,

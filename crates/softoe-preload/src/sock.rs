@@ -115,6 +115,28 @@ pub(crate) struct Stream {
     pub id: u32,
 }
 
+/// A listener on the engine. Its attachment and id are readable without
+/// the lock a thread blocked in `accept` holds (`poll`, `exec`, a forked
+/// child).
+#[derive(Debug)]
+pub(crate) struct Listener {
+    pub l: Mutex<TcpListener>,
+    pub client: Client,
+    pub id: u32,
+    pub local: SocketAddrV4,
+}
+
+impl Listener {
+    fn new(l: TcpListener) -> Listener {
+        Listener {
+            client: l.client().clone(),
+            id: l.id(),
+            local: l.local_addr(),
+            l: Mutex::new(l),
+        }
+    }
+}
+
 /// A UDP socket on the engine and its default destination.
 #[derive(Debug)]
 pub(crate) struct Udp {
@@ -130,7 +152,7 @@ pub(crate) enum St {
     Fresh {
         bound: Option<SocketAddrV4>,
     },
-    Listening(Arc<Mutex<TcpListener>>),
+    Listening(Arc<Listener>),
     Stream(Arc<Stream>),
     Udp(Arc<Udp>),
     /// Passed across `exec` (see `exec.rs`): the engine's name for it, to
@@ -242,7 +264,7 @@ impl Sock {
                 hung_up: self.kind == Kind::Tcp,
                 ..Readiness::default()
             },
-            St::Listening(l) => lock(&l).readiness(),
+            St::Listening(l) => l.client.readiness_of(l.id),
             St::Stream(s) => lock(&s.w).readiness(),
             St::Udp(u) => lock(&u.s).readiness(),
             St::Lost(_) | St::Inherited(_) => Readiness {
@@ -720,7 +742,7 @@ impl Sock {
                 let backlog = backlog.clamp(1, 65_535) as u32;
                 let l = c.tcp_listen(at, backlog).map_err(|e| errno_of(&e))?;
                 debug!(%at, backlog, "listening on softoe");
-                self.set(St::Listening(Arc::new(Mutex::new(l))));
+                self.set(St::Listening(Arc::new(Listener::new(l))));
                 Ok(())
             }
             // Already listening: Linux lets a program change the backlog.
@@ -735,7 +757,7 @@ impl Sock {
         let St::Listening(l) = self.state() else {
             return Err(libc::EINVAL);
         };
-        let mut l = lock(&l);
+        let mut l = lock(&l.l);
         l.set_nonblocking(self.nonblock.load(Ordering::Relaxed));
         let (t, peer) = l.accept().map_err(|e| errno_of(&e))?;
         drop(l);
@@ -753,7 +775,7 @@ impl Sock {
             St::Fresh { bound } => {
                 bound.unwrap_or_else(|| SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
             }
-            St::Listening(l) => lock(&l).local_addr(),
+            St::Listening(l) => l.local,
             St::Stream(s) => lock(&s.w).local_addr(),
             St::Udp(u) => lock(&u.s).local_addr(),
             St::Lost(_) | St::Inherited(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
@@ -933,10 +955,7 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
     let st = match s.state() {
         St::Fresh { bound } => Ok(St::Fresh { bound }),
         St::Listening(l) => {
-            let (session, id, secret) = {
-                let g = lock(&l);
-                (g.client().session(), g.id(), g.client().secret())
-            };
+            let (session, id, secret) = (l.client.session(), l.id, l.client.secret());
             match shim()
                 .client()
                 .map(|c| c.adopt_listener(session, id, secret))
@@ -947,7 +966,7 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
                         from = session,
                         "listener shared into this process's session"
                     );
-                    Ok(St::Listening(Arc::new(Mutex::new(nl))))
+                    Ok(St::Listening(Arc::new(Listener::new(nl))))
                 }
                 Some(Err(e)) => {
                     warn!(fd, error = %e, "could not share an inherited listener");
@@ -981,7 +1000,7 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
             // that moved on since.
             Some(c) if i.listener => c
                 .adopt_listener(i.session, i.id, i.secret)
-                .map(|nl| St::Listening(Arc::new(Mutex::new(nl)))),
+                .map(|nl| St::Listening(Arc::new(Listener::new(nl)))),
             Some(c) => c.adopt_stream(i.session, i.id, i.secret).map(|t| {
                 fresh.watched.store(true, Ordering::Relaxed);
                 St::Stream(Arc::new(stream_of(t, i.peer)))

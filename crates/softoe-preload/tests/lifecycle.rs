@@ -397,3 +397,44 @@ fn socat_exec_nofork_serves_connections() {
         assert_eq!(got.trim(), want, "connection {i}");
     }
 }
+
+/// A thread blocked in `accept` holds nothing another thread needs: the
+/// listener still polls at once, and a forked child execs a program that
+/// finds it a listener on the same port. Before, both waited for ever on
+/// the lock the accepting thread held (in the child, a lock copied held).
+#[test]
+fn a_blocked_accept_blocks_neither_poll_nor_exec() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let second = "import socket,sys\n\
+         l=socket.socket(fileno=int(sys.argv[1]))\n\
+         ok=l.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)==1 and l.getsockname()[1]==7447\n\
+         print('ok' if ok else 'not a listener', flush=True)\n";
+    let script = format!(
+        "import socket,os,sys,threading,select,time\n\
+         l=socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         l.bind(('0.0.0.0',7447)); l.listen(8)\n\
+         got=[]\n\
+         t=threading.Thread(target=lambda: got.append(l.accept()), daemon=True); t.start()\n\
+         time.sleep(0.2)\n\
+         t0=time.monotonic(); select.select([l],[],[],0.2); dt=time.monotonic()-t0\n\
+         if dt>2: print('select waited', dt); sys.exit(1)\n\
+         os.set_inheritable(l.fileno(), True)\n\
+         pid=os.fork()\n\
+         if pid==0: os.execv(sys.executable, [sys.executable, '-c', {second:?}, str(l.fileno())])\n\
+         _,st=os.waitpid(pid,0)\n\
+         sys.exit(st)\n"
+    );
+    let mut c = on_softoe(&bed, "python3");
+    c.args(["-c", &script]);
+    let o = run_for(c, 30, "accept, poll and exec");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.lines().any(|l| l == "ok"),
+        "{}: {out}{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
