@@ -265,7 +265,9 @@ impl Sock {
                 ..Readiness::default()
             },
             St::Listening(l) => l.client.readiness_of(l.id),
-            St::Stream(s) => lock(&s.w).readiness(),
+            // From the slot, not through the writer's lock: a thread
+            // blocked in a write holds it.
+            St::Stream(s) => s.client.readiness_of(s.id),
             St::Udp(u) => lock(&u.s).readiness(),
             St::Lost(_) | St::Inherited(_) => Readiness {
                 readable: true,

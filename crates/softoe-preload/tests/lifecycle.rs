@@ -438,3 +438,41 @@ fn a_blocked_accept_blocks_neither_poll_nor_exec() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A thread blocked in a write (the peer reads nothing, the send ring is
+/// full) holds nothing `poll` needs: another thread's `select` on the same
+/// connection answers at once. Before, it waited on the writer's lock.
+#[test]
+fn a_blocked_write_does_not_block_poll() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    // A Linux peer that reads only once told to (by the end of the stream
+    // the program's other half sends).
+    let l = bed
+        .linux
+        .run(|| std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, 7448)).unwrap())
+        .unwrap();
+    let peer = bed
+        .linux
+        .spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            std::thread::sleep(Duration::from_secs(2));
+            let mut b = Vec::new();
+            let _ = s.read_to_end(&mut b);
+            b.len()
+        })
+        .unwrap();
+    let script = format!(
+        "import socket,threading,select,time,sys\n\
+         s=socket.create_connection(('{LINUX_IP}',7448))\n\
+         t=threading.Thread(target=lambda: s.sendall(b'x'*(64<<20)), daemon=True); t.start()\n\
+         time.sleep(0.5)\n\
+         t0=time.monotonic(); select.select([s],[s],[],0.2); dt=time.monotonic()-t0\n\
+         if dt>1: print('select waited', dt); sys.exit(1)\n\
+         t.join(); s.close(); print('ok')\n"
+    );
+    python_ok(&bed, &script, 60, "select beside a blocked write");
+    assert_eq!(peer.join().unwrap(), 64 << 20);
+}
