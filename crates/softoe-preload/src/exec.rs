@@ -376,6 +376,125 @@ pub unsafe extern "C" fn posix_spawnp(
     }
 }
 
+// ---- execl, execlp, execle ----------------------------------------------------------
+//
+// glibc's list forms build an argv and call execve inside libc, where no
+// hook sees it; and C variadics cannot be written in stable Rust. Each is a
+// naked trampoline that stores the argument registers beside each other
+// and calls `execl_impl` with where they are and where the arguments passed
+// on the stack begin: the list is read from the first, then the second.
+
+/// Which list form called.
+const EXECL: c_int = 0;
+const EXECLP: c_int = 1;
+const EXECLE: c_int = 2;
+
+/// Argument registers after `path` that may hold list entries.
+#[cfg(target_arch = "x86_64")]
+const IN_REGS: usize = 5;
+#[cfg(target_arch = "aarch64")]
+const IN_REGS: usize = 7;
+
+/// Builds argv (and envp for `execle`) from the list and execs.
+///
+/// # Safety
+/// `regs` holds [`IN_REGS`] words and `stack` the caller's further
+/// arguments, as the trampolines below pass them; the list is
+/// null-terminated as `execl(3)` requires.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+unsafe extern "C" fn execl_impl(
+    path: *const c_char,
+    regs: *const *const c_char,
+    stack: *const *const c_char,
+    form: c_int,
+) -> c_int {
+    // SAFETY: entry `i` of the list: the first IN_REGS in `regs`, the
+    // rest on the caller's stack (the caller's obligation to terminate).
+    let at = |i: usize| unsafe {
+        if i < IN_REGS {
+            *regs.add(i)
+        } else {
+            *stack.add(i - IN_REGS)
+        }
+    };
+    let mut argv = Vec::new();
+    let mut i = 0;
+    loop {
+        let a = at(i);
+        argv.push(a);
+        i += 1;
+        if a.is_null() {
+            break;
+        }
+    }
+    let argv_p = argv.as_ptr();
+    // SAFETY: null-terminated argv built above; the caller's strings.
+    unsafe {
+        match form {
+            EXECLP => execvp(path, argv_p),
+            EXECLE => execve(path, argv_p, at(i).cast()),
+            _ => execve(path, argv_p, environ()),
+        }
+    }
+}
+
+macro_rules! list_form {
+    ($name:ident, $form:expr) => {
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name() {
+            // rsi, rdx, rcx, r8, r9 to [rsp..rsp+40] (56 keeps rsp
+            // 16-aligned at the call); the stack arguments start above
+            // the return address, at rsp + 64.
+            core::arch::naked_asm!(
+                "sub rsp, 56",
+                "mov [rsp], rsi",
+                "mov [rsp + 8], rdx",
+                "mov [rsp + 16], rcx",
+                "mov [rsp + 24], r8",
+                "mov [rsp + 32], r9",
+                "mov rsi, rsp",
+                "lea rdx, [rsp + 64]",
+                "mov ecx, {form}",
+                "call {imp}",
+                "add rsp, 56",
+                "ret",
+                form = const $form,
+                imp = sym execl_impl,
+            )
+        }
+
+        #[cfg(target_arch = "aarch64")]
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name() {
+            // x1..x7 to [sp+16..sp+72]; the stack arguments start at the
+            // caller's sp, 80 above ours.
+            core::arch::naked_asm!(
+                "stp x29, x30, [sp, #-80]!",
+                "mov x29, sp",
+                "stp x1, x2, [sp, #16]",
+                "stp x3, x4, [sp, #32]",
+                "stp x5, x6, [sp, #48]",
+                "str x7, [sp, #64]",
+                "add x1, sp, #16",
+                "add x2, sp, #80",
+                "mov w3, #{form}",
+                "bl {imp}",
+                "ldp x29, x30, [sp], #80",
+                "ret",
+                form = const $form,
+                imp = sym execl_impl,
+            )
+        }
+    };
+}
+
+list_form!(execl, EXECL);
+list_form!(execlp, EXECLP);
+list_form!(execle, EXECLE);
+
 // ---- sandboxes ------------------------------------------------------------------
 
 /// Readies this process for a sandbox it is about to enter: inherited

@@ -476,3 +476,86 @@ fn a_blocked_write_does_not_block_poll() {
     python_ok(&bed, &script, 60, "select beside a blocked write");
     assert_eq!(peer.join().unwrap(), 64 << 20);
 }
+
+/// A C program on softoe that hands its connection on with each of
+/// `execl`, `execlp` and `execle` (glibc builds the argv and calls execve
+/// inside libc, where no hook sees it; the shim has its own): the program
+/// it execs reads the greeting and answers on the same connection.
+#[test]
+fn the_list_forms_of_exec_carry_connections() {
+    if !have("cc") || !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let dir = tempdir("execl");
+    let src = dir.join("handoff.c");
+    std::fs::write(
+        &src,
+        r#"#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+extern char **environ;
+int main(int argc, char **argv) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[2])) };
+    inet_pton(AF_INET, argv[1], &a.sin_addr);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) { perror("connect"); return 2; }
+    char fd[16];
+    snprintf(fd, sizeof fd, "%d", s);
+    const char *prog = "import socket,sys\n"
+        "s=socket.socket(fileno=int(sys.argv[1]))\n"
+        "g=s.recv(100)\n"
+        "s.sendall(b'got '+g+b' via '+sys.argv[2].encode()); s.close()\n";
+    if (!strcmp(argv[3], "execl")) execl("/usr/bin/python3", "python3", "-c", prog, fd, argv[3], (char *)0);
+    if (!strcmp(argv[3], "execlp")) execlp("python3", "python3", "-c", prog, fd, argv[3], (char *)0);
+    if (!strcmp(argv[3], "execle")) execle("/usr/bin/python3", "python3", "-c", prog, fd, argv[3], (char *)0, environ);
+    perror("exec");
+    return 3;
+}
+"#,
+    )
+    .unwrap();
+    let bin = dir.join("handoff");
+    let o = std::process::Command::new("cc")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let forms = ["execl", "execlp", "execle"];
+    let l = bed
+        .linux
+        .run(|| std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, 7449)).unwrap())
+        .unwrap();
+    let peer = bed
+        .linux
+        .spawn(move || {
+            let mut got = Vec::new();
+            for _ in 0..3 {
+                let (mut s, _) = l.accept().unwrap();
+                s.write_all(b"hello").unwrap();
+                let mut b = String::new();
+                s.read_to_string(&mut b).unwrap();
+                got.push(b);
+            }
+            got
+        })
+        .unwrap();
+    for f in forms {
+        let mut c = on_softoe(&bed, bin.to_str().unwrap());
+        c.args([&LINUX_IP.to_string(), "7449", f]);
+        let o = run_for(c, 30, f);
+        assert!(
+            o.status.success(),
+            "{f}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let got = peer.join().unwrap();
+    assert_eq!(got, forms.map(|f| format!("got hello via {f}")).to_vec());
+    let _ = std::fs::remove_dir_all(&dir);
+}
