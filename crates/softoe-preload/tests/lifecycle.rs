@@ -427,16 +427,7 @@ fn a_blocked_accept_blocks_neither_poll_nor_exec() {
          _,st=os.waitpid(pid,0)\n\
          sys.exit(st)\n"
     );
-    let mut c = on_softoe(&bed, "python3");
-    c.args(["-c", &script]);
-    let o = run_for(c, 30, "accept, poll and exec");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success() && out.lines().any(|l| l == "ok"),
-        "{}: {out}{}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
+    python_ok(&bed, &script, 30, "accept, poll and exec");
 }
 
 /// A thread blocked in a write (the peer reads nothing, the send ring is
@@ -448,8 +439,7 @@ fn a_blocked_write_does_not_block_poll() {
         return;
     }
     let bed = bed();
-    // A Linux peer that reads only once told to (by the end of the stream
-    // the program's other half sends).
+    // A Linux peer that starts reading only after 2 s: the writer blocks.
     let l = bed
         .linux
         .run(|| std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, 7448)).unwrap())
