@@ -58,6 +58,10 @@ pub struct HostConfig {
     pub wake_batch: u32,
     /// …or once the oldest has waited this long (interrupt coalescing).
     pub wake_delay: Duration,
+    /// The name of the interface the engine's port is on: `SO_BINDTODEVICE`
+    /// to it (or to no device) is accepted, to any other name refused with
+    /// `ENODEV`. `None`: every name is refused.
+    pub device: Option<String>,
 }
 
 impl Default for HostConfig {
@@ -71,6 +75,7 @@ impl Default for HostConfig {
             copy_ring: 512 * 1024,
             wake_batch: 1,
             wake_delay: Duration::ZERO,
+            device: None,
         }
     }
 }
@@ -274,6 +279,9 @@ impl HostService {
                 return;
             }
         };
+        if let Some(d) = &self.cfg.device {
+            session.tell_device(d);
+        }
         let w = Welcome {
             magic: ATTACH_MAGIC,
             version: VERSION,
