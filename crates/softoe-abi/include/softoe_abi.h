@@ -563,7 +563,14 @@ typedef struct {
    * the engine before the program sees the region, as two words.
    */
   uint8_t device[16];
-  uint8_t _pad0[8];
+  /**
+   * The congestion control algorithm the engine gives a TCP socket that
+   * asks for none ([`CONGESTION_RENO`](crate::CONGESTION_RENO),
+   * [`CONGESTION_CUBIC`](crate::CONGESTION_CUBIC); 0: not told).
+   * Written once by the engine before the program sees the region.
+   */
+  uint32_t congestion;
+  uint8_t _pad0[4];
   /**
    * Commands the engine has consumed (engine writes).
    */

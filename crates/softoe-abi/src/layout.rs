@@ -73,7 +73,12 @@ pub struct RegionHeader {
     /// zero: not told): what `SO_BINDTODEVICE` may name. Written once by
     /// the engine before the program sees the region, as two words.
     pub device: [u8; 16],
-    _pad0: [u8; 8],
+    /// The congestion control algorithm the engine gives a TCP socket that
+    /// asks for none ([`CONGESTION_RENO`](crate::CONGESTION_RENO),
+    /// [`CONGESTION_CUBIC`](crate::CONGESTION_CUBIC); 0: not told).
+    /// Written once by the engine before the program sees the region.
+    pub congestion: u32,
+    _pad0: [u8; 4],
     /// Commands the engine has consumed (engine writes).
     pub cmd_head: u32,
     _pad1: [u8; 124],
@@ -112,6 +117,7 @@ const _: () = {
     assert!(offset_of!(RegionHeader, secret) == 80);
     assert!(offset_of!(RegionHeader, changed_offset) == 96);
     assert!(offset_of!(RegionHeader, device) == 104);
+    assert!(offset_of!(RegionHeader, congestion) == 120);
     assert!(offset_of!(RegionHeader, cmd_head) == LINE);
     assert!(offset_of!(RegionHeader, cmd_tail) == 2 * LINE);
     assert!(offset_of!(RegionHeader, cmp_head) == 3 * LINE);
@@ -597,6 +603,19 @@ impl Region {
         }
     }
 
+    /// The engine's default congestion control algorithm (0: not told).
+    pub fn congestion(&self) -> u32 {
+        self.word(offset_of!(RegionHeader, congestion))
+            .load(Ordering::Acquire)
+    }
+
+    /// Writes the default algorithm (the engine, before the program sees
+    /// the region).
+    pub fn set_congestion(&self, c: u32) {
+        self.word(offset_of!(RegionHeader, congestion))
+            .store(c, Ordering::Release);
+    }
+
     fn device_word(&self, i: usize) -> &AtomicU64 {
         // SAFETY: `device` is 16 bytes at offset 104 of line 0 (checked by
         // the const asserts), 8-aligned, accessed only as these two atomic
@@ -709,7 +728,7 @@ mod tests {
     }
 
     #[test]
-    fn the_device_name_reaches_the_program() {
+    fn the_engine_tells_the_program_its_device_and_algorithm() {
         let l = Layout::new(8, 8, 4, 4096).unwrap();
         let mut mem = vec![0u128; l.region_len() as usize / 16];
         let base = mem.as_mut_ptr().cast::<u8>();
@@ -717,9 +736,12 @@ mod tests {
         unsafe {
             let r = Region::init(base, l, 1);
             assert_eq!(r.device(), [0; 16], "not told: empty");
+            assert_eq!(r.congestion(), 0);
+            r.set_congestion(crate::CONGESTION_RENO);
             r.set_device(b"sotap12");
             let a = Region::attach(base, l.region_len()).unwrap();
             assert_eq!(&a.device()[..8], b"sotap12\0");
+            assert_eq!(a.congestion(), crate::CONGESTION_RENO);
             // Longer than an interface name: cut to 15 bytes and a NUL.
             r.set_device(b"a-name-far-too-long");
             assert_eq!(&a.device(), b"a-name-far-too-\0");

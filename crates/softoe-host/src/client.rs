@@ -294,6 +294,12 @@ impl Client {
         (!name.is_empty()).then(|| name.to_string())
     }
 
+    /// The congestion control algorithm the engine gives a socket that
+    /// chooses none (`None`: the engine did not say).
+    pub fn default_congestion(&self) -> Option<crate::Congestion> {
+        crate::socket::Congestion::of_code(self.inner.region.congestion())
+    }
+
     /// A round trip through the rings (`NOP`): the engine's command latency.
     pub fn nop(&self) -> io::Result<()> {
         self.call(Command::nop(0)).map(drop)

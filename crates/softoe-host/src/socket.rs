@@ -394,7 +394,7 @@ impl Congestion {
         }
     }
 
-    fn of_code(c: u32) -> Option<Congestion> {
+    pub(crate) fn of_code(c: u32) -> Option<Congestion> {
         Congestion::ALL.into_iter().find(|a| a.code() == c)
     }
 }

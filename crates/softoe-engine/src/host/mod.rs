@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use softoe_abi::{ATTACH_MAGIC, Hello, Layout, VERSION, Welcome, errno};
-use softoe_stack::{Events, Instant, SocketHandle, Stack};
+use softoe_stack::{Algorithm, Events, Instant, SocketHandle, Stack};
 use tracing::{debug, info, warn};
 
 use crate::memory::Memory;
@@ -141,6 +141,9 @@ pub struct HostService {
     /// Epoll tokens found ready by `look`, kept for the next look (no
     /// allocation per look).
     ready: Vec<u64>,
+    /// The stack's default congestion control algorithm, told to every
+    /// program at attach (`TCP_CONGESTION` of a socket that chose none).
+    congestion: Algorithm,
 }
 
 const LISTENER: u64 = u64::MAX;
@@ -175,6 +178,7 @@ impl HostService {
             stats: SessionStats::default(),
             scratch: vec![0u8; 65_536],
             ready: Vec::new(),
+            congestion: Algorithm::default(),
         })
     }
 
@@ -279,9 +283,7 @@ impl HostService {
                 return;
             }
         };
-        if let Some(d) = &self.cfg.device {
-            session.tell_device(d);
-        }
+        session.tell(self.cfg.device.as_deref(), self.congestion);
         let w = Welcome {
             magic: ATTACH_MAGIC,
             version: VERSION,
@@ -538,12 +540,8 @@ impl Service for HostService {
         "host"
     }
 
-    fn start(
-        &mut self,
-        _now: Instant,
-        _stack: &mut Stack,
-        _mem: &mut Memory,
-    ) -> Result<(), String> {
+    fn start(&mut self, _now: Instant, stack: &mut Stack, _mem: &mut Memory) -> Result<(), String> {
+        self.congestion = stack.config().tcp.congestion;
         Ok(())
     }
 

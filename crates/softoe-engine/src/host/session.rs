@@ -682,10 +682,17 @@ impl Session {
     }
 
     /// Whether `secret` is this session's.
-    /// Tells the program the interface the engine's port is on (before it
-    /// sees the region).
-    pub(super) fn tell_device(&self, name: &str) {
-        self.region.set_device(name.as_bytes());
+    /// Tells the program, before it sees the region, the interface the
+    /// engine's port is on and the congestion control algorithm sockets
+    /// get by default.
+    pub(super) fn tell(&self, device: Option<&str>, congestion: Algorithm) {
+        if let Some(d) = device {
+            self.region.set_device(d.as_bytes());
+        }
+        self.region.set_congestion(match congestion {
+            Algorithm::NewReno => CONGESTION_RENO,
+            _ => CONGESTION_CUBIC,
+        });
     }
 
     pub(super) fn secret_is(&self, secret: [u64; 2]) -> bool {
