@@ -401,7 +401,8 @@ t.close()
 /// its SYN-ACK and the accepted connection's every packet carry them, and
 /// the accepted socket reports them, as on Linux. The listener is an
 /// `AF_INET6` socket on `::`: `accept` answers with the peer's
-/// IPv4-mapped address.
+/// IPv4-mapped address; its `IPV6_TCLASS` reads back what was set (and,
+/// as on Linux, does not touch the IPv4 packets).
 #[test]
 fn a_listener_passes_its_tos_and_ttl_to_what_it_accepts() {
     if !have("python3") {
@@ -417,6 +418,8 @@ s = socket.socket(socket.AF_INET6)
 s.setsockopt(IP, socket.IP_TOS, 0xb8)
 s.setsockopt(IP, socket.IP_TTL, 99)
 s.setsockopt(SOL, 25, dev)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, 0x20)
+print("tclass", s.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS), flush=True)
 s.bind(("::", port))
 s.listen()
 print("ready", flush=True)
@@ -457,6 +460,7 @@ print("read", n)
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "read 50000");
     let (st, lines, err) = srv.finish(30);
     assert!(st.success(), "{lines:?}\n{err}");
+    assert!(lines.contains(&"tclass 32".to_string()), "{lines:?}");
     assert!(
         lines.contains(&format!("peer ::ffff:{LINUX_IP} True")),
         "{lines:?}"
