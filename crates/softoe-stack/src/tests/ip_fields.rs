@@ -166,3 +166,41 @@ fn switching_the_algorithm_keeps_the_window() {
     assert_eq!(Algorithm::from_name("cubic"), Some(Algorithm::Cubic));
     assert_eq!(Algorithm::from_name("bbr"), None);
 }
+
+/// A SYN carrying IP options (a loose source route, as sshd's check
+/// fears): the stack takes the segment, ignores the options — it answers
+/// the source address straight, never by the recorded route — and sends
+/// none itself. So `IP_OPTIONS` of a softoe socket is always empty.
+#[test]
+fn ip_options_of_a_syn_are_ignored_not_reversed() {
+    let mut h = Harness::new();
+    let _lst = h.stack.tcp_listen(local(), 8, None).unwrap();
+    let plain = Harness::frame(&TcpRepr {
+        control: TcpControl::Syn,
+        max_seg_size: Some(1460),
+        ..SEND_TEMPL
+    });
+    // LSRR via 10.0.0.9, then END: 8 bytes of options after the 20-byte header.
+    let opts = [0x83, 7, 4, 10, 0, 0, 9, 0];
+    let mut f = plain[..14 + 20].to_vec();
+    f.extend_from_slice(&opts);
+    f.extend_from_slice(&plain[14 + 20..]);
+    {
+        let mut ip = Ipv4Packet::new_unchecked(&mut f[14..]);
+        ip.set_header_len(28);
+        ip.set_total_len((plain.len() - 14 + 8) as u16);
+        ip.fill_checksum();
+    }
+    h.send_raw(&f, crate::RxMeta::default());
+    let raw: Vec<Vec<u8>> = h.dev.frames.iter().map(|(b, _)| b.clone()).collect();
+    let (hdrs, segs) = frames(&mut h);
+    assert_eq!(segs.len(), 1, "a SYN-ACK: {segs:?}");
+    assert_eq!(segs[0].repr.control, TcpControl::Syn);
+    assert_eq!(segs[0].ack(), Some(add(REMOTE_SEQ, 1)));
+    assert_eq!(hdrs, [(0, 64, IpProtocol::Tcp)]);
+    // To the source itself (not the route's hop), with a plain header.
+    let eth = EthernetFrame::new_checked(&raw[0][..]).unwrap();
+    let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+    assert_eq!(ip.header_len(), 20, "no options sent");
+    assert_eq!(ip.dst_addr(), REMOTE_IP);
+}
