@@ -134,6 +134,18 @@
 #define softoe_SHUT_RDWR 2
 
 /**
+ * [`SockOpt::Congestion`] and [`TcpInfoRecord::congestion`]: RFC 5681/6582
+ * NewReno, Linux's `reno`.
+ */
+#define softoe_CONGESTION_RENO 1
+
+/**
+ * [`SockOpt::Congestion`] and [`TcpInfoRecord::congestion`]: RFC 9438
+ * CUBIC, Linux's `cubic`.
+ */
+#define softoe_CONGESTION_CUBIC 2
+
+/**
  * Bytes wait in the receive ring (or, on a listener, see [`EV_ACCEPT`]).
  */
 #define softoe_EV_READABLE (1 << 0)
@@ -202,6 +214,8 @@
 #define softoe_WANT_WRITE (1 << 1)
 
 #define softoe_EACCES 13
+
+#define softoe_ENODEV 19
 
 #define softoe_EDESTADDRREQ 89
 
@@ -387,6 +401,29 @@ enum softoe_SockOpt
    * recorded for `softoe stat`.
    */
   SOFTOE_SOCK_OPT_POLICY = 5,
+  /**
+   * `IP_TOS`: the TOS byte of the socket's IPv4 packets. Set before
+   * `CONNECT` or `LISTEN`, the first SYN (or SYN-ACK) carries it; a
+   * listener's passes to the connections it accepts. TCP sockets keep
+   * the ECN bits zero.
+   */
+  SOFTOE_SOCK_OPT_TOS = 6,
+  /**
+   * `IP_TTL`: the TTL of the socket's packets, 1..=255; 0 is the
+   * engine's default. Set and inherited as [`SockOpt::Tos`].
+   */
+  SOFTOE_SOCK_OPT_TTL = 7,
+  /**
+   * `TCP_CONGESTION`: [`CONGESTION_RENO`] or [`CONGESTION_CUBIC`]; any
+   * other value is refused with `ENOENT`. A connection switching keeps
+   * its window; a listener's passes to what it accepts.
+   */
+  SOFTOE_SOCK_OPT_CONGESTION = 8,
+  /**
+   * `TCP_QUICKACK`: 1 acknowledges every segment at once from now on,
+   * 0 delays acknowledgements again (the default).
+   */
+  SOFTOE_SOCK_OPT_QUICK_ACK = 9,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -529,7 +566,20 @@ typedef struct {
    * cost that grows with the sockets that changed, not with those open.
    */
   uint64_t changed_offset;
-  uint8_t _pad0[24];
+  /**
+   * The name of the interface the engine's port is on, NUL-padded (all
+   * zero: not told): what `SO_BINDTODEVICE` may name. Written once by
+   * the engine before the program sees the region, as two words.
+   */
+  uint8_t device[16];
+  /**
+   * The congestion control algorithm the engine gives a TCP socket that
+   * asks for none ([`CONGESTION_RENO`](crate::CONGESTION_RENO),
+   * [`CONGESTION_CUBIC`](crate::CONGESTION_CUBIC); 0: not told).
+   * Written once by the engine before the program sees the region.
+   */
+  uint32_t congestion;
+  uint8_t _pad0[4];
   /**
    * Commands the engine has consumed (engine writes).
    */
@@ -781,6 +831,15 @@ typedef struct {
    * Remote address ([`pack_addr`]).
    */
   uint64_t remote;
+  /**
+   * The congestion control algorithm in use: [`CONGESTION_RENO`] or
+   * [`CONGESTION_CUBIC`].
+   */
+  uint32_t congestion;
+  /**
+   * Reserved (zero).
+   */
+  uint32_t _reserved;
 } softoe_TcpInfoRecord;
 
 #endif  /* SOFTOE_ABI_H */

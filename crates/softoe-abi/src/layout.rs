@@ -69,7 +69,16 @@ pub struct RegionHeader {
     /// zero) by the program's selector — readiness for many sockets at a
     /// cost that grows with the sockets that changed, not with those open.
     pub changed_offset: u64,
-    _pad0: [u8; 24],
+    /// The name of the interface the engine's port is on, NUL-padded (all
+    /// zero: not told): what `SO_BINDTODEVICE` may name. Written once by
+    /// the engine before the program sees the region, as two words.
+    pub device: [u8; 16],
+    /// The congestion control algorithm the engine gives a TCP socket that
+    /// asks for none ([`CONGESTION_RENO`](crate::CONGESTION_RENO),
+    /// [`CONGESTION_CUBIC`](crate::CONGESTION_CUBIC); 0: not told).
+    /// Written once by the engine before the program sees the region.
+    pub congestion: u32,
+    _pad0: [u8; 4],
     /// Commands the engine has consumed (engine writes).
     pub cmd_head: u32,
     _pad1: [u8; 124],
@@ -107,6 +116,8 @@ const _: () = {
     assert!(size_of::<RegionHeader>() == 8 * LINE);
     assert!(offset_of!(RegionHeader, secret) == 80);
     assert!(offset_of!(RegionHeader, changed_offset) == 96);
+    assert!(offset_of!(RegionHeader, device) == 104);
+    assert!(offset_of!(RegionHeader, congestion) == 120);
     assert!(offset_of!(RegionHeader, cmd_head) == LINE);
     assert!(offset_of!(RegionHeader, cmd_tail) == 2 * LINE);
     assert!(offset_of!(RegionHeader, cmp_head) == 3 * LINE);
@@ -567,6 +578,57 @@ impl Region {
         }
     }
 
+    /// The name of the interface the engine's port is on (empty: the
+    /// engine was not told), NUL-padded.
+    pub fn device(&self) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        for i in 0..2 {
+            let w = self.device_word(i).load(Ordering::Acquire);
+            out[8 * i..8 * i + 8].copy_from_slice(&w.to_ne_bytes());
+        }
+        out
+    }
+
+    /// Writes the interface's name (the engine, before the program sees
+    /// the region): at most 15 bytes are kept, NUL-padded.
+    pub fn set_device(&self, name: &[u8]) {
+        let mut raw = [0u8; 16];
+        let n = name.len().min(15);
+        raw[..n].copy_from_slice(&name[..n]);
+        for i in 0..2 {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&raw[8 * i..8 * i + 8]);
+            self.device_word(i)
+                .store(u64::from_ne_bytes(w), Ordering::Release);
+        }
+    }
+
+    /// The engine's default congestion control algorithm (0: not told).
+    pub fn congestion(&self) -> u32 {
+        self.word(offset_of!(RegionHeader, congestion))
+            .load(Ordering::Acquire)
+    }
+
+    /// Writes the default algorithm (the engine, before the program sees
+    /// the region).
+    pub fn set_congestion(&self, c: u32) {
+        self.word(offset_of!(RegionHeader, congestion))
+            .store(c, Ordering::Release);
+    }
+
+    fn device_word(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: `device` is 16 bytes at offset 104 of line 0 (checked by
+        // the const asserts), 8-aligned, accessed only as these two atomic
+        // words.
+        unsafe {
+            AtomicU64::from_ptr(
+                self.base
+                    .add(offset_of!(RegionHeader, device) + 8 * (i & 1))
+                    .cast(),
+            )
+        }
+    }
+
     fn secret_word(&self, i: usize) -> &AtomicU64 {
         // SAFETY: `secret` is two 8-aligned words inside line 0 of the
         // header (offset 80, checked below), only accessed atomically.
@@ -662,6 +724,27 @@ mod tests {
                 Region::attach(base, l.region_len()).err(),
                 Some(LayoutError::Version(7))
             );
+        }
+    }
+
+    #[test]
+    fn the_engine_tells_the_program_its_device_and_algorithm() {
+        let l = Layout::new(8, 8, 4, 4096).unwrap();
+        let mut mem = vec![0u128; l.region_len() as usize / 16];
+        let base = mem.as_mut_ptr().cast::<u8>();
+        // SAFETY: `mem` is large enough, 16-aligned and outlives the views.
+        unsafe {
+            let r = Region::init(base, l, 1);
+            assert_eq!(r.device(), [0; 16], "not told: empty");
+            assert_eq!(r.congestion(), 0);
+            r.set_congestion(crate::CONGESTION_RENO);
+            r.set_device(b"sotap12");
+            let a = Region::attach(base, l.region_len()).unwrap();
+            assert_eq!(&a.device()[..8], b"sotap12\0");
+            assert_eq!(a.congestion(), crate::CONGESTION_RENO);
+            // Longer than an interface name: cut to 15 bytes and a NUL.
+            r.set_device(b"a-name-far-too-long");
+            assert_eq!(&a.device(), b"a-name-far-too-\0");
         }
     }
 

@@ -77,9 +77,10 @@ pub use layout::{
     VERSION,
 };
 pub use record::{
-    CMD_QUIET, CMP_RELEASE, Command, Completion, Opcode, RECV_REGION, RECV_REMOTE, SEND_MORE,
-    SEND_OVERLAP, SEND_QUEUE, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SHUT_RD, SHUT_RDWR, SHUT_WR,
-    SockKind, SockOpt, TcpInfoRecord, pack_addr, unpack_addr,
+    CMD_QUIET, CMP_RELEASE, CONGESTION_CUBIC, CONGESTION_RENO, Command, Completion, Opcode,
+    RECV_REGION, RECV_REMOTE, SEND_MORE, SEND_OVERLAP, SEND_QUEUE, SEND_REMOTE, SEND_RING,
+    SEND_ZEROCOPY, SHUT_RD, SHUT_RDWR, SHUT_WR, SockKind, SockOpt, TcpInfoRecord, pack_addr,
+    unpack_addr,
 };
 pub use ring::{Consumer, Producer, RingError};
 pub use slot::{
@@ -104,6 +105,7 @@ pub mod errno {
     pub const EFAULT: i32 = 14;
     pub const EBUSY: i32 = 16;
     pub const EEXIST: i32 = 17;
+    pub const ENODEV: i32 = 19;
     pub const EINVAL: i32 = 22;
     pub const EMFILE: i32 = 24;
     pub const ENOSPC: i32 = 28;

@@ -222,7 +222,29 @@ pub enum SockOpt {
     /// Send policy default for this socket (0 copy, 1 zerocopy, 2 overlap):
     /// recorded for `softoe stat`.
     Policy = 5,
+    /// `IP_TOS`: the TOS byte of the socket's IPv4 packets. Set before
+    /// `CONNECT` or `LISTEN`, the first SYN (or SYN-ACK) carries it; a
+    /// listener's passes to the connections it accepts. TCP sockets keep
+    /// the ECN bits zero.
+    Tos = 6,
+    /// `IP_TTL`: the TTL of the socket's packets, 1..=255; 0 is the
+    /// engine's default. Set and inherited as [`SockOpt::Tos`].
+    Ttl = 7,
+    /// `TCP_CONGESTION`: [`CONGESTION_RENO`] or [`CONGESTION_CUBIC`]; any
+    /// other value is refused with `ENOENT`. A connection switching keeps
+    /// its window; a listener's passes to what it accepts.
+    Congestion = 8,
+    /// `TCP_QUICKACK`: 1 acknowledges every segment at once from now on,
+    /// 0 delays acknowledgements again (the default).
+    QuickAck = 9,
 }
+
+/// [`SockOpt::Congestion`] and [`TcpInfoRecord::congestion`]: RFC 5681/6582
+/// NewReno, Linux's `reno`.
+pub const CONGESTION_RENO: u32 = 1;
+/// [`SockOpt::Congestion`] and [`TcpInfoRecord::congestion`]: RFC 9438
+/// CUBIC, Linux's `cubic`.
+pub const CONGESTION_CUBIC: u32 = 2;
 
 impl SockOpt {
     /// The option a raw value names.
@@ -233,6 +255,10 @@ impl SockOpt {
             3 => SockOpt::UserTimeout,
             4 => SockOpt::Cork,
             5 => SockOpt::Policy,
+            6 => SockOpt::Tos,
+            7 => SockOpt::Ttl,
+            8 => SockOpt::Congestion,
+            9 => SockOpt::QuickAck,
             _ => return None,
         })
     }
@@ -271,6 +297,11 @@ pub struct TcpInfoRecord {
     pub local: u64,
     /// Remote address ([`pack_addr`]).
     pub remote: u64,
+    /// The congestion control algorithm in use: [`CONGESTION_RENO`] or
+    /// [`CONGESTION_CUBIC`].
+    pub congestion: u32,
+    /// Reserved (zero).
+    pub _reserved: u32,
 }
 
 /// Packs an IPv4 address (network order, as in `in_addr`) and a port into
@@ -340,7 +371,7 @@ mod tests {
             }
         }
         assert_eq!(Opcode::from_u16(16), None);
-        for v in 0..=10u64 {
+        for v in 0..=12u64 {
             if let Some(o) = SockOpt::from_u64(v) {
                 assert_eq!(o as u64, v);
             }

@@ -289,6 +289,22 @@ impl Client {
         self.inner.region.secret()
     }
 
+    /// The name of the interface the engine's port is on, as the engine
+    /// told this session (`None`: not told). `SO_BINDTODEVICE` to it is
+    /// what binding to softoe's interface means.
+    pub fn device(&self) -> Option<String> {
+        let raw = self.inner.region.device();
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        let name = std::str::from_utf8(&raw[..end]).ok()?;
+        (!name.is_empty()).then(|| name.to_string())
+    }
+
+    /// The congestion control algorithm the engine gives a socket that
+    /// chooses none (`None`: the engine did not say).
+    pub fn default_congestion(&self) -> Option<crate::Congestion> {
+        crate::socket::Congestion::of_code(self.inner.region.congestion())
+    }
+
     /// A round trip through the rings (`NOP`): the engine's command latency.
     pub fn nop(&self) -> io::Result<()> {
         self.call(Command::nop(0)).map(drop)

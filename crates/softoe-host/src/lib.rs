@@ -36,6 +36,7 @@ mod sys;
 pub use client::{Armed, Client, Config, Waiter};
 pub use select::{Event, Selector};
 pub use socket::{
-    Interest, Pollable, Readiness, SendPolicy, TcpListener, TcpReader, TcpStream, UdpSocket, ZcBuf,
+    Congestion, Interest, Pollable, Readiness, SendPolicy, TcpListener, TcpOptions, TcpReader,
+    TcpStream, UdpSocket, ZcBuf,
 };
 pub use softoe_abi::TcpInfoRecord;

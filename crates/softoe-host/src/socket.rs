@@ -8,9 +8,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use softoe_abi::{
-    CMD_QUIET, Command, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP, EV_RXFULL,
-    EV_WRITABLE, Opcode, RingSpan, SEND_OVERLAP, SEND_QUEUE, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY,
-    SockKind, SockOpt, TcpInfoRecord, UdpHeader, errno, pack_addr, unpack_addr,
+    CMD_QUIET, CONGESTION_CUBIC, CONGESTION_RENO, Command, EV_ACCEPT, EV_CONNECTED, EV_ERR,
+    EV_HELD, EV_HUP, EV_RDHUP, EV_RXFULL, EV_WRITABLE, Opcode, RingSpan, SEND_OVERLAP, SEND_QUEUE,
+    SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SockKind, SockOpt, TcpInfoRecord, UdpHeader, errno,
+    pack_addr, unpack_addr,
 };
 
 use crate::client::Client;
@@ -360,6 +361,74 @@ impl Drop for Sock {
     }
 }
 
+/// A congestion control algorithm the engine runs (`TCP_CONGESTION`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Congestion {
+    /// RFC 5681/6582 NewReno: Linux's `reno`.
+    Reno,
+    /// RFC 9438 CUBIC: Linux's `cubic`.
+    Cubic,
+}
+
+impl Congestion {
+    /// Every algorithm the engine has.
+    pub const ALL: [Congestion; 2] = [Congestion::Reno, Congestion::Cubic];
+
+    /// The algorithm Linux calls `name`, if the engine has it.
+    pub fn from_name(name: &str) -> Option<Congestion> {
+        Congestion::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// Linux's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Congestion::Reno => "reno",
+            Congestion::Cubic => "cubic",
+        }
+    }
+
+    fn code(self) -> u32 {
+        match self {
+            Congestion::Reno => CONGESTION_RENO,
+            Congestion::Cubic => CONGESTION_CUBIC,
+        }
+    }
+
+    pub(crate) fn of_code(c: u32) -> Option<Congestion> {
+        Congestion::ALL.into_iter().find(|a| a.code() == c)
+    }
+}
+
+/// Options a TCP socket takes before it connects or listens
+/// ([`Client::tcp_connect_with`], [`Client::tcp_listen_with`]), so that its
+/// first segment — the SYN, or a listener's SYN-ACKs — already carries them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TcpOptions {
+    /// `IP_TOS` (a TCP socket's ECN bits stay the engine's: zero).
+    pub tos: Option<u8>,
+    /// `IP_TTL`, 1..=255 (0: the engine's default).
+    pub ttl: Option<u8>,
+    /// `TCP_CONGESTION`.
+    pub congestion: Option<Congestion>,
+}
+
+impl Sock {
+    fn set_options(&self, o: &TcpOptions) -> io::Result<()> {
+        if let Some(t) = o.tos {
+            self.setopt(SockOpt::Tos, [u64::from(t), 0, 0, 0, 0])?;
+        }
+        if let Some(t) = o.ttl {
+            self.setopt(SockOpt::Ttl, [u64::from(t), 0, 0, 0, 0])?;
+        }
+        if let Some(c) = o.congestion {
+            self.setopt(SockOpt::Congestion, [u64::from(c.code()), 0, 0, 0, 0])?;
+        }
+        Ok(())
+    }
+}
+
 /// A TCP connection.
 #[derive(Debug)]
 pub struct TcpStream {
@@ -395,7 +464,13 @@ pub struct UdpSocket {
 impl Client {
     /// Connects to `addr`.
     pub fn tcp_connect(&self, addr: SocketAddrV4) -> io::Result<TcpStream> {
+        self.tcp_connect_with(addr, &TcpOptions::default())
+    }
+
+    /// Connects to `addr` with `opts` set first (the SYN carries them).
+    pub fn tcp_connect_with(&self, addr: SocketAddrV4, opts: &TcpOptions) -> io::Result<TcpStream> {
         let s = Sock::open(self, SockKind::Tcp)?;
+        s.set_options(opts)?;
         let (a, p) = packed(addr);
         let r = s.cmd(Opcode::Connect, 0, [a, p, 0, 0, 0, 0])?;
         result(&r)?;
@@ -474,7 +549,18 @@ impl Client {
     /// `connect`): the stream is writable when connected, or shows the
     /// error in [`TcpStream::take_error`].
     pub fn tcp_connect_nonblocking(&self, addr: SocketAddrV4) -> io::Result<TcpStream> {
+        self.tcp_connect_nonblocking_with(addr, &TcpOptions::default())
+    }
+
+    /// [`Client::tcp_connect_nonblocking`] with `opts` set first (the SYN
+    /// carries them).
+    pub fn tcp_connect_nonblocking_with(
+        &self,
+        addr: SocketAddrV4,
+        opts: &TcpOptions,
+    ) -> io::Result<TcpStream> {
         let s = Sock::open(self, SockKind::Tcp)?;
+        s.set_options(opts)?;
         let (a, p) = packed(addr);
         let tag = self.submit(Command::new(
             Opcode::Connect,
@@ -491,7 +577,19 @@ impl Client {
 
     /// Listens on `addr` (port 0 is refused: name a port).
     pub fn tcp_listen(&self, addr: SocketAddrV4, backlog: u32) -> io::Result<TcpListener> {
+        self.tcp_listen_with(addr, backlog, &TcpOptions::default())
+    }
+
+    /// Listens on `addr` with `opts` set first: every SYN-ACK carries them
+    /// and every accepted connection starts with them.
+    pub fn tcp_listen_with(
+        &self,
+        addr: SocketAddrV4,
+        backlog: u32,
+        opts: &TcpOptions,
+    ) -> io::Result<TcpListener> {
         let s = Sock::open(self, SockKind::Tcp)?;
+        s.set_options(opts)?;
         let (a, p) = packed(addr);
         result(&s.cmd(Opcode::Bind, 0, [a, p, 0, 0, 0, 0])?)?;
         result(&s.cmd(Opcode::Listen, 0, [u64::from(backlog), 0, 0, 0, 0, 0])?)?;
@@ -553,6 +651,12 @@ impl TcpListener {
     /// Non-blocking accepts (`WouldBlock` when none waits).
     pub fn set_nonblocking(&mut self, on: bool) {
         self.mode.nonblocking = on;
+    }
+
+    /// `IP_TOS`, `IP_TTL` and `TCP_CONGESTION` (those given) for the
+    /// connections of SYNs that arrive from now on.
+    pub fn set_options(&self, opts: &TcpOptions) -> io::Result<()> {
+        self.s.set_options(opts)
     }
 
     /// What a `poll` would say now (readable: a connection waits).
@@ -660,6 +764,27 @@ impl TcpStream {
     pub fn set_user_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         let ms = t.map_or(0, |t| t.as_millis().max(1) as u64);
         self.s.setopt(SockOpt::UserTimeout, [ms, 0, 0, 0, 0])
+    }
+
+    /// `IP_TOS`, `IP_TTL` and `TCP_CONGESTION` (those given) from the next
+    /// segment on; a new algorithm keeps the connection's window.
+    pub fn set_options(&self, opts: &TcpOptions) -> io::Result<()> {
+        self.s.set_options(opts)
+    }
+
+    /// `TCP_QUICKACK`: acknowledge every segment at once (`true`), or
+    /// delay acknowledgements again (`false`, the default).
+    pub fn set_quickack(&self, on: bool) -> io::Result<()> {
+        self.s
+            .setopt(SockOpt::QuickAck, [u64::from(on), 0, 0, 0, 0])
+    }
+
+    /// The congestion control algorithm the engine runs for it.
+    pub fn congestion(&self) -> io::Result<Congestion> {
+        let i = self.info()?;
+        Congestion::of_code(i.congestion).ok_or_else(|| {
+            io::Error::other(format!("unknown congestion algorithm {}", i.congestion))
+        })
     }
 
     /// Closes the sending half: FIN after the data written.
@@ -1355,6 +1480,18 @@ impl UdpSocket {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddrV4 {
         self.s.local()
+    }
+
+    /// `IP_TOS` (all eight bits: a UDP program owns the ECN bits) and
+    /// `IP_TTL` (0: the engine's default) of the datagrams sent from now on.
+    pub fn set_ip(&self, tos: Option<u8>, ttl: Option<u8>) -> io::Result<()> {
+        if let Some(t) = tos {
+            self.s.setopt(SockOpt::Tos, [u64::from(t), 0, 0, 0, 0])?;
+        }
+        if let Some(t) = ttl {
+            self.s.setopt(SockOpt::Ttl, [u64::from(t), 0, 0, 0, 0])?;
+        }
+        Ok(())
     }
 
     /// What a `poll` would say now.

@@ -16,12 +16,18 @@
 //!
 //! What is served: `socket`, `bind`, `listen`, `accept`/`accept4`,
 //! `connect` (blocking, and non-blocking with `SO_ERROR`), `getsockname`,
-//! `getpeername`, `getsockopt`/`setsockopt` (the common options; others fail with `ENOPROTOOPT` and a warning), `send`,
-//! `sendto`, `sendmsg`, `recv`, `recvfrom`, `recvmsg`, `read`, `write`,
-//! `readv`, `writev`, `close`, `shutdown`, `fcntl`, `ioctl` (`FIONBIO`,
+//! `getpeername`, `getsockopt`/`setsockopt` (Linux's answers; which
+//! options the engine honours, which it records and which it refuses with
+//! `ENOPROTOOPT` and a warning naming them: see `opts.rs`), `send`,
+//! `sendto`, `sendmsg`, `sendmmsg`, `recv`, `recvfrom`, `recvmsg` (with
+//! `MSG_ERRQUEUE`: `EAGAIN`, no error queue), `recvmmsg` (`MSG_WAITFORONE`,
+//! the timeout), `read`, `write`, `readv`, `writev`, `splice` (a pipe on the
+//! other side), `close`, `shutdown`, `fcntl`, `ioctl` (`FIONBIO`,
 //! `FIONREAD`), `poll`, `ppoll`, `select`, `pselect`, `epoll_*` (level and
-//! edge triggered, one-shot, `EPOLLRDHUP`), `dup`/`dup2`/`dup3`,
-//! `sendfile`/`sendfile64`, and glibc's fortified `__*_chk` variants.
+//! edge triggered, one-shot, `EPOLLRDHUP`; `epoll_pwait2`),
+//! `dup`/`dup2`/`dup3`, `sendfile`/`sendfile64` (to a softoe socket; from
+//! one fails with `EINVAL`, as from any socket on Linux), and glibc's
+//! fortified `__*_chk` variants (glibc has none for the batch calls).
 //!
 //! `AF_INET6` sockets are softoe's for their IPv4 side (`::`, and
 //! `::ffff:a.b.c.d`), answering with IPv4-mapped addresses; a real IPv6
@@ -45,6 +51,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod exec;
+mod mmsg;
 mod opts;
 mod real;
 pub mod rules;
@@ -379,6 +386,10 @@ unsafe fn recv_into(
     addr: *mut sockaddr,
     alen: *mut socklen_t,
 ) -> ssize_t {
+    if flags & libc::MSG_ERRQUEUE != 0 {
+        // softoe sockets queue no errors (`IP_RECVERR` is recorded only).
+        return ret_size(Err(libc::EAGAIN));
+    }
     if len == 0 {
         return 0;
     }
@@ -642,6 +653,10 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
         Some(Ok(s)) => {
             if msg.is_null() {
                 return ret_size(Err(libc::EFAULT));
+            }
+            if flags & libc::MSG_ERRQUEUE != 0 {
+                // softoe sockets queue no errors (`IP_RECVERR` is recorded only).
+                return ret_size(Err(libc::EAGAIN));
             }
             // SAFETY: the caller's msghdr.
             let m = unsafe { &mut *msg };
@@ -966,7 +981,14 @@ pub unsafe extern "C" fn getsockopt(
     if val.is_null() || len.is_null() {
         return ret(Err(libc::EFAULT));
     }
-    let v = match opts::get(&s, level, name) {
+    if level == libc::IPPROTO_IPV6 && s.v6 {
+        // Set on the kernel socket (see `setsockopt`): read back there.
+        // SAFETY: forwarded as given.
+        return unsafe { real::getsockopt(fd, level, name, val, len) };
+    }
+    // SAFETY: `len` is the caller's, checked non-null above.
+    let room = unsafe { *len } as usize;
+    let v = match opts::get(&s, level, name, room) {
         Ok(v) => v,
         Err(e) => return ret(Err(e)),
     };
@@ -981,8 +1003,10 @@ pub unsafe extern "C" fn getsockopt(
 
 // ---- waiting -------------------------------------------------------------------
 
+pub use mmsg::{recvmmsg, sendmmsg, splice};
 pub use wait::{
-    epoll_create, epoll_create1, epoll_ctl, epoll_pwait, epoll_wait, poll, ppoll, pselect, select,
+    epoll_create, epoll_create1, epoll_ctl, epoll_pwait, epoll_pwait2, epoll_wait, poll, ppoll,
+    pselect, select,
 };
 
 // ---- glibc's fortified variants (_FORTIFY_SOURCE) ---------------------------------

@@ -76,6 +76,8 @@ pub(crate) struct Opts {
     pub reuseaddr: bool,
     pub reuseport: bool,
     pub maxseg: c_int,
+    /// The rest (`IP_TOS`, `TCP_CONGESTION`…): see `opts.rs`.
+    pub ext: crate::opts::Ext,
 }
 
 impl Default for Opts {
@@ -98,6 +100,7 @@ impl Default for Opts {
             reuseaddr: false,
             reuseport: false,
             maxseg: 1460,
+            ext: crate::opts::Ext::default(),
         }
     }
 }
@@ -553,6 +556,7 @@ fn apply(s: &TcpStream, o: &Opts) {
     if o.user_timeout > 0 {
         let _ = s.set_user_timeout(Some(Duration::from_millis(u64::from(o.user_timeout))));
     }
+    crate::opts::after_connect(s, o);
 }
 
 fn stream_of(t: TcpStream, peer: SocketAddrV4) -> Stream {
@@ -644,7 +648,8 @@ impl Sock {
                     Kind::Tcp => {
                         let opts = *lock(&self.opts);
                         if self.nonblock.load(Ordering::Relaxed) {
-                            match c.tcp_connect_nonblocking(to) {
+                            let pre = crate::opts::tcp_options(&opts);
+                            match c.tcp_connect_nonblocking_with(to, &pre) {
                                 Ok(t) => {
                                     apply(&t, &opts);
                                     self.set(St::Stream(Arc::new(stream_of(t, to))));
@@ -653,7 +658,7 @@ impl Sock {
                                 Err(e) => Connect::Done(Err(errno_of(&e))),
                             }
                         } else {
-                            match c.tcp_connect(to) {
+                            match c.tcp_connect_with(to, &crate::opts::tcp_options(&opts)) {
                                 Ok(t) => {
                                     apply(&t, &opts);
                                     self.set(St::Stream(Arc::new(stream_of(t, to))));
@@ -665,6 +670,7 @@ impl Sock {
                     }
                     Kind::Udp => match c.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)) {
                         Ok(u) => {
+                            crate::opts::after_udp(&u, &lock(&self.opts));
                             self.set(St::Udp(Arc::new(Udp {
                                 s: Mutex::new(u),
                                 peer: Mutex::new(Some(to)),
@@ -724,6 +730,7 @@ impl Sock {
                             };
                         };
                         let mut u = c.udp_bind(at).map_err(|e| errno_of(&e))?;
+                        crate::opts::after_udp(&u, &lock(&self.opts));
                         u.set_nonblocking(self.nonblock.load(Ordering::Relaxed));
                         self.set(St::Udp(Arc::new(Udp {
                             s: Mutex::new(u),
@@ -742,7 +749,10 @@ impl Sock {
             St::Fresh { bound: Some(at) } if self.kind == Kind::Tcp => {
                 let c = shim().client().ok_or(libc::ENETDOWN)?;
                 let backlog = backlog.clamp(1, 65_535) as u32;
-                let l = c.tcp_listen(at, backlog).map_err(|e| errno_of(&e))?;
+                let pre = crate::opts::tcp_options(&lock(&self.opts));
+                let l = c
+                    .tcp_listen_with(at, backlog, &pre)
+                    .map_err(|e| errno_of(&e))?;
                 debug!(%at, backlog, "listening on softoe");
                 self.set(St::Listening(Arc::new(Listener::new(l))));
                 Ok(())

@@ -677,6 +677,32 @@ pub unsafe extern "C" fn epoll_pwait(
     unsafe { epoll_impl(epfd, evs, max, ms_timeout(timeout), mask) }
 }
 
+/// `epoll_pwait` with a `timespec` timeout (null: no limit), as glibc 2.35
+/// and Linux 5.11 have it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn epoll_pwait2(
+    epfd: c_int,
+    evs: *mut epoll_event,
+    max: c_int,
+    timeout: *const timespec,
+    mask: *const sigset_t,
+) -> c_int {
+    if !has_softoe(epfd) {
+        // SAFETY: forwarded as given.
+        return unsafe { real::epoll_pwait2(epfd, evs, max, timeout, mask) };
+    }
+    if !timeout.is_null() {
+        // SAFETY: the caller's timespec.
+        let t = unsafe { *timeout };
+        if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+    }
+    // SAFETY: the caller's array and mask.
+    unsafe { epoll_impl(epfd, evs, max, ts_timeout(timeout), mask) }
+}
+
 /// `fd` was closed: its registrations go (the kernel drops a closed
 /// descriptor's registrations too).
 pub(crate) fn forget_fd(fd: c_int) {

@@ -12,6 +12,10 @@ use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
 use crate::device::DeviceCaps;
 use crate::tcp::congestion::Algorithm;
 
+/// The TTL of packets whose socket sets none (Linux's
+/// `net.ipv4.ip_default_ttl`).
+pub const DEFAULT_TTL: u8 = 64;
+
 /// Keepalive parameters (`TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Keepalive {
@@ -94,6 +98,14 @@ pub struct TcpConfig {
     pub max_ooo_ranges: usize,
     /// Lower bound on the peer's MSS (guards against tiny or zero MSS).
     pub min_mss: u16,
+    /// The IPv4 TOS byte of every segment (`IP_TOS`): DSCP in the high six
+    /// bits; the two ECN bits are the stack's, and it does not negotiate
+    /// ECN, so they go out as zero (Linux keeps them out of `IP_TOS` on TCP
+    /// sockets too). A listener's passes to the connections it accepts.
+    pub tos: u8,
+    /// The IPv4 TTL of every segment (`IP_TTL`); 0 stands for
+    /// [`DEFAULT_TTL`].
+    pub ttl: u8,
 }
 
 impl Default for TcpConfig {
@@ -121,6 +133,8 @@ impl Default for TcpConfig {
             orphan_retries: 8,
             max_ooo_ranges: 512,
             min_mss: 88,
+            tos: 0,
+            ttl: 0,
         }
     }
 }
@@ -135,6 +149,11 @@ pub struct UdpConfig {
     pub rx_datagrams: usize,
     /// Datagrams queued for sending.
     pub tx_datagrams: usize,
+    /// The IPv4 TOS byte of every datagram (`IP_TOS`), ECN bits included.
+    pub tos: u8,
+    /// The IPv4 TTL of every datagram (`IP_TTL`); 0 stands for
+    /// [`DEFAULT_TTL`].
+    pub ttl: u8,
 }
 
 impl Default for UdpConfig {
@@ -143,6 +162,8 @@ impl Default for UdpConfig {
             rx_buffer: 256 * 1024,
             rx_datagrams: 256,
             tx_datagrams: 256,
+            tos: 0,
+            ttl: 0,
         }
     }
 }

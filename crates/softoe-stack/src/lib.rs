@@ -117,7 +117,7 @@ pub mod time;
 #[cfg(test)]
 mod tests;
 
-pub use config::{ArpConfig, Keepalive, StackConfig, TcpConfig, UdpConfig};
+pub use config::{ArpConfig, DEFAULT_TTL, Keepalive, StackConfig, TcpConfig, UdpConfig};
 pub use device::{Device, DeviceCaps, PartialCsum, RxMeta, TxBusy, TxFrame, TxOffload};
 pub use payload::PayloadRef;
 pub use socket::{Events, SocketHandle};

@@ -14,13 +14,14 @@ use softoe_wire::{
 use crate::config::{Keepalive, StackConfig, TcpConfig, UdpConfig};
 use crate::device::{Device, RxMeta};
 use crate::iface::arp::ArpCache;
-use crate::iface::{ETH_HEADER, Egress, IPV4_HEADER, Iface};
+use crate::iface::{ETH_HEADER, Egress, IPV4_HEADER, Iface, IpFields};
 use crate::isn::IsnGenerator;
 use crate::payload::PayloadRef;
 use crate::rand::Rand;
 use crate::socket::udp::UdpSocket;
 use crate::socket::{Events, Socket, SocketHandle, SocketSet};
 use crate::stats::StackStats;
+use crate::tcp::congestion::Algorithm;
 use crate::tcp::input::{Ctx, RateLimiter, Reply, rst_for};
 use crate::tcp::listener::TcpListener;
 use crate::tcp::output::{MAX_REFS_PER_FRAME, SinkError};
@@ -418,6 +419,7 @@ impl Stack {
                 dst_port: to.port,
             };
             let plen = payload.len();
+            let ip = sock.ip;
             let r = eg.send_ipv4(
                 src,
                 to.addr,
@@ -434,6 +436,7 @@ impl Stack {
                 plen,
                 Some(6),
                 None,
+                ip,
             );
             match r {
                 Err(SinkError::Busy) => return false,
@@ -889,6 +892,7 @@ impl Stack {
             0,
             Some(16),
             None,
+            IpFields::DEFAULT,
         );
     }
 
@@ -1289,6 +1293,81 @@ impl Stack {
     ) -> Result<(), HandleError> {
         self.tcp_cfg_mut(h)?.cfg.user_timeout = t;
         Ok(())
+    }
+
+    /// `TCP_CONGESTION`: the algorithm that sizes a connection's window
+    /// from now on (its window carries over, see
+    /// [`Controller::switch_to`](crate::tcp::congestion::Controller::switch_to)),
+    /// or, on a listener, the one the connections it accepts start with.
+    pub fn tcp_set_congestion(
+        &mut self,
+        h: SocketHandle,
+        algorithm: Algorithm,
+    ) -> Result<(), HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        match self.sockets.get_mut(i) {
+            Some(Socket::Tcp(s)) => s.set_congestion(algorithm),
+            Some(Socket::Listener(l)) => l.cfg.congestion = algorithm,
+            Some(Socket::Udp(_)) => return Err(HandleError::WrongKind),
+            None => return Err(HandleError::Invalid),
+        }
+        Ok(())
+    }
+
+    /// The congestion control algorithm of a connection or listener.
+    pub fn tcp_congestion(&self, h: SocketHandle) -> Result<Algorithm, HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        match self.sockets.get(i) {
+            Some(Socket::Tcp(s)) => Ok(s.cc.algorithm()),
+            Some(Socket::Listener(l)) => Ok(l.cfg.congestion),
+            Some(Socket::Udp(_)) => Err(HandleError::WrongKind),
+            None => Err(HandleError::Invalid),
+        }
+    }
+
+    /// `IP_TOS`: the TOS byte of the socket's packets from now on. On TCP
+    /// sockets the two ECN bits are cleared (the stack does not negotiate
+    /// ECN; Linux keeps them out of a TCP socket's `IP_TOS` too); a
+    /// listener's applies to the connections of the SYNs it receives from
+    /// then on, its SYN-ACKs included.
+    pub fn set_tos(&mut self, h: SocketHandle, tos: u8) -> Result<(), HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        match self.sockets.get_mut(i) {
+            Some(Socket::Tcp(s)) => s.cfg.tos = tos & !3,
+            Some(Socket::Listener(l)) => l.cfg.tos = tos & !3,
+            Some(Socket::Udp(u)) => u.ip.tos = tos,
+            None => return Err(HandleError::Invalid),
+        }
+        Ok(())
+    }
+
+    /// `IP_TTL`: the TTL of the socket's packets from now on (0: the
+    /// default, [`DEFAULT_TTL`](crate::DEFAULT_TTL)); a listener's passes
+    /// on as its TOS does.
+    pub fn set_ttl(&mut self, h: SocketHandle, ttl: u8) -> Result<(), HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        match self.sockets.get_mut(i) {
+            Some(Socket::Tcp(s)) => s.cfg.ttl = ttl,
+            Some(Socket::Listener(l)) => l.cfg.ttl = ttl,
+            Some(Socket::Udp(u)) => u.ip.ttl = ttl,
+            None => return Err(HandleError::Invalid),
+        }
+        Ok(())
+    }
+
+    /// The TOS byte and TTL a socket's packets carry now.
+    pub fn ip_fields(&self, h: SocketHandle) -> Result<(u8, u8), HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        let f = match self.sockets.get(i) {
+            Some(Socket::Tcp(s)) => s.ip_fields(),
+            Some(Socket::Listener(l)) => IpFields {
+                tos: l.cfg.tos,
+                ttl: l.cfg.ttl,
+            },
+            Some(Socket::Udp(u)) => u.ip,
+            None => return Err(HandleError::Invalid),
+        };
+        Ok((f.tos, f.effective_ttl()))
     }
 
     /// The delayed-ACK timer (`None`: acknowledge every segment at once).

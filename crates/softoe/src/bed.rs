@@ -100,6 +100,7 @@ impl RealBed {
         let mut hcfg = HostConfig {
             path: host.clone(),
             mode: 0o600,
+            device: Some(tap.clone()),
             ..HostConfig::default()
         };
         if !opts.wake_delay.is_zero() {

@@ -268,8 +268,13 @@ fn serve<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
     let describe = port.describe();
     let mut engine = Engine::new(built.stack, port, built.engine)?;
     if let Some(path) = &cfg.engine.host {
+        let device = match cfg.port.kind {
+            PortKind::Tap => Some(cfg.port.tap.clone()),
+            PortKind::Afpacket => cfg.port.interface.clone(),
+        };
         let h = HostService::new(HostConfig {
             path: path.clone(),
+            device,
             ..HostConfig::default()
         })
         .with_context(|| format!("serving host programs on {}", path.display()))?;

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use softoe_abi::{ATTACH_MAGIC, Hello, Layout, VERSION, Welcome, errno};
-use softoe_stack::{Events, Instant, SocketHandle, Stack};
+use softoe_stack::{Algorithm, Events, Instant, SocketHandle, Stack};
 use tracing::{debug, info, warn};
 
 use crate::memory::Memory;
@@ -58,6 +58,10 @@ pub struct HostConfig {
     pub wake_batch: u32,
     /// …or once the oldest has waited this long (interrupt coalescing).
     pub wake_delay: Duration,
+    /// The name of the interface the engine's port is on: `SO_BINDTODEVICE`
+    /// to it (or to no device) is accepted, to any other name refused with
+    /// `ENODEV`. `None`: every name is refused.
+    pub device: Option<String>,
 }
 
 impl Default for HostConfig {
@@ -71,6 +75,7 @@ impl Default for HostConfig {
             copy_ring: 512 * 1024,
             wake_batch: 1,
             wake_delay: Duration::ZERO,
+            device: None,
         }
     }
 }
@@ -136,6 +141,9 @@ pub struct HostService {
     /// Epoll tokens found ready by `look`, kept for the next look (no
     /// allocation per look).
     ready: Vec<u64>,
+    /// The stack's default congestion control algorithm, told to every
+    /// program at attach (`TCP_CONGESTION` of a socket that chose none).
+    congestion: Algorithm,
 }
 
 const LISTENER: u64 = u64::MAX;
@@ -170,6 +178,7 @@ impl HostService {
             stats: SessionStats::default(),
             scratch: vec![0u8; 65_536],
             ready: Vec::new(),
+            congestion: Algorithm::default(),
         })
     }
 
@@ -274,6 +283,7 @@ impl HostService {
                 return;
             }
         };
+        session.tell(self.cfg.device.as_deref(), self.congestion);
         let w = Welcome {
             magic: ATTACH_MAGIC,
             version: VERSION,
@@ -572,12 +582,8 @@ impl Service for HostService {
         "host"
     }
 
-    fn start(
-        &mut self,
-        _now: Instant,
-        _stack: &mut Stack,
-        _mem: &mut Memory,
-    ) -> Result<(), String> {
+    fn start(&mut self, _now: Instant, stack: &mut Stack, _mem: &mut Memory) -> Result<(), String> {
+        self.congestion = stack.config().tcp.congestion;
         Ok(())
     }
 

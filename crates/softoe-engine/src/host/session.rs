@@ -6,15 +6,16 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 
 use softoe_abi::{
-    BELL_MAGIC, Bell, BellOp, CMD_QUIET, CMP_RELEASE, Command, Completion, Consumer,
-    ENGINE_POLLING, ENGINE_SLEEPING, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_MOVED,
-    EV_RDHUP, EV_READABLE, EV_RXFULL, EV_WRITABLE, Layout, MAX_BELLS, Producer, RecvTarget, Region,
-    Request, RingError, RingSpan, SESSION_CLOSED, SHUT_RD, SHUT_WR, SendSource, SlotView, SockKind,
-    SockOpt, TcpInfoRecord, UdpHeader, decode, errno, pack_addr, waiter_bell,
+    BELL_MAGIC, Bell, BellOp, CMD_QUIET, CMP_RELEASE, CONGESTION_CUBIC, CONGESTION_RENO, Command,
+    Completion, Consumer, ENGINE_POLLING, ENGINE_SLEEPING, EV_ACCEPT, EV_CONNECTED, EV_ERR,
+    EV_HELD, EV_HUP, EV_MOVED, EV_RDHUP, EV_READABLE, EV_RXFULL, EV_WRITABLE, Layout, MAX_BELLS,
+    Producer, RecvTarget, Region, Request, RingError, RingSpan, SESSION_CLOSED, SHUT_RD, SHUT_WR,
+    SendSource, SlotView, SockKind, SockOpt, TcpInfoRecord, UdpHeader, decode, errno, pack_addr,
+    waiter_bell,
 };
 use softoe_stack::{
-    BindError, Endpoint, Events, HandleError, Instant, Keepalive, PayloadRef, RecvError, SendError,
-    SocketHandle, Stack, State, TcpError, UdpSendError,
+    Algorithm, BindError, Endpoint, Events, HandleError, Instant, Keepalive, PayloadRef, RecvError,
+    SendError, SocketHandle, Stack, State, TcpError, UdpSendError,
 };
 use softoe_wire::Ipv4Address;
 use tracing::{debug, trace, warn};
@@ -54,6 +55,10 @@ struct Opts {
     nodelay: Option<bool>,
     keepalive: Option<Option<Keepalive>>,
     user_timeout: Option<Option<std::time::Duration>>,
+    tos: Option<u8>,
+    ttl: Option<u8>,
+    congestion: Option<Algorithm>,
+    quickack: Option<bool>,
 }
 
 #[derive(Debug)]
@@ -678,6 +683,19 @@ impl Session {
     }
 
     /// Whether `secret` is this session's.
+    /// Tells the program, before it sees the region, the interface the
+    /// engine's port is on and the congestion control algorithm sockets
+    /// get by default.
+    pub(super) fn tell(&self, device: Option<&str>, congestion: Algorithm) {
+        if let Some(d) = device {
+            self.region.set_device(d.as_bytes());
+        }
+        self.region.set_congestion(match congestion {
+            Algorithm::NewReno => CONGESTION_RENO,
+            _ => CONGESTION_CUBIC,
+        });
+    }
+
     pub(super) fn secret_is(&self, secret: [u64; 2]) -> bool {
         // Compared in full, not stopping at the first difference.
         let mine = self.region.secret();
@@ -1483,6 +1501,8 @@ impl Session {
                     self.by_handle.insert(h, sock);
                     let s = self.sock(sock)?;
                     s.h = Some(h);
+                    let opts = s.opts;
+                    apply_opts(now, stack, h, &opts);
                     bound
                 } else {
                     ep
@@ -1514,6 +1534,8 @@ impl Session {
                     .map_err(bind_errno)?;
                 s.h = Some(h);
                 s.listener = true;
+                let opts = s.opts;
+                apply_opts(now, stack, h, &opts);
                 owner.insert(h, slot);
                 self.by_handle.insert(h, sock);
                 Ok(Some(0))
@@ -1752,9 +1774,23 @@ impl Session {
                     }
                     // Recorded; the stack's Nagle covers what programs use it for.
                     SockOpt::Cork | SockOpt::Policy => return Ok(Some(0)),
+                    SockOpt::Tos => s.opts.tos = Some(values[0] as u8),
+                    SockOpt::Ttl => {
+                        s.opts.ttl = Some(u8::try_from(values[0]).map_err(|_| errno::EINVAL)?)
+                    }
+                    SockOpt::Congestion => {
+                        s.opts.congestion = Some(match u32::try_from(values[0]) {
+                            Ok(CONGESTION_RENO) => Algorithm::NewReno,
+                            Ok(CONGESTION_CUBIC) => Algorithm::Cubic,
+                            _ => return Err(errno::ENOENT),
+                        })
+                    }
+                    SockOpt::QuickAck => s.opts.quickack = Some(on),
                     _ => return Err(errno::ENOPROTOOPT),
                 }
-                if let (Some(h), false) = (s.h, s.listener) {
+                // A listener takes what passes to its connections (TOS,
+                // TTL, algorithm); the rest fails there harmlessly.
+                if let Some(h) = s.h {
                     let opts = s.opts;
                     apply_opts(now, stack, h, &opts);
                 }
@@ -1779,6 +1815,11 @@ impl Session {
                     segs_in: i.segs_in,
                     local: packed(i.local),
                     remote: packed(i.remote),
+                    congestion: match i.congestion {
+                        Algorithm::NewReno => CONGESTION_RENO,
+                        _ => CONGESTION_CUBIC,
+                    },
+                    _reserved: 0,
                 };
                 // SAFETY: `rec` is plain integers; viewing it as bytes is
                 // sound and the slice does not outlive it.
@@ -2748,6 +2789,23 @@ fn queue(stack: &mut Stack, h: SocketHandle, r: PayloadRef) -> Result<u64> {
 }
 
 fn apply_opts(now: Instant, stack: &mut Stack, h: SocketHandle, o: &Opts) {
+    if let Some(tos) = o.tos {
+        let _ = stack.set_tos(h, tos);
+    }
+    if let Some(ttl) = o.ttl {
+        let _ = stack.set_ttl(h, ttl);
+    }
+    if let Some(a) = o.congestion {
+        let _ = stack.tcp_set_congestion(h, a);
+    }
+    if let Some(quick) = o.quickack {
+        let delay = if quick {
+            None
+        } else {
+            stack.config().tcp.delayed_ack
+        };
+        let _ = stack.tcp_set_delayed_ack(h, delay);
+    }
     if let Some(on) = o.nodelay {
         let _ = stack.tcp_set_nodelay(h, on);
     }

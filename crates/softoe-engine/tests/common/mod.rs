@@ -101,6 +101,7 @@ impl Bed {
             .then(|| {
                 softoe_engine::host::HostService::new(softoe_engine::host::HostConfig {
                     path: host.clone(),
+                    device: Some(tap.clone()),
                     ..Default::default()
                 })
             })

@@ -24,6 +24,29 @@ use crate::time::Instant;
 use arp::{ArpCache, Lookup};
 
 pub(crate) const ETH_HEADER: usize = 14;
+
+/// The per-socket fields of the IPv4 header: the TOS byte (`IP_TOS`) and the
+/// TTL (`IP_TTL`; 0 stands for [`DEFAULT_TTL`](crate::DEFAULT_TTL)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct IpFields {
+    pub(crate) tos: u8,
+    pub(crate) ttl: u8,
+}
+
+impl IpFields {
+    /// What packets of no socket carry (ICMP, resets for unknown
+    /// connections).
+    pub(crate) const DEFAULT: IpFields = IpFields { tos: 0, ttl: 0 };
+
+    /// The TTL packets carry.
+    pub(crate) fn effective_ttl(self) -> u8 {
+        if self.ttl == 0 {
+            crate::config::DEFAULT_TTL
+        } else {
+            self.ttl
+        }
+    }
+}
 pub(crate) const IPV4_HEADER: usize = 20;
 
 /// Addresses and routes.
@@ -166,6 +189,7 @@ impl<D: Device> Egress<'_, D> {
         payload_len: usize,
         csum_offset: Option<usize>,
         gso_size: Option<u16>,
+        fields: IpFields,
     ) -> Result<(), SinkError> {
         let Some(next_hop) = self.iface.route(dst) else {
             // No route: the packet is lost, as it would be on a wire.
@@ -210,13 +234,18 @@ impl<D: Device> Egress<'_, D> {
                 dst_addr: dst,
                 next_header: protocol,
                 payload_len: l4_len + payload_len,
-                hop_limit: 64,
+                hop_limit: fields.effective_ttl(),
                 ident: *self.ident,
                 dont_frag: protocol == IpProtocol::Tcp,
             };
             *self.ident = self.ident.wrapping_add(1);
             let mut ip = Ipv4Packet::new_unchecked(eth.payload_mut());
             ip_repr.emit(&mut ip, &ChecksumCaps::default());
+            if fields.tos != 0 {
+                // `emit` wrote DSCP/ECN zero and the checksum over that.
+                ip.set_dscp_ecn(fields.tos >> 2, fields.tos & 3);
+                ip.fill_checksum();
+            }
         }
         let l4_start = ETH_HEADER + IPV4_HEADER;
         let Some(l4) = self.buf.get_mut(l4_start..l4_start + l4_len) else {
@@ -300,6 +329,7 @@ impl<D: Device> Egress<'_, D> {
             0,
             None,
             None,
+            IpFields::DEFAULT,
         )
     }
 
@@ -355,6 +385,7 @@ impl<D: Device> SegmentSink for Egress<'_, D> {
             seg.payload_len,
             Some(16),
             seg.gso_size,
+            seg.ip,
         )
     }
 }

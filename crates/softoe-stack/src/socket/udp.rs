@@ -3,6 +3,7 @@
 use alloc::collections::VecDeque;
 
 use crate::config::UdpConfig;
+use crate::iface::IpFields;
 use crate::payload::PayloadRef;
 use crate::socket::Events;
 use crate::tcp::Endpoint;
@@ -22,6 +23,8 @@ pub(crate) struct UdpSocket {
     pub(crate) tx_done: u64,
     /// Datagrams dropped for lack of buffer space.
     pub(crate) rx_dropped: u64,
+    /// The TOS and TTL its datagrams carry.
+    pub(crate) ip: IpFields,
 }
 
 impl UdpSocket {
@@ -38,6 +41,10 @@ impl UdpSocket {
             events: Events::empty(),
             tx_done: 0,
             rx_dropped: 0,
+            ip: IpFields {
+                tos: cfg.tos,
+                ttl: cfg.ttl,
+            },
         }
     }
 

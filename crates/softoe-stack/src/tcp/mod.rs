@@ -245,6 +245,12 @@ pub struct TcpInfo {
     pub delivery_rate: u64,
     /// The reason the connection failed, if it did.
     pub error: Option<TcpError>,
+    /// The congestion control algorithm in use (`TCP_CONGESTION`).
+    pub congestion: congestion::Algorithm,
+    /// The TOS byte its segments carry (`IP_TOS`).
+    pub tos: u8,
+    /// The TTL its segments carry (`IP_TTL`).
+    pub ttl: u8,
 }
 
 /// Why data could not be queued for sending.

@@ -17,6 +17,7 @@ use super::congestion::CongestionControl;
 use super::seq;
 use super::socket::{TcpSocket, Timer};
 use super::{Endpoint, State};
+use crate::iface::IpFields;
 use crate::payload::PayloadRef;
 use crate::time::Instant;
 
@@ -45,6 +46,8 @@ pub(crate) struct Segment<'a> {
     pub(crate) payload_len: usize,
     /// Set for TSO super-segments.
     pub(crate) gso_size: Option<u16>,
+    /// The socket's TOS and TTL.
+    pub(crate) ip: IpFields,
 }
 
 /// Where a connection's segments go (the stack's framing and port).
@@ -135,6 +138,7 @@ impl TcpSocket {
                 refs: refs.as_slice(),
                 payload_len: len as usize,
                 gso_size,
+                ip: self.ip_fields(),
             };
             sink.send(&seg)?;
             self.commit(now, Plan { len, fin, ..plan });
@@ -193,8 +197,17 @@ impl TcpSocket {
             refs: &[],
             payload_len: 0,
             gso_size: None,
+            ip: self.ip_fields(),
         };
         sink.send(&seg)
+    }
+
+    /// The IPv4 header fields this connection's segments carry.
+    pub(crate) fn ip_fields(&self) -> IpFields {
+        IpFields {
+            tos: self.cfg.tos,
+            ttl: self.cfg.ttl,
+        }
     }
 
     /// The sequence number for a bare ACK: the highest sent (as Linux, whose

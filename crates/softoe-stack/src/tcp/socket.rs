@@ -9,7 +9,7 @@ use core::time::Duration;
 
 use softoe_wire::TcpSeqNumber;
 
-use super::congestion::{CongestionControl, Controller};
+use super::congestion::{Algorithm, CongestionControl, Controller};
 use super::rangeset::RangeSet;
 use super::recovery::Recovery;
 use super::ring::RingBuffer;
@@ -656,6 +656,13 @@ impl TcpSocket {
     }
 
     /// The `ss -ti` snapshot.
+    /// `TCP_CONGESTION`: from now on, `algorithm` sizes the window.
+    pub(crate) fn set_congestion(&mut self, algorithm: Algorithm) {
+        self.cfg.congestion = algorithm;
+        let sent_any = self.counters.bytes_sent > 0;
+        self.cc.switch_to(algorithm, self.snd_mss, sent_any);
+    }
+
     pub(crate) fn info(&self) -> TcpInfo {
         TcpInfo {
             state: self.state,
@@ -704,6 +711,9 @@ impl TcpSocket {
             recv_queue: self.rx.len().min(u32::MAX as usize) as u32,
             delivery_rate: self.rate.rate,
             error: self.error,
+            congestion: self.cc.algorithm(),
+            tos: self.cfg.tos,
+            ttl: self.ip_fields().effective_ttl(),
         }
     }
 

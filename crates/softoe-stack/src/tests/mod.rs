@@ -5,6 +5,7 @@
 mod bug_classes;
 mod harness;
 mod iface;
+mod ip_fields;
 mod offload;
 mod tcp_basics;
 mod tcp_close;

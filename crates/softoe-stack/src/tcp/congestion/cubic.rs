@@ -71,6 +71,14 @@ impl Cubic {
         }
     }
 
+    /// Takes over a connection's window from another controller: `cwnd`
+    /// and `ssthresh` carry on, a new epoch starts from them at the next ACK.
+    pub(crate) fn resume(&mut self, cwnd: u32, ssthresh: u32, sent_any: bool) {
+        self.cwnd = cwnd.max(self.mss);
+        self.ssthresh = ssthresh;
+        self.sent_any = sent_any;
+    }
+
     fn segs(&self, bytes: u32) -> f64 {
         f64::from(bytes) / f64::from(self.mss)
     }

@@ -64,6 +64,16 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// The algorithm Linux calls `name` (`"reno"`, `"cubic"`), if this
+    /// stack has it.
+    pub fn from_name(name: &str) -> Option<Algorithm> {
+        match name {
+            "reno" => Some(Algorithm::NewReno),
+            "cubic" => Some(Algorithm::Cubic),
+            _ => None,
+        }
+    }
+
     /// The name Linux uses for it.
     pub fn name(self) -> &'static str {
         match self {
@@ -101,6 +111,34 @@ impl Controller {
             Algorithm::NewReno => Controller::NewReno(NewReno::new(mss)),
             Algorithm::Cubic => Controller::Cubic(Cubic::new(mss)),
         }
+    }
+
+    /// The algorithm it runs.
+    pub fn algorithm(&self) -> Algorithm {
+        match self {
+            Controller::NewReno(_) => Algorithm::NewReno,
+            Controller::Cubic(_) => Algorithm::Cubic,
+        }
+    }
+
+    /// Switches to `algorithm` mid-connection (`TCP_CONGESTION` on a
+    /// connected socket). The congestion window and slow-start threshold
+    /// carry over and the new controller's own state starts afresh from
+    /// them — as Linux's `tcp_reinit_congestion_control` keeps `snd_cwnd`
+    /// and `snd_ssthresh`. `sent_any`: the connection has sent data (the
+    /// window no longer follows the MSS). The same algorithm: nothing
+    /// changes.
+    pub fn switch_to(&mut self, algorithm: Algorithm, mss: u32, sent_any: bool) {
+        if self.algorithm() == algorithm {
+            return;
+        }
+        let (cwnd, ssthresh) = (self.cwnd(), self.ssthresh());
+        let mut next = Controller::new(algorithm, mss);
+        match &mut next {
+            Controller::NewReno(c) => c.resume(cwnd, ssthresh, sent_any),
+            Controller::Cubic(c) => c.resume(cwnd, ssthresh, sent_any),
+        }
+        *self = next;
     }
 
     fn inner(&self) -> &dyn CongestionControl {

@@ -28,6 +28,14 @@ impl NewReno {
             sent_any: false,
         }
     }
+
+    /// Takes over a connection's window from another controller: `cwnd`
+    /// and `ssthresh` carry on.
+    pub(crate) fn resume(&mut self, cwnd: u32, ssthresh: u32, sent_any: bool) {
+        self.cwnd = cwnd.max(self.mss);
+        self.ssthresh = ssthresh;
+        self.sent_any = sent_any;
+    }
 }
 
 impl CongestionControl for NewReno {
