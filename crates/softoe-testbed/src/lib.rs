@@ -4,14 +4,19 @@
 //! compare it with Linux's own TCP on the same path. This crate builds that
 //! wire out of what the kernel offers: network namespaces as hosts, veth
 //! pairs as cables, a Linux bridge as the "regular switch", `tbf` for link
-//! rates and nftables `numgen random` rules for drops.
+//! rates, a small eBPF program on a device's ingress for random drops, and
+//! the `SIOCETHTOOL` ioctl for offloads. It needs nothing beyond the kernel
+//! and `iproute2` (`ip`, and `tc` for [`Testbed::tbf`]): no `ethtool`, no
+//! `nft`, no `sysctl` binary.
 //!
 //! Everything a testbed creates carries a name unique to the run
 //! (`so<pid>x<n>-…`, interface names within 15 bytes) and lives in its own
 //! namespaces, so nothing touches the root namespace's links; dropping the
-//! [`Testbed`] deletes every namespace (and so every interface in it), also
-//! when a test panics. A new testbed first removes what a killed run of
-//! this program left behind (namespaces whose owner pid is gone).
+//! [`Testbed`] kills every process still running in its namespaces (a
+//! server a test forgot, the workers a daemon forked) and then deletes the
+//! namespaces (and so every interface in them), also when a test panics. A
+//! new testbed first does the same to what a killed run of this program
+//! left behind (namespaces whose owner pid is gone).
 //!
 //! Code runs *inside* a namespace through [`Netns::run`]: a fresh thread
 //! joins the namespace (`setns`), so sockets it opens, and TAP devices it
@@ -31,14 +36,20 @@
 
 #![deny(unsafe_code)]
 
+mod bpf_drop;
 mod netns;
+mod offload;
 mod watchdog;
 
 pub use netns::{Netns, NsThread};
 pub use watchdog::{Watchdog, test_deadline};
 
 use std::process::Command;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use bpf_drop::DropProgram;
 
 use tracing::debug;
 
@@ -47,7 +58,7 @@ use tracing::debug;
 #[non_exhaustive]
 pub enum Error {
     /// A command could not run at all (not installed?).
-    #[error("could not run `{cmd}`: {source} (is iproute2/nftables installed, and are we root?)")]
+    #[error("could not run `{cmd}`: {source} (is iproute2 installed, and are we root?)")]
     Spawn {
         /// The command line.
         cmd: String,
@@ -76,6 +87,14 @@ pub enum Error {
     /// A name would not fit (interface names are at most 15 bytes).
     #[error("name {0:?} is too long for an interface (15 bytes at most)")]
     NameTooLong(String),
+    /// Loading, attaching or reading an eBPF program or map failed.
+    #[error("{what}: {source}")]
+    Bpf {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
 }
 
 /// `Result` with this crate's [`Error`].
@@ -121,6 +140,8 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 pub struct Testbed {
     prefix: String,
     namespaces: Vec<String>,
+    /// The random-drop programs attached, by namespace.
+    drops: Mutex<Vec<(String, DropProgram)>>,
     watchdog: Option<Watchdog>,
 }
 
@@ -132,6 +153,7 @@ impl Testbed {
         Ok(Testbed {
             prefix: format!("so{}x{n}", std::process::id()),
             namespaces: Vec::new(),
+            drops: Mutex::new(Vec::new()),
             watchdog: None,
         })
     }
@@ -140,7 +162,7 @@ impl Testbed {
     /// [`Watchdog`]): tests arm it with [`test_deadline`] so a hang fails
     /// in minutes. Named after the current thread (libtest names it after
     /// the test).
-    pub fn deadline(&mut self, limit: std::time::Duration) {
+    pub fn deadline(&mut self, limit: Duration) {
         let what = std::thread::current().name().map_or_else(
             || format!("testbed {}", self.prefix),
             |n| format!("test {n}"),
@@ -306,16 +328,21 @@ impl Testbed {
         .map(|_| ())
     }
 
-    /// Drops `percent` % of the TCP frames that arrive on `dev` in `ns`
-    /// (an nftables `netdev` ingress chain with `numgen random`), before any
-    /// stack or bridge sees them: loss on the wire, invisible to the sender.
+    /// Drops `percent` % of the IPv4 TCP frames that arrive on `dev` in
+    /// `ns`, before any stack or bridge sees them: loss on the wire,
+    /// invisible to the sender. A small eBPF program on the device's ingress
+    /// (tcx) does it, picking frames at random and counting them (see
+    /// [`dropped`](Self::dropped)); it replaces one this testbed put on
+    /// `dev` before, and stays until [`clear_drop`](Self::clear_drop) or
+    /// the testbed is dropped.
     ///
     /// Drops belong at ingress. A rule in the `output` hook makes Linux's
     /// TCP see a local transmit error: it keeps the segment and sends it
     /// again at once, so nothing is lost on the wire and the "lossy" path
     /// only loses the other side's packets. Frames are dropped as they
-    /// arrive, so turn segmentation offloads off upstream if drops should
-    /// hit segments rather than super-packets.
+    /// arrive, so turn segmentation offloads off upstream
+    /// ([`ethtool_k`](Self::ethtool_k)) if drops should hit segments
+    /// rather than super-packets.
     pub fn random_drop(&self, ns: &Netns, dev: &str, percent: u32) -> Result<()> {
         if percent > 100 {
             return Err(Error::Command {
@@ -323,26 +350,14 @@ impl Testbed {
                 stderr: "a drop rate is a percentage, 0 to 100".into(),
             });
         }
-        let chain: String = dev
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect();
-        let rules = format!(
-            "table netdev softoe_drop {{\n\
-               chain in_{chain} {{ type filter hook ingress device \"{dev}\" priority 0; \
-                 meta protocol ip ip protocol tcp numgen random mod 100 < {percent} counter drop; }}\n\
-             }}\n"
-        );
-        let path = std::env::temp_dir().join(format!("{}-{}-{chain}.nft", self.prefix, ns.name()));
-        std::fs::write(&path, rules).map_err(|source| Error::Spawn {
-            cmd: "write nft rules".into(),
-            source,
-        })?;
-        let r = run(Command::new("ip")
-            .args(["netns", "exec", ns.name(), "nft", "-f"])
-            .arg(&path));
-        let _ = std::fs::remove_file(&path);
-        r.map(|_| ())
+        let name = dev.to_string();
+        let program = ns.run(move || DropProgram::attach(&name, percent))??;
+        let mut drops = self.drops.lock().unwrap_or_else(|p| p.into_inner());
+        // The old program (if any) detaches as it drops, after the new one
+        // is in place.
+        drops.retain(|(n, p)| !(n == ns.name() && p.dev == dev));
+        drops.push((ns.name().to_string(), program));
+        Ok(())
     }
 
     /// Makes `host`'s link to the bridge lose `percent` % of TCP frames in
@@ -359,66 +374,108 @@ impl Testbed {
         self.random_drop(sw, &port, percent)
     }
 
-    /// How many frames the drop rules in `ns` have dropped so far.
+    /// How many frames the drop programs in `ns` have dropped so far (0
+    /// when it has none).
     pub fn dropped(&self, ns: &Netns) -> Result<u64> {
-        let out = run(Command::new("ip").args([
-            "netns",
-            "exec",
-            ns.name(),
-            "nft",
-            "list",
-            "table",
-            "netdev",
-            "softoe_drop",
-        ]))?;
-        Ok(out
-            .split("counter packets ")
-            .skip(1)
-            .filter_map(|t| t.split_whitespace().next()?.parse::<u64>().ok())
-            .sum())
-    }
-
-    /// Removes the drop rules of [`random_drop`](Self::random_drop) in `ns`
-    /// (all of its devices); fine if there are none.
-    pub fn clear_drop(&self, ns: &Netns) -> Result<()> {
-        match run(Command::new("ip").args([
-            "netns",
-            "exec",
-            ns.name(),
-            "nft",
-            "delete",
-            "table",
-            "netdev",
-            "softoe_drop",
-        ])) {
-            Err(Error::Command { stderr, .. }) if stderr.contains("No such file") => Ok(()),
-            r => r.map(|_| ()),
+        let drops = self.drops.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sum = 0;
+        for (_, p) in drops.iter().filter(|(n, _)| n == ns.name()) {
+            sum += p.dropped()?;
         }
+        Ok(sum)
     }
 
-    /// Runs a sysctl in `ns` (e.g. `net.ipv4.tcp_sack=0`).
+    /// Removes the drop programs of [`random_drop`](Self::random_drop) in
+    /// `ns` (all of its devices); fine if there are none.
+    pub fn clear_drop(&self, ns: &Netns) -> Result<()> {
+        let mut drops = self.drops.lock().unwrap_or_else(|p| p.into_inner());
+        drops.retain(|(n, _)| n != ns.name());
+        Ok(())
+    }
+
+    /// Sets a sysctl in `ns` (`net.ipv4.tcp_sack=0`), by writing its file
+    /// under `/proc/sys` from a thread inside the namespace (no `sysctl`
+    /// binary needed). A `/` in a component stands for a dot, as `sysctl`
+    /// takes it (`net.ipv4.conf.eth0/100.forwarding=1`).
     pub fn sysctl(&self, ns: &Netns, setting: &str) -> Result<()> {
-        run(Command::new("ip").args(["netns", "exec", ns.name(), "sysctl", "-qw", setting]))
-            .map(|_| ())
+        let bad = |why: &str| Error::Command {
+            cmd: format!("sysctl {setting}"),
+            stderr: why.to_string(),
+        };
+        let (key, value) = setting
+            .split_once('=')
+            .ok_or_else(|| bad("say name=value"))?;
+        let key = key.trim();
+        if key.is_empty() || key.split('.').any(|c| c.is_empty() || c == "..") {
+            return Err(bad("not a sysctl name"));
+        }
+        let path: std::path::PathBuf = std::iter::once("/proc/sys".to_string())
+            .chain(key.split('.').map(|c| c.replace('/', ".")))
+            .collect();
+        let value = value.trim().to_string();
+        ns.run(move || std::fs::write(&path, value).map_err(|e| (path, e)))?
+            .map_err(|(path, e)| Error::Command {
+                cmd: format!("sysctl {setting}"),
+                stderr: format!("writing {}: {e}", path.display()),
+            })
     }
 
-    /// Turns offloads of `dev` on or off with ethtool (`-K dev tso off`…).
+    /// Turns offloads of `dev` in `ns` on or off, taking the settings
+    /// `ethtool -K` takes (`["tso", "off", "gro", "off"]`; `rx`, `tx`, `sg`,
+    /// `tso`, `gso`, `gro`, or their long names as `ethtool -k` prints
+    /// them). It issues the `SIOCETHTOOL` ioctl itself, from a thread in
+    /// the namespace: the `ethtool` binary is not needed. The settings are
+    /// read back, and one the kernel would not change is an error.
     pub fn ethtool_k(&self, ns: &Netns, dev: &str, settings: &[&str]) -> Result<()> {
-        run(Command::new("ip")
-            .args(["netns", "exec", ns.name(), "ethtool", "-K", dev])
-            .args(settings))
-        .map(|_| ())
+        let wanted = offload::parse(dev, settings)?;
+        let name = dev.to_string();
+        ns.run(move || offload::set(&name, &wanted))?
+    }
+
+    /// Whether offload `name` (an [`ethtool_k`](Self::ethtool_k) name) of
+    /// `dev` in `ns` is on.
+    pub fn offload(&self, ns: &Netns, dev: &str, name: &str) -> Result<bool> {
+        let (o, _) = offload::parse(dev, &[name, "on"])?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Command {
+                cmd: format!("offload {dev} {name}"),
+                stderr: "no offload named".into(),
+            })?;
+        let dev = dev.to_string();
+        ns.run(move || offload::get(&dev, o))?
     }
 }
 
 impl Drop for Testbed {
     fn drop(&mut self) {
+        self.drops
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         for ns in self.namespaces.drain(..).rev() {
-            if let Err(e) = ip(&["netns", "del", &ns]) {
+            if let Err(e) = delete_netns(&ns) {
                 tracing::warn!(%ns, error = %e, "could not delete namespace");
             }
         }
     }
+}
+
+/// How long teardown waits for the processes it kills to be gone.
+const KILL_WAIT: Duration = Duration::from_secs(10);
+
+/// Kills every process in namespace `name`, then deletes it.
+fn delete_netns(name: &str) -> Result<()> {
+    let killed = netns::kill_processes(name, KILL_WAIT);
+    match &killed {
+        Ok(k) if !k.is_empty() => {
+            tracing::warn!(ns = %name, killed = ?k, "processes still ran in the namespace: killed");
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(ns = %name, error = %e, "could not end its processes"),
+    }
+    ip(&["netns", "del", name])?;
+    killed.map(drop)
 }
 
 /// Deletes namespaces named `so<pid>x…` whose pid no longer runs.
@@ -446,7 +503,7 @@ fn reap(doomed: impl Fn(u32) -> bool) {
             continue;
         };
         if doomed(pid) {
-            let _ = ip(&["netns", "del", name]);
+            let _ = delete_netns(name);
         }
     }
 }

@@ -127,3 +127,131 @@ impl<T> NsThread<T> {
         self.handle.is_finished()
     }
 }
+
+/// The processes whose network namespace is the one mounted at `path`
+/// (their main thread's, as `ip netns pids` reads it), other than this
+/// process: `(pid, its command line)`.
+fn processes_in(path: &std::path::Path) -> std::io::Result<Vec<(i32, String)>> {
+    use std::os::unix::fs::MetadataExt;
+    let target = std::fs::metadata(path)?;
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        // A process that is gone, or a zombie (whose namespaces are
+        // released), has no readable ns/net: not in the namespace.
+        let Ok(ns) = std::fs::metadata(format!("/proc/{pid}/ns/net")) else {
+            continue;
+        };
+        if ns.dev() == target.dev() && ns.ino() == target.ino() {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if let Ok(pid) = i32::try_from(pid) {
+                found.push((pid, cmdline.trim().to_string()));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Kills (`SIGKILL`) every process in the namespace `name` and waits until
+/// none is left in it, for at most `limit`. Returns the processes killed.
+///
+/// The namespaces a testbed makes carry names unique to the run, so what
+/// runs in them was started by its tests: a server a test forgot, the
+/// workers a daemon forked. Deleting a namespace does not end them (they
+/// keep it alive, nameless), which is why teardown kills them first.
+pub(crate) fn kill_processes(name: &str, limit: std::time::Duration) -> Result<Vec<String>> {
+    let path = std::path::PathBuf::from(format!("/run/netns/{name}"));
+    let end = std::time::Instant::now() + limit;
+    let mut killed = Vec::new();
+    loop {
+        let left = match processes_in(&path) {
+            Ok(left) => left,
+            // The namespace is gone already: nothing can be in it by name.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(killed),
+            Err(source) => {
+                return Err(Error::Setns {
+                    name: name.to_string(),
+                    source,
+                });
+            }
+        };
+        if left.is_empty() {
+            return Ok(killed);
+        }
+        if std::time::Instant::now() > end {
+            return Err(Error::Command {
+                cmd: format!("kill the processes in namespace {name}"),
+                stderr: format!(
+                    "still running after {} ms: {}",
+                    limit.as_millis(),
+                    left.iter()
+                        .map(|(pid, cmd)| format!("{pid} {cmd}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+        for (pid, cmd) in left {
+            let line = format!("{pid} {cmd}");
+            if kill_if_in(pid, &path) && !killed.contains(&line) {
+                killed.push(line);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Sends `SIGKILL` to `pid` if it is (still) in the namespace at `path`:
+/// through a pidfd, so a pid reused by another process between the scan
+/// and the signal is never hit. Whether a signal was sent.
+fn kill_if_in(pid: i32, path: &std::path::Path) -> bool {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: pidfd_open takes a pid and flags (0) and returns a new file
+    // descriptor or -1; no memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let Ok(fd) = i32::try_from(fd) else {
+        return false;
+    };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: `fd` was just returned by pidfd_open and is owned by nothing
+    // else; OwnedFd closes it once.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // The pidfd pins this very process; check it is the one in the
+    // namespace (the pid may have been reused since the scan).
+    let (Ok(target), Ok(ns)) = (
+        std::fs::metadata(path),
+        std::fs::metadata(format!("/proc/{pid}/ns/net")),
+    ) else {
+        return false;
+    };
+    if ns.dev() != target.dev() || ns.ino() != target.ino() {
+        return false;
+    }
+    // SAFETY: pidfd_send_signal takes the pidfd, a signal number, a null
+    // siginfo (allowed: the kernel fills in a SI_USER one) and flags 0.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    rc == 0
+}

@@ -111,3 +111,157 @@ fn connect(addr: &str) -> TcpStream {
     }
     panic!("cannot connect to {addr}");
 }
+
+/// A process a test started inside a namespace — here one that detaches
+/// itself, as nginx's workers do, so the test holds no handle on it — is
+/// killed when the testbed is dropped, before its namespace goes: nothing
+/// outlives the test, in a deleted namespace or elsewhere.
+#[test]
+fn teardown_kills_every_process_left_in_a_namespace() {
+    let pid: i32;
+    {
+        let mut tb = Testbed::new().unwrap();
+        tb.deadline(softoe_testbed::test_deadline());
+        let ns = tb.netns("p").unwrap();
+        let out = ns
+            .command("sh")
+            .args(["-c", "sleep 600 </dev/null >/dev/null 2>&1 & echo $!"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        pid = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        // Killed at the end if the teardown did not (the test must not
+        // leave it behind when it fails).
+        let _guard = KillOnDrop(pid);
+        assert!(alive(pid), "sleep {pid} runs in the namespace");
+        let mine = std::fs::metadata("/proc/self/ns/net").unwrap();
+        let its = std::fs::metadata(format!("/proc/{pid}/ns/net")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_ne!(mine.ino(), its.ino(), "sleep runs in the test's namespace");
+        drop(tb);
+        assert!(!alive(pid), "sleep {pid} survived its namespace's teardown");
+    }
+}
+
+/// Whether `pid` runs (a zombie does not).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+        Err(_) => false,
+    }
+}
+
+/// Kills `sleep` by pid if it still runs.
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", self.0)).unwrap_or_default();
+        if alive(self.0) && cmdline.starts_with(b"sleep\x00600") {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &self.0.to_string()])
+                .status();
+        }
+    }
+}
+
+/// The tools a testbed uses in place of `nft`, `ethtool` and `sysctl`: a
+/// drop program that drops TCP alone (and counts it), replaced and removed
+/// on demand; offloads switched and read back; a sysctl in one namespace
+/// only; and clear errors for what cannot be.
+#[test]
+fn drops_offloads_and_sysctls_need_no_tools() {
+    use std::net::UdpSocket;
+    use std::time::Duration;
+    let mut tb = Testbed::new().unwrap();
+    tb.deadline(softoe_testbed::test_deadline());
+    let a = tb.netns("a").unwrap();
+    let b = tb.netns("b").unwrap();
+    tb.veth(&a, "eth0", &b, "eth0").unwrap();
+    tb.addr(&a, "eth0", "10.9.1.1/24").unwrap();
+    tb.addr(&b, "eth0", "10.9.1.2/24").unwrap();
+    let listener = b
+        .run(|| TcpListener::bind("10.9.1.2:7000").unwrap())
+        .unwrap();
+    let udp = b.run(|| UdpSocket::bind("10.9.1.2:7001").unwrap()).unwrap();
+    let try_connect = |a: &softoe_testbed::Netns| {
+        a.run(|| {
+            let to = "10.9.1.2:7000".parse().unwrap();
+            TcpStream::connect_timeout(&to, Duration::from_millis(700)).is_ok()
+        })
+        .unwrap()
+    };
+
+    // Every TCP frame into b dropped, and counted; UDP passes.
+    tb.random_drop(&b, "eth0", 100).unwrap();
+    assert!(!try_connect(&a), "connected through a 100 % drop");
+    let dropped = tb.dropped(&b).unwrap();
+    assert!(dropped >= 1, "SYNs dropped: {dropped}");
+    assert_eq!(tb.dropped(&a).unwrap(), 0, "nothing dropped in a");
+    a.run(|| {
+        let s = UdpSocket::bind("10.9.1.1:0").unwrap();
+        s.send_to(b"not tcp", "10.9.1.2:7001").unwrap();
+    })
+    .unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 16];
+    let (n, _) = udp.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"not tcp");
+
+    // A new rate on the same device replaces the program (and its count).
+    tb.random_drop(&b, "eth0", 0).unwrap();
+    assert!(try_connect(&a), "0 % drops still drop");
+    assert_eq!(tb.dropped(&b).unwrap(), 0);
+    tb.random_drop(&b, "eth0", 100).unwrap();
+    assert!(!try_connect(&a));
+    tb.clear_drop(&b).unwrap();
+    assert_eq!(tb.dropped(&b).unwrap(), 0);
+    assert!(try_connect(&a), "the drop program outlived clear_drop");
+    tb.clear_drop(&b).unwrap();
+    drop(listener);
+
+    // Offloads, through the ioctl, read back.
+    assert!(
+        tb.offload(&a, "eth0", "tso").unwrap(),
+        "veth starts with TSO"
+    );
+    tb.ethtool_k(&a, "eth0", &["tso", "off", "gro", "off"])
+        .unwrap();
+    assert!(!tb.offload(&a, "eth0", "tso").unwrap());
+    assert!(!tb.offload(&a, "eth0", "generic-receive-offload").unwrap());
+    assert!(tb.offload(&b, "eth0", "tso").unwrap(), "b's own veth end");
+    tb.ethtool_k(&a, "eth0", &["tso", "on"]).unwrap();
+    assert!(tb.offload(&a, "eth0", "tso").unwrap());
+    // TSO needs transmit checksums: the kernel keeps it off, and says so.
+    let e = tb
+        .ethtool_k(&a, "eth0", &["tx", "off", "tso", "on"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("tso stays off"), "{e}");
+    let e = tb.ethtool_k(&a, "nosuch0", &["gro", "off"]).unwrap_err();
+    assert!(e.to_string().contains("No such device"), "{e}");
+    let e = tb.ethtool_k(&a, "eth0", &["lro", "off"]).unwrap_err();
+    assert!(e.to_string().contains("unknown offload"), "{e}");
+
+    // A sysctl in b alone.
+    let root = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_sack").unwrap();
+    tb.sysctl(&b, "net.ipv4.tcp_sack=0").unwrap();
+    let in_b = b
+        .run(|| std::fs::read_to_string("/proc/sys/net/ipv4/tcp_sack").unwrap())
+        .unwrap();
+    assert_eq!(in_b.trim(), "0");
+    let now = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_sack").unwrap();
+    assert_eq!(now, root, "the root namespace's sysctl changed");
+    let e = tb.sysctl(&b, "net.ipv4.no_such_thing=1").unwrap_err();
+    assert!(e.to_string().contains("no_such_thing"), "{e}");
+    assert!(tb.sysctl(&b, "net.ipv4.tcp_sack").is_err());
+    assert!(tb.sysctl(&b, "net...ipv4=1").is_err());
+
+    // Bad rates and devices say so.
+    let e = tb.random_drop(&b, "eth0", 101).unwrap_err();
+    assert!(e.to_string().contains("0 to 100"), "{e}");
+    let e = tb.random_drop(&b, "nosuch0", 1).unwrap_err();
+    assert!(e.to_string().contains("nosuch0"), "{e}");
+}

@@ -387,6 +387,10 @@ fn demo_runs_with_its_servers_in_a_separate_program() {
         assert!(r["linux"].as_f64().unwrap() > 0.0, "{r}");
     }
     assert!(v["engine"]["bytes_in"].as_u64().unwrap() > 8 << 20);
+    assert!(
+        v["wire_dropped"].as_u64().unwrap() > 0,
+        "no drops on the wire"
+    );
 }
 
 /// `softoe bench`, small: every scenario measured on softoe and on Linux,
@@ -480,4 +484,70 @@ fn bench_measures_both_sides() {
         assert!(svg.starts_with("<svg") && svg.contains(legend), "{name}");
     }
     let _ = std::fs::remove_dir_all(&plots);
+}
+
+/// The README's first command on a fresh machine: nothing installed
+/// beyond the kernel and iproute2. The demo runs with a `PATH` holding only
+/// `ip`, `tc`, `ss`, `sh` and a few coreutils — no `ethtool`, `nft`,
+/// `sysctl`, `tcpdump` or `tshark` — and prints its whole table, the drop
+/// rows with frames really dropped on the wire.
+#[test]
+fn demo_needs_nothing_beyond_the_kernel_and_iproute2() {
+    let bin = std::env::temp_dir().join(format!("softoe-cli-path-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&bin);
+    std::fs::create_dir_all(&bin).unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let find = |tool: &str| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(tool))
+            .find(|p| p.is_file())
+    };
+    for tool in ["ip", "tc", "ss", "sh", "cat", "ls", "sleep"] {
+        let real = find(tool).unwrap_or_else(|| panic!("{tool} is not installed"));
+        std::os::unix::fs::symlink(real, bin.join(tool)).unwrap();
+    }
+    let out = Command::new(BIN)
+        .args([
+            "demo",
+            "--bytes",
+            "8M",
+            "--drop-bytes",
+            "4M",
+            "--rounds",
+            "200",
+        ])
+        .env("PATH", &bin)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&bin);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "softoe demo without ethtool, nft, sysctl, tcpdump, tshark: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for workload in [
+        "bulk Linux→host",
+        "bulk host→Linux",
+        "4-byte RR p50",
+        "4-byte RR p99",
+        "1 % drops, Linux→host",
+        "1 % drops, host→Linux",
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(workload))
+            .unwrap_or_else(|| panic!("no row {workload:?} in\n{text}"));
+        let ratio = line
+            .split_whitespace()
+            .find_map(|w| w.strip_suffix('x')?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no ratio in {line:?}"));
+        assert!(ratio > 0.0, "{line}");
+    }
+    let dropped: u64 = text
+        .split("the wire dropped ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no drop count in\n{text}"));
+    assert!(dropped > 0, "nothing dropped on the wire:\n{text}");
 }

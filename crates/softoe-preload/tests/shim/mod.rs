@@ -55,8 +55,11 @@ pub fn have(program: &str) -> bool {
 }
 
 /// Kills `c`'s process when the thread that started it ends, so a test
-/// the watchdog aborts leaves no program behind.
+/// the watchdog aborts leaves no program behind. It leads a process group
+/// of its own, which [`Child`] kills whole: the workers a master forked
+/// (nginx's) go with it.
 pub fn guarded(mut c: Command) -> Command {
+    c.process_group(0);
     // SAFETY: prctl is async-signal-safe and touches only the child.
     unsafe {
         c.pre_exec(|| {
@@ -127,6 +130,12 @@ pub struct Child(pub std::process::Child);
 
 impl Drop for Child {
     fn drop(&mut self) {
+        // Its whole group first (a process it forked outlives it otherwise);
+        // the group cannot be another's: its leader is not yet reaped.
+        if let Ok(pgid) = i32::try_from(self.0.id()) {
+            // SAFETY: kill takes no pointers; a negative pid names a group.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -1,0 +1,380 @@
+//! Random drops on the wire without the `nft` binary: a 28-instruction
+//! eBPF program, assembled here and loaded with the `bpf(2)` system call,
+//! attached to a device's ingress as a tcx link (Linux ≥ 6.6).
+//!
+//! For every frame that arrives on the device it does what the nftables
+//! rule `meta protocol ip ip protocol tcp numgen random mod 100 < P counter
+//! drop` did: an IPv4 TCP frame is dropped when a fresh random number
+//! modulo 100 is below `P`, and counted in a one-slot array map; every
+//! other frame goes on untouched. The link lives as long as its
+//! [`DropProgram`] (closing the link's descriptor detaches it); the map
+//! stays readable from any namespace.
+//!
+//! tcx is the kernel's own attach point for tc programs: no qdisc to add,
+//! and no `tc` action needed (this kernel has no `gact`, so a classic
+//! `tc … action drop` is not available anyway). Loading needs `CAP_BPF`
+//! and `CAP_NET_ADMIN`, which a testbed has as root.
+
+#![allow(unsafe_code)]
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use crate::{Error, Result};
+
+// bpf(2) commands.
+const BPF_MAP_CREATE: libc::c_int = 0;
+const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
+const BPF_PROG_LOAD: libc::c_int = 5;
+const BPF_LINK_CREATE: libc::c_int = 28;
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
+const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+const BPF_TCX_INGRESS: u32 = 46;
+const BPF_PSEUDO_MAP_FD: u8 = 1;
+
+// Helpers the program calls.
+const HELPER_MAP_LOOKUP_ELEM: i32 = 1;
+const HELPER_GET_PRANDOM_U32: i32 = 7;
+const HELPER_SKB_LOAD_BYTES: i32 = 26;
+
+// tc verdicts: drop, and "no opinion" (the next program, then the stack).
+const TC_ACT_SHOT: i32 = 2;
+const TCX_NEXT: i32 = -1;
+
+/// `offsetof(struct __sk_buff, protocol)`: the frame's EtherType in
+/// network order.
+const SKB_PROTOCOL: i16 = 16;
+/// The IPv4 protocol byte, from the start of an Ethernet frame (tc runs
+/// with `skb->data` at the MAC header, ingress and egress alike).
+const IP_PROTOCOL_AT: i32 = 14 + 9;
+const IPPROTO_TCP: i32 = 6;
+
+/// One eBPF instruction (`struct bpf_insn`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Insn {
+    code: u8,
+    /// dst in the low nibble, src in the high one.
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+    Insn {
+        code,
+        regs: (dst & 0xf) | (src << 4),
+        off,
+        imm,
+    }
+}
+
+// Opcodes used (class | size/op | source/mode).
+const MOV64_X: u8 = 0xbf; // ALU64 | MOV | X
+const MOV64_K: u8 = 0xb7; // ALU64 | MOV | K
+const ADD64_K: u8 = 0x07; // ALU64 | ADD | K
+const MOD64_K: u8 = 0x97; // ALU64 | MOD | K (unsigned)
+const LDX_W: u8 = 0x61; // LDX | W | MEM
+const LDX_B: u8 = 0x71; // LDX | B | MEM
+const ST_W: u8 = 0x62; // ST | W | MEM
+const LD_DW_IMM: u8 = 0x18; // LD | DW | IMM (two slots)
+const ATOMIC_DW: u8 = 0xdb; // STX | DW | ATOMIC (imm = BPF_ADD)
+const JNE_K: u8 = 0x55;
+const JEQ_K: u8 = 0x15;
+const JGE_K: u8 = 0x35;
+const CALL: u8 = 0x85;
+const EXIT: u8 = 0x95;
+
+/// Where the verdicts sit in [`program`], for the jumps to reach them.
+const DROP_AT: i16 = 24;
+const PASS_AT: i16 = 26;
+
+/// The program: drop `percent` % of IPv4 TCP frames, counting each drop in
+/// slot 0 of the array map `map_fd`. A jump's offset counts from the
+/// instruction after it.
+fn program(percent: u32, map_fd: i32) -> Result<Vec<Insn>> {
+    let percent = i32::try_from(percent)
+        .ok()
+        .filter(|p| *p <= 100)
+        .ok_or_else(|| Error::Command {
+            cmd: format!("random drop {percent}%"),
+            stderr: "a drop rate is a percentage, 0 to 100".into(),
+        })?;
+    let to = |from: i16, target: i16| target - from - 1;
+    let p = vec![
+        /* 0 */ insn(MOV64_X, 6, 1, 0, 0), // r6 = skb
+        /* 1 */ insn(LDX_W, 2, 6, SKB_PROTOCOL, 0), // r2 = skb->protocol
+        /* 2 */
+        insn(JNE_K, 2, 0, to(2, PASS_AT), i32::from(0x0800u16.to_be())), // not IPv4: pass
+        /* 3 */ insn(MOV64_X, 1, 6, 0, 0), // r1 = skb
+        /* 4 */ insn(MOV64_K, 2, 0, 0, IP_PROTOCOL_AT), // r2 = offset
+        /* 5 */ insn(MOV64_X, 3, 10, 0, 0), // r3 = fp
+        /* 6 */ insn(ADD64_K, 3, 0, 0, -8), // r3 = fp - 8
+        /* 7 */ insn(MOV64_K, 4, 0, 0, 1), // r4 = 1 byte
+        /* 8 */ insn(CALL, 0, 0, 0, HELPER_SKB_LOAD_BYTES),
+        /* 9 */ insn(JNE_K, 0, 0, to(9, PASS_AT), 0), // too short: pass
+        /* 10 */ insn(LDX_B, 2, 10, -8, 0), // r2 = IP protocol
+        /* 11 */ insn(JNE_K, 2, 0, to(11, PASS_AT), IPPROTO_TCP), // not TCP: pass
+        /* 12 */ insn(CALL, 0, 0, 0, HELPER_GET_PRANDOM_U32),
+        /* 13 */ insn(MOD64_K, 0, 0, 0, 100), // r0 %= 100
+        /* 14 */ insn(JGE_K, 0, 0, to(14, PASS_AT), percent), // lucky: pass
+        /* 15 */ insn(ST_W, 10, 0, -4, 0), // key 0 at fp - 4
+        /* 16 */ insn(LD_DW_IMM, 1, BPF_PSEUDO_MAP_FD, 0, map_fd), // r1 = map
+        /* 17 */ insn(0, 0, 0, 0, 0), // (its upper half)
+        /* 18 */ insn(MOV64_X, 2, 10, 0, 0), // r2 = fp
+        /* 19 */ insn(ADD64_K, 2, 0, 0, -4), // r2 = &key
+        /* 20 */ insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM),
+        /* 21 */ insn(JEQ_K, 0, 0, to(21, DROP_AT), 0), // no slot: drop uncounted
+        /* 22 */ insn(MOV64_K, 1, 0, 0, 1), // r1 = 1
+        /* 23 */ insn(ATOMIC_DW, 0, 1, 0, 0), // lock *(u64 *)r0 += r1
+        /* 24 */ insn(MOV64_K, 0, 0, 0, TC_ACT_SHOT), // drop
+        /* 25 */ insn(EXIT, 0, 0, 0, 0),
+        /* 26 */ insn(MOV64_K, 0, 0, 0, TCX_NEXT), // pass
+        /* 27 */ insn(EXIT, 0, 0, 0, 0),
+    ];
+    Ok(p)
+}
+
+/// `bpf(cmd, attr, size)`, returning the new descriptor (or 0 for commands
+/// that return none).
+///
+/// # Safety
+/// `attr` must be the `union bpf_attr` layout `cmd` expects, and every
+/// pointer in it valid for what the kernel reads or writes there during
+/// the call.
+unsafe fn bpf<A>(cmd: libc::c_int, attr: &mut A) -> std::io::Result<libc::c_long> {
+    let size = size_of::<A>() as libc::c_uint;
+    // SAFETY: the caller vouches for `attr`'s layout and pointers; it is
+    // borrowed for the call and `size` is its size.
+    let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut A, size) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(rc)
+}
+
+fn owned(fd: libc::c_long) -> std::io::Result<OwnedFd> {
+    let fd = libc::c_int::try_from(fd).map_err(|_| std::io::Error::other("odd descriptor"))?;
+    // SAFETY: `fd` is a descriptor bpf(2) just returned; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `union bpf_attr` for `BPF_MAP_CREATE` (the fields up to `map_name`).
+#[repr(C)]
+#[derive(Default)]
+struct MapCreate {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+    numa_node: u32,
+    map_name: [u8; 16],
+    _pad: u32,
+}
+
+/// `union bpf_attr` for `BPF_MAP_*_ELEM`.
+#[repr(C)]
+struct MapElem {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// `union bpf_attr` for `BPF_PROG_LOAD` (the fields up to
+/// `expected_attach_type`).
+#[repr(C)]
+struct ProgLoad {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+}
+
+/// `union bpf_attr` for `BPF_LINK_CREATE` with its `tcx` part.
+#[repr(C)]
+#[derive(Default)]
+struct LinkCreate {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+    relative_fd: u32,
+    _pad: u32,
+    expected_revision: u64,
+}
+
+/// A drop program attached to one device's ingress; dropping it detaches
+/// the program.
+#[derive(Debug)]
+pub(crate) struct DropProgram {
+    /// The device (in its namespace).
+    pub dev: String,
+    /// Holds the attachment: closing it detaches the program.
+    _link: OwnedFd,
+    /// The counter: one u64 in slot 0.
+    map: OwnedFd,
+}
+
+impl DropProgram {
+    /// Loads the program and attaches it to `dev`'s ingress. Runs on a
+    /// thread inside `dev`'s namespace: the kernel looks the interface
+    /// index up there.
+    pub(crate) fn attach(dev: &str, percent: u32) -> Result<DropProgram> {
+        let fail = |what: &str, source: std::io::Error| Error::Bpf {
+            what: format!("{what} for random drops on {dev}"),
+            source,
+        };
+        let cdev = std::ffi::CString::new(dev)
+            .map_err(|_| fail("the device name", std::io::ErrorKind::InvalidInput.into()))?;
+        // SAFETY: `cdev` is a NUL-terminated string alive for the call.
+        let ifindex = unsafe { libc::if_nametoindex(cdev.as_ptr()) };
+        if ifindex == 0 {
+            return Err(fail(
+                "looking the device up",
+                std::io::Error::last_os_error(),
+            ));
+        }
+
+        let mut name = [0u8; 16];
+        name[..11].copy_from_slice(b"softoe_drop");
+        let mut attr = MapCreate {
+            map_type: BPF_MAP_TYPE_ARRAY,
+            key_size: 4,
+            value_size: 8,
+            max_entries: 1,
+            map_name: name,
+            ..MapCreate::default()
+        };
+        // SAFETY: a BPF_MAP_CREATE attr without pointers.
+        let map = unsafe { bpf(BPF_MAP_CREATE, &mut attr) }
+            .and_then(owned)
+            .map_err(|e| fail("creating the drop counter (bpf map)", e))?;
+
+        let insns = program(percent, map.as_raw_fd())?;
+        let license = c"MIT OR Apache-2.0";
+        let mut log = vec![0u8; 64 * 1024];
+        let mut attr = ProgLoad {
+            prog_type: BPF_PROG_TYPE_SCHED_CLS,
+            insn_cnt: insns.len() as u32,
+            insns: insns.as_ptr() as u64,
+            license: license.as_ptr() as u64,
+            log_level: 1,
+            log_size: log.len() as u32,
+            log_buf: log.as_mut_ptr() as u64,
+            kern_version: 0,
+            prog_flags: 0,
+            prog_name: name,
+            prog_ifindex: 0,
+            expected_attach_type: BPF_TCX_INGRESS,
+        };
+        // SAFETY: `insns`, `license` and `log` outlive the call; the kernel
+        // reads `insn_cnt` instructions and the NUL-terminated license, and
+        // writes at most `log_size` bytes of log.
+        let prog = match unsafe { bpf(BPF_PROG_LOAD, &mut attr) }.and_then(owned) {
+            Ok(p) => p,
+            Err(e) => {
+                let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
+                let why = String::from_utf8_lossy(&log[..end]).trim().to_string();
+                return Err(fail(
+                    &format!("loading the drop program (verifier: {why})"),
+                    e,
+                ));
+            }
+        };
+
+        let mut attr = LinkCreate {
+            prog_fd: prog.as_raw_fd() as u32,
+            target_ifindex: ifindex,
+            attach_type: BPF_TCX_INGRESS,
+            ..LinkCreate::default()
+        };
+        // SAFETY: a BPF_LINK_CREATE attr without pointers.
+        let link = unsafe { bpf(BPF_LINK_CREATE, &mut attr) }
+            .and_then(owned)
+            .map_err(|e| {
+                fail(
+                    "attaching the drop program to tcx ingress (Linux 6.6 or later)",
+                    e,
+                )
+            })?;
+        // The link holds the program, and the program its map.
+        drop(prog);
+        Ok(DropProgram {
+            dev: dev.to_string(),
+            _link: link,
+            map,
+        })
+    }
+
+    /// How many frames it has dropped.
+    pub(crate) fn dropped(&self) -> Result<u64> {
+        let key = 0u32;
+        let mut value = 0u64;
+        let mut attr = MapElem {
+            map_fd: self.map.as_raw_fd() as u32,
+            _pad: 0,
+            key: &key as *const u32 as u64,
+            value: &mut value as *mut u64 as u64,
+            flags: 0,
+        };
+        // SAFETY: `key` (4 bytes, the map's key size) and `value` (8 bytes,
+        // its value size) outlive the call.
+        unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }.map_err(|source| Error::Bpf {
+            what: format!("reading the drop counter of {}", self.dev),
+            source,
+        })?;
+        Ok(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jumps_land_on_the_verdicts() {
+        let p = program(1, 3).unwrap();
+        assert_eq!(p.len(), 28);
+        assert_eq!(p[DROP_AT as usize].imm, TC_ACT_SHOT);
+        assert_eq!(p[PASS_AT as usize].imm, TCX_NEXT);
+        for (i, ins) in p.iter().enumerate() {
+            if [JNE_K, JEQ_K, JGE_K].contains(&ins.code) {
+                let target = i as i16 + 1 + ins.off;
+                assert!(
+                    target == DROP_AT || target == PASS_AT,
+                    "instruction {i} jumps to {target}"
+                );
+            }
+        }
+        assert_eq!(p[14].imm, 1, "the rate");
+        assert_eq!(p[16].imm, 3, "the map");
+    }
+
+    #[test]
+    fn a_rate_is_a_percentage() {
+        assert!(program(100, 3).is_ok());
+        let e = program(101, 3).unwrap_err().to_string();
+        assert!(e.contains("0 to 100"), "{e}");
+    }
+
+    #[test]
+    fn attrs_match_the_kernels_layout() {
+        assert_eq!(size_of::<Insn>(), 8);
+        assert_eq!(size_of::<MapElem>(), 32);
+        assert_eq!(size_of::<LinkCreate>(), 32);
+        assert_eq!(std::mem::offset_of!(ProgLoad, prog_name), 48);
+        assert_eq!(std::mem::offset_of!(ProgLoad, expected_attach_type), 68);
+        assert_eq!(std::mem::offset_of!(MapCreate, map_name), 28);
+    }
+}
