@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -225,21 +225,24 @@ impl Snapshot {
 #[derive(Debug)]
 pub struct Control {
     listener: UnixListener,
-    path: PathBuf,
+    /// The socket file, removed at drop while still ours.
+    _path: crate::sockpath::Bound,
     sessions: Option<crate::host::SessionStats>,
 }
 
 impl Control {
-    /// Binds `path` (replacing a stale socket file), owner-only.
+    /// Binds `path`, owner-only: a dead engine's socket file there is
+    /// replaced, a live engine's is an error (`AddrInUse`).
     pub fn bind(path: &Path) -> std::io::Result<Control> {
-        let _ = std::fs::remove_file(path);
+        crate::sockpath::claim(path, "control socket")?;
         let listener = UnixListener::bind(path)?;
+        let bound = crate::sockpath::Bound::new(path);
         listener.set_nonblocking(true)?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
         Ok(Control {
             listener,
-            path: path.to_path_buf(),
+            _path: bound,
             sessions: None,
         })
     }
@@ -276,12 +279,6 @@ impl Control {
                 let _ = conn.write_all(&json);
             }
         }
-    }
-}
-
-impl Drop for Control {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 

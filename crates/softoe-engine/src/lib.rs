@@ -24,6 +24,7 @@ pub mod memory;
 pub mod pcap;
 pub mod port;
 pub mod services;
+pub mod sockpath;
 pub mod tap;
 pub mod vnet;
 

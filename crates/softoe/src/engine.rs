@@ -208,6 +208,18 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating {} for the control socket", dir.display()))?;
     }
+    // Before anything is opened: a second engine on the same paths would
+    // take the first one's sockets away from `softoe stat` and programs.
+    softoe_engine::sockpath::claim(&cfg.engine.control, "control socket").map_err(|e| {
+        anyhow!(
+            "{e} (`softoe stat --control {}` shows it; this one takes --control PATH)",
+            cfg.engine.control.display()
+        )
+    })?;
+    if let Some(h) = &cfg.engine.host {
+        softoe_engine::sockpath::claim(h, "host interface")
+            .map_err(|e| anyhow!("{e} (this one takes --host PATH)"))?;
+    }
     match cfg.port.kind {
         PortKind::Tap => {
             let port = TapPort::open(&cfg.port.tap, built.offloads, built.mtu).map_err(|e| {

@@ -104,6 +104,16 @@ fn check_engine(path: &Path) -> Result<()> {
             path.display()
         );
     }
+    // A socket file is not an engine: a dead one leaves its file behind,
+    // and the program would run on Linux's TCP instead of softoe.
+    if !softoe_engine::sockpath::alive(path) {
+        bail!(
+            "no softoe engine answers at {} (a dead engine's socket file?): start one with \
+             `softoe engine --host {}` (or name another with --engine)",
+            path.display(),
+            path.display()
+        );
+    }
     Ok(())
 }
 

@@ -16,7 +16,12 @@ use softoe_testbed::Testbed;
 const BIN: &str = env!("CARGO_BIN_EXE_softoe");
 
 fn softoe(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
+    Command::new(BIN)
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .output()
+        .unwrap()
 }
 
 /// Kills the engine if a test fails before stopping it.
@@ -255,6 +260,25 @@ fn run_refuses_clearly() {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(err.contains("is not a socket"), "{err}");
     let _ = std::fs::remove_file(&not_socket);
+    // A dead engine's socket file: refused, and the program never runs
+    // (it would have run on Linux's TCP).
+    let dead = std::env::temp_dir().join(format!("softoe-cli-dead-{}.sock", std::process::id()));
+    drop(std::os::unix::net::UnixListener::bind(&dead).unwrap());
+    let witness = std::env::temp_dir().join(format!("softoe-cli-ran-{}", std::process::id()));
+    let out = softoe(&[
+        "run",
+        "--engine",
+        dead.to_str().unwrap(),
+        "--",
+        "touch",
+        witness.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("no softoe engine answers at"), "{err}");
+    assert!(!witness.exists(), "the program ran without an engine");
+    let _ = std::fs::remove_file(&dead);
     let out = softoe(&["run", "--kernel-nets", "10.0.0.0/33", "--", "true"]);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(err.contains("not an IPv4 network"), "{err}");
@@ -550,4 +574,89 @@ fn demo_needs_nothing_beyond_the_kernel_and_iproute2() {
         .and_then(|t| t.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no drop count in\n{text}"));
     assert!(dropped > 0, "nothing dropped on the wire:\n{text}");
+}
+
+/// Two engines on one machine: a second one given the first one's control
+/// or host socket refuses to start with one clear line and leaves the first
+/// one's sockets alone (`softoe stat` still reaches it); with paths of
+/// its own it starts, and both answer. Before, the second deleted the
+/// first's control socket at start and again at exit.
+#[test]
+fn a_second_engine_leaves_the_first_ones_sockets_alone() {
+    let mut tb = Testbed::new().unwrap();
+    tb.deadline(softoe_testbed::test_deadline());
+    let sw = tb.netns("sw").unwrap();
+    tb.bridge(&sw, "br0").unwrap();
+    let tmp = std::env::temp_dir();
+    let pid = std::process::id();
+    let path = |what: &str| tmp.join(format!("softoe-cli-two-{what}-{pid}.sock"));
+    let (c1, h1, c2, h2) = (path("c1"), path("h1"), path("c2"), path("h2"));
+    let engine = |tap: &str, control: &Path, host: &Path| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", sw.name(), BIN, "engine"])
+            .env_remove("RUST_BACKTRACE")
+            .env_remove("RUST_LIB_BACKTRACE")
+            .args(["--address", "10.9.0.1/24", "--bridge", "br0", "--tap", tap])
+            .arg("--control")
+            .arg(control)
+            .arg("--host")
+            .arg(host)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    };
+    let wait_for = |p: &Path| {
+        let end = Instant::now() + Duration::from_secs(10);
+        while !p.exists() {
+            assert!(Instant::now() < end, "no socket at {}", p.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut first = Running(Some(engine("sotwo1", &c1, &h1).spawn().unwrap()));
+    wait_for(&c1);
+    wait_for(&h1);
+    let port1 = stat_json(&c1)["port"].clone();
+    // The same control socket; then the same host socket.
+    for (c, h, which) in [(&c1, &h2, "control"), (&c2, &h1, "host")] {
+        // Bounded: before the fix the second engine ran on.
+        let mut second = Running(Some(engine("sotwo2", c, h).spawn().unwrap()));
+        let end = Instant::now() + Duration::from_secs(10);
+        while second.0.as_mut().unwrap().try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < end,
+                "a second engine on the {which} socket started"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = second.0.take().unwrap().wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            !out.status.success(),
+            "a second engine on the {which} socket started"
+        );
+        assert!(err.contains("another engine answers at"), "{which}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert_eq!(
+            stat_json(&c1)["port"],
+            port1,
+            "the first engine still answers"
+        );
+        assert!(h1.exists(), "the first engine's host socket is still there");
+    }
+    // Paths of its own: both run, and each answers for itself.
+    let mut second = Running(Some(engine("sotwo2", &c2, &h2).spawn().unwrap()));
+    wait_for(&c2);
+    assert_eq!(stat_json(&c1)["port"], port1);
+    assert_ne!(stat_json(&c2)["port"], port1);
+    let out = second.terminate();
+    assert!(out.status.success());
+    let out = first.terminate();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for p in [&c1, &h1, &c2, &h2] {
+        assert!(!p.exists(), "{} left behind", p.display());
+    }
 }

@@ -122,6 +122,8 @@ pub type SessionStats = std::sync::Arc<std::sync::Mutex<Vec<SessionStat>>>;
 pub struct HostService {
     cfg: HostConfig,
     listener: OwnedFd,
+    /// The socket file, removed at drop while still ours.
+    _bound: crate::sockpath::Bound,
     epoll: Epoll,
     sessions: Vec<Option<Session>>,
     /// Which session (slot in `sessions`) owns a stack socket.
@@ -159,12 +161,14 @@ impl HostService {
             std::fs::create_dir_all(dir)?;
         }
         let listener = sys::listen(&cfg.path, cfg.mode)?;
+        let bound = crate::sockpath::Bound::new(&cfg.path);
         let epoll = Epoll::new()?;
         epoll.add(listener.as_raw_fd(), LISTENER)?;
         info!(path = %cfg.path.display(), "host interface listening");
         Ok(HostService {
             cfg,
             listener,
+            _bound: bound,
             epoll,
             sessions: Vec::new(),
             owner: HashMap::new(),
@@ -670,7 +674,6 @@ impl Service for HostService {
 
 impl Drop for HostService {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.cfg.path);
         debug!("host interface closed");
     }
 }

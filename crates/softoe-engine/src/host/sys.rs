@@ -156,28 +156,14 @@ impl EventFd {
 /// `mode` (who may attach); a stale socket file there is replaced.
 pub fn listen(path: &Path, mode: u32) -> io::Result<OwnedFd> {
     let bytes = path.as_os_str().as_bytes();
-    // SAFETY: sockaddr_un is plain data; zeroed is a valid value.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    if bytes.len() >= addr.sun_path.len() {
-        return Err(io::Error::new(
+    let addr = crate::sockpath::sockaddr(path).ok_or_else(|| {
+        io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("socket path longer than {} bytes", addr.sun_path.len() - 1),
-        ));
-    }
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
+            format!("socket path {} is too long", path.display()),
+        )
+    })?;
     // A live engine answers a connect; only a dead one's file is removed.
-    if path.exists() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() || seqpacket_alive(&addr) {
-            return Err(io::Error::new(
-                io::ErrorKind::AddrInUse,
-                format!("another engine serves {}", path.display()),
-            ));
-        }
-        let _ = std::fs::remove_file(path);
-    }
+    crate::sockpath::claim(path, "host interface")?;
     // SAFETY: plain socket calls; `addr` lives across them.
     unsafe {
         let fd = owned(libc::socket(
@@ -194,24 +180,6 @@ pub fn listen(path: &Path, mode: u32) -> io::Result<OwnedFd> {
         check(libc::chmod(cpath.as_ptr(), mode))?;
         check(libc::listen(fd.as_raw_fd(), 128))?;
         Ok(fd)
-    }
-}
-
-fn seqpacket_alive(addr: &libc::sockaddr_un) -> bool {
-    // SAFETY: plain socket calls on a descriptor we own; `addr` is valid.
-    unsafe {
-        let Ok(fd) = owned(libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-        )) else {
-            return false;
-        };
-        libc::connect(
-            fd.as_raw_fd(),
-            std::ptr::from_ref(addr).cast(),
-            size_of::<libc::sockaddr_un>() as libc::socklen_t,
-        ) == 0
     }
 }
 
