@@ -748,9 +748,7 @@ impl Session {
                 });
             }
             Err(e) => {
-                if let Some(slot) = self.socks.get_mut(id as usize) {
-                    *slot = None;
-                }
+                self.forget(id);
                 self.rejected += 1;
                 self.complete(Completion {
                     tag,
@@ -2275,9 +2273,12 @@ impl Session {
         }
         // Queued zero-copy buffers the stack never took whole come back.
         self.unqueue(id, errno::EPIPE);
+        // Counted out as it goes (the figures `softoe stat` shows).
         let Some(s) = self.socks.get_mut(id as usize).and_then(Option::take) else {
             return;
         };
+        self.count(Some(&s), -1);
+        self.free_hint = self.free_hint.min(id as usize);
         if let Some(v) = self.region.slot(id) {
             v.set_events(EV_HUP);
         }
