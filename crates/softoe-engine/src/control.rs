@@ -98,6 +98,21 @@ pub struct ConnStat {
     pub options: String,
 }
 
+/// One listening socket, as `ss -lt` shows it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ListenerStat {
+    /// Local address (`0.0.0.0` for any of ours).
+    pub local: String,
+    /// Connections waiting for `accept` (`ss`'s Recv-Q).
+    pub queued: usize,
+    /// Handshakes under way (SYN-RECEIVED).
+    pub syn_received: usize,
+    /// Most connections that may wait (`ss`'s Send-Q).
+    pub backlog: usize,
+    /// SYNs dropped for a full SYN queue.
+    pub syn_drops: u64,
+}
+
 impl From<&TcpInfo> for ConnStat {
     fn from(i: &TcpInfo) -> ConnStat {
         let mut opts = Vec::new();
@@ -178,6 +193,9 @@ pub struct Snapshot {
     pub stack: StackCounters,
     /// Live TCP connections (listeners excluded).
     pub connections: Vec<ConnStat>,
+    /// Listening sockets (as `ss -lt`).
+    #[serde(default)]
+    pub listeners: Vec<ListenerStat>,
     /// Attached host programs.
     #[serde(default)]
     pub sessions: Vec<crate::host::SessionStat>,
@@ -197,6 +215,17 @@ impl Snapshot {
             .filter(|i| i.state != State::Listen)
             .map(|i| ConnStat::from(&i))
             .collect();
+        let listeners = stack
+            .sockets()
+            .filter_map(|h| stack.tcp_listener_info(h).ok())
+            .map(|l| ListenerStat {
+                local: l.local.to_string(),
+                queued: l.queued,
+                syn_received: l.syn_received,
+                backlog: l.backlog,
+                syn_drops: l.syn_drops,
+            })
+            .collect();
         Snapshot {
             port: port.to_string(),
             engine: *engine,
@@ -215,6 +244,7 @@ impl Snapshot {
                 icmp_echo: s.icmp_echo,
             },
             connections,
+            listeners,
             sessions: Vec::new(),
             port_drops: None,
         }
@@ -274,12 +304,29 @@ impl Control {
             if let Some(s) = self.sessions.as_ref().and_then(|s| s.lock().ok()) {
                 snap.sessions = s.clone();
             }
+            // The user each program runs as now (a server that drops
+            // privileges after attaching), read only when someone asks.
+            for s in snap.sessions.iter_mut().filter(|s| !s.dead) {
+                if let Some(uid) = effective_uid(s.pid) {
+                    s.uid = uid;
+                }
+            }
             if let Ok(json) = serde_json::to_vec(&snap) {
                 let _ = conn.set_write_timeout(Some(Duration::from_millis(100)));
                 let _ = conn.write_all(&json);
             }
         }
     }
+}
+
+/// Process `pid`'s effective user id now (`/proc/PID/status`).
+fn effective_uid(pid: i32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
 }
 
 /// Asks the engine listening on `path` for a snapshot.

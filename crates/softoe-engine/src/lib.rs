@@ -30,7 +30,7 @@ pub mod vnet;
 
 pub use afpacket::{AfPacketOffloads, AfPacketOptions, AfPacketPort, AfPacketStats};
 pub use app::App;
-pub use control::{ConnStat, EngineCounters, Snapshot};
+pub use control::{ConnStat, EngineCounters, ListenerStat, Snapshot};
 pub use engine::{Engine, EngineConfig, EngineError, StopHandle};
 pub use fault::{
     DirectionCounters, DirectionFaults, FaultConfig, FaultConfigError, FaultCounters, FaultPort,

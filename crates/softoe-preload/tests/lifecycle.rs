@@ -549,3 +549,38 @@ int main(int argc, char **argv) {
     assert_eq!(got, forms.map(|f| format!("got hello via {f}")).to_vec());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `softoe stat` shows the user a program runs as now: a server that
+/// drops privileges after it attached (as sshd's child and PostgreSQL's
+/// workers do) shows its new uid, not 0; its listener shows too.
+#[test]
+fn stat_shows_the_uid_a_program_runs_as_now() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let script = "import socket,os,time\n\
+         l=socket.socket(); l.bind(('0.0.0.0',7450)); l.listen(8)\n\
+         os.setresgid(65534,65534,65534); os.setresuid(65534,65534,65534)\n\
+         print('dropped', flush=True)\n\
+         time.sleep(30)\n";
+    let mut c = on_softoe(&bed, "python3");
+    c.args(["-c", script]).stdout(Stdio::piped());
+    let mut child = Child(c.spawn().unwrap());
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "dropped");
+    let snap = bed.snapshot();
+    let s = snap
+        .sessions
+        .iter()
+        .find(|s| s.pid == child.0.id() as i32)
+        .unwrap_or_else(|| panic!("no session for the program: {:?}", snap.sessions));
+    assert_eq!(s.uid, 65534, "the uid after setresuid");
+    assert!(
+        snap.listeners.iter().any(|l| l.local.ends_with(":7450")),
+        "the listener shows: {:?}",
+        snap.listeners
+    );
+}

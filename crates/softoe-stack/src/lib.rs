@@ -124,5 +124,5 @@ pub use socket::{Events, SocketHandle};
 pub use stack::{BindError, ConfigError, HandleError, Stack, UdpSendError};
 pub use stats::StackStats;
 pub use tcp::congestion::Algorithm;
-pub use tcp::{Endpoint, RecvError, SendError, State, TcpError, TcpInfo};
+pub use tcp::{Endpoint, ListenerInfo, RecvError, SendError, State, TcpError, TcpInfo};
 pub use time::Instant;

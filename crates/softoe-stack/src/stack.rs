@@ -26,7 +26,7 @@ use crate::tcp::input::{Ctx, RateLimiter, Reply, rst_for};
 use crate::tcp::listener::TcpListener;
 use crate::tcp::output::{MAX_REFS_PER_FRAME, SinkError};
 use crate::tcp::socket::{PathCaps, TcpSocket};
-use crate::tcp::{Endpoint, RecvError, SendError, State, TcpError, TcpInfo};
+use crate::tcp::{Endpoint, ListenerInfo, RecvError, SendError, State, TcpError, TcpInfo};
 use crate::time::Instant;
 
 /// A configuration the stack cannot run with.
@@ -1238,6 +1238,22 @@ impl Stack {
             .tcp(i)
             .map(TcpSocket::info)
             .ok_or(HandleError::Invalid)
+    }
+
+    /// An `ss -lt`-style snapshot of listener `h`.
+    pub fn tcp_listener_info(&self, h: SocketHandle) -> Result<ListenerInfo, HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        match self.sockets.get(i) {
+            Some(Socket::Listener(l)) => Ok(ListenerInfo {
+                local: l.local,
+                queued: l.accept_queue.len(),
+                syn_received: l.embryos.len(),
+                backlog: l.backlog,
+                syn_drops: l.syn_drops,
+            }),
+            Some(_) => Err(HandleError::WrongKind),
+            None => Err(HandleError::Invalid),
+        }
     }
 
     /// The readiness of a socket now (level-triggered view).

@@ -1,6 +1,7 @@
 //! `softoe stat`: a running engine's connections and counters, in the shape
 //! of `ss -ti`.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -39,10 +40,17 @@ pub fn run(args: &StatArgs) -> Result<()> {
                 args.control.display()
             )
         })?;
-        if args.json {
-            println!("{}", serde_json::to_string(&snap)?);
+        let text = if args.json {
+            format!("{}\n", serde_json::to_string(&snap)?)
         } else {
-            print!("{}", render(&snap));
+            render(&snap)
+        };
+        // `softoe stat | head`: a reader that has had enough is no error.
+        let mut out = std::io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(e).context("writing to standard output"),
         }
         match every {
             Some(d) => std::thread::sleep(d),
@@ -88,6 +96,20 @@ pub fn render(s: &Snapshot) -> String {
         "{:<11} {:>8} {:>8} {:<22} {:<22}",
         "State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port"
     );
+    for l in &s.listeners {
+        let _ = writeln!(
+            o,
+            "{:<11} {:>8} {:>8} {:<22} {:<22}",
+            "LISTEN", l.queued, l.backlog, l.local, "0.0.0.0:*"
+        );
+        if l.syn_received > 0 || l.syn_drops > 0 {
+            let _ = writeln!(
+                o,
+                "\t syn_recv:{} syn_drops:{}",
+                l.syn_received, l.syn_drops
+            );
+        }
+    }
     for c in &s.connections {
         let _ = writeln!(
             o,

@@ -616,6 +616,23 @@ fn a_second_engine_leaves_the_first_ones_sockets_alone() {
     wait_for(&c1);
     wait_for(&h1);
     let port1 = stat_json(&c1)["port"].clone();
+    // `softoe stat | head`: a reader that closed its end early is no
+    // error (it panicked on the broken pipe before).
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(BIN)
+        .args(["stat", "--control", c1.to_str().unwrap()])
+        .env_remove("RUST_BACKTRACE")
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success() && err.is_empty(),
+        "{:?}: {err}",
+        out.status
+    );
     // The same control socket; then the same host socket.
     for (c, h, which) in [(&c1, &h2, "control"), (&c2, &h1, "host")] {
         // Bounded: before the fix the second engine ran on.

@@ -156,6 +156,22 @@ impl fmt::Display for TcpError {
 
 impl core::error::Error for TcpError {}
 
+/// A snapshot of one listener, the fields `ss -lt` shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ListenerInfo {
+    /// Local endpoint (the address may be unspecified: any of ours).
+    pub local: Endpoint,
+    /// Established connections waiting for `accept`.
+    pub queued: usize,
+    /// Connections still in SYN-RECEIVED.
+    pub syn_received: usize,
+    /// Most connections that may wait for `accept`.
+    pub backlog: usize,
+    /// SYNs dropped because the SYN queue was full.
+    pub syn_drops: u64,
+}
+
 /// A snapshot of one connection, the fields `ss -ti` shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
