@@ -32,6 +32,24 @@ fn python_ok(bed: &common::Bed, script: &str, secs: u64, what: &str) {
     );
 }
 
+/// A Linux peer on `port` for one connection: it starts reading after
+/// `delay`, reads to the end and returns how much came.
+fn linux_sink(bed: &common::Bed, port: u16, delay: Duration) -> softoe_testbed::NsThread<usize> {
+    let l = bed
+        .linux
+        .run(move || std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, port)).unwrap())
+        .unwrap();
+    bed.linux
+        .spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            std::thread::sleep(delay);
+            let mut b = Vec::new();
+            let _ = s.read_to_end(&mut b);
+            b.len()
+        })
+        .unwrap()
+}
+
 /// A signal whose handler returns, arriving while a program waits in
 /// `select`, `poll`, `epoll` or a socket timeout on a softoe socket, makes
 /// the wait fail with `EINTR` — which Python (PEP 475) retries with the
@@ -44,18 +62,7 @@ fn a_signal_during_a_wait_is_eintr() {
     }
     let bed = bed();
     // A Linux peer that accepts and stays silent.
-    let l = bed
-        .linux
-        .run(|| std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, 7441)).unwrap())
-        .unwrap();
-    let peer = bed
-        .linux
-        .spawn(move || {
-            let (mut s, _) = l.accept().unwrap();
-            let mut b = Vec::new();
-            let _ = s.read_to_end(&mut b);
-        })
-        .unwrap();
+    let peer = linux_sink(&bed, 7441, Duration::ZERO);
     let script = format!(
         "import socket,select,signal,time,sys\n\
          ticks=[0]\n\
@@ -440,20 +447,7 @@ fn a_blocked_write_does_not_block_poll() {
     }
     let bed = bed();
     // A Linux peer that starts reading only after 2 s: the writer blocks.
-    let l = bed
-        .linux
-        .run(|| std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, 7448)).unwrap())
-        .unwrap();
-    let peer = bed
-        .linux
-        .spawn(move || {
-            let (mut s, _) = l.accept().unwrap();
-            std::thread::sleep(Duration::from_secs(2));
-            let mut b = Vec::new();
-            let _ = s.read_to_end(&mut b);
-            b.len()
-        })
-        .unwrap();
+    let peer = linux_sink(&bed, 7448, Duration::from_secs(2));
     let script = format!(
         "import socket,threading,select,time,sys\n\
          s=socket.create_connection(('{LINUX_IP}',7448))\n\
