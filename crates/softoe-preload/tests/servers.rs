@@ -29,9 +29,10 @@ fn ok(c: Command, secs: u64, what: &str) -> std::process::Output {
     o
 }
 
-/// An sshd configuration for a test: the distribution's defaults (re-exec
-/// and privilege separation on, as `sshd_config` leaves them), plus a port,
-/// a host key and an authorized key of the test's own.
+/// An sshd configuration for a test: Debian's `sshd_config` (re-exec and
+/// privilege separation on, PAM, the external sftp server), plus a port, a
+/// host key and an authorized key of the test's own (in a temporary
+/// directory, hence no strict modes; keys only).
 fn sshd_setup(dir: &Path, port: u16) -> std::path::PathBuf {
     for (name, t) in [("host", "ed25519"), ("user", "ed25519")] {
         let k = dir.join(name);
@@ -51,13 +52,15 @@ fn sshd_setup(dir: &Path, port: u16) -> std::path::PathBuf {
             "Port {port}\n\
              HostKey {d}/host\n\
              AuthorizedKeysFile {d}/authorized_keys\n\
-             PermitRootLogin prohibit-password\n\
              PasswordAuthentication no\n\
-             KbdInteractiveAuthentication no\n\
-             UsePAM no\n\
              StrictModes no\n\
              PidFile none\n\
-             Subsystem sftp internal-sftp\n",
+             KbdInteractiveAuthentication no\n\
+             UsePAM yes\n\
+             X11Forwarding yes\n\
+             PrintMotd no\n\
+             AcceptEnv LANG LC_*\n\
+             Subsystem sftp /usr/lib/openssh/sftp-server\n",
             d = dir.display()
         ),
     )
