@@ -149,6 +149,9 @@ fn parse(rec: &str) -> Option<((u64, u64), Sock)> {
 /// the shim's settings and takes in the softoe sockets an `exec` passed.
 /// Nothing here logs or attaches (it runs before the program does).
 extern "C" fn at_load() {
+    // SAFETY: registers a plain function with no arguments, run in the
+    // child after every fork (libc's own included).
+    unsafe { libc::pthread_atfork(None, None, Some(crate::sock::after_fork)) };
     let mut keep = Vec::new();
     for (k, v) in std::env::vars_os() {
         let k = k.as_bytes();
@@ -554,9 +557,9 @@ sandboxing! {
     fn setrlimit(res: libc::__rlimit_resource_t, lim: *const libc::rlimit) when res == libc::RLIMIT_NOFILE;
     fn setrlimit64(res: libc::__rlimit_resource_t, lim: *const libc::rlimit64) when res == libc::RLIMIT_NOFILE;
     fn prlimit(pid: libc::pid_t, res: libc::__rlimit_resource_t, new: *const libc::rlimit, old: *mut libc::rlimit)
-        when (pid == 0 || pid as u32 == std::process::id()) && res == libc::RLIMIT_NOFILE && !new.is_null();
+        when (pid == 0 || pid as u32 == crate::sock::pid()) && res == libc::RLIMIT_NOFILE && !new.is_null();
     fn prlimit64(pid: libc::pid_t, res: libc::__rlimit_resource_t, new: *const libc::rlimit64, old: *mut libc::rlimit64)
-        when (pid == 0 || pid as u32 == std::process::id()) && res == libc::RLIMIT_NOFILE && !new.is_null();
+        when (pid == 0 || pid as u32 == crate::sock::pid()) && res == libc::RLIMIT_NOFILE && !new.is_null();
 }
 
 /// `prctl` is variadic in C; every option passes at most four more

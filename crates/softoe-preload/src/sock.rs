@@ -22,6 +22,28 @@ use tracing::{debug, info, warn};
 
 use crate::rules::Rules;
 
+/// This process's id, cached: glibc's `getpid` is a system call, and
+/// every socket call asks (is this socket ours, or inherited across
+/// `fork`?). The child of every `fork` refreshes it (`after_fork`);
+/// `vfork` children share the parent's memory and only `exec`.
+static PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// This process's id (see [`PID`]).
+pub(crate) fn pid() -> u32 {
+    let p = PID.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    let p = std::process::id();
+    PID.store(p, Ordering::Relaxed);
+    p
+}
+
+/// Runs in the child after every `fork`: its own id from now on.
+pub(crate) extern "C" fn after_fork() {
+    PID.store(std::process::id(), Ordering::Relaxed);
+}
+
 /// `Err` carries an errno.
 pub(crate) type Res<T> = Result<T, c_int>;
 
@@ -201,7 +223,7 @@ pub(crate) struct Sock {
 
 impl Sock {
     pub(crate) fn new(kind: Kind, nonblock: bool, v6: bool) -> Sock {
-        Sock::owned_by(std::process::id(), kind, nonblock, v6)
+        Sock::owned_by(pid(), kind, nonblock, v6)
     }
 
     fn owned_by(pid: u32, kind: Kind, nonblock: bool, v6: bool) -> Sock {
@@ -255,7 +277,7 @@ impl Sock {
 
     /// Whether this process may use it (not inherited across `fork`).
     pub(crate) fn ours(&self) -> bool {
-        self.pid == std::process::id()
+        self.pid == pid()
     }
 
     /// What `poll` says of it now.
@@ -287,7 +309,7 @@ impl Drop for Sock {
     fn drop(&mut self) {
         let linger = self.opts.get_mut().map_or((false, 0), |o| o.linger);
         let st = self.st.get_mut().unwrap_or_else(|e| e.into_inner());
-        if self.pid == std::process::id() {
+        if self.pid == pid() {
             // SAFETY: taken once, in drop; never used again.
             let st = unsafe { ManuallyDrop::take(st) };
             // SO_LINGER with a zero time: the last close resets (when no
@@ -486,7 +508,7 @@ impl Shim {
     /// The attachment, made now if need be; `None` when no engine answers
     /// (the socket then stays with the kernel, and a warning says so once).
     pub(crate) fn client(&self) -> Option<Client> {
-        let me = std::process::id();
+        let me = pid();
         let mut g = lock(&self.client);
         if let Some((pid, c)) = &*g {
             if *pid == me && c.is_alive() {
@@ -534,7 +556,7 @@ impl Shim {
     /// The attachment if one exists for this process (never attaches).
     pub(crate) fn client_if_attached(&self) -> Option<Client> {
         match &*lock(&self.client) {
-            Some((pid, c)) if *pid == std::process::id() => Some(c.clone()),
+            Some((owner, c)) if *owner == pid() => Some(c.clone()),
             _ => None,
         }
     }
