@@ -2,7 +2,7 @@
 //!
 //! `LD_PRELOAD=libsoftoe_preload.so PROGRAM` (or `softoe run -- PROGRAM`)
 //! puts this library in front of libc's socket calls. IPv4 TCP and UDP
-//! sockets whose address the [rules](rules) give to softoe are served by
+//! sockets whose address the [`rules`] give to softoe are served by
 //! the engine through [`softoe_host`]: the program's `send` becomes a
 //! command the engine carries out by reading the program's buffer itself
 //! (`process_vm_readv`), its `recv` copies from the socket's receive ring

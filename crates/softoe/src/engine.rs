@@ -42,7 +42,7 @@ pub struct EngineArgs {
     #[arg(long, value_name = "IFACE")]
     afpacket: Option<String>,
     /// Inject seeded faults at the port: drop this fraction (0–1) of frames
-    /// each way (more kinds in the file's [fault] section).
+    /// each way (more kinds in the file's `[fault]` section).
     #[arg(long, value_name = "FRACTION")]
     fault_loss: Option<f64>,
     /// Seed of the injected faults.

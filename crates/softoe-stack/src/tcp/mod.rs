@@ -1,15 +1,15 @@
 //! TCP after RFC 9293, split by concern.
 //!
-//! - [`socket`]: the connection's state and its application-facing operations.
-//! - [`input`]: segment arrival (RFC 9293 §3.10.7), with RFC 5961 and PAWS.
-//! - [`output`]: what to send next: handshake, data within the congestion
+//! - `socket`: the connection's state and its application-facing operations.
+//! - `input`: segment arrival (RFC 9293 §3.10.7), with RFC 5961 and PAWS.
+//! - `output`: what to send next: handshake, data within the congestion
 //!   and receive windows (Nagle, SWS avoidance, TSO super-segments), ACKs,
 //!   window updates, probes.
-//! - [`recovery`]: loss recovery — RFC 6675 SACK-based when the peer
+//! - `recovery`: loss recovery — RFC 6675 SACK-based when the peer
 //!   supports SACK, NewReno (RFC 6582) otherwise — and the RTO (RFC 6298).
-//! - [`listener`]: passive open with a bounded SYN queue and accept queue.
+//! - `listener`: passive open with a bounded SYN queue and accept queue.
 //! - [`congestion`]: congestion control behind a trait (NewReno, CUBIC).
-//! - [`send_queue`], [`ring`], [`rangeset`], [`rtt`]: the fixed-size data
+//! - `send_queue`, `ring`, `rangeset`, `rtt`: the fixed-size data
 //!   structures underneath.
 
 pub mod congestion;

@@ -3,7 +3,7 @@
 //! The connection tells its controller what happened — bytes acknowledged,
 //! a loss detected by duplicate ACKs or SACK, recovery ended, a timeout — and
 //! reads back `cwnd` and `ssthresh`. Loss *recovery* (what to retransmit) is
-//! the connection's business ([`recovery`](super::recovery)); the controller
+//! the connection's business (`tcp::recovery`); the controller
 //! only sizes the window. Two controllers ship: [`NewReno`] (RFC 5681/6582
 //! AIMD, as HL-TCP) and [`Cubic`] (RFC 9438, Linux's default).
 
