@@ -128,7 +128,7 @@ pub(crate) struct Inner {
     /// The engine refused another bell (all `MAX_BELLS` are taken): such
     /// sleeps use the session's doorbell.
     bells_refused: std::sync::atomic::AtomicBool,
-    /// The program sandboxed itself ([`Client::prepare_for_sandbox`]):
+    /// The program sandboxed itself ([`Client::seal`]):
     /// nothing more goes over the attach socket (seccomp would kill the
     /// process for a `sendmsg`).
     sandboxed: std::sync::atomic::AtomicBool,
@@ -685,12 +685,10 @@ impl Client {
         }
     }
 
-    /// Readies this client for a sandbox its program is about to enter
-    /// (seccomp, a lower descriptor limit): every bell it may lend is made
-    /// now, and from now on nothing goes over the attach socket (a
-    /// waiter's goodbye is left to the session's end). Later waits need no
-    /// system call beyond `read`, `write` and `ppoll`.
-    pub fn prepare_for_sandbox(&self) {
+    /// Makes every bell this client may lend, now: later waits then need
+    /// no new descriptor (a program about to lower its descriptor limit or
+    /// to sandbox itself).
+    pub fn stock_bells(&self) {
         let mut made = Vec::new();
         while let Some(b) = self.lend_bell() {
             made.push(b);
@@ -698,6 +696,14 @@ impl Client {
         for b in made {
             self.return_bell(b);
         }
+    }
+
+    /// From now on nothing goes over the attach socket (a waiter's
+    /// goodbye is left to the session's end; a new bell or watch fails
+    /// with `EPERM`): the program is about to install a seccomp filter
+    /// that kills it for a `sendmsg`. Call [`stock_bells`](Self::stock_bells)
+    /// first; later waits need only `read`, `write` and `ppoll`.
+    pub fn seal(&self) {
         self.inner.sandboxed.store(true, Ordering::Relaxed);
     }
 

@@ -27,7 +27,8 @@
 //! user, a lower descriptor limit, `prctl(PR_SET_SECCOMP)` or
 //! `PR_SET_NO_NEW_PRIVS` — the shim attaches, takes every inherited
 //! connection into its session, and makes this thread's doorbell and the
-//! client's bells, so what follows needs only `read`, `write`, `ppoll` and
+//! client's bells; before a seccomp filter it also stops using the attach
+//! socket, so what follows needs only `read`, `write`, `ppoll` and
 //! `futex`.
 
 use std::ffi::{CStr, CString};
@@ -502,8 +503,10 @@ list_form!(execle, EXECLE);
 
 /// Readies this process for a sandbox it is about to enter: inherited
 /// softoe sockets taken into its own session now, this thread's doorbell
-/// and the client's bells made now. Cheap when there is nothing to do.
-pub(crate) fn before_sandbox(why: &str) {
+/// and the client's bells made now; with `seal` (a seccomp filter comes)
+/// nothing goes over the attach socket afterwards. Cheap when there is
+/// nothing to do.
+pub(crate) fn before_sandbox(why: &str, seal: bool) {
     let entries = TABLE.entries();
     if entries.is_empty() {
         return;
@@ -529,8 +532,11 @@ pub(crate) fn before_sandbox(why: &str) {
         return;
     };
     crate::wait::prepare_waiter(&c);
-    c.prepare_for_sandbox();
-    debug!(why, taken, "ready for a sandbox");
+    c.stock_bells();
+    if seal {
+        c.seal();
+    }
+    debug!(why, taken, seal, "ready for a sandbox");
 }
 
 /// Hooks `name(args)`: readies for a sandbox when `when` holds, then calls
@@ -540,7 +546,8 @@ macro_rules! sandboxing {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($a: $t),*) -> c_int {
             if $when {
-                before_sandbox(stringify!($name));
+                // The process keeps every system call: no seal.
+                before_sandbox(stringify!($name), false);
             }
             // SAFETY: forwarded as given.
             unsafe { crate::real::$name($($a),*) }
@@ -573,8 +580,12 @@ pub unsafe extern "C" fn prctl(
     a4: libc::c_ulong,
     a5: libc::c_ulong,
 ) -> c_int {
-    if option == libc::PR_SET_SECCOMP || (option == libc::PR_SET_NO_NEW_PRIVS && a2 != 0) {
-        before_sandbox("prctl");
+    // Only a seccomp filter takes system calls away (sshd: no-new-privs,
+    // then the filter).
+    if option == libc::PR_SET_SECCOMP {
+        before_sandbox("seccomp", true);
+    } else if option == libc::PR_SET_NO_NEW_PRIVS && a2 != 0 {
+        before_sandbox("no_new_privs", false);
     }
     // SAFETY: forwarded as given.
     unsafe { crate::real::prctl(option, a2, a3, a4, a5) }

@@ -578,3 +578,36 @@ fn stat_shows_the_uid_a_program_runs_as_now() {
         snap.listeners
     );
 }
+
+/// A server that drops its user and then forks per task keeps its
+/// connections across each fork: dropping a user readies the sockets (the
+/// engine's socket may not be reachable as the new user) but is no
+/// seccomp sandbox, so the shim still prepares connections for `fork`.
+#[test]
+fn a_program_that_drops_its_user_then_forks_keeps_its_connection() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let server = linux_hasher(&bed, 7451, 1, b"hi\n");
+    let script = format!(
+        "import socket,os,hashlib\n\
+         s=socket.create_connection(('{LINUX_IP}',7451))\n\
+         os.setresgid(65534,65534,65534); os.setresuid(65534,65534,65534)\n\
+         a=bytes(range(256))*4096\n\
+         pid=os.fork()\n\
+         if pid==0:\n\
+         \x20   s.sendall(a); s.shutdown(socket.SHUT_WR)\n\
+         \x20   h=b''\n\
+         \x20   while True:\n\
+         \x20       x=s.recv(100)\n\
+         \x20       if not x: break\n\
+         \x20       h+=x\n\
+         \x20   os._exit(0 if h.endswith(hashlib.sha256(a).hexdigest().encode()) else 4)\n\
+         s.close()\n\
+         _,st=os.waitpid(pid,0)\n\
+         print('ok' if st==0 else 'child %d' % st)\n"
+    );
+    python_ok(&bed, &script, 60, "setuid, then fork");
+    assert_eq!(server.join().unwrap(), vec![1 << 20]);
+}
