@@ -251,8 +251,28 @@ pub struct TcpInfo {
     pub tlp_probes: u32,
     /// Holes found lost by the reordering timer (RFC 8985 §6.2).
     pub reorder_timeouts: u32,
-    /// Retransmissions found lost and sent again.
+    /// Retransmissions found lost and sent again (Linux: `TCPLostRetransmit`).
     pub lost_retransmits: u32,
+    /// Tail-loss probes whose answer revealed a loss that recovery then
+    /// repaired (Linux: `TCPLossProbeRecovery`).
+    pub tlp_recoveries: u32,
+    /// D-SACK blocks received: the peer got a segment twice (Linux:
+    /// `TCPDSACKRecv`).
+    pub dsacks: u32,
+    /// Retransmissions the peer reported as duplicates by D-SACK: they were
+    /// not needed (spurious).
+    pub spurious_retransmits: u32,
+    /// Congestion responses undone because every retransmission of the
+    /// episode proved spurious (Linux: `TCPDSACKUndo`, `TCPLossUndo`).
+    pub undos: u32,
+    /// Reordering events seen: a segment delivered after one sent later
+    /// (Linux: `tcpi_reord_seen`).
+    pub reord_seen: u32,
+    /// The largest reordering seen, in segments (Linux: `tcpi_reordering`;
+    /// 3 until more is seen).
+    pub reordering: u32,
+    /// The RACK reordering window in force (RFC 8985 §6.2).
+    pub reo_wnd: Duration,
     /// Bytes queued to send (unsent plus unacknowledged).
     pub send_queue: u32,
     /// Bytes received and not yet read.

@@ -121,6 +121,11 @@ pub(crate) struct Counters {
     pub(crate) tlp_probes: u32,
     pub(crate) reorder_timeouts: u32,
     pub(crate) lost_retransmits: u32,
+    pub(crate) tlp_recoveries: u32,
+    pub(crate) dsacks: u32,
+    pub(crate) spurious_retransmits: u32,
+    pub(crate) undos: u32,
+    pub(crate) reord_seen: u32,
 }
 
 /// Delivery-rate sampling: bytes acknowledged over roughly one round trip.
@@ -707,6 +712,13 @@ impl TcpSocket {
             tlp_probes: self.counters.tlp_probes,
             reorder_timeouts: self.counters.reorder_timeouts,
             lost_retransmits: self.counters.lost_retransmits,
+            tlp_recoveries: self.counters.tlp_recoveries,
+            dsacks: self.counters.dsacks,
+            spurious_retransmits: self.counters.spurious_retransmits,
+            undos: self.counters.undos,
+            reord_seen: self.counters.reord_seen,
+            reordering: 3,
+            reo_wnd: Duration::ZERO,
             send_queue: self.tx.len().min(u32::MAX as usize) as u32,
             recv_queue: self.rx.len().min(u32::MAX as usize) as u32,
             delivery_rate: self.rate.rate,
