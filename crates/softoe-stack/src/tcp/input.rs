@@ -220,6 +220,7 @@ impl TcpSocket {
         if self.state == State::SynReceived && seg.control == TcpControl::Syn {
             if seg.seq_number == self.irs && seg.ack_number.is_none() {
                 // The peer did not get our SYN-ACK: send it again.
+                self.syn_retransmitted = true;
                 self.snd_nxt = self.iss;
                 return Reply::None;
             }
@@ -454,6 +455,12 @@ impl TcpSocket {
         self.rcv_adv_edge = seq::add(self.rcv_nxt, syn_wnd);
         self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
         self.last_progress = now;
+        if self.syn_retransmitted && !self.rtt.has_sample() {
+            // RFC 6298 §5.7: the handshake gave no RTT sample because its
+            // SYN or SYN-ACK was resent; start data at 3 s, not 1 s (as
+            // Linux's TCP_TIMEOUT_FALLBACK).
+            self.rtt.fall_back(super::recovery::RTO_AFTER_SYN_LOSS);
+        }
         self.set_state(State::Established);
         if self.fin_queued {
             self.set_state(State::FinWait1);
@@ -507,6 +514,7 @@ impl TcpSocket {
                 // Only a FIN could remain, and it is old too.
                 self.counters.dup_segments += 1;
                 self.ack_now = true;
+                self.quick_acks = super::socket::QUICK_ACKS;
                 return;
             }
             data = data.get(skip..).unwrap_or(&[]);
@@ -514,6 +522,7 @@ impl TcpSocket {
             if data.is_empty() && !fin {
                 self.counters.dup_segments += 1;
                 self.ack_now = true;
+                self.quick_acks = super::socket::QUICK_ACKS;
                 return;
             }
         }
@@ -552,7 +561,12 @@ impl TcpSocket {
                 self.events.insert(Events::READABLE);
             }
             if had_ooo {
-                // Filling a hole: acknowledge at once (RFC 5681 §4.2).
+                // Filling a hole: acknowledge at once (RFC 5681 §4.2), and
+                // the segments after it too: the sender is repairing.
+                self.ack_now = true;
+                self.quick_acks = super::socket::QUICK_ACKS;
+            } else if n > 0 && self.quick_acks > 0 {
+                self.quick_acks -= 1;
                 self.ack_now = true;
             } else if n > 0 {
                 self.unacked_bytes = self.unacked_bytes.saturating_add(n as u32);
@@ -576,6 +590,7 @@ impl TcpSocket {
             }
             self.counters.ooo_segments += 1;
             self.ack_now = true;
+            self.quick_acks = super::socket::QUICK_ACKS;
         }
         if fin {
             let fin_seq = seq::add(s, data.len() as u32);

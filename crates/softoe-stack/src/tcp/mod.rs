@@ -21,6 +21,7 @@ pub(crate) mod recovery;
 pub(crate) mod ring;
 pub(crate) mod rtt;
 pub(crate) mod send_queue;
+pub(crate) mod sent;
 pub(crate) mod seq;
 pub(crate) mod socket;
 

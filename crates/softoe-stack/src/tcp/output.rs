@@ -172,12 +172,7 @@ impl TcpSocket {
             }
             return;
         }
-        let srtt = self.rtt.srtt();
-        let mut pto = (srtt * 2).max(core::time::Duration::from_millis(2));
-        if self.flight() <= self.snd_mss {
-            // A lone segment may wait for the peer's delayed ACK.
-            pto = pto.max(srtt * 3 / 2 + core::time::Duration::from_millis(200));
-        }
+        let pto = self.pto();
         let mut at = now + pto;
         if let Some(rto) = self.timers.get(Timer::Retransmit) {
             at = at.min(rto);
@@ -272,42 +267,38 @@ impl TcpSocket {
 
         // Loss recovery first.
         if let Some(phase) = self.rec.phase {
-            if self.rec.rtx_first
-                && let Some(p) = self.rtx_at(self.snd_una, mss)
+            if !phase.sack {
+                // NewReno: the segment at snd_una, then new data within the
+                // inflated window.
+                if self.rec.rtx_first
+                    && let Some(p) = self.rtx_at(self.snd_una, mss)
+                {
+                    return Some(p);
+                }
+                let room = cwnd.saturating_sub(self.flight());
+                if room < mss {
+                    return None;
+                }
+                return self.plan_sequential(room.min(mss * 4), mss);
+            }
+            // SACK: fast recovery is paced by PRR (RFC 6937); after a
+            // timeout, the window paces what the log says is in flight.
+            let room = if phase.rto {
+                cwnd.saturating_sub(self.rec.pipe())
+            } else {
+                self.rec.prr_wnd.saturating_sub(self.rec.pipe())
+            };
+            // What RACK marked lost, in sequence order; the first lost
+            // segment of a fast recovery goes whatever PRR says.
+            if (room >= mss || self.rec.rtx_first)
+                && let Some(p) = self.next_lost(mss)
             {
                 return Some(p);
             }
-            // SACK recovery is paced by PRR (RFC 6937); NewReno by its
-            // inflated window.
-            let room = if phase.sack {
-                self.rec.prr_allow
-            } else {
-                cwnd.saturating_sub(self.flight())
-            };
             if room < mss {
                 return None;
             }
-            if phase.sack {
-                if let Some((s, e)) = self.rec.next_relost_peek(self.snd_una)
-                    && let Some(mut p) = self.rtx_at(s, mss)
-                {
-                    p.len = p.len.min(seq::dist(e, s));
-                    if p.len > 0 || p.fin {
-                        return Some(p);
-                    }
-                }
-                if let Some(p) = self.next_lost_hole(mss, true) {
-                    return Some(p);
-                }
-            }
-            if let Some(p) = self.plan_sequential(room.min(mss * 4), mss) {
-                return Some(p);
-            }
-            if phase.sack {
-                // RFC 6675 NextSeg rule 3: a hole not yet deemed lost.
-                return self.next_lost_hole(mss, false);
-            }
-            return None;
+            return self.plan_sequential(room.min(mss * 4), mss);
         }
 
         let in_flight = seq::dist(self.snd_nxt, self.snd_una);
@@ -315,19 +306,29 @@ impl TcpSocket {
         self.plan_sequential(room, mss)
     }
 
-    /// The probe (RFC 8985 §7.3) is the last segment sent, again, not new
-    /// data. RFC 8985 prefers new data, but a lone new segment arriving at a
-    /// receiver with nothing else unacknowledged waits for its delayed-ACK
-    /// timer (40 ms on Linux), and that is the common case when the probe
-    /// fires because the ACK for a whole flight was lost: the probe then
-    /// costs as much as it saves. A segment the receiver already has is a
-    /// duplicate, which every receiver acknowledges at once (RFC 5681 §4.2;
-    /// Linux with a D-SACK); one it lacks is out of order and acknowledged
-    /// at once with SACK. Either way the answer comes a round trip later.
+    /// The probe (RFC 8985 §7.3) is the last segment sent that the receiver
+    /// has not SACKed, again, not new data. RFC 8985 prefers new data, but a
+    /// lone new segment arriving at a receiver with nothing else
+    /// unacknowledged waits for its delayed-ACK timer (40 ms on Linux), and
+    /// that is the common case when the probe fires because the ACK for a
+    /// whole flight was lost: the probe then costs as much as it saves. A
+    /// segment the receiver already has is a duplicate, which every receiver
+    /// acknowledges at once (RFC 5681 §4.2; Linux with a D-SACK); one it
+    /// lacks is out of order and acknowledged at once with SACK. Either way
+    /// the answer comes a round trip later. A SACKed segment would teach
+    /// nothing: its answer delivers nothing new, so RACK could not judge
+    /// the segment still missing (a lost retransmission, say).
     fn plan_probe(&self, mss: u32) -> Option<Plan> {
         let data_end = seq::add(self.tx_seq0, self.tx.len() as u32);
-        let end = if seq::lt(self.snd_max, data_end) {
-            self.snd_max
+        let top = self
+            .rec
+            .sent
+            .iter()
+            .rev()
+            .find(|e| !e.sacked())
+            .map_or(self.snd_max, |e| e.end);
+        let end = if seq::lt(top, data_end) {
+            top
         } else {
             data_end
         };
@@ -337,7 +338,7 @@ impl TcpSocket {
         } else {
             0
         };
-        let fin = self.fin_sent() && end == data_end;
+        let fin = self.fin_sent() && end == data_end && seq::gt(top, data_end);
         if len == 0 && !fin {
             return None;
         }
@@ -374,35 +375,28 @@ impl TcpSocket {
         })
     }
 
-    /// RFC 6675 NextSeg rules 1 (`lost_only`) and 3: the first hole at or
-    /// above HighRxt and below the highest SACKed byte (rule 1.b: data past
-    /// every SACK block is in flight, not missing).
-    fn next_lost_hole(&self, mss: u32, lost_only: bool) -> Option<Plan> {
-        let top = self
-            .rec
-            .scoreboard
-            .highest_end()
-            .unwrap_or(0)
-            .min(seq::dist(self.snd_max, self.snd_una));
-        let lost = self.rec.lost_boundary();
-        let rxt = if seq::lt(self.rec.high_rxt, self.snd_una) {
-            0
-        } else {
-            seq::dist(self.rec.high_rxt, self.snd_una).min(top)
-        };
-        for (hs, he) in self.rec.scoreboard.holes_before(top) {
-            let start = hs.max(rxt);
-            let end = if lost_only { he.min(lost) } else { he };
-            if start >= end {
+    /// The first range RACK marked lost that is still missing, as a
+    /// retransmission of up to one MSS (RFC 6675 NextSeg rule 1, with
+    /// RACK's marks for `IsLost`). The scoreboard is asked too: a lost entry
+    /// the log could not cut may be partly SACKed.
+    fn next_lost(&self, mss: u32) -> Option<Plan> {
+        for e in self.rec.sent.iter().filter(|e| e.lost()) {
+            let (mut at, end) = (seq::max(e.start, self.snd_una), e.end);
+            // Skip what the receiver has.
+            for (s, se) in self.rec.scoreboard.iter() {
+                let off = seq::dist(at, self.snd_una);
+                if s <= off && off < se {
+                    at = seq::add(self.snd_una, se);
+                }
+            }
+            if !seq::lt(at, end) {
                 continue;
             }
-            let at = seq::add(self.snd_una, start);
             if let Some(mut p) = self.rtx_at(at, mss) {
-                p.len = p.len.min(end - start);
-                if p.len == 0 && !p.fin {
-                    continue;
+                p.len = p.len.min(seq::dist(end, at));
+                if p.len > 0 || p.fin {
+                    return Some(p);
                 }
-                return Some(p);
             }
         }
         None
@@ -507,13 +501,12 @@ impl TcpSocket {
             self.rec.tlp_high = Some(seq::max(end, self.snd_max));
         }
         if plan.kind == Kind::Recovery {
-            if seq::gt(end, self.rec.high_rxt) {
-                self.rec.high_rxt = end;
-            }
             self.rec.rtx_first = false;
-            self.rec.relost_sent(plan.seq, end);
-            if self.sack_ok {
-                self.rec.mark(plan.seq, end, self.snd_max, now);
+        }
+        if plan.kind != Kind::Syn && seq::lt(plan.seq, end) && self.state.is_synchronized() {
+            self.rec.sent.record(plan.seq, end, now);
+            if retransmission && let Some(u) = self.rec.undo.as_mut() {
+                u.retrans += i64::from(plan.len.div_ceil(self.snd_mss.max(1)).max(1));
             }
         }
         if (plan.kind != Kind::Recovery && seq::ge(plan.seq, self.snd_nxt))
@@ -533,7 +526,6 @@ impl TcpSocket {
         }
         if self.rec.phase.is_some_and(|p| p.sack) && plan.kind != Kind::Syn {
             self.rec.prr_out += u64::from(plan.len);
-            self.rec.prr_allow = self.rec.prr_allow.saturating_sub(plan.len);
         }
         if plan.len > 0 {
             self.sws_override = false;

@@ -1,20 +1,36 @@
 //! Loss recovery and the retransmission timer.
 //!
-//! With SACK (the normal case against Linux) recovery follows RFC 6675: a
-//! scoreboard of SACKed ranges, `IsLost` by the duplicate threshold, `pipe`
-//! as the estimate of data in the network, and `NextSeg` choosing lost holes
-//! first, then new data, then other holes. Without SACK it is NewReno
-//! (RFC 6582): fast retransmit after three duplicate ACKs, window inflation,
-//! one retransmission per partial ACK. Both enter through the congestion
-//! controller's `on_congestion_event` and leave through `on_recovery_exit`.
-//! The RTO (RFC 6298) backs off exponentially, resets the scoreboard
-//! (RFC 2018 §8: the receiver may have reneged) and goes back to `snd_una`.
+//! With SACK (the normal case against Linux) loss is found by RACK-TLP
+//! (RFC 8985): the transmit log ([`SentLog`]) holds a send time for every
+//! segment and every retransmission, and an ACK that delivers a segment
+//! marks lost every segment sent sufficiently before it — several holes at
+//! once, lost retransmissions included — once a reordering window has
+//! passed. The window starts from the minimum RTT and widens with D-SACKs
+//! (§6.2), so reordering (bonded links stripe) is not taken for loss; with
+//! no reordering seen and three segments SACKed it is zero, which is RFC
+//! 6675's duplicate threshold said in time. A tail-loss probe, two round
+//! trips after the last ACK, brings the ACK that lets RACK see a lost tail
+//! (§7), so the retransmission timeout fires only when a whole flight and
+//! its probe are gone.
+//!
+//! What is marked lost is repaired in sequence order, paced by PRR (RFC
+//! 6937) in fast recovery and by the congestion window after a timeout;
+//! `pipe` is what the log says is neither SACKed nor lost. A recovery whose
+//! retransmissions all come back as D-SACKs was spurious, and its window
+//! reduction is undone (as Linux's `TCPDSACKUndo`).
+//!
+//! Without SACK it is NewReno (RFC 6582): fast retransmit after three
+//! duplicate ACKs, window inflation, one retransmission per partial ACK, and
+//! go-back-N after a timeout. The RTO (RFC 6298) backs off exponentially.
+
+use core::time::Duration;
 
 use softoe_wire::{TcpControl, TcpRepr, TcpSeqNumber};
 
-use super::congestion::CongestionControl;
+use super::congestion::{CongestionControl, Controller};
 use super::input::Ctx;
 use super::rangeset::RangeSet;
+use super::sent::{Sent, SentLog};
 use super::seq;
 use super::socket::{TcpSocket, Timer};
 use super::{State, TcpError};
@@ -24,28 +40,109 @@ use crate::time::Instant;
 /// RFC 5681's duplicate-ACK threshold.
 pub(crate) const DUP_THRESH: u32 = 3;
 
+/// How much longer a probe for a lone segment waits, since the receiver may
+/// hold its ACK. RFC 8985 recommends 200 ms (the worst case); that is the
+/// minimum RTO, so a lone lost segment would always cost a timeout. Our
+/// probe repeats the last segment, which every receiver acknowledges at
+/// once, and a D-SACK tells us when it was not needed, so a probe that
+/// comes too early costs one segment and nothing else: wait for a typical
+/// delayed ACK (Linux's `TCP_DELACK_MIN`), not the worst.
+const DEL_ACK_ALLOWANCE: Duration = Duration::from_millis(40);
+
+/// RFC 6298 §5.7: the RTO once data flows after a handshake whose SYN or
+/// SYN-ACK had to be retransmitted (no RTT sample could be taken).
+pub(crate) const RTO_AFTER_SYN_LOSS: Duration = Duration::from_secs(3);
+
+/// Recoveries without a D-SACK before the reordering window shrinks back
+/// (RFC 8985 §6.2, `RACK.reo_wnd_persist`).
+const REO_WND_PERSIST: u32 = 16;
+
 /// An active loss-recovery phase.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Phase {
     /// RFC 6675 RecoveryPoint: recovery ends when this is acknowledged.
     pub(crate) point: TcpSeqNumber,
-    /// Driven by SACK (RFC 6675) rather than NewReno.
+    /// Driven by SACK (RACK) rather than NewReno.
     pub(crate) sack: bool,
+    /// Entered by a retransmission timeout (the window paces repairs, and
+    /// grows by slow start), not by fast recovery (PRR paces them).
+    pub(crate) rto: bool,
 }
 
-/// Retransmissions remembered for lost-retransmission detection.
-const MARKS: usize = 32;
-
-/// A retransmission and the highest sequence number sent when it went out:
-/// once data sent after it is SACKed and it is still missing, it was lost too.
+/// RACK's state (RFC 8985 §6.1).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct RtxMark {
-    pub(crate) start: TcpSeqNumber,
-    pub(crate) end: TcpSeqNumber,
-    pub(crate) snd_max: TcpSeqNumber,
-    /// Transmission order of this retransmission.
+pub(crate) struct Rack {
+    /// The newest transmission known delivered (0: none yet), and the end
+    /// of what it delivered (parts of one frame count in sequence order).
     pub(crate) xmit: u64,
-    pub(crate) sent_at: Instant,
+    pub(crate) end: TcpSeqNumber,
+    /// The RTT of the most recently delivered transmission.
+    pub(crate) rtt: Duration,
+    /// The highest sequence number delivered (`RACK.fack`).
+    pub(crate) fack: Option<TcpSeqNumber>,
+    /// Reordering has been seen on this connection.
+    pub(crate) reord: bool,
+    /// The window is this many quarters of the minimum RTT.
+    pub(crate) reo_wnd_mult: u32,
+    /// Recoveries left before the multiplier resets.
+    pub(crate) reo_wnd_persist: u32,
+    /// One widening per round trip: the D-SACK round ends at this.
+    pub(crate) dsack_round: Option<TcpSeqNumber>,
+    /// The largest reordering seen, in segments.
+    pub(crate) reordering: u32,
+    /// Reordering seen on the ACK being processed.
+    reord_now: bool,
+    /// This ACK delivered something (RACK may mark losses).
+    advanced: bool,
+}
+
+impl Rack {
+    fn new() -> Rack {
+        Rack {
+            xmit: 0,
+            end: TcpSeqNumber(0),
+            rtt: Duration::ZERO,
+            fack: None,
+            reord: false,
+            reo_wnd_mult: 1,
+            reo_wnd_persist: REO_WND_PERSIST,
+            dsack_round: None,
+            reordering: DUP_THRESH,
+            reord_now: false,
+            advanced: false,
+        }
+    }
+
+    /// RFC 8985 §6.2 steps 1–3, for one newly delivered (ACKed or SACKed)
+    /// transmission.
+    fn on_delivered(&mut self, e: &Sent, now: Instant, min_rtt: Duration, mss: u32) {
+        // An original transmission delivered below data already delivered
+        // arrived out of order.
+        if !e.retransmitted()
+            && let Some(f) = self.fack
+            && seq::lt(e.end, f)
+        {
+            self.reord = true;
+            self.reord_now = true;
+            let segs = seq::dist(f, e.end).div_ceil(mss.max(1)).saturating_add(1);
+            self.reordering = self.reordering.max(segs);
+        }
+        if self.fack.is_none_or(|f| seq::gt(e.end, f)) {
+            self.fack = Some(e.end);
+        }
+        let rtt = now.saturating_duration_since(e.at);
+        // A retransmission acknowledged sooner than any round trip was
+        // answered by its original: not a measurement of the retransmission.
+        if e.retransmitted() && rtt < min_rtt {
+            return;
+        }
+        self.rtt = rtt;
+        self.advanced = true;
+        if e.xmit > self.xmit || (e.xmit == self.xmit && seq::gt(e.end, self.end)) {
+            self.xmit = e.xmit;
+            self.end = e.end;
+        }
+    }
 }
 
 /// Loss-recovery state of one connection.
@@ -53,61 +150,66 @@ pub(crate) struct RtxMark {
 pub(crate) struct Recovery {
     /// SACKed ranges above `snd_una`, as offsets from it.
     pub(crate) scoreboard: RangeSet,
+    /// When each part of the flight went out, and what is SACKed or lost.
+    pub(crate) sent: SentLog,
+    pub(crate) rack: Rack,
     pub(crate) dupacks: u32,
     pub(crate) phase: Option<Phase>,
-    /// RFC 6675 HighRxt: everything below was retransmitted in this phase.
-    pub(crate) high_rxt: TcpSeqNumber,
-    /// RFC 6582 `recover`: no new phase until the ACK passes it.
+    /// RFC 6582 `recover`: no new window reduction until the ACK passes it.
     pub(crate) recover: Option<TcpSeqNumber>,
-    /// The segment at `snd_una` must be retransmitted next (fast retransmit,
-    /// NewReno partial ACK), whatever the window says.
+    /// The first lost segment must go next (fast retransmit, NewReno
+    /// partial ACK), whatever PRR or the window says.
     pub(crate) rtx_first: bool,
     /// NewReno window inflation, bytes.
     pub(crate) inflation: u32,
-    /// Recent recovery retransmissions (lost-retransmission detection).
-    pub(crate) marks: [Option<RtxMark>; MARKS],
-    /// Retransmissions found lost: they go again before anything else.
-    pub(crate) relost: [Option<(TcpSeqNumber, TcpSeqNumber)>; MARKS],
-    /// Retransmissions counted in order (RACK-style ordering).
-    pub(crate) xmit_count: u64,
-    /// The latest-sent retransmission known delivered (SACKed or acked).
-    pub(crate) delivered_xmit: u64,
     /// PRR (RFC 6937): data delivered to the receiver during recovery.
     pub(crate) prr_delivered: u64,
     /// PRR: data sent during recovery.
     pub(crate) prr_out: u64,
     /// PRR: flight size when recovery began.
     pub(crate) recover_fs: u32,
-    /// PRR: bytes that may be sent now.
-    pub(crate) prr_allow: u32,
-    /// A tail-loss probe is out, covering up to this sequence number.
+    /// PRR: the window in force until the next ACK — `pipe` when the last
+    /// ACK came plus what PRR let out. Losses the reordering timer marks
+    /// between ACKs lower `pipe` and so free room in it, as in Linux, where
+    /// PRR sets the congestion window itself.
+    pub(crate) prr_wnd: u32,
+    /// A tail-loss probe is out: the episode ends when this is acknowledged
+    /// (RFC 8985 §7.4, `TLP.end_seq`).
     pub(crate) tlp_high: Option<TcpSeqNumber>,
-    /// Holes below this offset (from `snd_una`) are lost by the reordering
-    /// timer (RACK), whatever the duplicate threshold says.
-    pub(crate) rack_lost: u32,
+    /// The congestion controller as it was before the reduction still in
+    /// force, for undoing it if every retransmission proves spurious.
+    pub(crate) undo: Option<Undo>,
     mss: u32,
 }
 
+/// What undoing a spurious congestion response needs.
+#[derive(Clone, Debug)]
+pub(crate) struct Undo {
+    /// The controller before the reduction.
+    pub(crate) prior: Controller,
+    /// `snd_una` when it happened: D-SACKs below it are older news.
+    pub(crate) marker: TcpSeqNumber,
+    /// Segments retransmitted since, not yet reported as duplicates.
+    pub(crate) retrans: i64,
+}
+
 impl Recovery {
-    pub(crate) fn new(max_ranges: usize) -> Recovery {
+    pub(crate) fn new(max_ranges: usize, max_entries: usize) -> Recovery {
         Recovery {
             scoreboard: RangeSet::new(max_ranges),
+            sent: SentLog::new(max_entries),
+            rack: Rack::new(),
             dupacks: 0,
             phase: None,
-            high_rxt: TcpSeqNumber(0),
             recover: None,
             rtx_first: false,
             inflation: 0,
-            marks: [None; MARKS],
-            relost: [None; MARKS],
-            xmit_count: 0,
-            delivered_xmit: 0,
             prr_delivered: 0,
             prr_out: 0,
             recover_fs: 0,
-            prr_allow: 0,
+            prr_wnd: 0,
             tlp_high: None,
-            rack_lost: 0,
+            undo: None,
             mss: 536,
         }
     }
@@ -132,190 +234,37 @@ impl Recovery {
         let burst = (i64::from(delivered) + 2 * i64::from(self.mss))
             .min(64 * 1024)
             .max(i64::from(self.mss));
-        self.prr_allow = sndcnt.clamp(0, burst) as u32;
-    }
-
-    /// Forgets every mark (recovery ended, or an RTO).
-    pub(crate) fn clear_marks(&mut self) {
-        self.marks = [None; MARKS];
-        self.relost = [None; MARKS];
-        self.delivered_xmit = 0;
-    }
-
-    /// Remembers a recovery retransmission of `[start, end)` sent while the
-    /// highest sequence number sent was `snd_max`.
-    pub(crate) fn mark(
-        &mut self,
-        start: TcpSeqNumber,
-        end: TcpSeqNumber,
-        snd_max: TcpSeqNumber,
-        now: Instant,
-    ) {
-        self.xmit_count += 1;
-        let m = RtxMark {
-            start,
-            end,
-            snd_max,
-            xmit: self.xmit_count,
-            sent_at: now,
-        };
-        // The slot of the same range, else a free one, else the one with the
-        // highest sequence number: the lowest holes block the connection,
-        // so they are the ones worth watching.
-        let slot = self
-            .marks
-            .iter()
-            .position(|x| x.is_some_and(|x| x.start == start))
-            .or_else(|| self.marks.iter().position(Option::is_none))
-            .or_else(|| {
-                let (i, highest) = self
-                    .marks
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, x)| x.map(|x| (i, x.start)))
-                    .reduce(|a, b| if seq::gt(b.1, a.1) { b } else { a })?;
-                seq::lt(start, highest).then_some(i)
-            });
-        if let Some(x) = slot.and_then(|i| self.marks.get_mut(i)) {
-            *x = Some(m);
-        }
-    }
-
-    /// After the scoreboard moved: retransmissions that are still missing
-    /// while more than DupThresh segments' worth of data sent after them was
-    /// SACKed are lost again (as Linux's lost-retransmit detection).
-    pub(crate) fn detect_lost_retransmissions(
-        &mut self,
-        snd_una: TcpSeqNumber,
-        now: Instant,
-        reo_wnd: core::time::Duration,
-    ) -> u32 {
-        let limit = (DUP_THRESH - 1).saturating_mul(self.mss);
-        // Retransmissions now delivered (acked or SACKed): remember the latest.
-        for m in self.marks.iter_mut() {
-            let Some(x) = *m else { continue };
-            let delivered = seq::le(x.end, snd_una)
-                || self
-                    .scoreboard
-                    .contains(seq::dist(seq::max(x.start, snd_una), snd_una));
-            if delivered {
-                self.delivered_xmit = self.delivered_xmit.max(x.xmit);
-                *m = None;
-            }
-        }
-        let mut found = 0;
-        for i in 0..MARKS {
-            let Some(Some(m)) = self.marks.get(i).copied() else {
-                continue;
-            };
-            let after = if seq::lt(m.snd_max, snd_una) {
-                0
-            } else {
-                seq::dist(m.snd_max, snd_una)
-            };
-            // Lost if data sent after it was SACKed (by amount), or if a
-            // retransmission sent after it was delivered and the reordering
-            // window has passed (RACK, RFC 8985 §6.2, by send order).
-            let by_data = self.scoreboard.bytes_above(after) > limit;
-            let by_order = m.xmit < self.delivered_xmit && now >= m.sent_at + reo_wnd;
-            if by_data || by_order {
-                if let Some(x) = self.marks.get_mut(i) {
-                    *x = None;
-                }
-                let start = seq::max(m.start, snd_una);
-                if let Some(free) = self.relost.iter_mut().find(|r| r.is_none()) {
-                    *free = Some((start, m.end));
-                    found += 1;
-                }
-            }
-        }
-        found
-    }
-
-    /// The next retransmission found lost and still missing, if any.
-    pub(crate) fn next_relost_peek(
-        &self,
-        snd_una: TcpSeqNumber,
-    ) -> Option<(TcpSeqNumber, TcpSeqNumber)> {
-        self.relost.iter().flatten().find_map(|&(s, e)| {
-            if seq::le(e, snd_una) {
-                return None;
-            }
-            let s = seq::max(s, snd_una);
-            (!self.scoreboard.contains(seq::dist(s, snd_una))).then_some((s, e))
-        })
-    }
-
-    /// A relost range starting at `start` was retransmitted up to `end`.
-    pub(crate) fn relost_sent(&mut self, start: TcpSeqNumber, end: TcpSeqNumber) {
-        for r in self.relost.iter_mut() {
-            if let Some((s, e)) = *r
-                && s == start
-            {
-                *r = if seq::lt(end, e) {
-                    Some((end, e))
-                } else {
-                    None
-                };
-            }
-        }
+        self.prr_wnd = pipe.saturating_add(sndcnt.clamp(0, burst) as u32);
     }
 
     pub(crate) fn set_mss(&mut self, mss: u32) {
         self.mss = mss.max(1);
     }
 
-    /// The lowest offset (from `snd_una`) not considered lost: every hole
-    /// below it is lost by RFC 6675's `IsLost` — more than
-    /// `(DupThresh - 1) * SMSS` bytes, or `DupThresh` ranges, SACKed above it.
-    pub(crate) fn lost_boundary(&self) -> u32 {
-        let limit = (DUP_THRESH - 1).saturating_mul(self.mss);
-        let mut bytes = 0u32;
-        let mut ranges = 0u32;
-        let mut best = 0u32;
-        // Walk the ranges from the top down.
-        for (s, e) in self.scoreboard.iter().rev() {
-            ranges += 1;
-            if ranges >= DUP_THRESH {
-                best = best.max(s);
-            }
-            let after = bytes.saturating_add(e - s);
-            if after > limit {
-                // Offsets below `e - (limit - bytes)` have more than `limit` above.
-                best = best.max(e - (limit - bytes));
-                break;
-            }
-            bytes = after;
-        }
-        best.max(self.rack_lost)
+    /// RFC 6675 `pipe`: bytes presumed in the network.
+    pub(crate) fn pipe(&self) -> u32 {
+        self.sent.pipe()
     }
 
-    /// RFC 6675 `pipe`: bytes presumed in the network.
-    pub(crate) fn pipe(&self, snd_una: TcpSeqNumber, snd_max: TcpSeqNumber) -> u32 {
-        let top = seq::dist(snd_max, snd_una);
-        let lost = self.lost_boundary();
-        // Retransmissions are only tracked (HighRxt) inside a recovery.
-        let rxt = if self.phase.is_none() || seq::lt(self.high_rxt, snd_una) {
-            0
-        } else {
-            seq::dist(self.high_rxt, snd_una).min(top)
-        };
-        let mut pipe = 0u32;
-        for (hs, he) in self.scoreboard.holes_before(top) {
-            // Not lost: still in flight.
-            if he > lost {
-                pipe = pipe.saturating_add(he - hs.max(lost));
-            }
-            // Retransmitted: that copy is in flight too.
-            if hs < rxt {
-                pipe = pipe.saturating_add(he.min(rxt) - hs);
-            }
-        }
-        pipe
+    /// Segments SACKed, as RACK counts them against the duplicate
+    /// threshold: enough bytes for three segments, or three ranges.
+    fn sacked_enough(&self) -> bool {
+        self.scoreboard.covered_bytes() > (DUP_THRESH - 1).saturating_mul(self.mss)
+            || self.scoreboard.len() >= DUP_THRESH as usize
     }
 }
 
 impl TcpSocket {
+    /// RACK's reordering window (RFC 8985 §6.2 step 4).
+    pub(crate) fn reo_wnd(&self) -> Duration {
+        let r = &self.rec.rack;
+        if !r.reord && (self.rec.phase.is_some() || self.rec.sacked_enough()) {
+            return Duration::ZERO;
+        }
+        let w = (self.rtt.min_rtt() / 4).saturating_mul(r.reo_wnd_mult);
+        w.min(self.rtt.srtt())
+    }
+
     /// Processes the ACK field and SACK blocks of an acceptable segment.
     /// Returns false when the segment must be dropped (RFC 5961 §5).
     pub(crate) fn on_ack(
@@ -340,23 +289,56 @@ impl TcpSocket {
         }
         let window = u32::from(seg.window_len) << self.snd_wscale;
         let flight_before = self.flight();
+        self.rec.rack.advanced = false;
+        self.rec.rack.reord_now = false;
 
-        // SACK blocks update the scoreboard (RFC 6675 Update()).
+        // D-SACK (RFC 2883): a first block below the ACK, or inside the
+        // second, reports a segment that arrived twice.
+        let mut dsack = false;
+        if self.sack_ok
+            && let Some(Some((l, r))) = seg.sack_ranges.first().copied()
+        {
+            let (l, r) = (TcpSeqNumber(l), TcpSeqNumber(r));
+            let in_second = seg
+                .sack_ranges
+                .get(1)
+                .copied()
+                .flatten()
+                .is_some_and(|(l2, r2)| {
+                    seq::le(TcpSeqNumber(l2), l) && seq::le(r, TcpSeqNumber(r2))
+                });
+            if seq::lt(l, r) && (seq::le(r, ack) || in_second) {
+                dsack = true;
+                self.on_dsack(l, r);
+            }
+        }
+
+        // SACK blocks update the scoreboard (RFC 6675 Update()) and the log.
         let covered_at_start = self.rec.scoreboard.covered_bytes();
         let mut new_sack = false;
         if self.sack_ok && flight_before > 0 {
             let before = self.rec.scoreboard.covered_bytes();
             let base = seq::max(ack, self.snd_una);
-            for (l, r) in seg.sack_ranges.iter().flatten() {
+            let min_rtt = self.rtt.min_rtt();
+            let mss = self.snd_mss;
+            for (i, (l, r)) in seg.sack_ranges.iter().flatten().enumerate() {
+                if i == 0 && dsack {
+                    continue;
+                }
                 let (l, r) = (TcpSeqNumber(*l), TcpSeqNumber(*r));
                 if !seq::lt(l, r) || !seq::gt(r, base) || seq::gt(r, self.snd_max) {
                     continue;
                 }
-                let start = seq::dist(seq::max(l, base), self.snd_una);
+                let l = seq::max(l, base);
+                let start = seq::dist(l, self.snd_una);
                 let end = seq::dist(r, self.snd_una);
                 // A full scoreboard keeps what it has: losing a block only
                 // makes recovery more conservative.
                 let _ = self.rec.scoreboard.insert(start, end);
+                let rack = &mut self.rec.rack;
+                self.rec
+                    .sent
+                    .sack(l, r, |e| rack.on_delivered(e, now, min_rtt, mss));
             }
             new_sack = self.rec.scoreboard.covered_bytes() > before;
         }
@@ -374,14 +356,20 @@ impl TcpSocket {
                 self.on_dupack(now);
             }
         }
+        if self.rec.rack.reord_now {
+            self.counters.reord_seen += 1;
+        }
+        if let Some(r) = self.rec.rack.dsack_round
+            && seq::ge(self.snd_una, r)
+        {
+            self.rec.rack.dsack_round = None;
+        }
 
-        self.arm_reorder(now, new_sack);
-        if self.rec.phase.is_some_and(|p| p.sack) {
-            if new_sack {
-                self.counters.lost_retransmits +=
-                    self.rec
-                        .detect_lost_retransmissions(self.snd_una, now, self.rtt.min_rtt() / 4);
-            }
+        self.tlp_on_ack(now, ack, dsack, seq::gt(ack, una_before) || new_sack);
+        if self.sack_ok && self.rec.rack.advanced {
+            self.rack_detect(now);
+        }
+        if self.rec.phase.is_some_and(|p| p.sack && !p.rto) {
             // PRR: what this ACK delivered (newly cumulatively acknowledged
             // plus newly SACKed bytes) paces sending during recovery, the
             // ACK that starts it included (RFC 6937 §3: "starting or
@@ -392,7 +380,7 @@ impl TcpSocket {
                 + i64::from(self.rec.scoreboard.covered_bytes())
                 - i64::from(covered_at_start))
             .max(0) as u32;
-            let pipe = self.rec.pipe(self.snd_una, self.snd_max);
+            let pipe = self.rec.pipe();
             self.rec.prr_update(delivered, pipe, self.cc.ssthresh());
         }
 
@@ -416,6 +404,110 @@ impl TcpSocket {
         true
     }
 
+    /// A D-SACK for `[l, r)`: the receiver got it twice. Widens RACK's
+    /// reordering window (once per round trip, RFC 8985 §6.2 step 4) and
+    /// counts toward undoing a spurious recovery.
+    fn on_dsack(&mut self, l: TcpSeqNumber, r: TcpSeqNumber) {
+        self.counters.dsacks += 1;
+        let rack = &mut self.rec.rack;
+        // The original arrived after all: reordering, not loss.
+        rack.reord = true;
+        if rack.dsack_round.is_none() {
+            rack.dsack_round = Some(self.snd_max);
+            rack.reo_wnd_mult = rack.reo_wnd_mult.saturating_add(1).min(64);
+            rack.reo_wnd_persist = REO_WND_PERSIST;
+        }
+        let segs = seq::dist(r, l).div_ceil(self.snd_mss.max(1));
+        // Above snd_una the log says whether we sent it twice; below, the
+        // only way to a duplicate is a retransmission (or the network).
+        let ours = seq::le(r, self.snd_una) || self.rec.sent.retransmitted_in(l, r);
+        if !ours {
+            return;
+        }
+        self.counters.spurious_retransmits += segs;
+        let Some(u) = self.rec.undo.as_mut() else {
+            return;
+        };
+        if !seq::gt(r, u.marker) {
+            return;
+        }
+        u.retrans -= i64::from(segs);
+        if u.retrans <= 0
+            && let Some(u) = self.rec.undo.take()
+        {
+            // Every retransmission since the reduction was a duplicate: the
+            // loss was not real, and neither should the reduction be.
+            self.cc = u.prior;
+            self.counters.undos += 1;
+        }
+    }
+
+    /// RFC 8985 §7.4: what the ACK says about an outstanding probe.
+    fn tlp_on_ack(&mut self, now: Instant, ack: TcpSeqNumber, dsack: bool, progress: bool) {
+        let Some(high) = self.rec.tlp_high else {
+            return;
+        };
+        if seq::lt(ack, high) {
+            return;
+        }
+        if dsack {
+            // The probe was a duplicate: nothing was lost.
+            self.rec.tlp_high = None;
+        } else if seq::gt(ack, high) {
+            // The probe repaired a loss nobody else saw: respond to it once.
+            self.rec.tlp_high = None;
+            self.counters.tlp_recoveries += 1;
+            if self.rec.phase.is_none() && self.may_reduce() {
+                self.reduce(now);
+            }
+        } else if !progress {
+            // A pure duplicate ACK: the original and the probe both arrived.
+            self.rec.tlp_high = None;
+        }
+    }
+
+    /// Whether a new loss may reduce the window: not twice for one window
+    /// of data (RFC 6582 §3.2 step 1, RFC 6675 §5.1).
+    fn may_reduce(&self) -> bool {
+        self.rec.recover.is_none_or(|r| seq::gt(self.snd_una, r))
+    }
+
+    /// The congestion response to a loss, remembering what came before it
+    /// so a spurious one can be undone.
+    fn reduce(&mut self, now: Instant) {
+        self.rec.undo = Some(Undo {
+            prior: self.cc.clone(),
+            marker: self.snd_una,
+            retrans: 0,
+        });
+        self.cc.on_congestion_event(now, self.flight());
+        self.rec.recover = Some(self.snd_max);
+    }
+
+    /// RACK's loss detection (RFC 8985 §6.2 step 5) after something new was
+    /// delivered or the reordering timer expired: marks lost what went out
+    /// before the newest delivered transmission and has waited RACK.rtt +
+    /// reo_wnd, re-arms the timer for the rest, and starts fast recovery if
+    /// anything was marked. Returns the segments marked.
+    pub(crate) fn rack_detect(&mut self, now: Instant) -> u32 {
+        if !self.sack_ok || self.rec.rack.xmit == 0 {
+            self.timers.clear(Timer::Reorder);
+            return 0;
+        }
+        let wait = self.rec.rack.rtt.saturating_add(self.reo_wnd());
+        let rack = (self.rec.rack.xmit, self.rec.rack.end);
+        let d = self.rec.sent.detect_lost(now, rack, wait);
+        self.counters.lost_retransmits += d.lost_retransmits;
+        match d.next {
+            Some(t) => self.timers.set(Timer::Reorder, t),
+            None => self.timers.clear(Timer::Reorder),
+        }
+        if d.lost > 0 && self.rec.phase.is_none() {
+            self.enter_recovery(now);
+        }
+        d.lost
+    }
+
     fn ack_advanced(&mut self, now: Instant, ack: TcpSeqNumber, flight_before: u32) {
         let acked = seq::dist(ack, self.snd_una);
         // Payload bytes acknowledged (the SYN and FIN occupy sequence space too).
@@ -431,10 +523,11 @@ impl TcpSocket {
             self.snd_nxt = ack;
         }
         self.rec.scoreboard.advance(acked);
-        self.rec.rack_lost = self.rec.rack_lost.saturating_sub(acked);
-        if seq::lt(self.rec.high_rxt, ack) {
-            self.rec.high_rxt = ack;
-        }
+        let (min_rtt, mss) = (self.rtt.min_rtt(), self.snd_mss);
+        let rack = &mut self.rec.rack;
+        self.rec
+            .sent
+            .ack(ack, |e| rack.on_delivered(e, now, min_rtt, mss));
 
         // RTT sample from the timed segment (Karn: retransmissions cleared it).
         if let Some((end, t)) = self.rtt_timing
@@ -447,11 +540,8 @@ impl TcpSocket {
             // HyStart (RFC 9406's delay test): leave slow start once the
             // RTT has grown by an eighth of the base RTT, 4–16 ms, instead
             // of overflowing the bottleneck queue and losing a window.
-            if self.cc.in_slow_start() && min > core::time::Duration::ZERO {
-                let thresh = (min / 8).clamp(
-                    core::time::Duration::from_millis(4),
-                    core::time::Duration::from_millis(16),
-                );
+            if self.cc.in_slow_start() && min > Duration::ZERO {
+                let thresh = (min / 8).clamp(Duration::from_millis(4), Duration::from_millis(16));
                 if sample >= min + thresh {
                     self.cc.exit_slow_start();
                 }
@@ -461,19 +551,33 @@ impl TcpSocket {
         self.rtt.reset_backoff();
         self.last_progress = now;
         self.persist_backoff = 0;
-        if self.rec.tlp_high.is_some_and(|h| seq::ge(ack, h)) {
-            self.rec.tlp_high = None;
-        }
 
         match self.rec.phase {
             Some(p) if seq::ge(ack, p.point) => {
                 self.rec.phase = None;
-                self.rec.rack_lost = 0;
                 self.rec.inflation = 0;
                 self.rec.dupacks = 0;
                 self.rec.rtx_first = false;
-                self.rec.clear_marks();
-                self.cc.on_recovery_exit(now, self.flight());
+                let rack = &mut self.rec.rack;
+                rack.reo_wnd_persist = rack.reo_wnd_persist.saturating_sub(1);
+                if rack.reo_wnd_persist == 0 {
+                    rack.reo_wnd_mult = 1;
+                    rack.reo_wnd_persist = REO_WND_PERSIST;
+                }
+                if !p.rto {
+                    self.cc.on_recovery_exit(now, self.flight());
+                }
+            }
+            Some(p) if p.rto => {
+                // After a timeout the window grows by slow start while the
+                // lost flight is resent.
+                self.cc.on_ack(
+                    now,
+                    data as u32,
+                    flight_before,
+                    self.rtt.srtt(),
+                    self.rtt.min_rtt(),
+                );
             }
             Some(p) => {
                 // Partial ACK.
@@ -503,6 +607,7 @@ impl TcpSocket {
 
         if self.snd_una == self.snd_max {
             self.timers.clear(Timer::Retransmit);
+            self.timers.clear(Timer::Reorder);
         } else {
             self.timers.set(Timer::Retransmit, now + self.rtt.rto());
         }
@@ -512,85 +617,63 @@ impl TcpSocket {
         self.sample_rate(now);
     }
 
+    /// NewReno's duplicate ACK (RFC 6582); with SACK, RACK decides instead.
     fn on_dupack(&mut self, now: Instant) {
         self.rec.dupacks = self.rec.dupacks.saturating_add(1);
+        if self.sack_ok {
+            return;
+        }
         if let Some(p) = self.rec.phase {
             if !p.sack {
                 self.rec.inflation = self.rec.inflation.saturating_add(self.snd_mss);
             }
             return;
         }
-        let trigger =
-            self.rec.dupacks >= DUP_THRESH || (self.sack_ok && self.rec.lost_boundary() > 0);
-        // RFC 6582 §3.2 step 1 / RFC 6675 §5.1: one reduction per window.
-        let reduce = self.rec.recover.is_none_or(|r| seq::gt(self.snd_una, r));
-        if trigger && (reduce || self.sack_ok) {
-            // With SACK, losses found while still inside the window of an
-            // earlier reduction (typically: retransmissions lost after an RTO)
-            // are repaired at once, without reducing the window again; only
-            // NewReno must wait for the timer.
-            self.enter_recovery(now, reduce);
+        if self.rec.dupacks >= DUP_THRESH && self.may_reduce() {
+            self.enter_recovery(now);
         }
     }
 
-    /// RACK's reordering timer, for the holes the duplicate threshold
-    /// cannot find (RFC 8985 §6.2). Data is sent in order, so data SACKed
-    /// above a hole went out after it; once the ACK that SACKed it is a
-    /// reordering window old (a quarter of the minimum RTT, at least 1 ms)
-    /// and the hole is still open, the hole is lost. Without this, a hole
-    /// with fewer than three segments SACKed above it and nothing more to
-    /// send (tail losses, small windows) waits for the RTO: the probe is not
-    /// allowed while anything is SACKed.
-    fn arm_reorder(&mut self, now: Instant, new_sack: bool) {
-        if !self.sack_ok || self.rec.phase.is_some() || self.rec.scoreboard.is_empty() {
-            self.timers.clear(Timer::Reorder);
-            return;
-        }
-        if new_sack {
-            let reo_wnd = (self.rtt.min_rtt() / 4).max(core::time::Duration::from_millis(1));
-            self.timers.set(Timer::Reorder, now + reo_wnd);
-        }
-    }
-
+    /// The reordering timer expired: RACK looks again (RFC 8985 §6.3).
     fn on_reorder_timeout(&mut self, now: Instant) {
-        if !self.sack_ok || self.rec.phase.is_some() || self.rec.scoreboard.is_empty() {
+        let in_phase = self.rec.phase.is_some();
+        if self.rack_detect(now) == 0 {
             return;
         }
         self.counters.reorder_timeouts += 1;
-        // Every hole below the highest SACKed range went out before data
-        // that has arrived: all of them are lost now.
-        self.rec.rack_lost = self.rec.scoreboard.iter().last().map_or(0, |(s, _)| s);
-        let reduce = self.rec.recover.is_none_or(|r| seq::gt(self.snd_una, r));
-        self.enter_recovery(now, reduce);
-        // What the SACKs and this timer say was delivered counts for PRR,
-        // so new data can go with the retransmission (see on_ack).
-        let pipe = self.rec.pipe(self.snd_una, self.snd_max);
-        let sacked = self.rec.scoreboard.covered_bytes();
-        self.rec.prr_update(sacked, pipe, self.cc.ssthresh());
+        if !in_phase && self.rec.phase.is_some_and(|p| !p.rto) {
+            // What the SACKs said was delivered counts for PRR, so new data
+            // can go with the retransmission (see on_ack).
+            let pipe = self.rec.pipe();
+            let sacked = self.rec.scoreboard.covered_bytes();
+            self.rec.prr_update(sacked, pipe, self.cc.ssthresh());
+        }
     }
 
-    fn enter_recovery(&mut self, now: Instant, reduce: bool) {
+    /// Fast recovery begins: RACK (or NewReno's duplicate ACKs) found a loss.
+    fn enter_recovery(&mut self, now: Instant) {
         let flight = self.flight();
-        if reduce {
-            self.cc.on_congestion_event(now, flight);
+        if self.may_reduce() {
+            self.reduce(now);
+        }
+        if self.rec.tlp_high.take().is_some() {
+            // The probe's answer revealed the loss.
+            self.counters.tlp_recoveries += 1;
         }
         self.rec.phase = Some(Phase {
             point: self.snd_max,
             sack: self.sack_ok,
+            rto: false,
         });
-        if reduce {
-            self.rec.recover = Some(self.snd_max);
-        }
-        self.rec.high_rxt = self.snd_una;
         self.rec.rtx_first = true;
         // PRR (RFC 6937 §3) starts afresh in each recovery, scaled to what
         // was in the network when it began (RecoverFS; `pipe`, as RFC
         // 9937 has it, since SACKed bytes have left the network).
         self.rec.prr_delivered = 0;
         self.rec.prr_out = 0;
-        self.rec.prr_allow = 0;
+        self.rec.prr_wnd = 0;
         self.rec.recover_fs = if self.sack_ok {
-            self.rec.pipe(self.snd_una, self.snd_max)
+            self.rec.pipe()
         } else {
             flight
         }
@@ -661,17 +744,17 @@ impl TcpSocket {
     }
 
     /// A probe needs SACK, data in flight and no probe already out. RFC
-    /// 8985 §7.2 also rules it out in recovery and while anything is SACKed;
-    /// the second stays (the reordering timer covers it), the first does
-    /// not: when the ACK that would end a recovery is lost and the whole
-    /// flight was covered by it, no ACK is coming and only the RTO (200 ms)
+    /// 8985 §7.2 also rules it out in recovery and while anything is SACKed,
+    /// leaving those cases to RACK's timer; but RACK can only judge what was
+    /// sent before something delivered. When the ACKs for the newest
+    /// transmissions (the repairs of a recovery, or a tail sent after the
+    /// last SACKed data) are lost too, no ACK is coming and only the RTO
     /// would be left. A probe two round trips later costs one segment.
     pub(crate) fn tlp_allowed(&self) -> bool {
         self.sack_ok
-            && (self.rec.phase.is_some() || self.rec.scoreboard.is_empty())
             && self.rec.tlp_high.is_none()
             && self.flight() > 0
-            && self.rtt.srtt() > core::time::Duration::ZERO
+            && self.rtt.srtt() > Duration::ZERO
             && matches!(
                 self.state,
                 State::Established
@@ -680,6 +763,19 @@ impl TcpSocket {
                     | State::Closing
                     | State::LastAck
             )
+    }
+
+    /// The probe timeout (RFC 8985 §7.2): two smoothed round trips, and
+    /// for a lone segment the receiver's delayed ACK on top. No fixed floor:
+    /// on a 10 µs path the probe goes after 20 µs, not 2 ms.
+    pub(crate) fn pto(&self) -> Duration {
+        let srtt = self.rtt.srtt();
+        let mut pto = srtt.saturating_mul(2);
+        // A segment carrying our FIN is acknowledged at once.
+        if self.flight() <= self.snd_mss && !self.fin_sent() {
+            pto = pto.max(srtt * 3 / 2 + DEL_ACK_ALLOWANCE);
+        }
+        pto
     }
 
     fn user_timed_out(&self, now: Instant) -> bool {
@@ -708,28 +804,45 @@ impl TcpSocket {
         self.rtt.backoff();
         self.rtt_timing = None;
         if self.state.is_synchronized() {
+            self.rec.undo = Some(Undo {
+                prior: self.cc.clone(),
+                marker: self.snd_una,
+                retrans: 0,
+            });
             self.cc.on_rto(now, self.flight());
-            self.rec.phase = None;
             self.rec.inflation = 0;
             self.rec.dupacks = 0;
             self.rec.rtx_first = false;
             self.rec.recover = Some(self.snd_max);
-            // Keep what the receiver SACKed (RFC 6675 §5.1), so going back
-            // to snd_una resends only holes; but a second timeout without
-            // progress may mean the receiver reneged, so then forget it
-            // (RFC 2018 §8).
-            if self.retries > 1 {
-                self.rec.scoreboard.clear();
-            }
-            self.rec.rack_lost = 0;
-            self.rec.clear_marks();
             self.rec.tlp_high = None;
             self.tlp_pending = false;
-            self.rec.high_rxt = self.snd_una;
-            // Go back N: resend from the first unacknowledged byte.
-            self.snd_nxt = self.snd_una;
+            self.timers.clear(Timer::Tlp);
+            // Keep what the receiver SACKed (RFC 6675 §5.1), so only holes
+            // are resent; but a second timeout without progress may mean
+            // the receiver reneged, so then forget it (RFC 2018 §8).
+            if self.retries > 1 {
+                self.rec.scoreboard.clear();
+                self.rec.sent.clear_sacked();
+            }
+            if self.sack_ok {
+                // RFC 8985 §8: everything outstanding is lost; the repairs
+                // go in sequence order as the window (one segment, then
+                // slow start) allows, and RACK watches them like any other
+                // transmission.
+                self.rec.sent.mark_all_lost();
+                self.rec.phase = Some(Phase {
+                    point: self.snd_max,
+                    sack: true,
+                    rto: true,
+                });
+            } else {
+                // Go back N: resend from the first unacknowledged byte.
+                self.rec.phase = None;
+                self.snd_nxt = self.snd_una;
+            }
         } else {
             // Resend the SYN (or SYN-ACK).
+            self.syn_retransmitted = true;
             self.snd_nxt = self.iss;
         }
     }
@@ -764,64 +877,5 @@ impl TcpSocket {
         self.counters.keepalive_probes += 1;
         self.probe_pending = true;
         self.timers.set(Timer::Keepalive, now + ka.interval);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rec(ranges: &[(u32, u32)]) -> Recovery {
-        let mut r = Recovery::new(8);
-        r.set_mss(100);
-        for &(s, e) in ranges {
-            r.scoreboard.insert(s, e).unwrap();
-        }
-        r
-    }
-
-    #[test]
-    fn is_lost_by_bytes_and_by_ranges() {
-        // 250 bytes SACKed above 0..100: more than 2 × MSS, so 0..50 is lost.
-        assert_eq!(rec(&[(100, 350)]).lost_boundary(), 150);
-        // Exactly 2 × MSS is not enough.
-        assert_eq!(rec(&[(100, 300)]).lost_boundary(), 0);
-        // Three separate ranges above: everything below the lowest is lost.
-        assert_eq!(
-            rec(&[(100, 110), (200, 210), (300, 310)]).lost_boundary(),
-            100
-        );
-        assert_eq!(rec(&[]).lost_boundary(), 0);
-    }
-
-    #[test]
-    fn pipe_counts_unlost_holes_and_retransmissions() {
-        let una = TcpSeqNumber(1000);
-        let max = TcpSeqNumber(1000 + 1000);
-        // SACKed 500..1000: 0..300 lost (500 bytes above > 200 ... boundary = 1000 - 200 = 800, capped by range start 500..)
-        let mut r = rec(&[(500, 1000)]);
-        // Holes: 0..500. Boundary: 800 → whole hole lost → pipe 0.
-        assert_eq!(r.lost_boundary(), 800);
-        assert_eq!(r.pipe(una, max), 0);
-        // In recovery, retransmitted 0..100 → 100 in flight.
-        r.high_rxt = TcpSeqNumber(1100);
-        assert_eq!(
-            r.pipe(una, max),
-            0,
-            "HighRxt means nothing outside recovery"
-        );
-        r.phase = Some(Phase {
-            point: max,
-            sack: true,
-        });
-        assert_eq!(r.pipe(una, max), 100);
-        // No SACK at all: everything is in flight, counted once, whatever
-        // HighRxt holds (it starts at 0, which may lie "after" snd_una).
-        let mut r = rec(&[]);
-        r.high_rxt = TcpSeqNumber(0);
-        assert_eq!(
-            r.pipe(TcpSeqNumber(0x9000_0000), TcpSeqNumber(0x9000_0000 + 1000)),
-            1000
-        );
     }
 }

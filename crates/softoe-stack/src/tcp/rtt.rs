@@ -101,7 +101,14 @@ impl RttEstimator {
         }
     }
 
-    #[cfg(test)]
+    /// No RTT sample yet and the handshake had to be retransmitted: the
+    /// RTO becomes `rto` (RFC 6298 §5.7), clamped to the configured bounds.
+    pub(crate) fn fall_back(&mut self, rto: Duration) {
+        if !self.has_sample {
+            self.base_rto = nanos(rto).clamp(self.min_rto, self.max_rto);
+        }
+    }
+
     pub(crate) fn has_sample(&self) -> bool {
         self.has_sample
     }

@@ -101,6 +101,10 @@ pub(crate) struct Timestamps {
     pub(crate) offset: u32,
 }
 
+/// Segments acknowledged at once after a loss sign (Linux's
+/// `TCP_MAX_QUICKACKS`).
+pub(crate) const QUICK_ACKS: u8 = 16;
+
 /// Counters for [`TcpInfo`].
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Counters {
@@ -230,6 +234,8 @@ pub(crate) struct TcpSocket {
     /// The segment being timed for an RTT sample: its end and send time (Karn).
     pub(crate) rtt_timing: Option<(TcpSeqNumber, Instant)>,
     pub(crate) rec: Recovery,
+    /// The SYN or SYN-ACK was retransmitted (RFC 6298 §5.7).
+    pub(crate) syn_retransmitted: bool,
     /// Consecutive retransmission timeouts without progress.
     pub(crate) retries: u32,
     /// Last time the peer acknowledged new data, or data first went out.
@@ -241,6 +247,11 @@ pub(crate) struct TcpSocket {
     pub(crate) ack_now: bool,
     /// Bytes received since the last ACK we sent.
     pub(crate) unacked_bytes: u32,
+    /// Data segments still to be acknowledged at once (Linux's quick-ACK
+    /// mode): after a hole, a duplicate or a fill, so a
+    /// sender in slow start (a window of one segment after a timeout) is
+    /// not held by our delayed ACK.
+    pub(crate) quick_acks: u8,
     pub(crate) challenge_pending: bool,
     pub(crate) probe_pending: bool,
     /// The tail-loss probe timer fired: send one probe segment.
@@ -338,12 +349,18 @@ impl TcpSocket {
             rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
             cc: Controller::new(cfg.congestion, snd_mss),
             rtt_timing: None,
-            rec: Recovery::new(cfg.max_ooo_ranges.max(1)),
+            rec: Recovery::new(
+                cfg.max_ooo_ranges.max(1),
+                // Room to cut every segment of a full send buffer in two.
+                (cfg.tx_buffer / usize::from(adv_mss.max(64))).saturating_mul(2) + 64,
+            ),
+            syn_retransmitted: false,
             retries: 0,
             last_progress: now,
             last_send: now,
             ack_now: false,
             unacked_bytes: 0,
+            quick_acks: 0,
             challenge_pending: false,
             probe_pending: false,
             tlp_pending: false,
@@ -689,7 +706,7 @@ impl TcpSocket {
             rcv_wnd: seq::dist(self.rcv_adv_edge, self.rcv_nxt),
             bytes_in_flight: self.flight(),
             pipe: if self.sack_ok {
-                self.rec.pipe(self.snd_una, self.snd_max)
+                self.rec.pipe()
             } else {
                 self.flight()
             },
@@ -717,8 +734,8 @@ impl TcpSocket {
             spurious_retransmits: self.counters.spurious_retransmits,
             undos: self.counters.undos,
             reord_seen: self.counters.reord_seen,
-            reordering: 3,
-            reo_wnd: Duration::ZERO,
+            reordering: self.rec.rack.reordering,
+            reo_wnd: self.reo_wnd(),
             send_queue: self.tx.len().min(u32::MAX as usize) as u32,
             recv_queue: self.rx.len().min(u32::MAX as usize) as u32,
             delivery_rate: self.rate.rate,

@@ -107,6 +107,9 @@ pub(crate) fn add(s: TcpSeqNumber, n: usize) -> TcpSeqNumber {
 /// A listener on LOCAL_PORT and a passive handshake completed with a SYN
 /// built from `syn` (its control and sequence number are set here). Returns
 /// the connection, our next sequence number and the SYN-ACK.
+/// The round-trip time the passive handshake takes.
+pub(crate) const HANDSHAKE_RTT: Duration = Duration::from_millis(1);
+
 pub(crate) fn open_passive(
     h: &mut Harness,
     syn: TcpRepr<'static>,
@@ -123,6 +126,8 @@ pub(crate) fn open_passive(
     let sa = out.remove(0);
     assert_eq!(sa.repr.control, TcpControl::Syn);
     let iss = sa.seq();
+    // The handshake's round trip: the connection starts with SRTT = 1 ms.
+    h.now += HANDSHAKE_RTT;
     h.send(TcpRepr {
         seq_number: add(REMOTE_SEQ, 1),
         ack_number: Some(add(iss, 1)),
