@@ -789,6 +789,12 @@ impl Stack {
             return Reply::None;
         };
         let prev = sock.state;
+        if self.batching && sock.ack_before(seg) {
+            // A new run while out-of-order data waits: the ACK owed goes
+            // first, so every SACK block is reported (see `ack_before`).
+            let mut eg = egress!(self, now, dev);
+            let _ = sock.dispatch(now, &mut eg, &mut self.refs);
+        }
         let mut cx = Ctx {
             now,
             challenge: &mut self.challenge,

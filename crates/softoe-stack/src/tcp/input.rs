@@ -274,6 +274,13 @@ impl TcpSocket {
             if seg.control != TcpControl::Rst {
                 if seq::lt(s, self.rcv_nxt) && len > 0 {
                     self.counters.dup_segments += 1;
+                    // Data we have: D-SACK it (RFC 2883 §4.1), and answer
+                    // the next segments at once, the sender is repairing.
+                    if !seg.payload.is_empty() {
+                        let end = seq::add(s, seg.payload.len() as u32);
+                        self.dsack = Some((s, end));
+                    }
+                    self.quick_acks = super::socket::QUICK_ACKS;
                 }
                 if self.state == State::TimeWait && seg.control == TcpControl::Fin {
                     // A retransmitted FIN: our ACK was lost. Restart 2 MSL.
@@ -507,9 +514,17 @@ impl TcpSocket {
         let mut s = seg_seq;
         let mut data = payload;
         let mut fin = fin;
+        if !payload.is_empty() {
+            self.run_end = Some(seq::add(seg_seq, payload.len() as u32));
+        }
         // Trim what we already have.
         if seq::lt(s, self.rcv_nxt) {
             let skip = seq::dist(self.rcv_nxt, s) as usize;
+            if !data.is_empty() {
+                // D-SACK what arrived again (RFC 2883 §4.1).
+                let end = seq::add(s, (data.len().min(skip)) as u32);
+                self.dsack = Some((s, end));
+            }
             if skip > data.len() {
                 // Only a FIN could remain, and it is old too.
                 self.counters.dup_segments += 1;
@@ -580,8 +595,13 @@ impl TcpSocket {
             }
         } else if !data.is_empty() {
             // Out of order: store in place, remember the range, ACK at once.
-            let written = self.rx.write_unallocated(offset, data);
             let start = offset as u32;
+            let end = start.saturating_add(data.len() as u32);
+            if self.ooo.iter().any(|(a, b)| a <= start && end <= b) {
+                // All of it is queued already: a duplicate (RFC 2883 §4.2).
+                self.dsack = Some((s, seq::add(s, data.len() as u32)));
+            }
+            let written = self.rx.write_unallocated(offset, data);
             if written > 0 && self.ooo.insert(start, start + written as u32).is_ok() {
                 self.sack_recent.rotate_right(1);
                 if let Some(first) = self.sack_recent.first_mut() {

@@ -545,6 +545,7 @@ impl TcpSocket {
     /// Every segment but the first SYN carries an ACK.
     fn ack_sent(&mut self) {
         self.ack_now = false;
+        self.dsack = None;
         self.unacked_bytes = 0;
         self.window_update = false;
         self.challenge_pending = false;
@@ -594,11 +595,18 @@ impl TcpSocket {
     /// loses nothing), then the others, highest first.
     fn sack_blocks(&self) -> TcpSackRanges {
         let mut out: TcpSackRanges = [None; 4];
-        if !self.sack_ok || self.ooo.is_empty() {
+        if !self.sack_ok || (self.ooo.is_empty() && self.dsack.is_none()) {
             return out;
         }
         let max = if self.ts.is_some() { 3 } else { 4 };
         let mut n = 0;
+        // A D-SACK goes first (RFC 2883 §4), once.
+        if let Some((l, r)) = self.dsack
+            && let Some(slot) = out.first_mut()
+        {
+            *slot = Some((l.0, r.0));
+            n = 1;
+        }
         let to_seq =
             |(s, e): (u32, u32)| (seq::add(self.rcv_nxt, s).0, seq::add(self.rcv_nxt, e).0);
         let recent = self.sack_recent.iter().flatten().filter_map(|&at| {
@@ -610,7 +618,9 @@ impl TcpSocket {
                 break;
             }
             let r = to_seq(r);
-            if out.iter().flatten().any(|&x| x == r) {
+            if out.iter().skip(1).flatten().any(|&x| x == r)
+                || (self.dsack.is_none() && out.first().copied().flatten() == Some(r))
+            {
                 continue;
             }
             if let Some(slot) = out.get_mut(n) {

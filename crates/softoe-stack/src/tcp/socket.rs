@@ -212,6 +212,13 @@ pub(crate) struct TcpSocket {
     /// newest, the next ones repeat recently reported blocks (RFC 2018 §4),
     /// so a block whose ACK was lost is reported again.
     pub(crate) sack_recent: [Option<TcpSeqNumber>; 4],
+    /// A segment that arrived twice, for the next ACK's first SACK block
+    /// (D-SACK, RFC 2883): the sender learns its retransmission was not
+    /// needed, undoes the window reduction and widens its reordering window.
+    pub(crate) dsack: Option<(TcpSeqNumber, TcpSeqNumber)>,
+    /// End of the last data segment received: a segment that does not
+    /// continue it starts a new run (see [`TcpSocket::ack_before`]).
+    pub(crate) run_end: Option<TcpSeqNumber>,
 
     // Negotiated options.
     /// Payload bytes per segment we send.
@@ -337,6 +344,8 @@ impl TcpSocket {
             rx_closed: false,
             rcv_adv_edge: TcpSeqNumber(0),
             sack_recent: [None; 4],
+            dsack: None,
+            run_end: None,
             snd_mss,
             rcv_mss: snd_mss,
             adv_mss,
@@ -425,11 +434,27 @@ impl TcpSocket {
 
     /// Bytes of SACK option the next segment carries (NOP NOP SACK(2 + 8n)).
     pub(crate) fn sack_overhead(&self) -> u32 {
-        if !self.sack_ok || self.ooo.is_empty() {
+        if !self.sack_ok || (self.ooo.is_empty() && self.dsack.is_none()) {
             return 0;
         }
         let max = if self.ts.is_some() { 3 } else { 4 };
-        4 + 8 * self.ooo.len().min(max) as u32
+        let blocks = self.ooo.len() + usize::from(self.dsack.is_some());
+        4 + 8 * blocks.min(max) as u32
+    }
+
+    /// Inside a receive batch, whether the ACK owed must go before `seg` is
+    /// taken: out-of-order data is queued and `seg` starts a new run (a new
+    /// hole, or a repair). As a GRO receiver does — GRO merges only a
+    /// contiguous run, and Linux ACKs each run at once while it holds
+    /// out-of-order data — every SACK block that changed is reported before
+    /// the next one changes, instead of only the newest three per batch; a
+    /// sender that misses SACK blocks resends data that arrived.
+    pub(crate) fn ack_before(&self, seg: &softoe_wire::TcpRepr<'_>) -> bool {
+        self.sack_ok
+            && self.ack_now
+            && !self.ooo.is_empty()
+            && !seg.payload.is_empty()
+            && self.run_end.is_some_and(|e| e != seg.seq_number)
     }
 
     /// Payload bytes per segment right now: the MSS less any SACK blocks the

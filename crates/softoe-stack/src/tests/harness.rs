@@ -104,15 +104,24 @@ pub(crate) fn add(s: TcpSeqNumber, n: usize) -> TcpSeqNumber {
     TcpSeqNumber(s.0.wrapping_add(n as u32))
 }
 
-/// A listener on LOCAL_PORT and a passive handshake completed with a SYN
-/// built from `syn` (its control and sequence number are set here). Returns
-/// the connection, our next sequence number and the SYN-ACK.
 /// The round-trip time the passive handshake takes.
 pub(crate) const HANDSHAKE_RTT: Duration = Duration::from_millis(1);
 
+/// A listener on LOCAL_PORT and a passive handshake completed with a SYN
+/// built from `syn` (its control and sequence number are set here). Returns
+/// the connection, our next sequence number and the SYN-ACK.
 pub(crate) fn open_passive(
     h: &mut Harness,
     syn: TcpRepr<'static>,
+) -> (crate::SocketHandle, TcpSeqNumber, Sent) {
+    open_passive_rtt(h, syn, HANDSHAKE_RTT)
+}
+
+/// [`open_passive`] with a handshake taking `rtt` (the first RTT sample).
+pub(crate) fn open_passive_rtt(
+    h: &mut Harness,
+    syn: TcpRepr<'static>,
+    rtt: Duration,
 ) -> (crate::SocketHandle, TcpSeqNumber, Sent) {
     let lst = h.stack.tcp_listen(local(), 8, None).unwrap();
     h.send(TcpRepr {
@@ -126,8 +135,8 @@ pub(crate) fn open_passive(
     let sa = out.remove(0);
     assert_eq!(sa.repr.control, TcpControl::Syn);
     let iss = sa.seq();
-    // The handshake's round trip: the connection starts with SRTT = 1 ms.
-    h.now += HANDSHAKE_RTT;
+    // The handshake's round trip: the connection's first RTT sample.
+    h.now += rtt;
     h.send(TcpRepr {
         seq_number: add(REMOTE_SEQ, 1),
         ack_number: Some(add(iss, 1)),

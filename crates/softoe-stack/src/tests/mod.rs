@@ -11,5 +11,6 @@ mod tcp_basics;
 mod tcp_close;
 mod tcp_loss;
 mod tcp_options;
+mod tcp_rack;
 mod tcp_rst;
 mod tcp_timers;

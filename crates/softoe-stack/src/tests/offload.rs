@@ -1,6 +1,7 @@
 //! The port's offloads: TSO super-segments, checksum offload, and received
 //! coalesced frames.
 
+use alloc::vec;
 use alloc::vec::Vec;
 
 use softoe_wire::{TcpRepr, TcpTimestamp};
@@ -174,8 +175,12 @@ fn a_receive_batch_gets_one_ack_for_many_segments() {
     assert_eq!(out[0].ack(), Some(add(REMOTE_SEQ, 1 + 16 * 1460)));
 }
 
+/// With out-of-order data queued, each new run in a batch gets the ACK owed
+/// before it, as a GRO receiver ACKs each run: a sender that only saw the
+/// batch's last ACK would miss SACK blocks beyond the three it can carry,
+/// and resend data that arrived.
 #[test]
-fn a_batch_with_holes_gets_one_ack_with_every_new_sack_block() {
+fn a_batch_with_holes_gets_an_ack_per_run() {
     let mut h = Harness::new();
     let (_conn, our) = open_sack(&mut h);
     let data = [2u8; 1460];
@@ -184,16 +189,25 @@ fn a_batch_with_holes_gets_one_ack_with_every_new_sack_block() {
     for k in [0, 2, 4, 6] {
         h.send(data_seg(our, k, &data));
     }
-    assert!(h.take().is_empty());
     h.stack.end_batch(h.now, &mut h.dev);
     let out = h.take();
-    assert_eq!(out.len(), 1, "one ACK: {out:?}");
-    let ack = &out[0].repr;
-    assert_eq!(ack.ack_number, Some(add(REMOTE_SEQ, 1 + 1460)));
     let start = |k: usize| add(REMOTE_SEQ, 1 + k * 1460);
     let block = |k: usize| Some((start(k).0, start(k + 1).0));
+    let sacks: Vec<_> = out
+        .iter()
+        .map(|s| s.repr.sack_ranges[..3].to_vec())
+        .collect();
+    // Segment 2 opened the first hole; 4 and 6 each start a run after it.
     // The newest block first (RFC 2018), then the others.
-    assert_eq!(ack.sack_ranges[..3], [block(6), block(4), block(2),]);
+    assert_eq!(
+        sacks,
+        [
+            vec![block(2), None, None],
+            vec![block(4), block(2), None],
+            vec![block(6), block(4), block(2)],
+        ]
+    );
+    assert!(out.iter().all(|s| s.ack() == Some(start(1))));
     // Filling a hole inside a later batch is acknowledged at its end too.
     h.stack.begin_batch();
     h.send(data_seg(our, 1, &data));

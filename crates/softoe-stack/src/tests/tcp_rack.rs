@@ -1,0 +1,328 @@
+//! RACK-TLP (RFC 8985) rule by rule, one segment at a time: lost
+//! retransmissions, probes timed from the RTT, the reordering window and
+//! its D-SACK adaptation, undoing a spurious recovery; and the receiver's
+//! side of it (D-SACK, quick ACKs), and RFC 6298 §5.7.
+
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use softoe_wire::{TcpControl, TcpRepr, TcpSeqNumber};
+
+use super::harness::*;
+use crate::PayloadRef;
+
+const MSS: usize = 1460;
+
+fn seg(our: TcpSeqNumber, k: usize) -> TcpSeqNumber {
+    add(our, k * MSS)
+}
+
+/// The peer's ACK of `ack` with SACK blocks of segments `[a, b)`.
+fn sack(our: TcpSeqNumber, ack: usize, blocks: &[(usize, usize)]) -> TcpRepr<'static> {
+    let mut ranges = [None; 4];
+    for (slot, &(a, b)) in ranges.iter_mut().zip(blocks) {
+        *slot = Some((seg(our, a).0, seg(our, b).0));
+    }
+    TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(seg(our, ack)),
+        sack_ranges: ranges,
+        ..SEND_TEMPL
+    }
+}
+
+fn starts(out: &[Sent], our: TcpSeqNumber) -> Vec<usize> {
+    out.iter()
+        .map(|s| (s.seq().0.wrapping_sub(our.0) as usize) / MSS)
+        .collect()
+}
+
+fn open_sack_rtt(h: &mut Harness, rtt: Duration) -> (crate::SocketHandle, TcpSeqNumber) {
+    let (c, s, _) = open_passive_rtt(
+        h,
+        TcpRepr {
+            max_seg_size: Some(1460),
+            sack_permitted: true,
+            ..SEND_TEMPL
+        },
+        rtt,
+    );
+    (c, s)
+}
+
+/// A retransmission that is lost again is found by the next ACK that
+/// delivers something sent after it, a round trip later — not by a timeout.
+#[test]
+fn a_lost_retransmission_is_found_within_a_round_trip() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack(&mut h);
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (40 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 10);
+    // Segment 0 is lost, 1..10 arrive: RACK marks 0 lost at once (nine
+    // segments SACKed and no reordering seen: no reordering window).
+    h.now += Duration::from_millis(1);
+    h.send(sack(our, 0, &[(1, 10)]));
+    let out = h.take();
+    assert_eq!(starts(&out, our).first(), Some(&0), "fast retransmit");
+    let new: Vec<_> = starts(&out, our).into_iter().filter(|&k| k >= 10).collect();
+    assert!(!new.is_empty(), "new data goes beside it");
+    let newest = new.iter().max().copied().unwrap_or(10);
+    // A round trip later the new data is SACKed but the retransmission is
+    // not: it was lost too, and goes again on this very ACK.
+    h.now += Duration::from_millis(1);
+    h.send(sack(our, 0, &[(1, newest + 1)]));
+    let out = h.take();
+    assert_eq!(starts(&out, our).first(), Some(&0), "resent again: {out:?}");
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!((info.lost_retransmits, info.rto_count), (1, 0));
+}
+
+/// On a 10 µs path the probe goes 20 µs after the last transmission, not
+/// after a fixed floor; its SACK shows the earlier segments lost, and
+/// recovery repairs them at once.
+#[test]
+fn the_probe_is_timed_from_the_rtt_and_its_ack_starts_recovery() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack_rtt(&mut h, Duration::from_micros(10));
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (3 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 3);
+    assert!(h.advance(Duration::from_micros(19)).is_empty());
+    let probe = h.advance(Duration::from_micros(1));
+    assert_eq!(starts(&probe, our), [2], "the last segment, again");
+    h.now += Duration::from_micros(10);
+    h.send(sack(our, 0, &[(2, 3)]));
+    assert_eq!(starts(&h.take(), our), [0, 1]);
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!(
+        (info.tlp_probes, info.tlp_recoveries, info.rto_count),
+        (1, 1, 0)
+    );
+}
+
+/// A hole with less than three segments SACKed above it waits for the
+/// reordering window (a quarter of the minimum RTT); if the missing segment
+/// arrives within it, nothing is resent and the reordering is counted.
+#[test]
+fn reordering_within_the_window_is_not_loss() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack(&mut h);
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (4 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 4);
+    h.now += Duration::from_millis(1);
+    h.send(sack(our, 0, &[(1, 2)]));
+    assert!(h.take().is_empty(), "segment 0 may only be late");
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!(info.reo_wnd, Duration::from_micros(250));
+    // 0.2 ms later (inside RACK.rtt + reo_wnd = 1.25 ms from its sending)
+    // it arrives.
+    assert!(h.advance(Duration::from_micros(200)).is_empty());
+    h.send(sack(our, 4, &[]));
+    assert!(h.advance(Duration::from_millis(300)).is_empty());
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!((info.retransmits, info.fast_retransmits), (0, 0));
+    assert_eq!(info.reord_seen, 1);
+    assert!(info.reordering >= 3);
+}
+
+/// The same hole, had it been lost: the reordering timer marks it when the
+/// window has passed, without waiting for more SACKs or a timeout.
+#[test]
+fn a_hole_is_lost_when_the_window_passes() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack(&mut h);
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (4 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 4);
+    h.now += Duration::from_millis(1);
+    h.send(sack(our, 0, &[(1, 2)]));
+    assert!(h.take().is_empty());
+    // Sent at 0; RACK.rtt 1 ms + reo_wnd 0.25 ms: lost at 1.25 ms.
+    assert!(h.advance(Duration::from_micros(240)).is_empty());
+    let out = h.advance(Duration::from_micros(10));
+    assert_eq!(starts(&out, our).first(), Some(&0));
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!((info.reorder_timeouts, info.rto_count), (1, 0));
+}
+
+/// A recovery whose only retransmission comes back as a D-SACK was
+/// spurious: the window reduction is undone, and the reordering window
+/// widens so the same reordering is not taken for loss again.
+#[test]
+fn a_dsack_undoes_a_spurious_recovery_and_widens_the_window() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack(&mut h);
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (10 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 10);
+    let before = h.stack.tcp_info(conn).unwrap();
+    h.now += Duration::from_millis(1);
+    h.send(sack(our, 0, &[(1, 10)]));
+    assert_eq!(starts(&h.take(), our).first(), Some(&0));
+    let reduced = h.stack.tcp_info(conn).unwrap();
+    assert!(reduced.cwnd < before.cwnd && reduced.reo_wnd == Duration::ZERO);
+    // The original was only late: the receiver got segment 0 twice and
+    // says so with a D-SACK below the cumulative ACK.
+    h.now += Duration::from_millis(1);
+    h.send(sack(our, 10, &[(0, 1)]));
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!(
+        (info.dsacks, info.spurious_retransmits, info.undos),
+        (1, 1, 1)
+    );
+    assert!(
+        info.cwnd >= before.cwnd,
+        "{} restored to {}",
+        info.cwnd,
+        before.cwnd
+    );
+    assert_eq!(info.ssthresh, before.ssthresh);
+    // Reordering is now known: the window is two quarters of min RTT,
+    // even with many segments SACKed.
+    assert_eq!(info.reo_wnd, Duration::from_micros(500));
+}
+
+/// A D-SACK for data never retransmitted (the network duplicated it) does
+/// not undo a real loss's reduction.
+#[test]
+fn a_dsack_for_a_segment_never_resent_undoes_nothing() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack(&mut h);
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (10 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 10);
+    h.now += Duration::from_millis(1);
+    h.send(sack(our, 0, &[(1, 10)]));
+    assert_eq!(starts(&h.take(), our).first(), Some(&0));
+    let reduced = h.stack.tcp_info(conn).unwrap().cwnd;
+    // Segment 5, sent once, reported twice (inside the second block).
+    let mut dup = sack(our, 0, &[(5, 6), (1, 10)]);
+    dup.sack_ranges[0] = Some((seg(our, 5).0, seg(our, 6).0));
+    h.send(dup);
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!(
+        (info.dsacks, info.spurious_retransmits, info.undos),
+        (1, 0, 0)
+    );
+    assert!(info.cwnd <= reduced);
+}
+
+/// RFC 6298 §5.7: after a retransmitted SYN, no RTT sample exists and the
+/// RTO is 3 s once the connection is established (Linux's
+/// TCP_TIMEOUT_FALLBACK), not the 1 s initial value.
+#[test]
+fn after_a_retransmitted_syn_the_rto_is_three_seconds() {
+    for resend in [false, true] {
+        let mut h = Harness::new();
+        let conn = h.stack.tcp_connect(h.now, remote(), None, None).unwrap();
+        let syn = h.recv();
+        assert_eq!(syn.len(), 1);
+        let iss = syn[0].seq();
+        let port = syn[0].repr.src_port;
+        if resend {
+            assert_eq!(h.advance(Duration::from_secs(1)).len(), 1, "SYN again");
+        }
+        h.now += Duration::from_millis(1);
+        h.send(TcpRepr {
+            control: TcpControl::Syn,
+            seq_number: REMOTE_SEQ,
+            ack_number: Some(add(iss, 1)),
+            max_seg_size: Some(1460),
+            dst_port: port,
+            ..SEND_TEMPL
+        });
+        assert_eq!(h.stack.tcp_state(conn).unwrap(), crate::State::Established);
+        let info = h.stack.tcp_info(conn).unwrap();
+        let want = if resend {
+            Duration::from_secs(3)
+        } else {
+            Duration::from_millis(200)
+        };
+        assert_eq!(info.rto, want, "SYN resent: {resend}");
+    }
+}
+
+/// The receiver reports a segment it gets twice with a D-SACK (RFC 2883),
+/// whether it is below the cumulative ACK or inside queued out-of-order
+/// data, and only once.
+#[test]
+fn a_duplicate_segment_is_reported_by_dsack() {
+    let mut h = Harness::new();
+    let (_conn, our) = open_sack(&mut h);
+    let data = [7u8; MSS];
+    let at = |k: usize| add(REMOTE_SEQ, 1 + k * MSS);
+    let data_seg = |k: usize| TcpRepr {
+        seq_number: at(k),
+        ack_number: Some(our),
+        payload: &data,
+        ..SEND_TEMPL
+    };
+    h.send(data_seg(0));
+    h.send(data_seg(1));
+    h.take();
+    // Segment 0 again: below rcv_nxt.
+    h.send(data_seg(0));
+    let out = h.take();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].repr.sack_ranges[0], Some((at(0).0, at(1).0)));
+    assert_eq!(out[0].ack(), Some(at(2)));
+    // Segment 3 out of order, then again: D-SACK first, then its block.
+    h.send(data_seg(3));
+    let first = h.take();
+    assert_eq!(
+        first[0].repr.sack_ranges[..2],
+        [Some((at(3).0, at(4).0)), None]
+    );
+    h.send(data_seg(3));
+    let out = h.take();
+    assert_eq!(
+        out[0].repr.sack_ranges[..2],
+        [Some((at(3).0, at(4).0)), Some((at(3).0, at(4).0))]
+    );
+    // The next ACK carries no D-SACK.
+    h.send(data_seg(5));
+    let out = h.take();
+    assert_eq!(
+        out[0].repr.sack_ranges[..2],
+        [Some((at(5).0, at(6).0)), Some((at(3).0, at(4).0))]
+    );
+}
+
+/// After a hole is filled the receiver acknowledges the next segments at
+/// once (quick-ACK), so a sender restarting from a small window is not held
+/// by the delayed-ACK timer.
+#[test]
+fn after_a_repair_the_next_segments_are_acked_at_once() {
+    let mut h = Harness::new();
+    let (_conn, our) = open_sack(&mut h);
+    let data = [7u8; MSS];
+    let at = |k: usize| add(REMOTE_SEQ, 1 + k * MSS);
+    let data_seg = |k: usize| TcpRepr {
+        seq_number: at(k),
+        ack_number: Some(our),
+        payload: &data,
+        ..SEND_TEMPL
+    };
+    // Without loss, a lone segment waits for the delayed ACK.
+    h.send(data_seg(0));
+    assert!(h.take().is_empty(), "delayed");
+    h.advance(Duration::from_millis(40));
+    // A hole at 1, repaired; then each lone segment is acknowledged at once.
+    h.send(data_seg(2));
+    h.send(data_seg(1));
+    assert_eq!(h.take().len(), 2);
+    for k in 3..6 {
+        h.send(data_seg(k));
+        let out = h.take();
+        assert_eq!(out.len(), 1, "segment {k} acknowledged at once");
+        assert_eq!(out[0].ack(), Some(at(k + 1)));
+    }
+}
