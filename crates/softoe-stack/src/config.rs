@@ -229,11 +229,26 @@ pub struct StackConfig {
     pub ephemeral_ports: (u16, u16),
     /// Challenge ACKs (RFC 5961) sent per second at most, stack-wide.
     pub challenge_ack_limit: u32,
+    /// The RTO's lower bound for peers inside a prefix, overriding
+    /// `tcp.min_rto` (the longest matching prefix wins), as Linux's
+    /// per-route `rto_min`: on a path of tens of microseconds a 200 ms floor
+    /// is ten thousand round trips, and a timeout there costs that much.
+    pub rto_min_routes: Vec<(Ipv4Cidr, Duration)>,
     /// ICMP errors (port unreachable) sent per second at most.
     pub icmp_error_limit: u32,
 }
 
 impl StackConfig {
+    /// The RTO floor for connections to `peer`: the longest prefix of
+    /// `rto_min_routes` that holds it, else `tcp.min_rto`.
+    pub fn rto_min_for(&self, peer: Ipv4Address) -> Duration {
+        self.rto_min_routes
+            .iter()
+            .filter(|(net, _)| net.contains_addr(&peer))
+            .max_by_key(|(net, _)| net.prefix_len())
+            .map_or(self.tcp.min_rto, |&(_, d)| d)
+    }
+
     /// A configuration with one address and defaults for everything else.
     pub fn new(mac: EthernetAddress, addr: Ipv4Cidr) -> StackConfig {
         StackConfig {
@@ -250,6 +265,7 @@ impl StackConfig {
             ephemeral_ports: (32_768, 60_999),
             challenge_ack_limit: 1000,
             icmp_error_limit: 1000,
+            rto_min_routes: Vec::new(),
         }
     }
 }

@@ -821,6 +821,15 @@ impl Stack {
         reply
     }
 
+    /// The per-route RTO floor for `peer`, if a route names one.
+    fn route_rto_min(&self, peer: Ipv4Address) -> Option<Duration> {
+        self.cfg
+            .rto_min_routes
+            .iter()
+            .any(|(net, _)| net.contains_addr(&peer))
+            .then(|| self.cfg.rto_min_for(peer))
+    }
+
     fn accept_syn<D: Device>(
         &mut self,
         now: Instant,
@@ -839,7 +848,8 @@ impl Stack {
             self.stats.tcp_syn_drops += 1;
             return;
         }
-        let cfg = lst.cfg;
+        let mut cfg = lst.cfg;
+        cfg.min_rto = self.route_rto_min(remote.addr).unwrap_or(cfg.min_rto);
         let iss = self
             .isn
             .isn(now, (local.addr, local.port), (remote.addr, remote.port));
@@ -966,7 +976,8 @@ impl Stack {
         if self.sockets.is_full() {
             return Err(BindError::TooManySockets);
         }
-        let cfg = cfg.unwrap_or(self.cfg.tcp);
+        let mut cfg = cfg.unwrap_or(self.cfg.tcp);
+        cfg.min_rto = self.route_rto_min(remote.addr).unwrap_or(cfg.min_rto);
         let iss = self
             .isn
             .isn(now, (local.addr, local.port), (remote.addr, remote.port));

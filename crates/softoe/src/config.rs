@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Deserializer, Serialize};
 use softoe_engine::{EngineConfig, FaultConfig, TapOffloads};
 use softoe_stack::{Algorithm, StackConfig};
@@ -179,7 +179,30 @@ pub struct TcpSection {
     /// holds any more gets before it is reset (Linux:
     /// `tcp_orphan_retries`, 8 in effect).
     pub orphan_retries: u32,
+    /// The retransmission timeout's lower bound ("200ms", as Linux's
+    /// `TCP_RTO_MIN`; "5ms", "500us").
+    #[serde(with = "humantime_serde")]
+    pub rto_min: Duration,
+    /// `[[tcp.route]]`: a different `rto_min` for peers inside a prefix,
+    /// as Linux's `ip route … rto_min` (the longest prefix wins).
+    pub route: Vec<TcpRoute>,
 }
+
+/// `[[tcp.route]]`: settings for the connections to one prefix.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TcpRoute {
+    /// The peers: "10.7.0.0/24", or one address.
+    pub to: String,
+    /// Their RTO's lower bound.
+    #[serde(with = "humantime_serde")]
+    pub rto_min: Duration,
+}
+
+/// RTO floors outside this range are refused: below, timer and scheduling
+/// noise make every timeout spurious; above, the RTO ceiling is reached.
+const RTO_MIN_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_micros(10)..=Duration::from_secs(10);
 
 impl Default for TcpSection {
     fn default() -> TcpSection {
@@ -192,6 +215,8 @@ impl Default for TcpSection {
             window_scaling: true,
             quickack: false,
             orphan_retries: 8,
+            rto_min: Duration::from_millis(200),
+            route: Vec::new(),
         }
     }
 }
@@ -365,6 +390,29 @@ impl FileConfig {
             bail!("tcp.orphan_retries must be 1–32, got {}", t.orphan_retries);
         }
         stack.tcp.orphan_retries = t.orphan_retries;
+        if !RTO_MIN_RANGE.contains(&t.rto_min) {
+            bail!(
+                "tcp.rto_min must be between 10us and 10s, got {}",
+                humantime_serde::re::humantime::format_duration(t.rto_min)
+            );
+        }
+        stack.tcp.min_rto = t.rto_min;
+        for r in &t.route {
+            let net: Ipv4Cidr = if r.to.contains('/') {
+                r.to.parse()
+            } else {
+                format!("{}/32", r.to).parse()
+            }
+            .map_err(|_| anyhow!("tcp.route: {:?} is not an IPv4 address or prefix", r.to))?;
+            if !RTO_MIN_RANGE.contains(&r.rto_min) {
+                bail!(
+                    "tcp.route {}: rto_min must be between 10us and 10s, got {}",
+                    r.to,
+                    humantime_serde::re::humantime::format_duration(r.rto_min)
+                );
+            }
+            stack.rto_min_routes.push((net, r.rto_min));
+        }
         let e = &self.engine;
         if e.rx_batch == 0 || e.rx_batch > 4096 {
             bail!("engine.rx_batch must be 1–4096, got {}", e.rx_batch);
@@ -519,6 +567,13 @@ mod tests {
             tx_buffer = 65536
             congestion = "newreno"
             orphan_retries = 3
+            rto_min = "20ms"
+            [[tcp.route]]
+            to = "10.9.0.0/16"
+            rto_min = "2ms"
+            [[tcp.route]]
+            to = "10.9.3.4"
+            rto_min = "500us"
             [[service]]
             kind = "source"
             port = 19
@@ -535,6 +590,15 @@ mod tests {
         assert_eq!(b.stack.tcp.tx_buffer, 65536);
         assert_eq!(b.stack.tcp.congestion, Algorithm::NewReno);
         assert_eq!(b.stack.tcp.orphan_retries, 3);
+        assert_eq!(b.stack.tcp.min_rto, Duration::from_millis(20));
+        let rto = |a: [u8; 4]| b.stack.rto_min_for(Ipv4Address(a));
+        assert_eq!(
+            rto([10, 9, 3, 4]),
+            Duration::from_micros(500),
+            "longest prefix"
+        );
+        assert_eq!(rto([10, 9, 3, 5]), Duration::from_millis(2));
+        assert_eq!(rto([10, 8, 0, 1]), Duration::from_millis(20), "the default");
         assert_eq!(b.engine.rx_coalesce, Duration::from_micros(20));
         assert!(!b.offloads.tso && b.offloads.csum);
         assert_eq!(c.services.len(), 2);
@@ -580,6 +644,23 @@ mod tests {
         assert!(
             err("[interface]\naddress = \"10.0.0.1/24\"\n[tcp]\norphan_retries = 0")
                 .contains("tcp.orphan_retries must be 1–32")
+        );
+        let tcp = |t: &str| {
+            err(&format!(
+                "[interface]\naddress = \"10.0.0.1/24\"\n[tcp]\n{t}"
+            ))
+        };
+        assert!(
+            tcp("rto_min = \"1us\"").contains("tcp.rto_min must be between 10us and 10s, got 1us")
+        );
+        assert!(tcp("rto_min = \"soon\"").contains("rto_min"));
+        assert!(
+            tcp("[[tcp.route]]\nto = \"10.1\"\nrto_min = \"1ms\"")
+                .contains("\"10.1\" is not an IPv4 address or prefix")
+        );
+        assert!(
+            tcp("[[tcp.route]]\nto = \"10.1.0.0/16\"\nrto_min = \"20s\"")
+                .contains("tcp.route 10.1.0.0/16: rto_min must be between 10us and 10s, got 20s")
         );
         assert!(parse_mac("01:00:5e:00:00:01").is_err());
         assert!(parse_mac("02:00:00:00:00").is_err());

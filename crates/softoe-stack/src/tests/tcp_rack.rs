@@ -3,6 +3,7 @@
 //! its D-SACK adaptation, undoing a spurious recovery; and the receiver's
 //! side of it (D-SACK, quick ACKs), and RFC 6298 §5.7.
 
+use alloc::vec;
 use alloc::vec::Vec;
 use core::time::Duration;
 
@@ -324,5 +325,35 @@ fn after_a_repair_the_next_segments_are_acked_at_once() {
         let out = h.take();
         assert_eq!(out.len(), 1, "segment {k} acknowledged at once");
         assert_eq!(out[0].ack(), Some(at(k + 1)));
+    }
+}
+
+/// A per-route `rto_min` (Linux's `ip route … rto_min`) sets the floor for
+/// connections to that prefix only; the longest prefix wins.
+#[test]
+fn a_route_sets_the_rto_floor_for_its_peers() {
+    let net =
+        |a: [u8; 4], len: u8| softoe_wire::Ipv4Cidr::new(softoe_wire::Ipv4Address(a), len).unwrap();
+    let r = REMOTE_IP.0;
+    for (routes, want) in [
+        (vec![], Duration::from_millis(200)),
+        (
+            vec![(net([10, 99, 0, 0], 16), Duration::from_millis(1))],
+            Duration::from_millis(200),
+        ),
+        (
+            vec![
+                (net([r[0], r[1], r[2], 0], 24), Duration::from_millis(50)),
+                (net(r, 32), Duration::from_millis(5)),
+            ],
+            Duration::from_millis(5),
+        ),
+    ] {
+        let mut cfg = config();
+        cfg.rto_min_routes = routes;
+        let mut h = Harness::with_config(cfg);
+        let (conn, _our) = open_sack(&mut h);
+        // SRTT 1 ms, RTTVAR 0.5 ms: RFC 6298 gives 3 ms, the floor decides.
+        assert_eq!(h.stack.tcp_info(conn).unwrap().rto, want);
     }
 }
