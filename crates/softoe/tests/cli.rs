@@ -213,9 +213,29 @@ fn engine_on_afpacket_with_faults() {
         "{}",
         v["port"]
     );
+    // 1 % of the some 1,500 wire-sized segments Linux sent: the port
+    // lost some on receive, and `softoe stat` says so (JSON and text). The
+    // engine's own frames are TSO super-segments, a few dozen: counted,
+    // perhaps none lost.
+    let rx = &v["faults"]["rx"];
+    assert!(rx["frames"].as_u64().unwrap() > 1000, "{rx}");
+    assert!(rx["lost"].as_u64().unwrap() > 0, "{rx}");
+    assert!(v["faults"]["tx"]["frames"].as_u64().unwrap() > 0, "{v}");
+    let text = softoe(&["stat", "--control", control.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let lost = rx["lost"].as_u64().unwrap();
+    assert!(
+        text.contains("faults injected at the port: rx ") && text.contains(&format!("{lost} lost")),
+        "{text}"
+    );
     let out = engine.terminate();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "engine exit: {:?}\n{err}", out.status);
+    // And the engine's last words count them.
+    assert!(
+        err.contains("faults injected at the port: rx ") && err.contains(" lost, "),
+        "{err}"
+    );
 }
 
 #[test]
