@@ -120,6 +120,15 @@ impl LinkDrops {
     }
 }
 
+/// The sum of the `dropped N` counts in `tc -s qdisc show`'s text (one
+/// per qdisc: ` Sent 4 bytes 2 pkt (dropped 1, overlimits 0 requeues 0)`).
+fn qdisc_drops_in(text: &str) -> u64 {
+    text.split("(dropped ")
+        .skip(1)
+        .filter_map(|rest| rest.split(',').next()?.trim().parse::<u64>().ok())
+        .sum()
+}
+
 /// A drop rate in percent as parts per million (`0.1` → 1,000), rounded;
 /// an error for anything but a number from 0 to 100.
 pub fn drop_ppm(percent: f64) -> std::result::Result<u32, String> {
@@ -382,6 +391,15 @@ impl Testbed {
         .map(|_| ())
     }
 
+    /// Frames the qdiscs of `dev` in `ns` dropped so far (a full
+    /// [`tbf`](Self::tbf) queue), from `tc -s qdisc show`: loss a link's
+    /// queue adds to the drops of [`random_drop`](Self::random_drop).
+    pub fn qdisc_dropped(&self, ns: &Netns, dev: &str) -> Result<u64> {
+        let out =
+            run(Command::new("tc").args(["-n", ns.name(), "-s", "qdisc", "show", "dev", dev]))?;
+        Ok(qdisc_drops_in(&out))
+    }
+
     /// Drops `percent` % of the IPv4 TCP frames that arrive on `dev` in
     /// `ns`, before any stack or bridge sees them: loss on the wire,
     /// invisible to the sender. The rate may be fractional (`0.1`), to
@@ -610,6 +628,17 @@ mod tests {
             let e = drop_ppm(bad).unwrap_err();
             assert!(e.contains("0 to 100"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn qdisc_drops_are_read_from_tc_s() {
+        let text = "qdisc tbf 8001: root refcnt 2 rate 100Mbit burst 64Kb lat 5ms \n \
+            Sent 61510936 bytes 41300 pkt (dropped 212, overlimits 9000 requeues 0) \n \
+            backlog 0b 0p requeues 0\n\
+            qdisc noqueue 0: dev lo root refcnt 2\n \
+            Sent 0 bytes 0 pkt (dropped 3, overlimits 0 requeues 0)\n";
+        assert_eq!(qdisc_drops_in(text), 215);
+        assert_eq!(qdisc_drops_in("qdisc noqueue 0: root refcnt 2\n"), 0);
     }
 
     #[test]

@@ -358,4 +358,16 @@ fn a_fraction_of_a_percent_drops_about_that_share() {
         tb.tbf_latency(&a, "eth0", 0, std::time::Duration::ZERO)
             .is_err()
     );
+    // A burst far beyond 5 ms at 100 Mbit/s overflows the queue, and the
+    // qdisc's drops are counted (the TCP drop programs see no UDP).
+    assert_eq!(tb.qdisc_dropped(&a, "eth0").unwrap(), 0);
+    a.run(|| {
+        let s = std::net::UdpSocket::bind("10.9.2.1:0").unwrap();
+        for _ in 0..3000 {
+            let _ = s.send_to(&[0u8; 1400], "10.9.2.2:9");
+        }
+    })
+    .unwrap();
+    let queue = tb.qdisc_dropped(&a, "eth0").unwrap();
+    assert!(queue > 100, "{queue} frames dropped by a full 5 ms queue");
 }
