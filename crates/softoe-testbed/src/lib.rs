@@ -349,19 +349,37 @@ impl Testbed {
     /// HZ = 250 as TESTBED.md says: at least rate / 250), with a queue that
     /// holds up to 50 ms of traffic.
     pub fn tbf(&self, ns: &Netns, dev: &str, rate_mbit: u64) -> Result<()> {
-        self.tbf_latency(ns, dev, rate_mbit, Duration::from_millis(50))
+        self.tbf_with(ns, dev, rate_mbit, Duration::from_millis(50), false)
     }
 
     /// [`tbf`](Self::tbf) with the queue sized by `latency`: the longest a
     /// frame may wait in it (tbf's `latency`; frames beyond are dropped),
     /// at least a millisecond. A sender that fills the queue sees round
     /// trips that long: a link of a few milliseconds' RTT without `netem`.
+    /// Super-packets (TSO/GSO) are cut into wire-sized frames as they
+    /// enter the queue (a peak rate ten times the rate, with a bucket of
+    /// one frame), so a full queue drops segments, as a switch's would,
+    /// and [`qdisc_dropped`](Self::qdisc_dropped) counts them.
     pub fn tbf_latency(
         &self,
         ns: &Netns,
         dev: &str,
         rate_mbit: u64,
         latency: Duration,
+    ) -> Result<()> {
+        self.tbf_with(ns, dev, rate_mbit, latency, true)
+    }
+
+    /// The `tbf` of [`tbf`](Self::tbf) and
+    /// [`tbf_latency`](Self::tbf_latency); `segment`: cut super-packets
+    /// into frames of at most 1,600 bytes on the way in.
+    fn tbf_with(
+        &self,
+        ns: &Netns,
+        dev: &str,
+        rate_mbit: u64,
+        latency: Duration,
+        segment: bool,
     ) -> Result<()> {
         if rate_mbit == 0 {
             return Err(Error::Command {
@@ -371,8 +389,11 @@ impl Testbed {
         }
         ns.ip(&["link", "set", dev, "txqueuelen", "1000"])?;
         let burst = (rate_mbit.saturating_mul(1_000_000) / 8 / 250).max(64 * 1024);
-        let latency_us = latency.as_micros().max(1000);
-        run(Command::new("tc").args([
+        let latency = format!("{}us", latency.as_micros().max(1000));
+        let rate = format!("{rate_mbit}mbit");
+        let peak = format!("{}mbit", rate_mbit.saturating_mul(10));
+        let burst = burst.to_string();
+        let mut args = vec![
             "-n",
             ns.name(),
             "qdisc",
@@ -382,13 +403,16 @@ impl Testbed {
             "root",
             "tbf",
             "rate",
-            &format!("{rate_mbit}mbit"),
+            &rate,
             "burst",
-            &burst.to_string(),
+            &burst,
             "latency",
-            &format!("{latency_us}us"),
-        ]))
-        .map(|_| ())
+            &latency,
+        ];
+        if segment {
+            args.extend(["peakrate", &peak, "mtu", "1600"]);
+        }
+        run(Command::new("tc").args(args)).map(|_| ())
     }
 
     /// Frames the qdiscs of `dev` in `ns` dropped so far (a full
