@@ -78,6 +78,44 @@ pub struct ConnStat {
     pub rto_count: u32,
     /// Loss recoveries (fast retransmits).
     pub fast_retrans: u32,
+    /// Payload bytes retransmitted.
+    #[serde(default)]
+    pub bytes_retrans: u64,
+    /// Retransmissions found lost and sent again (Linux:
+    /// `TCPLostRetransmit`).
+    #[serde(default)]
+    pub lost_retrans: u32,
+    /// Tail-loss probes sent (RFC 8985 §7; Linux: `TCPLossProbes`).
+    #[serde(default)]
+    pub tlp_probes: u32,
+    /// Tail-loss probes whose answer revealed a loss that recovery then
+    /// repaired (Linux: `TCPLossProbeRecovery`).
+    #[serde(default)]
+    pub tlp_recoveries: u32,
+    /// Holes the RACK reordering timer found lost (RFC 8985 §6.2).
+    #[serde(default)]
+    pub reorder_timeouts: u32,
+    /// D-SACK blocks received: the peer got a segment twice (Linux:
+    /// `tcpi_dsack_dups`).
+    #[serde(default)]
+    pub dsacks: u32,
+    /// Retransmissions D-SACK showed were not needed.
+    #[serde(default)]
+    pub spurious_retrans: u32,
+    /// Congestion responses undone because every retransmission of the
+    /// episode proved spurious.
+    #[serde(default)]
+    pub undos: u32,
+    /// Reordering events seen (Linux: `tcpi_reord_seen`).
+    #[serde(default)]
+    pub reord_seen: u32,
+    /// The largest reordering seen, in segments (Linux: `tcpi_reordering`;
+    /// 3 until more is seen, 0 from an engine that does not say).
+    #[serde(default)]
+    pub reordering: u32,
+    /// The RACK reordering window in force, µs.
+    #[serde(default)]
+    pub reo_wnd_us: f64,
     /// Bytes acknowledged by the peer.
     pub bytes_acked: u64,
     /// Bytes received.
@@ -138,6 +176,17 @@ impl From<&TcpInfo> for ConnStat {
             retrans: i.retransmits,
             rto_count: i.rto_count,
             fast_retrans: i.fast_retransmits,
+            bytes_retrans: i.bytes_retrans,
+            lost_retrans: i.lost_retransmits,
+            tlp_probes: i.tlp_probes,
+            tlp_recoveries: i.tlp_recoveries,
+            reorder_timeouts: i.reorder_timeouts,
+            dsacks: i.dsacks,
+            spurious_retrans: i.spurious_retransmits,
+            undos: i.undos,
+            reord_seen: i.reord_seen,
+            reordering: i.reordering,
+            reo_wnd_us: i.reo_wnd.as_secs_f64() * 1e6,
             bytes_acked: i.bytes_acked,
             bytes_received: i.bytes_received,
             send_q: i.send_queue,
@@ -203,6 +252,11 @@ pub struct Snapshot {
     /// port's queue full), where the port counts them.
     #[serde(default)]
     pub port_drops: Option<u64>,
+    /// The faults the port injected so far, when it is a
+    /// [`FaultPort`](crate::FaultPort) (`None` for a plain port, and from
+    /// an engine too old to say).
+    #[serde(default)]
+    pub faults: Option<crate::FaultCounters>,
 }
 
 impl Snapshot {
@@ -247,6 +301,7 @@ impl Snapshot {
             listeners,
             sessions: Vec::new(),
             port_drops: None,
+            faults: None,
         }
     }
 }
@@ -288,19 +343,21 @@ impl Control {
         self.listener.as_raw_fd()
     }
 
-    /// Answers every waiting request (never blocks the engine for long).
-    /// Answers every waiting query; `drops` reads the port's drop counter
-    /// (only when someone asks).
+    /// Answers every waiting query (never blocks the engine for long);
+    /// `drops` reads the port's drop counter (only when someone asks), and
+    /// `faults` are the faults the port injected, if it injects any.
     pub fn serve(
         &mut self,
         stack: &Stack,
         engine: &EngineCounters,
         port: &str,
         drops: &mut dyn FnMut() -> Option<u64>,
+        faults: Option<crate::FaultCounters>,
     ) {
         while let Ok((mut conn, _)) = self.listener.accept() {
             let mut snap = Snapshot::take(stack, engine, port);
             snap.port_drops = drops();
+            snap.faults = faults;
             if let Some(s) = self.sessions.as_ref().and_then(|s| s.lock().ok()) {
                 snap.sessions = s.clone();
             }
@@ -336,4 +393,52 @@ pub fn query(path: &Path) -> std::io::Result<Snapshot> {
     let mut buf = Vec::new();
     s.read_to_end(&mut buf)?;
     serde_json::from_slice(&buf).map_err(std::io::Error::other)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A snapshot from an engine older than the loss-recovery counters and
+    /// the fault counts still parses (zeros and `None`); one that has them
+    /// keeps them.
+    #[test]
+    fn older_snapshots_parse_and_new_fields_round_trip() {
+        let old = serde_json::json!({
+            "port": "tap softoe0",
+            "engine": EngineCounters::default(),
+            "stack": StackCounters::default(),
+            "connections": [{
+                "state": "ESTAB", "local": "10.7.0.1:9", "remote": "10.7.0.2:40000",
+                "cwnd": 14480, "ssthresh": 4294967295u32, "srtt_us": 120.0, "rttvar_us": 30.0,
+                "rto_ms": 201.0, "snd_mss": 1448, "retrans": 2, "rto_count": 0,
+                "fast_retrans": 1, "bytes_acked": 1000, "bytes_received": 2000000,
+                "send_q": 0, "recv_q": 5, "delivery_rate_bps": 2500000000u64,
+                "in_flight": 2896, "snd_wnd": 65535, "rcv_wnd": 1048576,
+                "options": "ts sack"
+            }]
+        });
+        let mut snap: Snapshot = serde_json::from_value(old).unwrap();
+        assert_eq!(snap.faults, None);
+        let c = &mut snap.connections[0];
+        assert_eq!(
+            (c.retrans, c.tlp_probes, c.dsacks, c.reordering),
+            (2, 0, 0, 0)
+        );
+        assert_eq!(c.reo_wnd_us, 0.0);
+        c.tlp_probes = 3;
+        c.reo_wnd_us = 250.0;
+        snap.faults = Some(crate::FaultCounters {
+            rx: crate::DirectionCounters {
+                frames: 100,
+                lost: 2,
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        let back: Snapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
+        assert_eq!(back, snap);
+    }
 }

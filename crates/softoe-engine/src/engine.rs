@@ -461,10 +461,15 @@ impl<P: Port> Engine<P> {
         {
             self.control_at = now;
             self.counters.run_nanos = self.started.elapsed().as_nanos() as u64;
+            let faults = self.port.faults();
             let port = &mut self.port;
-            c.serve(&self.stack, &self.counters, &self.port_desc, &mut || {
-                port.dropped()
-            });
+            c.serve(
+                &self.stack,
+                &self.counters,
+                &self.port_desc,
+                &mut || port.dropped(),
+                faults,
+            );
         }
         Ok(busy || self.stack.poll_at().is_some_and(|t| t <= now))
     }

@@ -192,7 +192,8 @@ pub enum FaultConfigError {
 }
 
 /// Faults injected in one direction.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct DirectionCounters {
     /// Frames that met the wrapper.
     pub frames: u64,
@@ -214,12 +215,36 @@ pub struct DirectionCounters {
 }
 
 /// Faults injected so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct FaultCounters {
     /// On receive.
     pub rx: DirectionCounters,
     /// On transmit.
     pub tx: DirectionCounters,
+}
+
+impl std::fmt::Display for DirectionCounters {
+    /// `1450 frames: 14 lost, 2 duplicated, 3 reordered, 0 corrupted, 0
+    /// delayed` (and how many held frames failed, if any did).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} frames: {} lost, {} duplicated, {} reordered, {} corrupted, {} delayed",
+            self.frames, self.lost, self.duplicated, self.reordered, self.corrupted, self.delayed
+        )?;
+        if self.failed > 0 {
+            write!(f, ", {} held frames failed", self.failed)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for FaultCounters {
+    /// Both directions: `rx 1450 frames: 14 lost, …; tx …`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rx {}; tx {}", self.rx, self.tx)
+    }
 }
 
 /// The fate of one frame, drawn before it is touched.
@@ -750,6 +775,10 @@ impl<P: Port> Port for FaultPort<P> {
         self.inner.dropped()
     }
 
+    fn faults(&self) -> Option<FaultCounters> {
+        Some(self.counters)
+    }
+
     fn describe(&self) -> String {
         let d = |f: &DirectionFaults| {
             format!(
@@ -919,6 +948,39 @@ mod tests {
             assert_rate(&format!("{name} corrupt"), d.corrupted, kept, 0.04);
             assert_eq!(out.len() as u64, kept + d.duplicated, "{name} delivered");
         }
+    }
+
+    /// What the engine reads through the `Port` trait (for `softoe stat`
+    /// and its exit line): the wrapper's counters, as JSON and as text;
+    /// a plain port has none.
+    #[test]
+    fn the_port_trait_reports_the_faults() {
+        let faults = DirectionFaults {
+            loss: 0.1,
+            duplicate: 0.1,
+            ..DirectionFaults::default()
+        };
+        let now = Instant::now();
+        let mut p = port(faults.clone(), DirectionFaults::none(), 5);
+        run_rx(&mut p, 2000, now);
+        run_tx(&mut p, 1000, now);
+        let seen = Port::faults(&p).unwrap();
+        assert_eq!(seen, p.counters());
+        assert_eq!((seen.rx.frames, seen.tx.frames), (2000, 1000));
+        assert!(seen.rx.lost > 0 && seen.rx.duplicated > 0, "{seen:?}");
+        assert_eq!(seen.tx.lost + seen.tx.duplicated, 0);
+        let text = seen.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "rx 2000 frames: {} lost, {} duplicated, 0 reordered",
+                seen.rx.lost, seen.rx.duplicated
+            )) && text.contains("; tx 1000 frames: 0 lost"),
+            "{text}"
+        );
+        let json = serde_json::to_string(&seen).unwrap();
+        let back: FaultCounters = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, seen);
+        assert_eq!(Port::faults(p.inner()), None, "the plain port has none");
     }
 
     #[test]

@@ -42,4 +42,10 @@ pub trait Port {
     fn dropped(&mut self) -> Option<u64> {
         None
     }
+    /// The faults injected so far, for a port that injects them (the
+    /// [`FaultPort`](crate::FaultPort)); `None` for a plain port. Read when
+    /// `softoe stat` asks and when the engine stops.
+    fn faults(&self) -> Option<crate::FaultCounters> {
+        None
+    }
 }

@@ -295,6 +295,7 @@ fn tcp_both_ways_plain() {
         snap.stack
     );
     assert_eq!(snap.stack.rx_bad_checksum, 0);
+    assert_eq!(snap.faults, None, "a plain port injects no faults");
     assert_eq!(snap.stack.tx_tso_frames, 0, "no TSO without the offload");
     assert_eq!(snap.stack.tx_csum_offloaded, 0);
     assert!(
@@ -411,6 +412,23 @@ fn tcp_through_fault_port() {
             "{d:?}"
         );
     }
+    // `softoe stat` saw the faults too: every kind already injected when
+    // the transfers were done, none beyond what the port counted at the end.
+    let seen = snap.faults.expect("the snapshot carries the port's faults");
+    for (s, end) in [(seen.rx, f.rx), (seen.tx, f.tx)] {
+        assert!(
+            s.lost > 0 && s.reordered > 0 && s.duplicated > 0 && s.corrupted > 0,
+            "{s:?}"
+        );
+        assert!(
+            s.frames <= end.frames && s.lost <= end.lost && s.corrupted <= end.corrupted,
+            "{s:?} then {end:?}"
+        );
+    }
+    // The connections (in TIME-WAIT or closing now) recovered from loss,
+    // and the snapshot says how many bytes that took.
+    let retrans: u64 = snap.connections.iter().map(|c| c.bytes_retrans).sum();
+    assert!(retrans > 0, "{:?}", snap.connections);
     assert!(
         snap.stack.rx_bad_checksum > 0,
         "corrupted frames caught by checksum"

@@ -105,7 +105,7 @@ fn rate_limited_and_lossy_path() {
             .unwrap();
     }
     bed.tb.tbf(&bed.linux, "eth0", 100).unwrap();
-    bed.tb.lossy_link(&bed.linux, &bed.sw, 1).unwrap();
+    bed.tb.lossy_link(&bed.linux, &bed.sw, 1.0).unwrap();
     let data = linux_bytes(N, 3);
     let want = hex(&Sha256::digest(&data));
     let secs = bed

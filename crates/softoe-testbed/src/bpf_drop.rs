@@ -3,10 +3,13 @@
 //! attached to a device's ingress as a tcx link (Linux ≥ 6.6).
 //!
 //! For every frame that arrives on the device it does what the nftables
-//! rule `meta protocol ip ip protocol tcp numgen random mod 100 < P counter
-//! drop` did: an IPv4 TCP frame is dropped when a fresh random number
-//! modulo 100 is below `P`, and counted in a one-slot array map; every
-//! other frame goes on untouched. The link lives as long as its
+//! rule `meta protocol ip ip protocol tcp numgen random mod 1000000 < P
+//! counter drop` would: an IPv4 TCP frame is dropped when a fresh random
+//! number modulo a million is below `P`, the rate in parts per million
+//! (so 0.1 % is 1,000), and counted in a one-slot array map; every other
+//! frame goes on untouched. (A 32-bit random number modulo a million
+//! favours the residues below 967,296 by one part in 4,294: a bias far
+//! below what any run can measure.) The link lives as long as its
 //! [`DropProgram`] (closing the link's descriptor detaches it); the map
 //! stays readable from any namespace.
 //!
@@ -88,16 +91,19 @@ const EXIT: u8 = 0x95;
 const DROP_AT: i16 = 24;
 const PASS_AT: i16 = 26;
 
-/// The program: drop `percent` % of IPv4 TCP frames, counting each drop in
-/// slot 0 of the array map `map_fd`. A jump's offset counts from the
-/// instruction after it.
-fn program(percent: u32, map_fd: i32) -> Result<Vec<Insn>> {
-    let percent = i32::try_from(percent)
+/// The denominator of a drop rate: rates are in parts per million.
+pub(crate) const PPM: u32 = 1_000_000;
+
+/// The program: drop `ppm` parts per million of IPv4 TCP frames, counting
+/// each drop in slot 0 of the array map `map_fd`. A jump's offset counts
+/// from the instruction after it.
+fn program(ppm: u32, map_fd: i32) -> Result<Vec<Insn>> {
+    let rate = i32::try_from(ppm)
         .ok()
-        .filter(|p| *p <= 100)
+        .filter(|_| ppm <= PPM)
         .ok_or_else(|| Error::Command {
-            cmd: format!("random drop {percent}%"),
-            stderr: "a drop rate is a percentage, 0 to 100".into(),
+            cmd: format!("random drop {ppm} ppm"),
+            stderr: "a drop rate is a percentage, 0 to 100 (0 to 1,000,000 ppm)".into(),
         })?;
     let to = |from: i16, target: i16| target - from - 1;
     let p = vec![
@@ -115,8 +121,8 @@ fn program(percent: u32, map_fd: i32) -> Result<Vec<Insn>> {
         /* 10 */ insn(LDX_B, 2, 10, -8, 0), // r2 = IP protocol
         /* 11 */ insn(JNE_K, 2, 0, to(11, PASS_AT), IPPROTO_TCP), // not TCP: pass
         /* 12 */ insn(CALL, 0, 0, 0, HELPER_GET_PRANDOM_U32),
-        /* 13 */ insn(MOD64_K, 0, 0, 0, 100), // r0 %= 100
-        /* 14 */ insn(JGE_K, 0, 0, to(14, PASS_AT), percent), // lucky: pass
+        /* 13 */ insn(MOD64_K, 0, 0, 0, PPM as i32), // r0 %= 1,000,000
+        /* 14 */ insn(JGE_K, 0, 0, to(14, PASS_AT), rate), // lucky: pass
         /* 15 */ insn(ST_W, 10, 0, -4, 0), // key 0 at fp - 4
         /* 16 */ insn(LD_DW_IMM, 1, BPF_PSEUDO_MAP_FD, 0, map_fd), // r1 = map
         /* 17 */ insn(0, 0, 0, 0, 0), // (its upper half)
@@ -227,10 +233,10 @@ pub(crate) struct DropProgram {
 }
 
 impl DropProgram {
-    /// Loads the program and attaches it to `dev`'s ingress. Runs on a
-    /// thread inside `dev`'s namespace: the kernel looks the interface
-    /// index up there.
-    pub(crate) fn attach(dev: &str, percent: u32) -> Result<DropProgram> {
+    /// Loads the program, dropping `ppm` parts per million, and attaches it
+    /// to `dev`'s ingress. Runs on a thread inside `dev`'s namespace: the
+    /// kernel looks the interface index up there.
+    pub(crate) fn attach(dev: &str, ppm: u32) -> Result<DropProgram> {
         let fail = |what: &str, source: std::io::Error| Error::Bpf {
             what: format!("{what} for random drops on {dev}"),
             source,
@@ -261,7 +267,7 @@ impl DropProgram {
             .and_then(owned)
             .map_err(|e| fail("creating the drop counter (bpf map)", e))?;
 
-        let insns = program(percent, map.as_raw_fd())?;
+        let insns = program(ppm, map.as_raw_fd())?;
         let license = c"MIT OR Apache-2.0";
         let mut log = vec![0u8; 64 * 1024];
         let mut attr = ProgLoad {
@@ -344,7 +350,7 @@ mod tests {
 
     #[test]
     fn jumps_land_on_the_verdicts() {
-        let p = program(1, 3).unwrap();
+        let p = program(10_000, 3).unwrap();
         assert_eq!(p.len(), 28);
         assert_eq!(p[DROP_AT as usize].imm, TC_ACT_SHOT);
         assert_eq!(p[PASS_AT as usize].imm, TCX_NEXT);
@@ -357,15 +363,18 @@ mod tests {
                 );
             }
         }
-        assert_eq!(p[14].imm, 1, "the rate");
+        assert_eq!(p[13].imm, 1_000_000, "parts per million");
+        assert_eq!(p[14].imm, 10_000, "the rate");
         assert_eq!(p[16].imm, 3, "the map");
     }
 
     #[test]
-    fn a_rate_is_a_percentage() {
-        assert!(program(100, 3).is_ok());
-        let e = program(101, 3).unwrap_err().to_string();
+    fn a_rate_is_at_most_a_million_ppm() {
+        assert!(program(1_000_000, 3).is_ok());
+        assert!(program(0, 3).is_ok());
+        let e = program(1_000_001, 3).unwrap_err().to_string();
         assert!(e.contains("0 to 100"), "{e}");
+        assert!(program(u32::MAX, 3).is_err());
     }
 
     #[test]

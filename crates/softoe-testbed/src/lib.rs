@@ -100,6 +100,47 @@ pub enum Error {
 /// `Result` with this crate's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Frames a lossy link dropped, per direction (see
+/// [`Testbed::link_drops`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkDrops {
+    /// Frames on their way to the host (dropped at its `eth0`).
+    pub to_host: u64,
+    /// Frames the host sent (dropped at its bridge port).
+    pub from_host: u64,
+}
+
+impl LinkDrops {
+    /// What was dropped between `before` and this reading.
+    pub fn since(self, before: LinkDrops) -> LinkDrops {
+        LinkDrops {
+            to_host: self.to_host.saturating_sub(before.to_host),
+            from_host: self.from_host.saturating_sub(before.from_host),
+        }
+    }
+}
+
+/// The sum of the `dropped N` counts in `tc -s qdisc show`'s text (one
+/// per qdisc: ` Sent 4 bytes 2 pkt (dropped 1, overlimits 0 requeues 0)`).
+fn qdisc_drops_in(text: &str) -> u64 {
+    text.split("(dropped ")
+        .skip(1)
+        .filter_map(|rest| rest.split(',').next()?.trim().parse::<u64>().ok())
+        .sum()
+}
+
+/// A drop rate in percent as parts per million (`0.1` → 1,000), rounded;
+/// an error for anything but a number from 0 to 100.
+pub fn drop_ppm(percent: f64) -> std::result::Result<u32, String> {
+    if !(0.0..=100.0).contains(&percent) {
+        return Err(format!(
+            "a drop rate is a percentage, 0 to 100 (fractions such as 0.1 are fine), not {percent}"
+        ));
+    }
+    // In range, so the product is 0..=1e6 and fits.
+    Ok((percent * 10_000.0).round() as u32)
+}
+
 /// Whether this process runs as root (namespaces and TAP devices need it).
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
@@ -305,11 +346,54 @@ impl Testbed {
     }
 
     /// Limits `dev`'s egress to `rate_mbit` with `tbf` (burst sized for
-    /// HZ = 250 as TESTBED.md says: at least rate / 250).
+    /// HZ = 250 as TESTBED.md says: at least rate / 250), with a queue that
+    /// holds up to 50 ms of traffic.
     pub fn tbf(&self, ns: &Netns, dev: &str, rate_mbit: u64) -> Result<()> {
+        self.tbf_with(ns, dev, rate_mbit, Duration::from_millis(50), false)
+    }
+
+    /// [`tbf`](Self::tbf) with the queue sized by `latency`: the longest a
+    /// frame may wait in it (tbf's `latency`; frames beyond are dropped),
+    /// at least a millisecond. A sender that fills the queue sees round
+    /// trips that long: a link of a few milliseconds' RTT without `netem`.
+    /// Super-packets (TSO/GSO) are cut into wire-sized frames as they
+    /// enter the queue (a peak rate ten times the rate, with a bucket of
+    /// one frame), so a full queue drops segments, as a switch's would,
+    /// and [`qdisc_dropped`](Self::qdisc_dropped) counts them.
+    pub fn tbf_latency(
+        &self,
+        ns: &Netns,
+        dev: &str,
+        rate_mbit: u64,
+        latency: Duration,
+    ) -> Result<()> {
+        self.tbf_with(ns, dev, rate_mbit, latency, true)
+    }
+
+    /// The `tbf` of [`tbf`](Self::tbf) and
+    /// [`tbf_latency`](Self::tbf_latency); `segment`: cut super-packets
+    /// into frames of at most 1,600 bytes on the way in.
+    fn tbf_with(
+        &self,
+        ns: &Netns,
+        dev: &str,
+        rate_mbit: u64,
+        latency: Duration,
+        segment: bool,
+    ) -> Result<()> {
+        if rate_mbit == 0 {
+            return Err(Error::Command {
+                cmd: format!("tbf {dev} 0mbit"),
+                stderr: "a rate must be above zero".into(),
+            });
+        }
         ns.ip(&["link", "set", dev, "txqueuelen", "1000"])?;
-        let burst = (rate_mbit * 1_000_000 / 8 / 250).max(64 * 1024);
-        run(Command::new("tc").args([
+        let burst = (rate_mbit.saturating_mul(1_000_000) / 8 / 250).max(64 * 1024);
+        let latency = format!("{}us", latency.as_micros().max(1000));
+        let rate = format!("{rate_mbit}mbit");
+        let peak = format!("{}mbit", rate_mbit.saturating_mul(10));
+        let burst = burst.to_string();
+        let mut args = vec![
             "-n",
             ns.name(),
             "qdisc",
@@ -319,18 +403,32 @@ impl Testbed {
             "root",
             "tbf",
             "rate",
-            &format!("{rate_mbit}mbit"),
+            &rate,
             "burst",
-            &burst.to_string(),
+            &burst,
             "latency",
-            "50ms",
-        ]))
-        .map(|_| ())
+            &latency,
+        ];
+        if segment {
+            args.extend(["peakrate", &peak, "mtu", "1600"]);
+        }
+        run(Command::new("tc").args(args)).map(|_| ())
+    }
+
+    /// Frames the qdiscs of `dev` in `ns` dropped so far (a full
+    /// [`tbf`](Self::tbf) queue), from `tc -s qdisc show`: loss a link's
+    /// queue adds to the drops of [`random_drop`](Self::random_drop).
+    pub fn qdisc_dropped(&self, ns: &Netns, dev: &str) -> Result<u64> {
+        let out =
+            run(Command::new("tc").args(["-n", ns.name(), "-s", "qdisc", "show", "dev", dev]))?;
+        Ok(qdisc_drops_in(&out))
     }
 
     /// Drops `percent` % of the IPv4 TCP frames that arrive on `dev` in
     /// `ns`, before any stack or bridge sees them: loss on the wire,
-    /// invisible to the sender. A small eBPF program on the device's ingress
+    /// invisible to the sender. The rate may be fractional (`0.1`), to
+    /// one part per million (finer rates are rounded); it must be a
+    /// number from 0 to 100. A small eBPF program on the device's ingress
     /// (tcx) does it, picking frames at random and counting them (see
     /// [`dropped`](Self::dropped)); it replaces one this testbed put on
     /// `dev` before, and stays until [`clear_drop`](Self::clear_drop) or
@@ -343,15 +441,13 @@ impl Testbed {
     /// arrive, so turn segmentation offloads off upstream
     /// ([`ethtool_k`](Self::ethtool_k)) if drops should hit segments
     /// rather than super-packets.
-    pub fn random_drop(&self, ns: &Netns, dev: &str, percent: u32) -> Result<()> {
-        if percent > 100 {
-            return Err(Error::Command {
-                cmd: format!("random_drop {dev} {percent}%"),
-                stderr: "a drop rate is a percentage, 0 to 100".into(),
-            });
-        }
+    pub fn random_drop(&self, ns: &Netns, dev: &str, percent: f64) -> Result<()> {
+        let ppm = drop_ppm(percent).map_err(|why| Error::Command {
+            cmd: format!("random_drop {dev} {percent}%"),
+            stderr: why,
+        })?;
         let name = dev.to_string();
-        let program = ns.run(move || DropProgram::attach(&name, percent))??;
+        let program = ns.run(move || DropProgram::attach(&name, ppm))??;
         let mut drops = self.drops.lock().unwrap_or_else(|p| p.into_inner());
         // The old program (if any) detaches as it drops, after the new one
         // is in place.
@@ -361,17 +457,23 @@ impl Testbed {
     }
 
     /// Makes `host`'s link to the bridge lose `percent` % of TCP frames in
-    /// each direction: drops on the ingress of `host`'s `eth0` (toward the
-    /// host) and of its bridge port in `sw` (from the host).
-    pub fn lossy_link(&self, host: &Netns, sw: &Netns, percent: u32) -> Result<()> {
-        let port = self
-            .veth_to_bridge_port(host)
-            .ok_or_else(|| Error::Command {
-                cmd: format!("lossy_link {}", host.name()),
-                stderr: "no bridge port found for its eth0".into(),
-            })?;
+    /// each direction (fractional rates as [`random_drop`](Self::random_drop)
+    /// takes them): drops on the ingress of `host`'s `eth0` (toward the
+    /// host) and of its bridge port in `sw` (from the host). Their counts,
+    /// per direction: [`link_drops`](Self::link_drops).
+    pub fn lossy_link(&self, host: &Netns, sw: &Netns, percent: f64) -> Result<()> {
+        let port = self.bridge_port_of(host, "lossy_link")?;
         self.random_drop(host, "eth0", percent)?;
         self.random_drop(sw, &port, percent)
+    }
+
+    /// The bridge port of `host`'s `eth0`, or an error naming `what`.
+    fn bridge_port_of(&self, host: &Netns, what: &str) -> Result<String> {
+        self.veth_to_bridge_port(host)
+            .ok_or_else(|| Error::Command {
+                cmd: format!("{what} {}", host.name()),
+                stderr: "no bridge port found for its eth0".into(),
+            })
     }
 
     /// How many frames the drop programs in `ns` have dropped so far (0
@@ -383,6 +485,30 @@ impl Testbed {
             sum += p.dropped()?;
         }
         Ok(sum)
+    }
+
+    /// How many frames the drop program on `dev` in `ns` has dropped since
+    /// it was attached (0 when `dev` has none). A new rate on the device
+    /// starts a new count.
+    pub fn dropped_on(&self, ns: &Netns, dev: &str) -> Result<u64> {
+        let drops = self.drops.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sum = 0;
+        for (_, p) in drops.iter().filter(|(n, p)| n == ns.name() && p.dev == dev) {
+            sum += p.dropped()?;
+        }
+        Ok(sum)
+    }
+
+    /// What the drop programs of [`lossy_link`](Self::lossy_link) on
+    /// `host`'s link have dropped so far, per direction. Counts only grow
+    /// while a rate stays; take the difference of two readings for one
+    /// run.
+    pub fn link_drops(&self, host: &Netns, sw: &Netns) -> Result<LinkDrops> {
+        let port = self.bridge_port_of(host, "link_drops")?;
+        Ok(LinkDrops {
+            to_host: self.dropped_on(host, "eth0")?,
+            from_host: self.dropped_on(sw, &port)?,
+        })
     }
 
     /// Removes the drop programs of [`random_drop`](Self::random_drop) in
@@ -505,5 +631,57 @@ fn reap(doomed: impl Fn(u32) -> bool) {
         if doomed(pid) {
             let _ = delete_netns(name);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn drop_rates_are_fractional_percentages() {
+        assert_eq!(drop_ppm(0.1), Ok(1_000));
+        assert_eq!(drop_ppm(1.0), Ok(10_000));
+        assert_eq!(drop_ppm(2.5), Ok(25_000));
+        assert_eq!(drop_ppm(100.0), Ok(1_000_000));
+        assert_eq!(drop_ppm(0.0), Ok(0));
+        assert_eq!(drop_ppm(0.00004), Ok(0), "finer than a ppm rounds");
+        for bad in [-0.1, 100.01, f64::NAN, f64::INFINITY] {
+            let e = drop_ppm(bad).unwrap_err();
+            assert!(e.contains("0 to 100"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn qdisc_drops_are_read_from_tc_s() {
+        let text = "qdisc tbf 8001: root refcnt 2 rate 100Mbit burst 64Kb lat 5ms \n \
+            Sent 61510936 bytes 41300 pkt (dropped 212, overlimits 9000 requeues 0) \n \
+            backlog 0b 0p requeues 0\n\
+            qdisc noqueue 0: dev lo root refcnt 2\n \
+            Sent 0 bytes 0 pkt (dropped 3, overlimits 0 requeues 0)\n";
+        assert_eq!(qdisc_drops_in(text), 215);
+        assert_eq!(qdisc_drops_in("qdisc noqueue 0: root refcnt 2\n"), 0);
+    }
+
+    #[test]
+    fn link_drops_subtract_per_direction() {
+        let a = LinkDrops {
+            to_host: 10,
+            from_host: 4,
+        };
+        let b = LinkDrops {
+            to_host: 17,
+            from_host: 4,
+        };
+        assert_eq!(
+            b.since(a),
+            LinkDrops {
+                to_host: 7,
+                from_host: 0
+            }
+        );
+        assert_eq!(a.since(b).to_host, 0, "a new program restarts its count");
     }
 }

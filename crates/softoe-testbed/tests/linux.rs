@@ -43,7 +43,7 @@ fn two_hosts_on_a_bridge_talk_and_everything_is_removed() {
         // Segments, not 64 KiB super-packets, meet the drop rules.
         tb.ethtool_k(&a, "eth0", &["tso", "off", "gso", "off"])
             .unwrap();
-        tb.lossy_link(&b, &sw, 5).unwrap();
+        tb.lossy_link(&b, &sw, 4.5).unwrap();
         let server = b
             .spawn(|| {
                 let l = TcpListener::bind("10.9.0.2:7001").unwrap();
@@ -67,6 +67,10 @@ fn two_hosts_on_a_bridge_talk_and_everything_is_removed() {
             to_b > 0 && from_b > 0,
             "dropped {to_b} toward b, {from_b} from b"
         );
+        // The same counts, per direction of b's link.
+        let link = tb.link_drops(&b, &sw).unwrap();
+        assert_eq!((link.to_host, link.from_host), (to_b, from_b));
+        assert_eq!(tb.link_drops(&a, &sw).unwrap().to_host, 0, "a's link");
         tb.clear_drop(&b).unwrap();
         tb.clear_drop(&sw).unwrap();
         tb.clear_drop(&sw).unwrap();
@@ -195,7 +199,7 @@ fn drops_offloads_and_sysctls_need_no_tools() {
     };
 
     // Every TCP frame into b dropped, and counted; UDP passes.
-    tb.random_drop(&b, "eth0", 100).unwrap();
+    tb.random_drop(&b, "eth0", 100.0).unwrap();
     assert!(!try_connect(&a), "connected through a 100 % drop");
     let dropped = tb.dropped(&b).unwrap();
     assert!(dropped >= 1, "SYNs dropped: {dropped}");
@@ -211,10 +215,10 @@ fn drops_offloads_and_sysctls_need_no_tools() {
     assert_eq!(&buf[..n], b"not tcp");
 
     // A new rate on the same device replaces the program (and its count).
-    tb.random_drop(&b, "eth0", 0).unwrap();
+    tb.random_drop(&b, "eth0", 0.0).unwrap();
     assert!(try_connect(&a), "0 % drops still drop");
     assert_eq!(tb.dropped(&b).unwrap(), 0);
-    tb.random_drop(&b, "eth0", 100).unwrap();
+    tb.random_drop(&b, "eth0", 100.0).unwrap();
     assert!(!try_connect(&a));
     tb.clear_drop(&b).unwrap();
     assert_eq!(tb.dropped(&b).unwrap(), 0);
@@ -260,8 +264,115 @@ fn drops_offloads_and_sysctls_need_no_tools() {
     assert!(tb.sysctl(&b, "net...ipv4=1").is_err());
 
     // Bad rates and devices say so.
-    let e = tb.random_drop(&b, "eth0", 101).unwrap_err();
-    assert!(e.to_string().contains("0 to 100"), "{e}");
-    let e = tb.random_drop(&b, "nosuch0", 1).unwrap_err();
+    for bad in [101.0, -1.0, f64::NAN] {
+        let e = tb.random_drop(&b, "eth0", bad).unwrap_err();
+        assert!(e.to_string().contains("0 to 100"), "{bad}: {e}");
+    }
+    let e = tb.random_drop(&b, "nosuch0", 1.0).unwrap_err();
     assert!(e.to_string().contains("nosuch0"), "{e}");
+}
+
+/// A fraction of a percent is a rate of its own: 0.5 % of some 5,800
+/// segments is about 29 drops (a rate truncated to 0 % drops none, one
+/// read as 5 % or 50 % hundreds or thousands), counted on the link's
+/// direction toward the receiver only. And a `tbf` with a queue of a few
+/// milliseconds, as the loss sweep's millisecond-RTT link has.
+#[test]
+fn a_fraction_of_a_percent_drops_about_that_share() {
+    let mut tb = Testbed::new().unwrap();
+    tb.deadline(softoe_testbed::test_deadline());
+    let sw = tb.netns("sw").unwrap();
+    let a = tb.netns("a").unwrap();
+    let b = tb.netns("b").unwrap();
+    tb.bridge(&sw, "br0").unwrap();
+    tb.veth_to_bridge(&a, "eth0", &sw, "br0").unwrap();
+    let port = tb.veth_to_bridge(&b, "eth0", &sw, "br0").unwrap();
+    tb.addr(&a, "eth0", "10.9.2.1/24").unwrap();
+    tb.addr(&b, "eth0", "10.9.2.2/24").unwrap();
+    // Wire-sized segments all the way: one drop loses one segment.
+    let off = ["tso", "off", "gso", "off", "gro", "off"];
+    tb.ethtool_k(&a, "eth0", &off).unwrap();
+    tb.ethtool_k(&b, "eth0", &off).unwrap();
+    tb.ethtool_k(&sw, &port, &off).unwrap();
+    tb.lossy_link(&b, &sw, 0.5).unwrap();
+    let before = tb.link_drops(&b, &sw).unwrap();
+    assert_eq!((before.to_host, before.from_host), (0, 0));
+    let server = b
+        .spawn(|| {
+            let l = TcpListener::bind("10.9.2.2:7002").unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            let mut n = 0u64;
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let k = s.read(&mut buf).unwrap();
+                if k == 0 {
+                    return n;
+                }
+                n += k as u64;
+            }
+        })
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    const BYTES: usize = 8 << 20;
+    a.run(|| {
+        let mut s = connect("10.9.2.2:7002");
+        s.write_all(&vec![7u8; BYTES]).unwrap();
+    })
+    .unwrap();
+    assert_eq!(server.join().unwrap(), BYTES as u64);
+    let d = tb.link_drops(&b, &sw).unwrap().since(before);
+    eprintln!(
+        "0.5 %: {} segments dropped toward b, {} ACKs from b",
+        d.to_host, d.from_host
+    );
+    // About 5,800 data segments toward b (and their retransmissions);
+    // Poisson(29) is below 5 once in ten million runs.
+    assert!(
+        (5..=120).contains(&d.to_host),
+        "{} segments dropped toward b at 0.5 %",
+        d.to_host
+    );
+    assert_eq!(d.to_host, tb.dropped_on(&b, "eth0").unwrap());
+    // b's ACKs cross the same kind of drop on the bridge port: fewer
+    // frames (one ACK for two segments or more), a few drops or none.
+    assert!(d.from_host <= 60, "{} ACKs dropped", d.from_host);
+    assert_eq!(tb.dropped_on(&b, "lo").unwrap(), 0, "no program on lo");
+
+    // A tbf whose queue holds 5 ms, the rate above zero.
+    tb.tbf_latency(&a, "eth0", 100, std::time::Duration::from_millis(5))
+        .unwrap();
+    let shown = softoe_testbed::run(std::process::Command::new("tc").args([
+        "-n",
+        a.name(),
+        "qdisc",
+        "show",
+        "dev",
+        "eth0",
+    ]))
+    .unwrap();
+    assert!(
+        shown.contains("tbf") && shown.contains("100Mbit") && shown.contains("lat 5ms"),
+        "{shown}"
+    );
+    assert!(
+        tb.tbf_latency(&a, "eth0", 0, std::time::Duration::ZERO)
+            .is_err()
+    );
+    assert!(shown.contains("peakrate 1Gbit"), "{shown}");
+    // Super-packets are cut on the way in: the one-frame peak bucket.
+    // (`tc -s` counts a super-packet's segments as packets either way, and
+    // a drop as one: only the setting shows here.)
+    assert!(shown.contains("minburst"), "{shown}");
+    // A burst far beyond 5 ms at 100 Mbit/s overflows the queue, and the
+    // qdisc's drops are counted (the TCP drop programs see no UDP).
+    let before = tb.qdisc_dropped(&a, "eth0").unwrap();
+    a.run(|| {
+        let s = std::net::UdpSocket::bind("10.9.2.1:0").unwrap();
+        for _ in 0..3000 {
+            let _ = s.send_to(&[0u8; 1400], "10.9.2.2:9");
+        }
+    })
+    .unwrap();
+    let queue = tb.qdisc_dropped(&a, "eth0").unwrap() - before;
+    assert!(queue > 100, "{queue} frames dropped by a full 5 ms queue");
 }

@@ -43,6 +43,8 @@ pub struct BedOptions {
     pub spin: Option<Duration>,
     /// Pin the engine to this core.
     pub cpu: Option<usize>,
+    /// Serve `softoe stat` snapshots on this control socket.
+    pub control: Option<PathBuf>,
 }
 
 /// What the engine's thread reports when it starts.
@@ -129,6 +131,7 @@ impl RealBed {
                 ecfg.spin = spin;
             }
             ecfg.cpu = opts.cpu;
+            ecfg.control = opts.control;
             let mut e = Engine::new(cfg, port, ecfg)?;
             e.watch_sessions(host_service.stats());
             e.add_service(Box::new(host_service));

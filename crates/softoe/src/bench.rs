@@ -15,6 +15,8 @@
 //! writes) for each send policy and Linux, with CPU per GiB; and a
 //! ping-pong sweep by message size (p50, p99, p99.9, mean, bandwidth, and
 //! HL-TCP's host CPU utilization: the server's CPU time ÷ elapsed time).
+//! Named with `--only loss`: a drop-rate sweep, goodput and loss recovery
+//! of softoe and Linux as senders and receivers (see `bench_loss.rs`).
 
 use std::io::{BufRead, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpStream};
@@ -31,6 +33,7 @@ use softoe_host::SendPolicy;
 use tracing::debug;
 
 use crate::bed::{BedOptions, ENGINE, PEER, RealBed};
+use crate::bench_loss::{CHECKED_SINK, PATTERN_SOURCE, checked_sink, pattern_source};
 use crate::linux::{self, Acceptor};
 use crate::plot::{self, Series};
 
@@ -61,10 +64,30 @@ pub struct BenchArgs {
     /// CPU by message size; latency and goodput by coalescing delay).
     #[arg(long, default_value = "softoe-bench")]
     plots: PathBuf,
-    /// Which scenarios to run (default: all): bulk, latency, ablation,
-    /// coalescing, scale.
-    #[arg(long, value_delimiter = ',', value_parser = ["bulk", "latency", "ablation", "coalescing", "scale"])]
+    /// Which scenarios to run (default: all but loss): bulk, latency,
+    /// ablation, coalescing, scale, loss (the drop-rate sweep, minutes
+    /// long: named only).
+    #[arg(long, value_delimiter = ',', value_parser = ["bulk", "latency", "ablation", "coalescing", "scale", "loss"])]
     only: Vec<String>,
+    /// Drop rates of the loss sweep, percent each way on the client's link
+    /// (fractions fine).
+    #[arg(long, value_delimiter = ',', default_values_t = [0.1, 1.0, 2.0, 5.0, 10.0])]
+    loss: Vec<f64>,
+    /// Bytes per transfer of the loss sweep (suffixes K, M, G; default
+    /// 32M, 8M with --quick).
+    #[arg(long, value_parser = crate::sim::parse_size)]
+    loss_bytes: Option<u64>,
+    /// Longest one transfer of the loss sweep may run, seconds (default 8,
+    /// 4 with --quick); one stopped early reports what it moved.
+    #[arg(long)]
+    loss_secs: Option<f64>,
+    /// Drop rates of the loss sweep's millisecond-RTT variant: the client's
+    /// link limited to 100 Mbit/s each way by tbf with a 5 ms queue.
+    #[arg(long, value_delimiter = ',', default_values_t = [1.0, 5.0])]
+    loss_ms_rtt: Vec<f64>,
+    /// Skip the loss sweep's millisecond-RTT variant.
+    #[arg(long)]
+    no_ms_rtt: bool,
     /// Pin the engine to this core, its own, as a dedicated engine core
     /// (default: let the scheduler place it).
     #[arg(long)]
@@ -238,7 +261,8 @@ pub fn servers(args: &ServersArgs) -> Result<()> {
     Ok(())
 }
 
-/// Discard, source and echo, one thread per connection.
+/// Discard, source and echo, and the loss sweep's patterned source and
+/// checking sink, one thread per connection.
 fn serve_all(args: &ServersArgs, at: impl Fn(u16) -> SocketAddrV4) -> Result<()> {
     match &args.engine {
         Some(path) => {
@@ -249,6 +273,7 @@ fn serve_all(args: &ServersArgs, at: impl Fn(u16) -> SocketAddrV4) -> Result<()>
                     .with_context(|| format!("listening on port {port}"))
             };
             let (d, s, e) = (listen(DISCARD)?, listen(SOURCE)?, listen(ECHO)?);
+            let (ps, cs) = (listen(PATTERN_SOURCE)?, listen(CHECKED_SINK)?);
             let prepare: fn(&mut softoe_host::TcpStream) = match args.policy.as_str() {
                 "copy" => |c| c.set_send_policy(SendPolicy::Copy),
                 "overlap" | "zerocopy" => |c| c.set_send_policy(SendPolicy::Overlap),
@@ -261,6 +286,8 @@ fn serve_all(args: &ServersArgs, at: impl Fn(u16) -> SocketAddrV4) -> Result<()>
                 serve(s, prepare, source);
             }
             serve(e, |c| drop(c.set_nodelay(true)), echo);
+            serve(ps, prepare, pattern_source);
+            serve(cs, prepare, checked_sink);
         }
         None => {
             let listen = |port| {
@@ -268,9 +295,12 @@ fn serve_all(args: &ServersArgs, at: impl Fn(u16) -> SocketAddrV4) -> Result<()>
                     .with_context(|| format!("listening on port {port}"))
             };
             let (d, s, e) = (listen(DISCARD)?, listen(SOURCE)?, listen(ECHO)?);
+            let (ps, cs) = (listen(PATTERN_SOURCE)?, listen(CHECKED_SINK)?);
             serve(d, |_| {}, discard);
             serve(s, |_| {}, source);
             serve(e, |c| drop(c.set_nodelay(true)), echo);
+            serve(ps, |_| {}, pattern_source);
+            serve(cs, |_| {}, checked_sink);
         }
     }
     Ok(())
@@ -549,6 +579,10 @@ struct Report {
     targets: Vec<Target>,
     /// The engine's share of time asleep during bulk and latency runs.
     engine_idle_share: Option<f64>,
+    /// The loss sweep's transfers.
+    loss: Vec<crate::bench_loss::LossRow>,
+    /// The command that runs the loss sweep as it ran.
+    loss_command: Option<String>,
     plots: Vec<PathBuf>,
 }
 
@@ -620,7 +654,7 @@ fn per_gib(d: Duration, bytes: u64) -> f64 {
 
 /// The command that starts `softoe bench-servers`: on the engine at
 /// `engine`, or on Linux in namespace `ns`.
-fn servers_cmd(
+pub(crate) fn servers_cmd(
     exe: &std::path::Path,
     engine: Option<&std::path::Path>,
     ns: &softoe_testbed::Netns,
@@ -805,9 +839,136 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         cpu: args.engine_cpu,
         ..BedOptions::default()
     };
+    // The loss sweep takes minutes: it runs when named.
+    let want = |s: &str| {
+        if args.only.is_empty() {
+            s != "loss"
+        } else {
+            args.only.iter().any(|o| o == s)
+        }
+    };
+    let loss = crate::bench_loss::Options {
+        rates: args.loss.clone(),
+        ms_rates: if args.no_ms_rtt {
+            Vec::new()
+        } else {
+            args.loss_ms_rtt.clone()
+        },
+        bytes: args
+            .loss_bytes
+            .unwrap_or(if args.quick { 8 << 20 } else { 32 << 20 }),
+        limit: Duration::try_from_secs_f64(args.loss_secs.unwrap_or(if args.quick {
+            4.0
+        } else {
+            8.0
+        }))
+        .map_err(|_| anyhow!("--loss-secs must be a number of seconds"))?,
+    };
+    if want("loss") {
+        loss.validate()?;
+    }
+    let delays: &[u64] = if args.quick {
+        &[0, 13, 50, 100]
+    } else {
+        &[0, 5, 10, 13, 25, 50, 75, 100]
+    };
+    let scale_max = args
+        .scale_max
+        .unwrap_or(if args.quick { 1000 } else { 10_000 });
+    let counts: Vec<usize> = [1, 100, 1000, 10_000]
+        .into_iter()
+        .filter(|&n| n <= scale_max)
+        .collect();
+    let bulk_runs = if want("bulk") { 4u64 } else { 0 };
+    let sweep = if want("latency") {
+        sizes.len() as u64
+    } else {
+        0
+    };
+    pb.set_length(
+        4 * bulk_runs
+            + 2 * sweep
+            + if want("ablation") { 24 } else { 0 }
+            + if want("coalescing") {
+                delays.len() as u64
+            } else {
+                0
+            }
+            + if want("scale") {
+                2 * counts.len() as u64 + 1
+            } else {
+                0
+            }
+            + if want("loss") { loss.runs() } else { 0 },
+    );
+    let mut report = Report {
+        quick: args.quick,
+        ..Report::default()
+    };
+    if want("bulk") || want("latency") {
+        bulk_and_latency(
+            &base,
+            &exe,
+            bytes,
+            rounds,
+            sizes,
+            (want("bulk"), want("latency")),
+            &mut report,
+            &pb,
+        )?;
+    }
+    // The small scenarios move a quarter of the bulk bytes per point.
+    let small = (bytes / 4).max(8 * WRITE as u64);
+    if want("ablation") {
+        report.ablation = ablation(&base, &exe, small, rounds, &pb)?;
+    }
+    if want("coalescing") {
+        report.coalescing = coalescing(&base, &exe, delays, small, rounds, &pb)?;
+    }
+    if want("scale") {
+        let load_for = Duration::from_millis(if args.quick { 500 } else { 2000 });
+        report.scale = crate::scale::run(&base, &exe, &counts, load_for, rounds.min(5000), &pb)?;
+        pb.set_message("scale: the engine's cost per request, spin off");
+        report.engine_cost = Some(crate::scale::engine_cost(
+            &base,
+            &exe,
+            scale_max.clamp(1, 100),
+            load_for,
+        )?);
+        pb.inc(1);
+    }
+    if want("loss") {
+        report.loss = crate::bench_loss::run(&base, &exe, &loss, &pb)?;
+        report.loss_command = Some(loss.command());
+    }
+    report.targets = targets(&report);
+    report.plots = plots(&report, &args.plots)?;
+    pb.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(())
+}
+
+/// The bulk and latency scenarios, on one testbed: every system's bulk
+/// runs (`want_bulk`) and the ping-pong sweep by message size
+/// (`want_latency`), into `report`.
+#[allow(clippy::too_many_arguments)]
+fn bulk_and_latency(
+    base: &BedOptions,
+    exe: &std::path::Path,
+    bytes: u64,
+    rounds: usize,
+    sizes: &[usize],
+    (want_bulk, want_latency): (bool, bool),
+    report: &mut Report,
+    pb: &ProgressBar,
+) -> Result<()> {
     let mut bed = RealBed::start(base.clone())?;
     let servers_on = |engine: Option<&std::path::Path>, ip: Ipv4Addr, policy: &str| {
-        servers_cmd(&exe, engine, &bed.peer, ip, policy)
+        servers_cmd(exe, engine, &bed.peer, ip, policy)
     };
     let systems = vec![
         System {
@@ -835,50 +996,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             cmd: servers_on(None, PEER, "overlap"),
         },
     ];
-    let want = |s: &str| args.only.is_empty() || args.only.iter().any(|o| o == s);
-    let delays: &[u64] = if args.quick {
-        &[0, 13, 50, 100]
-    } else {
-        &[0, 5, 10, 13, 25, 50, 75, 100]
-    };
-    let scale_max = args
-        .scale_max
-        .unwrap_or(if args.quick { 1000 } else { 10_000 });
-    let counts: Vec<usize> = [1, 100, 1000, 10_000]
-        .into_iter()
-        .filter(|&n| n <= scale_max)
-        .collect();
-    let bulk_runs = if want("bulk") { 4u64 } else { 0 };
-    let sweep = if want("latency") {
-        sizes.len() as u64
-    } else {
-        0
-    };
-    pb.set_length(
-        systems.len() as u64 * bulk_runs
-            + 2 * sweep
-            + if want("ablation") { 24 } else { 0 }
-            + if want("coalescing") {
-                delays.len() as u64
-            } else {
-                0
-            }
-            + if want("scale") {
-                2 * counts.len() as u64 + 1
-            } else {
-                0
-            },
-    );
-    let mut report = Report {
-        quick: args.quick,
-        ..Report::default()
-    };
     let tid = bed.engine_tid;
-    let main_runs = want("bulk") || want("latency");
-    for sys in systems.into_iter().filter(|_| main_runs) {
+    for sys in systems {
         pb.set_message(format!("starting the servers ({})", sys.name));
         let mut servers = Servers::start(sys.cmd)?;
-        let runs: &[(&'static str, usize)] = if want("bulk") {
+        let runs: &[(&'static str, usize)] = if want_bulk {
             &[
                 ("Linux→host", 1),
                 ("host→Linux", 1),
@@ -918,7 +1040,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             });
             pb.inc(1);
         }
-        if want("latency") && (sys.name == "softoe overlap" || !sys.softoe) {
+        if want_latency && (sys.name == "softoe overlap" || !sys.softoe) {
             for &size in sizes {
                 pb.set_message(format!("ping-pong {size} B, {}", sys.name));
                 let n = rounds.min((64usize << 20) / size).max(100.min(rounds));
@@ -949,45 +1071,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     pb.set_message("stopping");
     let counters = bed.stop()?;
-    drop(bed);
-    if main_runs {
-        report.engine_idle_share = Some(counters.idle_share());
-    }
-    // The small scenarios move a quarter of the bulk bytes per point.
-    let small = (bytes / 4).max(8 * WRITE as u64);
-    if want("ablation") {
-        report.ablation = ablation(&base, &exe, small, rounds, &pb)?;
-    }
-    if want("coalescing") {
-        report.coalescing = coalescing(&base, &exe, delays, small, rounds, &pb)?;
-    }
-    if want("scale") {
-        let load_for = Duration::from_millis(if args.quick { 500 } else { 2000 });
-        report.scale = crate::scale::run(&base, &exe, &counts, load_for, rounds.min(5000), &pb)?;
-        pb.set_message("scale: the engine's cost per request, spin off");
-        report.engine_cost = Some(crate::scale::engine_cost(
-            &base,
-            &exe,
-            scale_max.clamp(1, 100),
-            load_for,
-        )?);
-        pb.inc(1);
-    }
-    report.targets = targets(&report);
-    report.plots = plots(&report, &args.plots)?;
-    pb.finish_and_clear();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
+    report.engine_idle_share = Some(counters.idle_share());
     Ok(())
 }
 
 /// The sweeps' plots, written into `dir`.
 fn plots(r: &Report, dir: &std::path::Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut out = Vec::new();
+    let mut out = crate::bench_loss::plots(&r.loss, dir)?;
     if !r.coalescing.is_empty() {
         let line = |name: &str, f: &dyn Fn(&CoalescingRow) -> f64| Series {
             name: name.into(),
@@ -1264,11 +1355,14 @@ fn render(r: &Report) -> String {
          thread, the whole machine (both cores, /proc/stat).\n",
         if r.quick { " --quick" } else { "" }
     );
-    let _ = writeln!(
-        o,
-        "{:<16} {:<11} {:>5} {:>8} {:>10} {:>10} {:>10}",
-        "bulk", "direction", "conns", "Gb/s", "app s/GiB", "eng s/GiB", "all s/GiB"
-    );
+    // Each table only when its scenario ran (`--only`).
+    if !r.bulk.is_empty() {
+        let _ = writeln!(
+            o,
+            "{:<16} {:<11} {:>5} {:>8} {:>10} {:>10} {:>10}",
+            "bulk", "direction", "conns", "Gb/s", "app s/GiB", "eng s/GiB", "all s/GiB"
+        );
+    }
     for b in &r.bulk {
         let _ = writeln!(
             o,
@@ -1282,11 +1376,13 @@ fn render(r: &Report) -> String {
             b.machine_s_per_gib
         );
     }
-    let _ = writeln!(
-        o,
-        "\n{:<16} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
-        "ping-pong", "size", "p50 µs", "p99 µs", "p99.9 µs", "mean µs", "Mb/s", "host CPU"
-    );
+    if !r.latency.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n{:<16} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
+            "ping-pong", "size", "p50 µs", "p99 µs", "p99.9 µs", "mean µs", "Mb/s", "host CPU"
+        );
+    }
     for l in &r.latency {
         let _ = writeln!(
             o,
@@ -1294,11 +1390,13 @@ fn render(r: &Report) -> String {
             l.system, l.size, l.p50_us, l.p99_us, l.p999_us, l.mean_us, l.mbps, l.host_cpu_pct
         );
     }
-    let _ = writeln!(
-        o,
-        "\n{:<50} {:>8}  {:<16}",
-        "target (softoe ÷ Linux)", "ratio", "goal"
-    );
+    if !r.targets.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n{:<50} {:>8}  {:<16}",
+            "target (softoe ÷ Linux)", "ratio", "goal"
+        );
+    }
     for t in &r.targets {
         let _ = writeln!(
             o,
@@ -1413,6 +1511,14 @@ fn render(r: &Report) -> String {
              and the Linux client's receive path, doorbells, sleeping)",
             c.conns, c.requests, c.user_ns, c.user_cycles, c.sys_ns
         );
+    }
+    if !r.loss.is_empty() {
+        o.push_str(&crate::bench_loss::render(
+            &r.loss,
+            r.loss_command
+                .as_deref()
+                .unwrap_or("softoe bench --only loss"),
+        ));
     }
     for p in &r.plots {
         let _ = writeln!(o, "plot: {}", p.display());

@@ -298,7 +298,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let off = ["tso", "off", "gso", "off", "gro", "off"];
     bed.tb.ethtool_k(&client, "eth0", &off)?;
     bed.tb.ethtool_k(&bed.sw, &bed.client_port, &off)?;
-    bed.tb.lossy_link(&client, &bed.sw, 1)?;
+    bed.tb.lossy_link(&client, &bed.sw, 1.0)?;
     let c = client.clone();
     let drop_in = move |ip: Ipv4Addr| -> Result<f64> {
         let t = c.run(move || linux::send_bulk(SocketAddrV4::new(ip, 9), drop_bytes))??;

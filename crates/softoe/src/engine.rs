@@ -355,5 +355,8 @@ fn serve<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
         c.port_errors,
         c.idle_share() * 100.0
     );
+    if let Some(f) = engine.port().faults() {
+        eprintln!("softoe engine: faults injected at the port: {f}.");
+    }
     Ok(())
 }

@@ -341,7 +341,7 @@ pub fn tcp_retrans() -> Result<u64> {
 
 /// A counter of `/proc/net/snmp`'s text: each protocol has a line of names
 /// and a line of values, both starting `Proto:`.
-fn snmp_field(snmp: &str, proto: &str, name: &str) -> Option<u64> {
+pub(crate) fn snmp_field(snmp: &str, proto: &str, name: &str) -> Option<u64> {
     let tag = format!("{proto}:");
     let mut lines = snmp.lines().filter(|l| l.starts_with(&tag));
     let names = lines.next()?;

@@ -86,6 +86,9 @@ pub fn render(s: &Snapshot) -> String {
         e.tx_busy,
         e.idle_share() * 100.0
     );
+    if let Some(f) = &s.faults {
+        let _ = writeln!(o, "faults injected at the port: {f}");
+    }
     let _ = writeln!(
         o,
         "tcp: {} connections timed out, {} resets for unknown connections",
@@ -174,12 +177,46 @@ fn details(c: &ConnStat) -> String {
     parts.push(format!("bytes_acked:{}", c.bytes_acked));
     parts.push(format!("bytes_received:{}", c.bytes_received));
     parts.push(format!("unacked:{}", c.in_flight.div_ceil(mss)));
+    if c.bytes_retrans > 0 {
+        parts.push(format!("bytes_retrans:{}", c.bytes_retrans));
+    }
     parts.push(format!("retrans:{}", c.retrans));
+    // Loss recovery, shown like the counters around it only once they
+    // count something; Linux's names where Linux has one.
+    if c.lost_retrans > 0 {
+        parts.push(format!("lost_rtx:{}", c.lost_retrans));
+    }
     if c.rto_count > 0 || c.fast_retrans > 0 {
         parts.push(format!(
             "timeouts:{} recoveries:{}",
             c.rto_count, c.fast_retrans
         ));
+    }
+    if c.tlp_probes > 0 || c.tlp_recoveries > 0 {
+        parts.push(format!("tlp:{}/{}", c.tlp_probes, c.tlp_recoveries));
+    }
+    if c.reorder_timeouts > 0 {
+        parts.push(format!("reo_timeouts:{}", c.reorder_timeouts));
+    }
+    if c.dsacks > 0 {
+        parts.push(format!("dsack_dups:{}", c.dsacks));
+    }
+    if c.spurious_retrans > 0 {
+        parts.push(format!("spurious:{}", c.spurious_retrans));
+    }
+    if c.undos > 0 {
+        parts.push(format!("undo:{}", c.undos));
+    }
+    if c.reord_seen > 0 {
+        parts.push(format!("reord_seen:{}", c.reord_seen));
+    }
+    // As `ss`: the reordering degree only when it is not the initial 3
+    // (0: an engine that does not say).
+    if c.reordering > 0 && c.reordering != 3 {
+        parts.push(format!("reordering:{}", c.reordering));
+    }
+    if c.reo_wnd_us > 0.0 {
+        parts.push(format!("reo_wnd:{:.3}", c.reo_wnd_us / 1e3));
     }
     parts.push(format!("delivery_rate:{}", rate(c.delivery_rate_bps)));
     parts.push(format!("snd_wnd:{} rcv_wnd:{}", c.snd_wnd, c.rcv_wnd));
@@ -233,10 +270,75 @@ mod tests {
             "an old engine's snapshot has no port drops"
         );
         assert!(text.contains("tcp: 0 connections timed out, 0 resets"));
+        assert!(!text.contains("faults"), "a plain port injects none");
+        for quiet in [
+            "lost_rtx",
+            "tlp:",
+            "dsack",
+            "spurious",
+            "undo",
+            "reord",
+            "reo_",
+            "bytes_retrans",
+        ] {
+            assert!(!text.contains(quiet), "{quiet} shown at zero: {text}");
+        }
         let mut snap = snap;
         snap.port_drops = Some(31);
         assert!(
             render(&snap).contains("drops: 31 before the engine (port queue full), 0 malformed")
         );
+    }
+
+    /// A connection through loss recovery, from an engine with a fault
+    /// injector: every counter under the name `ss -ti` (or, where Linux
+    /// has none, softoe) gives it, and the port's faults on their own line.
+    #[test]
+    fn renders_loss_recovery_and_injected_faults() {
+        let snap: Snapshot = serde_json::from_value(serde_json::json!({
+            "port": "af_packet veth1 with faults (seed 7)",
+            "engine": softoe_engine::EngineCounters::default(),
+            "stack": softoe_engine::control::StackCounters::default(),
+            "faults": {
+                "rx": {"frames": 1450, "lost": 14, "duplicated": 2, "reordered": 3,
+                       "corrupted": 1, "delayed": 0, "released": 3, "failed": 0},
+                "tx": {"frames": 1600, "lost": 17}
+            },
+            "connections": [{
+                "state": "ESTAB", "local": "10.7.0.1:19", "remote": "10.7.0.2:40000",
+                "cwnd": 28960, "ssthresh": 14480, "srtt_us": 2100.0, "rttvar_us": 300.0,
+                "rto_ms": 210.0, "snd_mss": 1448, "retrans": 40, "rto_count": 2,
+                "fast_retrans": 9, "bytes_acked": 5000000, "bytes_received": 8,
+                "send_q": 0, "recv_q": 0, "delivery_rate_bps": 90000000u64,
+                "in_flight": 2896, "snd_wnd": 65535, "rcv_wnd": 65535, "options": "ts sack",
+                "bytes_retrans": 57920, "lost_retrans": 3, "tlp_probes": 5, "tlp_recoveries": 1,
+                "reorder_timeouts": 4, "dsacks": 6, "spurious_retrans": 2, "undos": 1,
+                "reord_seen": 7, "reordering": 12, "reo_wnd_us": 525.0
+            }]
+        }))
+        .unwrap();
+        let text = render(&snap);
+        assert!(
+            text.contains(
+                "bytes_acked:5000000 bytes_received:8 unacked:2 bytes_retrans:57920 retrans:40 \
+                 lost_rtx:3 timeouts:2 recoveries:9 tlp:5/1 reo_timeouts:4 dsack_dups:6 \
+                 spurious:2 undo:1 reord_seen:7 reordering:12 reo_wnd:0.525 delivery_rate:90.0Mbps"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "faults injected at the port: rx 1450 frames: 14 lost, 2 duplicated, 3 \
+                 reordered, 1 corrupted, 0 delayed; tx 1600 frames: 17 lost, 0 duplicated"
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_value(&snap).unwrap();
+        assert_eq!(json["faults"]["tx"]["lost"], 17);
+        assert_eq!(json["connections"][0]["reo_wnd_us"], 525.0);
+        // The initial reordering degree is not news, as in `ss`.
+        let mut snap = snap;
+        snap.connections[0].reordering = 3;
+        assert!(!render(&snap).contains("reordering:"));
     }
 }

@@ -1,0 +1,1149 @@
+//! `softoe bench --only loss`: goodput and loss recovery under random
+//! drops, softoe beside Linux over the same lossy link.
+//!
+//! The client's link to the bridge drops each TCP frame with the rate's
+//! probability, both ways (the testbed's eBPF programs at ingress, so
+//! drops are loss on the wire, invisible to the sender), with segmentation
+//! offloads off on that link so a drop loses one segment, not a
+//! super-packet — as `softoe demo`'s 1 % rows do. At each rate four
+//! transfers cross that link:
+//!
+//! - **softoe sends**: softoe's source (the benchmark's servers, a separate
+//!   program on the engine) to the Linux client;
+//! - **Linux sends**: the same program on Linux's TCP in the peer's
+//!   namespace to the same client — the fair reference for softoe's sender;
+//! - **softoe receives**: the Linux client to softoe's checking sink;
+//! - **Linux receives**: the Linux client to the same sink on Linux.
+//!
+//! Every stream carries a pattern (byte *i* is *i* mod 251), checked by its
+//! receiver, so a retransmission of the wrong bytes shows, not only a short
+//! count. For each transfer: goodput, bytes, the frames the wire dropped in
+//! each direction during the run (and a `tbf` queue's own drops, on the
+//! millisecond-RTT link), the sender's retransmitted segments and
+//! retransmission timeouts (Linux: `RetransSegs` and `TCPTimeouts` of the
+//! sender's namespace, read before and after; softoe: the connection's
+//! counters in the engine's `softoe stat` snapshots), retransmissions per
+//! segment dropped in the data direction, and softoe ÷ Linux goodput.
+//!
+//! A transfer stops at `--loss-secs` if it has not finished: it then
+//! reports what it moved in that time (a send's time includes draining
+//! what it had written). The clock starts once connected, so a lost SYN's
+//! one-second timeout does not decide a short run.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, SocketAddrV4, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use indicatif::ProgressBar;
+use serde::Serialize;
+use softoe_engine::ConnStat;
+use softoe_testbed::{LinkDrops, Netns};
+
+use crate::bed::{BedOptions, CLIENT, ENGINE, PEER, RealBed};
+use crate::plot::{self, Series};
+
+/// The patterned source: reads a length (8 bytes, little-endian) and sends
+/// that many bytes of the pattern.
+pub(crate) const PATTERN_SOURCE: u16 = 20;
+/// The checking sink: reads to the end, checking the pattern, then answers
+/// the byte count and the mismatched bytes (8 bytes each, little-endian).
+pub(crate) const CHECKED_SINK: u16 = 10;
+
+/// The pattern's period: a prime, so a segment misplaced by any number of
+/// MSS-sized steps (below 251) shows.
+const PERIOD: usize = 251;
+/// The largest read or write in one call.
+const CHUNK: usize = 1 << 20;
+/// How long connecting may take: a few lost SYNs at 10 % loss.
+const CONNECT: Duration = Duration::from_secs(20);
+/// How long a send may take to drain what it wrote after its time is up.
+const DRAIN: Duration = Duration::from_secs(120);
+/// The queue of the millisecond-RTT link's `tbf`, each way.
+const MS_QUEUE: Duration = Duration::from_millis(5);
+/// The millisecond-RTT link's rate, each way.
+const MS_RATE_MBIT: u64 = 100;
+
+/// The pattern from stream offset 0, long enough that every run of up to
+/// [`CHUNK`] bytes at any offset is one slice of it.
+fn pattern() -> Vec<u8> {
+    (0..CHUNK + PERIOD).map(|i| (i % PERIOD) as u8).collect()
+}
+
+/// Checks a stream against the pattern as it arrives.
+struct Checker {
+    pattern: Vec<u8>,
+    /// Bytes seen so far.
+    pos: u64,
+    /// Bytes that differed from the pattern.
+    mismatches: u64,
+}
+
+impl Checker {
+    /// A checker at stream offset 0.
+    fn new() -> Checker {
+        Checker {
+            pattern: pattern(),
+            pos: 0,
+            mismatches: 0,
+        }
+    }
+
+    /// Checks the next bytes of the stream.
+    fn feed(&mut self, data: &[u8]) {
+        for piece in data.chunks(CHUNK) {
+            let off = (self.pos % PERIOD as u64) as usize;
+            let want = &self.pattern[off..off + piece.len()];
+            if piece != want {
+                self.mismatches += piece.iter().zip(want).filter(|(a, b)| a != b).count() as u64;
+            }
+            self.pos += piece.len() as u64;
+        }
+    }
+}
+
+/// The patterned source's side of one connection.
+pub(crate) fn pattern_source(mut c: impl Read + Write) -> std::io::Result<()> {
+    let mut n = [0u8; 8];
+    c.read_exact(&mut n)?;
+    let mut left = u64::from_le_bytes(n);
+    let pat = pattern();
+    let mut pos = 0u64;
+    while left > 0 {
+        let off = (pos % PERIOD as u64) as usize;
+        let k = left.min(64 * 1024) as usize;
+        c.write_all(&pat[off..off + k])?;
+        left -= k as u64;
+        pos += k as u64;
+    }
+    Ok(())
+}
+
+/// The checking sink's side of one connection.
+pub(crate) fn checked_sink(mut c: impl Read + Write) -> std::io::Result<()> {
+    let mut check = Checker::new();
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let k = c.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        check.feed(&buf[..k]);
+    }
+    let mut answer = [0u8; 16];
+    answer[..8].copy_from_slice(&check.pos.to_le_bytes());
+    answer[8..].copy_from_slice(&check.mismatches.to_le_bytes());
+    c.write_all(&answer)
+}
+
+/// What one transfer moved, as its client saw it.
+#[derive(Debug, Clone, Copy)]
+struct Moved {
+    /// Bytes delivered (a send: what the sink counted).
+    bytes: u64,
+    /// From connected to the last byte (a send: to the sink's answer).
+    secs: f64,
+    /// Stopped at the time limit.
+    capped: bool,
+    /// Bytes that differed from the pattern.
+    mismatches: u64,
+}
+
+/// Whether an I/O error is a socket timeout running out.
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// Asks the patterned source at `addr` for `want` bytes and reads them,
+/// checking the pattern, for at most `limit`; tells `local` the client's
+/// address once connected.
+fn fetch(
+    addr: SocketAddrV4,
+    want: u64,
+    limit: Duration,
+    local: mpsc::Sender<SocketAddr>,
+) -> Result<Moved> {
+    let mut s = TcpStream::connect_timeout(&addr.into(), CONNECT)
+        .with_context(|| format!("connect {addr}"))?;
+    let _ = local.send(s.local_addr()?);
+    s.write_all(&want.to_le_bytes())?;
+    let t = Instant::now();
+    let deadline = t + limit;
+    let mut check = Checker::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut capped = false;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            capped = true;
+            break;
+        }
+        s.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => check.feed(&buf[..k]),
+            Err(e) if timed_out(&e) => {
+                capped = true;
+                break;
+            }
+            Err(e) => return Err(e).context("read"),
+        }
+    }
+    // Closing with bytes unread (a capped run) resets the connection: the
+    // sender stops.
+    Ok(Moved {
+        bytes: check.pos,
+        secs: t.elapsed().as_secs_f64(),
+        capped,
+        mismatches: check.mismatches,
+    })
+}
+
+/// Sends `want` bytes of the pattern to the checking sink at `addr`, for
+/// at most `limit`, then waits for the sink's count.
+fn push(addr: SocketAddrV4, want: u64, limit: Duration) -> Result<Moved> {
+    let mut s = TcpStream::connect_timeout(&addr.into(), CONNECT)
+        .with_context(|| format!("connect {addr}"))?;
+    let pat = pattern();
+    let t = Instant::now();
+    let deadline = t + limit;
+    let mut sent = 0u64;
+    let mut capped = false;
+    while sent < want {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            capped = true;
+            break;
+        }
+        s.set_write_timeout(Some(left.max(Duration::from_millis(1))))?;
+        let off = (sent % PERIOD as u64) as usize;
+        let k = (want - sent).min(64 * 1024) as usize;
+        match s.write(&pat[off..off + k]) {
+            Ok(n) => sent += n as u64,
+            Err(e) if timed_out(&e) => {
+                capped = true;
+                break;
+            }
+            Err(e) => return Err(e).context("write"),
+        }
+    }
+    s.shutdown(std::net::Shutdown::Write)?;
+    s.set_read_timeout(Some(DRAIN))?;
+    let mut answer = [0u8; 16];
+    s.read_exact(&mut answer)
+        .context("waiting for the sink's count")?;
+    let secs = t.elapsed().as_secs_f64();
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&answer[i..i + 8]);
+        u64::from_le_bytes(w)
+    };
+    let (counted, mismatches) = (word(0), word(8));
+    if counted != sent {
+        bail!("the sink counted {counted} of the {sent} bytes written");
+    }
+    Ok(Moved {
+        bytes: counted,
+        secs,
+        capped,
+        mismatches,
+    })
+}
+
+/// The sender's loss-recovery counters over one transfer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct SenderCounts {
+    /// Segments retransmitted (Linux: `RetransSegs`).
+    pub retrans: u64,
+    /// Retransmission timeouts (Linux: `TCPTimeouts`; softoe: `rto_count`).
+    pub timeouts: u64,
+    /// Tail-loss probes (Linux: `TCPLossProbes`).
+    pub tlp_probes: u64,
+    /// Retransmissions lost again (Linux: `TCPLostRetransmit`).
+    pub lost_retrans: u64,
+    /// D-SACKs received (Linux: `TCPDSACKRecv`).
+    pub dsacks: u64,
+}
+
+impl SenderCounts {
+    /// The counts between `before` and these.
+    fn since(self, before: SenderCounts) -> SenderCounts {
+        SenderCounts {
+            retrans: self.retrans.saturating_sub(before.retrans),
+            timeouts: self.timeouts.saturating_sub(before.timeouts),
+            tlp_probes: self.tlp_probes.saturating_sub(before.tlp_probes),
+            lost_retrans: self.lost_retrans.saturating_sub(before.lost_retrans),
+            dsacks: self.dsacks.saturating_sub(before.dsacks),
+        }
+    }
+
+    /// softoe's counts for one connection.
+    fn of(c: &ConnStat) -> SenderCounts {
+        SenderCounts {
+            retrans: c.retrans,
+            timeouts: u64::from(c.rto_count),
+            tlp_probes: u64::from(c.tlp_probes),
+            lost_retrans: u64::from(c.lost_retrans),
+            dsacks: u64::from(c.dsacks),
+        }
+    }
+
+    /// Linux's counts from the text of `/proc/net/snmp` and
+    /// `/proc/net/netstat` (`RetransSegs` must be there; the others are 0
+    /// when a kernel lacks them).
+    fn parse(snmp: &str, netstat: &str) -> Result<SenderCounts> {
+        let ext = |name| crate::scale::snmp_field(netstat, "TcpExt", name).unwrap_or(0);
+        Ok(SenderCounts {
+            retrans: crate::scale::snmp_field(snmp, "Tcp", "RetransSegs")
+                .ok_or_else(|| anyhow!("no Tcp RetransSegs in /proc/net/snmp"))?,
+            timeouts: ext("TCPTimeouts"),
+            tlp_probes: ext("TCPLossProbes"),
+            lost_retrans: ext("TCPLostRetransmit"),
+            dsacks: ext("TCPDSACKRecv"),
+        })
+    }
+}
+
+/// The calling thread's namespace's TCP counters (`thread-self`: a
+/// namespace thread's own view of `/proc/net`).
+fn linux_counts() -> Result<SenderCounts> {
+    let read = |f: &str| {
+        let path = format!("/proc/thread-self/net/{f}");
+        std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))
+    };
+    SenderCounts::parse(&read("snmp")?, &read("netstat")?)
+}
+
+/// Follows softoe's side of one connection in the engine's snapshots.
+struct Watch {
+    done: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Option<ConnStat>>,
+}
+
+impl Watch {
+    /// Starts watching the engine at `control` for the connection to local
+    /// port `port` from the address `client` will tell.
+    fn start(control: PathBuf, port: u16, client: mpsc::Receiver<SocketAddr>) -> Watch {
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        let thread = std::thread::spawn(move || follow(&control, port, &client, &d));
+        Watch { done, thread }
+    }
+
+    /// The connection as last seen, once it has settled (see [`follow`]).
+    fn finish(self) -> Option<ConnStat> {
+        self.done.store(true, Ordering::Relaxed);
+        self.thread.join().ok().flatten()
+    }
+}
+
+/// Polls the snapshots every 50 ms for the connection to local port `port`
+/// from the address `client` tells, keeping the last sight of it; once
+/// `done`, waits until it has settled (TIME-WAIT, or gone: reset) for up
+/// to 3 s.
+fn follow(
+    control: &Path,
+    port: u16,
+    client: &mpsc::Receiver<SocketAddr>,
+    done: &AtomicBool,
+) -> Option<ConnStat> {
+    let remote = loop {
+        match client.recv_timeout(Duration::from_millis(50)) {
+            Ok(a) => break a.to_string(),
+            Err(mpsc::RecvTimeoutError::Timeout) if !done.load(Ordering::Relaxed) => {}
+            Err(_) => return None,
+        }
+    };
+    let local = format!(":{port}");
+    let mut last: Option<ConnStat> = None;
+    let mut done_at: Option<Instant> = None;
+    loop {
+        // Whether the transfer was over before this snapshot was asked for.
+        let finished = done.load(Ordering::Relaxed);
+        if let Ok(snap) = softoe_engine::control::query(control) {
+            let c = snap
+                .connections
+                .into_iter()
+                .find(|c| c.remote == remote && c.local.ends_with(&local));
+            match c {
+                Some(c) => {
+                    let settled = c.state == "TIME-WAIT" || c.state == "CLOSED";
+                    last = Some(c);
+                    if finished && settled {
+                        return last;
+                    }
+                }
+                None if finished && last.is_some() => return last,
+                None => {}
+            }
+        }
+        if finished && done_at.get_or_insert_with(Instant::now).elapsed() > Duration::from_secs(3) {
+            return last;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One of the four transfers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    SoftoeSends,
+    LinuxSends,
+    SoftoeReceives,
+    LinuxReceives,
+}
+
+impl Kind {
+    const ALL: [Kind; 4] = [
+        Kind::SoftoeSends,
+        Kind::LinuxSends,
+        Kind::SoftoeReceives,
+        Kind::LinuxReceives,
+    ];
+
+    /// The series' name (table, JSON and plot legend).
+    fn series(self) -> &'static str {
+        match self {
+            Kind::SoftoeSends => "softoe sends",
+            Kind::LinuxSends => "Linux sends",
+            Kind::SoftoeReceives => "softoe receives",
+            Kind::LinuxReceives => "Linux receives",
+        }
+    }
+
+    /// Who sends to whom.
+    fn path(self) -> &'static str {
+        match self {
+            Kind::SoftoeSends => "softoe → client",
+            Kind::LinuxSends => "Linux peer → client",
+            Kind::SoftoeReceives => "client → softoe",
+            Kind::LinuxReceives => "client → Linux peer",
+        }
+    }
+
+    /// Whether the data flows toward the client.
+    fn to_client(self) -> bool {
+        matches!(self, Kind::SoftoeSends | Kind::LinuxSends)
+    }
+
+    /// The Linux reference this one is compared with, for softoe's.
+    fn reference(self) -> Option<Kind> {
+        match self {
+            Kind::SoftoeSends => Some(Kind::LinuxSends),
+            Kind::SoftoeReceives => Some(Kind::LinuxReceives),
+            _ => None,
+        }
+    }
+}
+
+/// One transfer of the sweep, as printed and as JSON.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct LossRow {
+    /// The client's link: `veth`, or the millisecond-RTT `tbf` link.
+    pub link: String,
+    /// The drop rate each way, percent.
+    pub loss_percent: f64,
+    /// `softoe sends`, `Linux sends`, `softoe receives`, `Linux receives`.
+    pub series: &'static str,
+    /// Who sent to whom.
+    pub path: &'static str,
+    /// Bytes asked for.
+    pub requested: u64,
+    /// Bytes delivered (and checked).
+    pub bytes: u64,
+    /// Seconds from connected to the last byte.
+    pub secs: f64,
+    /// Stopped at the time limit before `requested` bytes.
+    pub capped: bool,
+    /// The receiver counted every byte sent (all of them, unless capped)
+    /// and each matched the pattern.
+    pub intact: bool,
+    /// Megabits per second delivered.
+    pub goodput_mbps: f64,
+    /// Frames the drop programs dropped toward the client in this run.
+    pub dropped_to_client: u64,
+    /// Frames they dropped from the client.
+    pub dropped_from_client: u64,
+    /// Frames the millisecond-RTT link's queues dropped, toward the client
+    /// and from it (0 on the plain veth).
+    pub queue_dropped_to_client: u64,
+    /// See `queue_dropped_to_client`.
+    pub queue_dropped_from_client: u64,
+    /// All frames lost in the data direction (drop program and queue).
+    pub data_dropped: u64,
+    /// All frames lost in the other direction (ACKs, mostly).
+    pub ack_dropped: u64,
+    /// The sender's counters over the run (`None`: softoe's connection was
+    /// never seen in the engine's snapshots).
+    pub sender: Option<SenderCounts>,
+    /// softoe's smoothed RTT at the end, ms (softoe's sending runs only).
+    pub sender_srtt_ms: Option<f64>,
+    /// Retransmitted segments per frame lost in the data direction.
+    pub retrans_per_drop: Option<f64>,
+    /// softoe's goodput ÷ Linux's in the same role (softoe's rows only).
+    pub vs_linux: Option<f64>,
+    /// Why the transfer failed, if it did.
+    pub error: Option<String>,
+}
+
+/// What the sweep runs.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    /// Drop rates (percent) on the plain veth link.
+    pub rates: Vec<f64>,
+    /// Drop rates on the millisecond-RTT link (empty: skip it).
+    pub ms_rates: Vec<f64>,
+    /// Bytes per transfer.
+    pub bytes: u64,
+    /// Longest a transfer may take.
+    pub limit: Duration,
+}
+
+impl Options {
+    /// How many transfers the sweep makes.
+    pub fn runs(&self) -> u64 {
+        4 * (self.rates.len() + self.ms_rates.len()) as u64
+    }
+
+    /// The command that runs this sweep.
+    pub fn command(&self) -> String {
+        let list = |r: &[f64]| {
+            r.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let bytes = if self.bytes.is_multiple_of(1 << 20) {
+            format!("{}M", self.bytes >> 20)
+        } else {
+            self.bytes.to_string()
+        };
+        let ms = if self.ms_rates.is_empty() {
+            " --no-ms-rtt".to_string()
+        } else {
+            format!(" --loss-ms-rtt {}", list(&self.ms_rates))
+        };
+        format!(
+            "softoe bench --only loss --loss {} --loss-bytes {bytes} --loss-secs {}{ms}",
+            list(&self.rates),
+            self.limit.as_secs_f64()
+        )
+    }
+
+    /// Checks the rates and sizes before anything is built.
+    pub fn validate(&self) -> Result<()> {
+        for &r in self.rates.iter().chain(&self.ms_rates) {
+            softoe_testbed::drop_ppm(r).map_err(|e| anyhow!("loss rate {r}: {e}"))?;
+        }
+        if self.rates.is_empty() && self.ms_rates.is_empty() {
+            bail!("--loss names no rate");
+        }
+        if self.bytes < 64 * 1024 {
+            bail!("--loss-bytes must be at least 64K");
+        }
+        if self.limit < Duration::from_millis(100) || self.limit > Duration::from_secs(3600) {
+            bail!("--loss-secs must be from 0.1 to 3600");
+        }
+        Ok(())
+    }
+}
+
+/// The sweep on a fresh testbed: every rate on the plain link, then every
+/// millisecond-RTT rate on the `tbf` link.
+pub(crate) fn run(
+    base: &BedOptions,
+    exe: &Path,
+    opts: &Options,
+    pb: &ProgressBar,
+) -> Result<Vec<LossRow>> {
+    opts.validate()?;
+    let control =
+        std::env::temp_dir().join(format!("softoe-bench-loss-{}.ctl", std::process::id()));
+    let bed = RealBed::start(BedOptions {
+        control: Some(control.clone()),
+        ..base.clone()
+    })?;
+    let _softoe = crate::bench::Servers::start(crate::bench::servers_cmd(
+        exe,
+        Some(bed.host()),
+        &bed.peer,
+        ENGINE,
+        "overlap",
+    ))?;
+    let _linux = crate::bench::Servers::start(crate::bench::servers_cmd(
+        exe, None, &bed.peer, PEER, "overlap",
+    ))?;
+    // Wire-sized segments both ways on the client's link: its own veth
+    // neither builds nor coalesces super-packets, and its bridge port cuts
+    // softoe's and Linux's into segments.
+    let off = ["tso", "off", "gso", "off", "gro", "off"];
+    bed.tb.ethtool_k(&bed.client, "eth0", &off)?;
+    bed.tb.ethtool_k(&bed.sw, &bed.client_port, &off)?;
+    let peer_port = bed
+        .tb
+        .veth_to_bridge_port(&bed.peer)
+        .ok_or_else(|| anyhow!("no bridge port found for the Linux peer"))?;
+    let at = Ctx {
+        bed: &bed,
+        control: &control,
+        peer_port: &peer_port,
+        opts,
+        pb,
+    };
+    let mut rows = Vec::new();
+    for &rate in &opts.rates {
+        rows.extend(at.rate("veth", rate)?);
+    }
+    if !opts.ms_rates.is_empty() {
+        // Every queue off the client host, in the switch: toward the
+        // client at its port, from it at the ports toward softoe (the TAP)
+        // and the Linux peer. A queue on the client's own eth0 would make
+        // its overflows local drops, which Linux's TCP sees and retries at
+        // once — not loss on a path.
+        for dev in [&bed.client_port, &bed.tap, &peer_port] {
+            bed.tb.tbf_latency(&bed.sw, dev, MS_RATE_MBIT, MS_QUEUE)?;
+        }
+        let link = format!("{MS_RATE_MBIT} Mb/s, {} ms queue", MS_QUEUE.as_millis());
+        for &rate in &opts.ms_rates {
+            rows.extend(at.rate(&link, rate)?);
+        }
+    }
+    bed.tb.clear_drop(&bed.client)?;
+    bed.tb.clear_drop(&bed.sw)?;
+    Ok(rows)
+}
+
+/// What every transfer of the sweep needs.
+struct Ctx<'a> {
+    bed: &'a RealBed,
+    /// The engine's control socket.
+    control: &'a Path,
+    /// The Linux peer's bridge port (in `bed.sw`).
+    peer_port: &'a str,
+    opts: &'a Options,
+    pb: &'a ProgressBar,
+}
+
+impl Ctx<'_> {
+    /// The four transfers at one drop rate, with softoe ÷ Linux filled in.
+    fn rate(&self, link: &str, rate: f64) -> Result<Vec<LossRow>> {
+        let bed = self.bed;
+        bed.tb.lossy_link(&bed.client, &bed.sw, rate)?;
+        let mut rows = Vec::new();
+        for kind in Kind::ALL {
+            self.pb
+                .set_message(format!("loss {rate} % ({link}): {}", kind.series()));
+            let row = match self.transfer(kind) {
+                Ok(r) => r,
+                Err(e) => LossRow {
+                    sender: None,
+                    error: Some(format!("{e:#}")),
+                    ..Measured::default().row(kind, self.opts.bytes)
+                },
+            };
+            rows.push(LossRow {
+                link: link.to_string(),
+                loss_percent: rate,
+                ..row
+            });
+            self.pb.inc(1);
+        }
+        let goodput = |k: Kind| {
+            rows.iter()
+                .find(|r| r.series == k.series() && r.error.is_none())
+                .map(|r| r.goodput_mbps)
+        };
+        let ratios: Vec<Option<f64>> = Kind::ALL
+            .iter()
+            .map(|k| {
+                let (Some(s), Some(l)) = (goodput(*k), goodput(k.reference()?)) else {
+                    return None;
+                };
+                (l > 0.0).then(|| s / l)
+            })
+            .collect();
+        for (r, x) in rows.iter_mut().zip(ratios) {
+            r.vs_linux = x;
+        }
+        Ok(rows)
+    }
+
+    /// The drops of the client's link's queues so far (0 without a
+    /// `tbf`): toward the client at its port; from it at the ports toward
+    /// softoe and the Linux peer.
+    fn queue_drops(&self) -> Result<LinkDrops> {
+        let (tb, sw) = (&self.bed.tb, &self.bed.sw);
+        Ok(LinkDrops {
+            to_host: tb.qdisc_dropped(sw, &self.bed.client_port)?,
+            from_host: tb.qdisc_dropped(sw, &self.bed.tap)?
+                + tb.qdisc_dropped(sw, self.peer_port)?,
+        })
+    }
+
+    /// One transfer, its drops and its sender's counters.
+    fn transfer(&self, kind: Kind) -> Result<LossRow> {
+        let (bed, control) = (self.bed, self.control);
+        let (want, limit) = (self.opts.bytes, self.opts.limit);
+        // Linux's counters are its sender's namespace's.
+        let linux: Option<&Netns> = match kind {
+            Kind::SoftoeSends => None,
+            Kind::LinuxSends => Some(&bed.peer),
+            Kind::SoftoeReceives | Kind::LinuxReceives => Some(&bed.client),
+        };
+        let counts = |ns: &Netns| -> Result<SenderCounts> { ns.run(linux_counts)? };
+        let before = linux.map(counts).transpose()?;
+        let drops0 = bed.tb.link_drops(&bed.client, &bed.sw)?;
+        let queue0 = self.queue_drops()?;
+        let (tell, told) = mpsc::channel();
+        let watch = (kind == Kind::SoftoeSends)
+            .then(|| Watch::start(control.to_path_buf(), PATTERN_SOURCE, told));
+        let c = bed.client.clone();
+        let moved: Result<Result<Moved>, softoe_testbed::Error> = match kind {
+            Kind::SoftoeSends | Kind::LinuxSends => {
+                let ip = if kind == Kind::SoftoeSends {
+                    ENGINE
+                } else {
+                    PEER
+                };
+                let to = SocketAddrV4::new(ip, PATTERN_SOURCE);
+                c.run(move || fetch(to, want, limit, tell))
+            }
+            Kind::SoftoeReceives | Kind::LinuxReceives => {
+                let ip = if kind == Kind::SoftoeReceives {
+                    ENGINE
+                } else {
+                    PEER
+                };
+                let to = SocketAddrV4::new(ip, CHECKED_SINK);
+                drop(tell);
+                c.run(move || push(to, want, limit))
+            }
+        };
+        let conn = watch.and_then(Watch::finish);
+        // The client's kernel has the last byte; the sender's last ACKs are on
+        // their way: a moment, so the counters below include them.
+        std::thread::sleep(Duration::from_millis(20));
+        let drops = bed.tb.link_drops(&bed.client, &bed.sw)?.since(drops0);
+        let queue = self.queue_drops()?.since(queue0);
+        let sender = match (linux, before) {
+            (Some(ns), Some(b)) => Some(counts(ns)?.since(b)),
+            _ => conn.as_ref().map(SenderCounts::of),
+        };
+        let moved = moved??;
+        Ok(Measured {
+            moved: Some(moved),
+            drops,
+            queue,
+            sender,
+            srtt_ms: conn.map(|c| c.srtt_us / 1e3),
+        }
+        .row(kind, want))
+    }
+}
+
+/// Everything one transfer measured.
+#[derive(Debug, Default)]
+struct Measured {
+    moved: Option<Moved>,
+    drops: LinkDrops,
+    queue: LinkDrops,
+    sender: Option<SenderCounts>,
+    srtt_ms: Option<f64>,
+}
+
+impl Measured {
+    /// The row (without link, rate and ratio).
+    fn row(self, kind: Kind, requested: u64) -> LossRow {
+        let m = self.moved.unwrap_or(Moved {
+            bytes: 0,
+            secs: 0.0,
+            capped: false,
+            mismatches: 0,
+        });
+        let to = self.drops.to_host + self.queue.to_host;
+        let from = self.drops.from_host + self.queue.from_host;
+        let (data_dropped, ack_dropped) = if kind.to_client() {
+            (to, from)
+        } else {
+            (from, to)
+        };
+        LossRow {
+            link: String::new(),
+            loss_percent: 0.0,
+            series: kind.series(),
+            path: kind.path(),
+            requested,
+            bytes: m.bytes,
+            secs: m.secs,
+            capped: m.capped,
+            intact: self.moved.is_some() && m.mismatches == 0 && (m.capped || m.bytes == requested),
+            goodput_mbps: if m.secs > 0.0 {
+                m.bytes as f64 * 8.0 / m.secs / 1e6
+            } else {
+                0.0
+            },
+            dropped_to_client: self.drops.to_host,
+            dropped_from_client: self.drops.from_host,
+            queue_dropped_to_client: self.queue.to_host,
+            queue_dropped_from_client: self.queue.from_host,
+            data_dropped,
+            ack_dropped,
+            sender: self.sender,
+            sender_srtt_ms: self.srtt_ms,
+            retrans_per_drop: self
+                .sender
+                .filter(|_| data_dropped > 0)
+                .map(|s| s.retrans as f64 / data_dropped as f64),
+            vs_linux: None,
+            error: None,
+        }
+    }
+}
+
+/// The sweep as a text table.
+pub(crate) fn render(rows: &[LossRow], command: &str) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\nloss sweep ({command}; client {CLIENT}):\n\
+         the client's link drops each TCP frame with the given probability both ways (eBPF at\n\
+         ingress; offloads off on that link). drops data/ack: frames lost in this run in the\n\
+         data direction / the ACK direction (a tbf queue's overflows included); retrans, RTO,\n\
+         TLP: the sender's (Linux: its namespace's RetransSegs, TCPTimeouts, TCPLossProbes;\n\
+         softoe: the engine's counters for the connection); ÷Linux: softoe's goodput ÷ Linux's\n\
+         in the same role. * stopped at the time limit (bytes and seconds as moved)."
+    );
+    let _ = writeln!(
+        o,
+        "{:<20} {:>5} {:<16} {:>8} {:>7} {:>9} {:>6} {:>13} {:>7} {:>5} {:>5} {:>8} {:>7}",
+        "link",
+        "loss",
+        "transfer",
+        "MiB",
+        "s",
+        "Mb/s",
+        "intact",
+        "drops data/ack",
+        "retrans",
+        "RTO",
+        "TLP",
+        "rtx/drop",
+        "÷Linux"
+    );
+    for r in rows {
+        let head = format!("{:<20} {:>4}% {:<16}", r.link, r.loss_percent, r.series);
+        if let Some(e) = &r.error {
+            let _ = writeln!(o, "{head} failed: {e}");
+            continue;
+        }
+        let s = r.sender;
+        let num = |f: fn(&SenderCounts) -> u64| s.map_or("?".to_string(), |s| f(&s).to_string());
+        let _ = writeln!(
+            o,
+            "{head} {:>8.1} {:>6.2}{} {:>9.1} {:>6} {:>13} {:>7} {:>5} {:>5} {:>8} {:>7}",
+            r.bytes as f64 / f64::from(1u32 << 20),
+            r.secs,
+            if r.capped { "*" } else { " " },
+            r.goodput_mbps,
+            if r.intact { "yes" } else { "NO" },
+            format!("{}/{}", r.data_dropped, r.ack_dropped),
+            num(|s| s.retrans),
+            num(|s| s.timeouts),
+            num(|s| s.tlp_probes),
+            r.retrans_per_drop
+                .map_or("-".to_string(), |x| format!("{x:.2}")),
+            r.vs_linux.map_or(String::new(), |x| format!("{x:.2}x")),
+        );
+    }
+    o
+}
+
+/// The plots of the sweep: goodput by drop rate, one per link kind.
+pub(crate) fn plots(rows: &[LossRow], dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut links: Vec<&str> = Vec::new();
+    for r in rows {
+        if !links.contains(&r.link.as_str()) {
+            links.push(&r.link);
+        }
+    }
+    for link in &links {
+        let series: Vec<Series> = Kind::ALL
+            .iter()
+            .map(|k| Series {
+                name: k.series().to_string(),
+                points: rows
+                    .iter()
+                    .filter(|r| r.link == *link && r.series == k.series() && r.error.is_none())
+                    .map(|r| (r.loss_percent, r.goodput_mbps))
+                    .collect(),
+            })
+            .collect();
+        // A log axis has no place for zero: nothing to draw if nothing
+        // moved.
+        if !series
+            .iter()
+            .flat_map(|s| &s.points)
+            .any(|&(x, y)| x > 0.0 && y > 0.0)
+        {
+            continue;
+        }
+        let p = dir.join(if *link == "veth" {
+            "loss-goodput.svg"
+        } else {
+            "loss-goodput-ms-rtt.svg"
+        });
+        plot::log_log(
+            &p,
+            &format!("Goodput by drop rate over the client's link ({link})"),
+            "frames dropped each way (%)",
+            "goodput (Mb/s)",
+            &series,
+        )?;
+        out.push(p);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_checker_finds_misplaced_and_changed_bytes() {
+        let pat = pattern();
+        let mut c = Checker::new();
+        // In pieces that do not line up with the period, across a chunk.
+        let stream: Vec<u8> = (0..(3 * CHUNK + 1000) as u64)
+            .map(|i| (i % PERIOD as u64) as u8)
+            .collect();
+        for piece in stream.chunks(CHUNK / 3 + 7) {
+            c.feed(piece);
+        }
+        assert_eq!((c.pos, c.mismatches), (stream.len() as u64, 0));
+        // A segment's bytes where the next segment's belong: 1448 bytes,
+        // not a multiple of 251, all but the chance matches differ.
+        let mut c = Checker::new();
+        c.feed(&pat[..1448]);
+        c.feed(&pat[..1448]);
+        assert!(c.mismatches > 1400, "{}", c.mismatches);
+        let mut c = Checker::new();
+        let mut one = pat[..5000].to_vec();
+        one[4321] ^= 0x10;
+        c.feed(&one);
+        assert_eq!(c.mismatches, 1);
+    }
+
+    /// The source's stream is the pattern its checker expects, and the
+    /// sink answers its count and mismatches, over a real socket pair.
+    #[test]
+    fn source_and_sink_speak_the_pattern() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = l.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            pattern_source(s).unwrap();
+            let (s, _) = l.accept().unwrap();
+            checked_sink(s).unwrap();
+        });
+        let SocketAddr::V4(at) = at else {
+            unreachable!("bound to IPv4")
+        };
+        let (tx, rx) = mpsc::channel();
+        let got = fetch(at, 3_000_001, Duration::from_secs(30), tx).unwrap();
+        assert!(rx.recv().is_ok(), "the client's address was told");
+        assert_eq!(
+            (got.bytes, got.mismatches, got.capped),
+            (3_000_001, 0, false)
+        );
+        let sent = push(at, 2_500_003, Duration::from_secs(30)).unwrap();
+        assert_eq!(
+            (sent.bytes, sent.mismatches, sent.capped),
+            (2_500_003, 0, false)
+        );
+        server.join().unwrap();
+    }
+
+    /// A stream that never ends stops at the limit, reporting what came.
+    #[test]
+    fn a_transfer_stops_at_its_time_limit() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let SocketAddr::V4(at) = l.local_addr().unwrap() else {
+            unreachable!("bound to IPv4")
+        };
+        let server = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            // Endless, until the client resets the connection.
+            let _ = pattern_source(s);
+        });
+        let (tx, _rx) = mpsc::channel();
+        let got = fetch(at, u64::MAX, Duration::from_millis(300), tx).unwrap();
+        assert!(
+            got.capped && got.bytes > 0 && got.mismatches == 0,
+            "{got:?}"
+        );
+        assert!((0.25..5.0).contains(&got.secs), "{got:?}");
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn linux_counters_are_read_from_snmp_and_netstat() {
+        let snmp = "Tcp: RtoAlgorithm RtoMin RetransSegs InErrs\nTcp: 1 200 17 0\n";
+        let netstat = "TcpExt: SyncookiesSent TCPTimeouts TCPLossProbes TCPLostRetransmit TCPDSACKRecv\n\
+                       TcpExt: 0 3 5 2 4\n";
+        let c = SenderCounts::parse(snmp, netstat).unwrap();
+        assert_eq!(
+            c,
+            SenderCounts {
+                retrans: 17,
+                timeouts: 3,
+                tlp_probes: 5,
+                lost_retrans: 2,
+                dsacks: 4
+            }
+        );
+        let later = SenderCounts { retrans: 20, ..c };
+        assert_eq!(later.since(c).retrans, 3);
+        assert!(SenderCounts::parse("Ip: 1\nIp: 2\n", netstat).is_err());
+        // The namespace this test runs in has them (any Linux does).
+        let here = linux_counts().unwrap();
+        assert!(here.retrans < u64::MAX);
+    }
+
+    fn row(kind: Kind, goodput: f64) -> LossRow {
+        LossRow {
+            link: "veth".into(),
+            loss_percent: 1.0,
+            goodput_mbps: goodput,
+            ..Measured {
+                moved: Some(Moved {
+                    bytes: 1 << 20,
+                    secs: 0.5,
+                    capped: false,
+                    mismatches: 0,
+                }),
+                drops: LinkDrops {
+                    to_host: 10,
+                    from_host: 4,
+                },
+                queue: LinkDrops::default(),
+                sender: Some(SenderCounts {
+                    retrans: 12,
+                    timeouts: 1,
+                    ..SenderCounts::default()
+                }),
+                srtt_ms: None,
+            }
+            .row(kind, 1 << 20)
+        }
+    }
+
+    #[test]
+    fn rows_count_drops_in_the_data_direction() {
+        let r = row(Kind::SoftoeSends, 100.0);
+        assert!(r.intact);
+        assert_eq!(r.data_dropped, 10, "toward the client");
+        assert_eq!(r.retrans_per_drop, Some(1.2));
+        let r = row(Kind::SoftoeReceives, 100.0);
+        assert_eq!(r.data_dropped, 4, "from the client");
+        assert_eq!(r.retrans_per_drop, Some(3.0));
+        let short = Measured {
+            moved: Some(Moved {
+                bytes: 1000,
+                secs: 1.0,
+                capped: false,
+                mismatches: 0,
+            }),
+            ..Measured::default()
+        }
+        .row(Kind::LinuxSends, 2000);
+        assert!(!short.intact, "a short stream that was not capped");
+        assert_eq!(short.retrans_per_drop, None, "no drops, no ratio");
+    }
+
+    #[test]
+    fn the_table_says_what_was_measured() {
+        let mut rows = vec![row(Kind::SoftoeSends, 50.0), row(Kind::LinuxSends, 200.0)];
+        rows[0].vs_linux = Some(0.25);
+        rows[1].capped = true;
+        rows.push(LossRow {
+            error: Some("connect 10.7.0.1:10: timed out".into()),
+            ..row(Kind::SoftoeReceives, 0.0)
+        });
+        let opts = Options {
+            rates: vec![0.1, 1.0],
+            ms_rates: vec![],
+            bytes: 32 << 20,
+            limit: Duration::from_secs(8),
+        };
+        let cmd = opts.command();
+        assert_eq!(
+            cmd,
+            "softoe bench --only loss --loss 0.1,1 --loss-bytes 32M --loss-secs 8 --no-ms-rtt"
+        );
+        let text = render(&rows, &cmd);
+        assert!(text.contains(&cmd), "{text}");
+        assert!(text.contains("softoe sends"), "{text}");
+        assert!(text.contains("0.25x"), "{text}");
+        assert!(text.contains("10/4"), "data/ack drops: {text}");
+        assert!(text.contains("0.50*"), "capped: {text}");
+        assert!(text.contains("failed: connect 10.7.0.1:10"), "{text}");
+        let dir = std::env::temp_dir().join(format!("softoe-loss-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = plots(&rows, &dir).unwrap();
+        assert_eq!(p, vec![dir.join("loss-goodput.svg")]);
+        let svg = std::fs::read_to_string(&p[0]).unwrap();
+        assert!(svg.contains("Linux sends") && svg.contains("softoe sends"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn bad_options_are_refused() {
+        let ok = Options {
+            rates: vec![0.1],
+            ms_rates: vec![1.0],
+            bytes: 1 << 20,
+            limit: Duration::from_secs(1),
+        };
+        assert!(ok.validate().is_ok());
+        for bad in [
+            Options {
+                rates: vec![150.0],
+                ..ok.clone()
+            },
+            Options {
+                ms_rates: vec![-1.0],
+                ..ok.clone()
+            },
+            Options {
+                bytes: 10,
+                ..ok.clone()
+            },
+            Options {
+                limit: Duration::ZERO,
+                ..ok.clone()
+            },
+            Options {
+                limit: Duration::from_secs(1 << 40),
+                ..ok.clone()
+            },
+            Options {
+                rates: vec![],
+                ms_rates: vec![],
+                ..ok.clone()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+    }
+}
