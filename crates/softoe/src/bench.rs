@@ -92,6 +92,11 @@ pub struct BenchArgs {
     /// (default: let the scheduler place it).
     #[arg(long)]
     engine_cpu: Option<usize>,
+    /// Write every frame the engine sends and receives to this pcap file
+    /// (tcpdump and Wireshark read it; each testbed the run builds appends
+    /// its own engine's frames, so name one scenario with --only).
+    #[arg(long)]
+    pcap: Option<PathBuf>,
     /// The largest connection count of the scale scenario (1, 100, 1,000
     /// and 10,000 up to this; default 10000, 1000 with --quick).
     #[arg(long)]
@@ -837,6 +842,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     pb.set_message("building the testbed and starting the softoe engine");
     let base = BedOptions {
         cpu: args.engine_cpu,
+        pcap: args.pcap.clone(),
         ..BedOptions::default()
     };
     // The loss sweep takes minutes: it runs when named.

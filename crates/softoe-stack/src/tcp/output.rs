@@ -499,6 +499,7 @@ impl TcpSocket {
             self.counters.tlp_probes += 1;
             self.tlp_pending = false;
             self.rec.tlp_high = Some(seq::max(end, self.snd_max));
+            self.rec.tlp_count += 1;
         }
         if plan.kind == Kind::Recovery {
             self.rec.rtx_first = false;

@@ -53,6 +53,9 @@ const DEL_ACK_ALLOWANCE: Duration = Duration::from_millis(40);
 /// SYN-ACK had to be retransmitted (no RTT sample could be taken).
 pub(crate) const RTO_AFTER_SYN_LOSS: Duration = Duration::from_secs(3);
 
+/// Probes one tail-loss episode may send before the RTO is left to act.
+pub(crate) const MAX_PROBES: u32 = 3;
+
 /// Recoveries without a D-SACK before the reordering window shrinks back
 /// (RFC 8985 §6.2, `RACK.reo_wnd_persist`).
 const REO_WND_PERSIST: u32 = 16;
@@ -176,6 +179,8 @@ pub(crate) struct Recovery {
     /// A tail-loss probe is out: the episode ends when this is acknowledged
     /// (RFC 8985 §7.4, `TLP.end_seq`).
     pub(crate) tlp_high: Option<TcpSeqNumber>,
+    /// Probes sent in this episode (see [`MAX_PROBES`]).
+    pub(crate) tlp_count: u32,
     /// The congestion controller as it was before the reduction still in
     /// force, for undoing it if every retransmission proves spurious.
     pub(crate) undo: Option<Undo>,
@@ -209,6 +214,7 @@ impl Recovery {
             recover_fs: 0,
             prr_wnd: 0,
             tlp_high: None,
+            tlp_count: 0,
             undo: None,
             mss: 536,
         }
@@ -442,7 +448,13 @@ impl TcpSocket {
         }
     }
 
-    /// RFC 8985 §7.4: what the ACK says about an outstanding probe.
+    /// RFC 8985 §7.4: what the ACK says about an outstanding probe. The
+    /// episode ends once the probe's end is acknowledged: with a D-SACK the
+    /// probe was a duplicate and nothing was lost; otherwise the probe (or
+    /// a segment of the tail) repaired a loss, which gets one congestion
+    /// response. (RFC 8985 waits, when the ACK reaches exactly the probe's
+    /// end, for one more ACK to tell; if that ACK is lost the connection
+    /// can probe no more and waits for the RTO.)
     fn tlp_on_ack(&mut self, now: Instant, ack: TcpSeqNumber, dsack: bool, progress: bool) {
         let Some(high) = self.rec.tlp_high else {
             return;
@@ -450,19 +462,16 @@ impl TcpSocket {
         if seq::lt(ack, high) {
             return;
         }
-        if dsack {
-            // The probe was a duplicate: nothing was lost.
-            self.rec.tlp_high = None;
-        } else if seq::gt(ack, high) {
-            // The probe repaired a loss nobody else saw: respond to it once.
-            self.rec.tlp_high = None;
-            self.counters.tlp_recoveries += 1;
-            if self.rec.phase.is_none() && self.may_reduce() {
-                self.reduce(now);
-            }
-        } else if !progress {
-            // A pure duplicate ACK: the original and the probe both arrived.
-            self.rec.tlp_high = None;
+        self.rec.tlp_high = None;
+        self.rec.tlp_count = 0;
+        if dsack || !progress {
+            // The probe was a duplicate, or a pure duplicate ACK says the
+            // original and the probe both arrived: nothing was lost.
+            return;
+        }
+        self.counters.tlp_recoveries += 1;
+        if self.rec.phase.is_none() && self.may_reduce() {
+            self.reduce(now);
         }
     }
 
@@ -660,6 +669,7 @@ impl TcpSocket {
             // The probe's answer revealed the loss.
             self.counters.tlp_recoveries += 1;
         }
+        self.rec.tlp_count = 0;
         self.rec.phase = Some(Phase {
             point: self.snd_max,
             sack: self.sack_ok,
@@ -743,16 +753,19 @@ impl TcpSocket {
         }
     }
 
-    /// A probe needs SACK, data in flight and no probe already out. RFC
-    /// 8985 §7.2 also rules it out in recovery and while anything is SACKed,
-    /// leaving those cases to RACK's timer; but RACK can only judge what was
-    /// sent before something delivered. When the ACKs for the newest
-    /// transmissions (the repairs of a recovery, or a tail sent after the
-    /// last SACKed data) are lost too, no ACK is coming and only the RTO
-    /// would be left. A probe two round trips later costs one segment.
+    /// A probe needs SACK and data in flight. RFC 8985 §7.2 also rules it
+    /// out in recovery and while anything is SACKed, leaving those cases to
+    /// RACK's timer; but RACK can only judge what was sent before something
+    /// delivered. When the ACKs for the newest transmissions (the repairs of
+    /// a recovery, or a tail sent after the last SACKed data) are lost too,
+    /// no ACK is coming and only the RTO would be left. RFC 8985 also allows
+    /// one probe per episode; here a probe that brings no answer is followed
+    /// by another at twice the interval, up to [`MAX_PROBES`] and never
+    /// past the RTO: at 5 % loss a probe or its ACK is lost one time in ten,
+    /// and each probe costs one segment where a timeout costs 200 ms.
     pub(crate) fn tlp_allowed(&self) -> bool {
         self.sack_ok
-            && self.rec.tlp_high.is_none()
+            && self.rec.tlp_count < MAX_PROBES
             && self.flight() > 0
             && self.rtt.srtt() > Duration::ZERO
             && matches!(
@@ -766,8 +779,9 @@ impl TcpSocket {
     }
 
     /// The probe timeout (RFC 8985 §7.2): two smoothed round trips, and
-    /// for a lone segment the receiver's delayed ACK on top. No fixed floor:
-    /// on a 10 µs path the probe goes after 20 µs, not 2 ms.
+    /// for a lone segment the receiver's delayed ACK on top; doubled for
+    /// each probe of the episode already sent. No fixed floor: on a 10 µs
+    /// path the probe goes after 20 µs, not 2 ms.
     pub(crate) fn pto(&self) -> Duration {
         let srtt = self.rtt.srtt();
         let mut pto = srtt.saturating_mul(2);
@@ -775,7 +789,7 @@ impl TcpSocket {
         if self.flight() <= self.snd_mss && !self.fin_sent() {
             pto = pto.max(srtt * 3 / 2 + DEL_ACK_ALLOWANCE);
         }
-        pto
+        pto.saturating_mul(1 << self.rec.tlp_count.min(8))
     }
 
     fn user_timed_out(&self, now: Instant) -> bool {
@@ -815,6 +829,7 @@ impl TcpSocket {
             self.rec.rtx_first = false;
             self.rec.recover = Some(self.snd_max);
             self.rec.tlp_high = None;
+            self.rec.tlp_count = 0;
             self.tlp_pending = false;
             self.timers.clear(Timer::Tlp);
             // Keep what the receiver SACKed (RFC 6675 §5.1), so only holes

@@ -357,3 +357,58 @@ fn a_route_sets_the_rto_floor_for_its_peers() {
         assert_eq!(h.stack.tcp_info(conn).unwrap().rto, want);
     }
 }
+
+/// A probe that brings no answer (it, or its ACK, was lost) is followed by
+/// another at twice the interval, up to three, before the RTO.
+#[test]
+fn an_unanswered_probe_is_followed_by_another_before_the_rto() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack(&mut h);
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (3 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 3);
+    let mut at = Vec::new();
+    let mut t = Duration::ZERO;
+    while t < Duration::from_millis(199) {
+        h.now += Duration::from_micros(100);
+        t += Duration::from_micros(100);
+        if !h.recv().is_empty() {
+            at.push(t.as_micros());
+        }
+    }
+    assert_eq!(at, [2000, 6000, 14000], "2, 4 and 8 SRTT apart");
+    let rto = h.advance(Duration::from_millis(1));
+    assert_eq!(starts(&rto, our), [0], "then the RTO");
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!((info.tlp_probes, info.rto_count), (3, 1));
+}
+
+/// An ACK that reaches exactly the probe's end ends the episode: the next
+/// flight gets its own probe. (Waiting for one more ACK to tell a repaired
+/// loss from a late ACK, as RFC 8985 does, left a connection whose next
+/// ACK was lost with nothing but the RTO.)
+#[test]
+fn an_ack_at_the_probe_end_ends_the_episode() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack(&mut h);
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (3 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 3);
+    assert_eq!(starts(&h.advance(Duration::from_millis(2)), our), [2]);
+    h.now += Duration::from_millis(1);
+    h.send(sack(our, 3, &[]));
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (2 * MSS) as u32))
+        .unwrap();
+    assert_eq!(starts(&h.recv(), our), [3, 4]);
+    // That flight's ACK is lost: a probe, not the RTO.
+    let probe = h.advance(Duration::from_millis(3));
+    assert_eq!(starts(&probe, our), [4]);
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!(
+        (info.tlp_probes, info.tlp_recoveries, info.rto_count),
+        (2, 1, 0)
+    );
+}
