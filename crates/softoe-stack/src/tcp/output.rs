@@ -500,6 +500,7 @@ impl TcpSocket {
             self.tlp_pending = false;
             self.rec.tlp_high = Some(seq::max(end, self.snd_max));
             self.rec.tlp_count += 1;
+            self.rec.tlp_sent = (plan.seq, now);
         }
         if plan.kind == Kind::Recovery {
             self.rec.rtx_first = false;

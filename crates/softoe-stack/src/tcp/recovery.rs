@@ -53,8 +53,12 @@ const DEL_ACK_ALLOWANCE: Duration = Duration::from_millis(40);
 /// SYN-ACK had to be retransmitted (no RTT sample could be taken).
 pub(crate) const RTO_AFTER_SYN_LOSS: Duration = Duration::from_secs(3);
 
-/// Probes one tail-loss episode may send before the RTO is left to act.
-pub(crate) const MAX_PROBES: u32 = 3;
+/// Probes one tail-loss episode may send before the RTO is left to act:
+/// at 2, 6, 14, 30, 62 and 126 SRTT, so on a path of 100 µs all go within
+/// 13 ms, long before a 200 ms RTO (at 10 % loss each way, a probe or its
+/// answer is lost one time in five: one probe leaves a timeout in a fifth of
+/// the episodes, six in one of fifteen thousand).
+pub(crate) const MAX_PROBES: u32 = 6;
 
 /// Recoveries without a D-SACK before the reordering window shrinks back
 /// (RFC 8985 §6.2, `RACK.reo_wnd_persist`).
@@ -181,6 +185,8 @@ pub(crate) struct Recovery {
     pub(crate) tlp_high: Option<TcpSeqNumber>,
     /// Probes sent in this episode (see [`MAX_PROBES`]).
     pub(crate) tlp_count: u32,
+    /// Where the last probe began, and when it went.
+    pub(crate) tlp_sent: (TcpSeqNumber, Instant),
     /// The congestion controller as it was before the reduction still in
     /// force, for undoing it if every retransmission proves spurious.
     pub(crate) undo: Option<Undo>,
@@ -215,6 +221,7 @@ impl Recovery {
             prr_wnd: 0,
             tlp_high: None,
             tlp_count: 0,
+            tlp_sent: (TcpSeqNumber(0), Instant::ZERO),
             undo: None,
             mss: 536,
         }
@@ -464,14 +471,23 @@ impl TcpSocket {
         }
         self.rec.tlp_high = None;
         self.rec.tlp_count = 0;
-        if dsack || !progress {
+        let (probe_seq, probe_at) = self.rec.tlp_sent;
+        if dsack || !progress || now.saturating_duration_since(probe_at) < self.rtt.min_rtt() {
             // The probe was a duplicate, or a pure duplicate ACK says the
-            // original and the probe both arrived: nothing was lost.
+            // original and the probe both arrived, or the ACK left the
+            // receiver before the probe could reach it (a delayed ACK):
+            // nothing was lost.
             return;
         }
         self.counters.tlp_recoveries += 1;
         if self.rec.phase.is_none() && self.may_reduce() {
             self.reduce(now);
+            // If the probe turns out a duplicate after all (its D-SACK comes
+            // later), the reduction is undone.
+            if let Some(u) = self.rec.undo.as_mut() {
+                u.marker = probe_seq;
+                u.retrans = 1;
+            }
         }
     }
 
@@ -762,7 +778,9 @@ impl TcpSocket {
     /// one probe per episode; here a probe that brings no answer is followed
     /// by another at twice the interval, up to [`MAX_PROBES`] and never
     /// past the RTO: at 5 % loss a probe or its ACK is lost one time in ten,
-    /// and each probe costs one segment where a timeout costs 200 ms.
+    /// and each probe costs one segment where a timeout costs 200 ms. (A
+    /// receiver may also stay silent: Linux delays the ACK for data it could
+    /// not yet deliver to a slow reader.)
     pub(crate) fn tlp_allowed(&self) -> bool {
         self.sack_ok
             && self.rec.tlp_count < MAX_PROBES

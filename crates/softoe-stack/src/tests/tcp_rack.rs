@@ -359,7 +359,7 @@ fn a_route_sets_the_rto_floor_for_its_peers() {
 }
 
 /// A probe that brings no answer (it, or its ACK, was lost) is followed by
-/// another at twice the interval, up to three, before the RTO.
+/// another at twice the interval, up to six, before the RTO.
 #[test]
 fn an_unanswered_probe_is_followed_by_another_before_the_rto() {
     let mut h = Harness::new();
@@ -377,11 +377,15 @@ fn an_unanswered_probe_is_followed_by_another_before_the_rto() {
             at.push(t.as_micros());
         }
     }
-    assert_eq!(at, [2000, 6000, 14000], "2, 4 and 8 SRTT apart");
+    assert_eq!(
+        at,
+        [2000, 6000, 14000, 30000, 62000, 126000],
+        "2, 4, 8 … 64 SRTT apart"
+    );
     let rto = h.advance(Duration::from_millis(1));
     assert_eq!(starts(&rto, our), [0], "then the RTO");
     let info = h.stack.tcp_info(conn).unwrap();
-    assert_eq!((info.tlp_probes, info.rto_count), (3, 1));
+    assert_eq!((info.tlp_probes, info.rto_count), (6, 1));
 }
 
 /// An ACK that reaches exactly the probe's end ends the episode: the next
@@ -411,4 +415,45 @@ fn an_ack_at_the_probe_end_ends_the_episode() {
         (info.tlp_probes, info.tlp_recoveries, info.rto_count),
         (2, 1, 0)
     );
+}
+
+/// A probe sent while the receiver was only holding its ACK (Linux delays
+/// it for a slow reader) is not a loss: an ACK that comes back sooner than a
+/// round trip after the probe left before the probe arrived, and a D-SACK
+/// for the probe undoes a reduction made in between.
+#[test]
+fn a_probe_that_crosses_a_delayed_ack_reduces_nothing() {
+    for dsack_later in [false, true] {
+        let mut h = Harness::new();
+        let (conn, our) = open_sack(&mut h);
+        h.stack
+            .tcp_send(conn, PayloadRef::new(0, 0, (3 * MSS) as u32))
+            .unwrap();
+        assert_eq!(h.recv().len(), 3);
+        let before = h.stack.tcp_info(conn).unwrap().cwnd;
+        assert_eq!(starts(&h.advance(Duration::from_millis(2)), our), [2]);
+        // The delayed ACK: 0.1 ms after the probe (or, second case, a full
+        // round trip later, so it counts as the probe's answer, and the
+        // probe's D-SACK follows).
+        h.now += if dsack_later {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_micros(100)
+        };
+        h.send(sack(our, 3, &[]));
+        if dsack_later {
+            assert!(
+                h.stack.tcp_info(conn).unwrap().cwnd < before,
+                "taken as a loss"
+            );
+            h.send(sack(our, 3, &[(2, 3)]));
+        }
+        let info = h.stack.tcp_info(conn).unwrap();
+        assert!(
+            info.cwnd >= before,
+            "dsack_later {dsack_later}: {} < {before}",
+            info.cwnd
+        );
+        assert_eq!(info.undos, u32::from(dsack_later));
+    }
 }
