@@ -74,10 +74,10 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', default_values_t = [0.1, 1.0, 2.0, 5.0, 10.0])]
     loss: Vec<f64>,
     /// Bytes per transfer of the loss sweep (suffixes K, M, G; default
-    /// 32M, 8M with --quick).
+    /// 64M, 8M with --quick).
     #[arg(long, value_parser = crate::sim::parse_size)]
     loss_bytes: Option<u64>,
-    /// Longest one transfer of the loss sweep may run, seconds (default 8,
+    /// Longest one transfer of the loss sweep may run, seconds (default 10,
     /// 4 with --quick); one stopped early reports what it moved.
     #[arg(long)]
     loss_secs: Option<f64>,
@@ -862,11 +862,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         },
         bytes: args
             .loss_bytes
-            .unwrap_or(if args.quick { 8 << 20 } else { 32 << 20 }),
+            .unwrap_or(if args.quick { 8 << 20 } else { 64 << 20 }),
         limit: Duration::try_from_secs_f64(args.loss_secs.unwrap_or(if args.quick {
             4.0
         } else {
-            8.0
+            10.0
         }))
         .map_err(|_| anyhow!("--loss-secs must be a number of seconds"))?,
     };

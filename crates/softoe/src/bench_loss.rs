@@ -982,9 +982,17 @@ mod tests {
             unreachable!("bound to IPv4")
         };
         let server = std::thread::spawn(move || {
-            let (s, _) = l.accept().unwrap();
-            // Endless, until the client resets the connection.
-            let _ = pattern_source(s);
+            let (mut s, _) = l.accept().unwrap();
+            let mut ask = [0u8; 8];
+            s.read_exact(&mut ask).unwrap();
+            // The pattern, slowly (a test that spins on CPU shares these
+            // 2 cores), until the client goes away.
+            let pat = pattern();
+            let mut pos = 0usize;
+            while s.write_all(&pat[pos % PERIOD..pos % PERIOD + 4096]).is_ok() {
+                pos += 4096;
+                std::thread::sleep(Duration::from_millis(5));
+            }
         });
         let (tx, _rx) = mpsc::channel();
         let got = fetch(at, u64::MAX, Duration::from_millis(300), tx).unwrap();
