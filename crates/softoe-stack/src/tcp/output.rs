@@ -548,6 +548,7 @@ impl TcpSocket {
     fn ack_sent(&mut self) {
         self.ack_now = false;
         self.dsack = None;
+        self.sack_rotor = self.sack_rotor.wrapping_add(1);
         self.unacked_bytes = 0;
         self.window_update = false;
         self.challenge_pending = false;
@@ -591,10 +592,14 @@ impl TcpSocket {
         })
     }
 
-    /// SACK blocks for an outgoing ACK (RFC 2018 §4): the block holding the
-    /// newest out-of-order segment first, then the blocks of the segments
-    /// before it (so every block is reported more than once and a lost ACK
-    /// loses nothing), then the others, highest first.
+    /// SACK blocks for an outgoing ACK (RFC 2018 §4): a D-SACK first if a
+    /// duplicate arrived (RFC 2883), then the block holding the newest
+    /// out-of-order segment, then the block of the segment before it (so a
+    /// block is reported more than once and one lost ACK loses nothing);
+    /// the last slot goes round all the other blocks, one per ACK. With
+    /// many holes (5 % loss) more blocks exist than an ACK can carry, and
+    /// a block reported only in ACKs that were lost would stay unknown to
+    /// the sender, who would then resend data that arrived.
     fn sack_blocks(&self) -> TcpSackRanges {
         let mut out: TcpSackRanges = [None; 4];
         if !self.sack_ok || (self.ooo.is_empty() && self.dsack.is_none()) {
@@ -609,25 +614,41 @@ impl TcpSocket {
             *slot = Some((l.0, r.0));
             n = 1;
         }
+        let first_block = n;
         let to_seq =
             |(s, e): (u32, u32)| (seq::add(self.rcv_nxt, s).0, seq::add(self.rcv_nxt, e).0);
         let recent = self.sack_recent.iter().flatten().filter_map(|&at| {
             let off = seq::ge(at, self.rcv_nxt).then(|| seq::dist(at, self.rcv_nxt))?;
             self.ooo.iter().find(|&(s, e)| s <= off && off < e)
         });
-        for r in recent.chain(self.ooo.iter().rev()) {
+        let blocks = self.ooo.len();
+        let turn = if blocks == 0 {
+            0
+        } else {
+            self.sack_rotor as usize % blocks
+        };
+        let rotating = self.ooo.iter().skip(turn).chain(self.ooo.iter().take(turn));
+        let mut recent_taken = 0;
+        for (r, from_recent) in recent
+            .map(|r| (r, true))
+            .chain(rotating.map(|r| (r, false)))
+            .chain(self.ooo.iter().rev().map(|r| (r, false)))
+        {
             if n >= max {
                 break;
             }
+            // The recent blocks fill all but the last slot.
+            if from_recent && (recent_taken >= 2 || n + 1 >= max) {
+                continue;
+            }
             let r = to_seq(r);
-            if out.iter().skip(1).flatten().any(|&x| x == r)
-                || (self.dsack.is_none() && out.first().copied().flatten() == Some(r))
-            {
+            if out.iter().skip(first_block).flatten().any(|&x| x == r) {
                 continue;
             }
             if let Some(slot) = out.get_mut(n) {
                 *slot = Some(r);
                 n += 1;
+                recent_taken += usize::from(from_recent);
             }
         }
         out

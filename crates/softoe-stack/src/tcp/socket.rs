@@ -216,6 +216,9 @@ pub(crate) struct TcpSocket {
     /// (D-SACK, RFC 2883): the sender learns its retransmission was not
     /// needed, undoes the window reduction and widens its reordering window.
     pub(crate) dsack: Option<(TcpSeqNumber, TcpSeqNumber)>,
+    /// Turns with every ACK sent: which older SACK block takes the last
+    /// slot (see `sack_blocks`).
+    pub(crate) sack_rotor: u32,
     /// End of the last data segment received: a segment that does not
     /// continue it starts a new run (see [`TcpSocket::ack_before`]).
     pub(crate) run_end: Option<TcpSeqNumber>,
@@ -345,6 +348,7 @@ impl TcpSocket {
             rcv_adv_edge: TcpSeqNumber(0),
             sack_recent: [None; 4],
             dsack: None,
+            sack_rotor: 0,
             run_end: None,
             snd_mss,
             rcv_mss: snd_mss,

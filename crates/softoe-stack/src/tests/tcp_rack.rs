@@ -457,3 +457,36 @@ fn a_probe_that_crosses_a_delayed_ack_reduces_nothing() {
         assert_eq!(info.undos, u32::from(dsack_later));
     }
 }
+
+/// With more holes than an ACK has SACK slots, the last slot goes round
+/// the older blocks, so every block is reported again within a few ACKs
+/// even when the ACKs that first reported it were lost.
+#[test]
+fn every_sack_block_is_reported_again_within_a_few_acks() {
+    let mut h = Harness::new();
+    let (_conn, our) = open_sack(&mut h);
+    let data = [7u8; MSS];
+    let at = |k: usize| add(REMOTE_SEQ, 1 + k * MSS);
+    let data_seg = |k: usize| TcpRepr {
+        seq_number: at(k),
+        ack_number: Some(our),
+        payload: &data,
+        ..SEND_TEMPL
+    };
+    // Six holes: blocks at 1, 3, 5, 7, 9, 11.
+    for k in [1, 3, 5, 7, 9, 11] {
+        h.send(data_seg(k));
+    }
+    h.take();
+    // Each segment growing the newest block brings an ACK.
+    let mut seen = alloc::collections::BTreeSet::new();
+    for k in 12..18 {
+        h.send(data_seg(k));
+        for s in h.take() {
+            seen.extend(s.repr.sack_ranges.iter().flatten().map(|&(l, _)| l));
+        }
+    }
+    let want: alloc::collections::BTreeSet<u32> =
+        [1, 3, 5, 7, 9, 11].iter().map(|&k| at(k).0).collect();
+    assert!(want.is_subset(&seen), "reported {seen:?}, blocks {want:?}");
+}
