@@ -45,8 +45,9 @@
 //! 0.26 client RTOs per seed (773 seeds none, 195 one, 32 two), of which
 //! 174 in the handshake, 42 silent and 43 missed — almost all the last
 //! data+FIN segment, lost while a retransmission sent after it was
-//! acknowledged. So the RTO check is ignored until the stack's RACK works
-//! per segment.
+//! acknowledged. With per-segment RACK-TLP (same day): 0.174 client RTOs
+//! per seed (832 none, 162 one, 6 two), all 174 in the handshake, none
+//! silent, none missed; 165 probes, 2.6 s.
 //!
 //! `SOFTOE_SEEDS=N` sets the number of seeds (default 1000); `SOFTOE_SEED=S`
 //! runs one seed (to reproduce a failure).
@@ -408,9 +409,6 @@ fn every_byte_arrives_once_in_order_and_the_connection_closes() {
 }
 
 #[test]
-#[ignore = "today's stack: 43 of the 85 data-phase RTOs over 1,000 seeds were not needed \
-            (RACK does not yet mark a segment lost when one sent after it is reported, \
-            most often the last data+FIN segment); un-ignore with per-segment RACK"]
 fn retransmission_timeouts_fire_only_when_a_flight_and_its_probe_vanish() {
     let (results, _) = results();
     let ok: Vec<&SeedResult> = results.iter().filter_map(|r| r.as_ref().ok()).collect();

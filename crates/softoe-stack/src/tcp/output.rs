@@ -320,19 +320,30 @@ impl TcpSocket {
     /// the segment still missing (a lost retransmission, say).
     fn plan_probe(&self, mss: u32) -> Option<Plan> {
         let data_end = seq::add(self.tx_seq0, self.tx.len() as u32);
-        let top = self
+        // The highest unSACKed entry with data in it (a FIN alone can never
+        // be SACKed; probing it would not say whether the data below it
+        // arrived).
+        let (bottom, top) = self
             .rec
             .sent
             .iter()
             .rev()
-            .find(|e| !e.sacked())
-            .map_or(self.snd_max, |e| e.end);
+            .find(|e| !e.sacked() && seq::lt(e.start, data_end))
+            .map_or((self.snd_una, self.snd_max), |e| (e.start, e.end));
         let end = if seq::lt(top, data_end) {
             top
         } else {
             data_end
         };
-        let start = seq::max(seq::max(seq::sub(end, mss), self.snd_una), self.tx_seq0);
+        let start = seq::max(
+            seq::max(seq::sub(end, mss), seq::max(bottom, self.snd_una)),
+            self.tx_seq0,
+        );
+        let start = if seq::lt(start, end) {
+            start
+        } else {
+            seq::max(seq::max(seq::sub(end, mss), self.snd_una), self.tx_seq0)
+        };
         let len = if seq::lt(start, end) {
             seq::dist(end, start)
         } else {

@@ -322,7 +322,7 @@ impl TcpSocket {
                 });
             if seq::lt(l, r) && (seq::le(r, ack) || in_second) {
                 dsack = true;
-                self.on_dsack(l, r);
+                self.on_dsack(now, l, r);
             }
         }
 
@@ -420,7 +420,7 @@ impl TcpSocket {
     /// A D-SACK for `[l, r)`: the receiver got it twice. Widens RACK's
     /// reordering window (once per round trip, RFC 8985 §6.2 step 4) and
     /// counts toward undoing a spurious recovery.
-    fn on_dsack(&mut self, l: TcpSeqNumber, r: TcpSeqNumber) {
+    fn on_dsack(&mut self, now: Instant, l: TcpSeqNumber, r: TcpSeqNumber) {
         self.counters.dsacks += 1;
         let rack = &mut self.rec.rack;
         // The original arrived after all: reordering, not loss.
@@ -430,6 +430,16 @@ impl TcpSocket {
             rack.reo_wnd_mult = rack.reo_wnd_mult.saturating_add(1).min(64);
             rack.reo_wnd_persist = REO_WND_PERSIST;
         }
+        // A duplicate that arrived is a delivered transmission too: when it
+        // is the newest (a probe of data already SACKed), RACK learns from
+        // it that anything still missing and sent before it was lost.
+        let (min_rtt, mss) = (self.rtt.min_rtt(), self.snd_mss);
+        let rack = &mut self.rec.rack;
+        self.rec.sent.for_each_in(l, r, |e| {
+            if e.xmit > rack.xmit {
+                rack.on_delivered(e, now, min_rtt, mss);
+            }
+        });
         let segs = seq::dist(r, l).div_ceil(self.snd_mss.max(1));
         // Above snd_una the log says whether we sent it twice; below, the
         // only way to a duplicate is a retransmission (or the network).

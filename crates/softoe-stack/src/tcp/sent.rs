@@ -357,6 +357,19 @@ impl SentLog {
         }
     }
 
+    /// Calls `f` for every entry overlapping `[start, end)`.
+    pub(crate) fn for_each_in(
+        &self,
+        start: TcpSeqNumber,
+        end: TcpSeqNumber,
+        mut f: impl FnMut(&Sent),
+    ) {
+        let i = self.find(start);
+        for e in self.q.iter().skip(i).take_while(|e| seq::lt(e.start, end)) {
+            f(e);
+        }
+    }
+
     /// Whether `[start, end)` includes bytes sent more than once.
     pub(crate) fn retransmitted_in(&self, start: TcpSeqNumber, end: TcpSeqNumber) -> bool {
         let i = self.find(start);

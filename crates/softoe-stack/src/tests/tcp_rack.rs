@@ -490,3 +490,28 @@ fn every_sack_block_is_reported_again_within_a_few_acks() {
         [1, 3, 5, 7, 9, 11].iter().map(|&k| at(k).0).collect();
     assert!(want.is_subset(&seen), "reported {seen:?}, blocks {want:?}");
 }
+
+/// When everything above a lost retransmission is SACKed and only our FIN
+/// (which SACK cannot report) is left above it, the probe resends the
+/// missing data, not SACKed data with the FIN: an answer to that would
+/// deliver nothing new and leave the hole to the RTO.
+#[test]
+fn the_probe_goes_to_the_missing_data_not_the_fin() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack(&mut h);
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (3 * MSS) as u32))
+        .unwrap();
+    h.stack.tcp_shutdown(conn).unwrap();
+    assert_eq!(h.recv().len(), 3, "three segments, the FIN on the last");
+    // Segment 0 lost, 1 and 2 SACKed: RACK resends 0 once the reordering
+    // window (a quarter of the 1 ms min RTT) has passed.
+    h.now += Duration::from_millis(1);
+    h.send(sack(our, 0, &[(1, 3)]));
+    assert!(h.take().is_empty());
+    assert_eq!(starts(&h.advance(Duration::from_micros(250)), our), [0]);
+    // That retransmission is lost too and nothing else is coming.
+    let probe = h.advance(Duration::from_millis(3));
+    assert_eq!(starts(&probe, our), [0], "{probe:?}");
+    assert_eq!(h.stack.tcp_info(conn).unwrap().tlp_probes, 1);
+}
