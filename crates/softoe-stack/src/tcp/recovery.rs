@@ -806,13 +806,18 @@ impl TcpSocket {
             )
     }
 
-    /// The probe timeout (RFC 8985 §7.2): two smoothed round trips, and
-    /// for a lone segment the receiver's delayed ACK on top; doubled for
-    /// each probe of the episode already sent. No fixed floor: on a 10 µs
-    /// path the probe goes after 20 µs, not 2 ms.
+    /// The probe timeout (RFC 8985 §7.2): two smoothed round trips, or one
+    /// plus four deviations where the round trip varies (a queue filling,
+    /// a receiver that delays some ACKs: a probe sooner than the ACK's
+    /// normal spread is spurious), and for a lone segment the receiver's
+    /// delayed ACK on top; doubled for each probe of the episode already
+    /// sent. No fixed floor: on a steady 10 µs path the probe goes after
+    /// 20 µs, not 2 ms (Linux's floor).
     pub(crate) fn pto(&self) -> Duration {
         let srtt = self.rtt.srtt();
-        let mut pto = srtt.saturating_mul(2);
+        let mut pto = srtt
+            .saturating_mul(2)
+            .max(srtt.saturating_add(self.rtt.rttvar().saturating_mul(4)));
         // A segment carrying our FIN is acknowledged at once.
         if self.flight() <= self.snd_mss && !self.fin_sent() {
             pto = pto.max(srtt * 3 / 2 + DEL_ACK_ALLOWANCE);

@@ -231,10 +231,10 @@ fn tail_loss_probe_instead_of_a_timeout() {
         .tcp_send(conn, PayloadRef::new(0, 0, (3 * MSS) as u32))
         .unwrap();
     assert_eq!(h.recv().len(), 3);
-    // The tail is lost and no ACK comes: a probe goes after two round trips
-    // (SRTT is 1 ms here), long before the 200 ms RTO, resending the last
-    // segment.
-    assert!(h.advance(Duration::from_micros(1900)).is_empty());
+    // The tail is lost and no ACK comes: a probe goes after SRTT + 4 RTTVAR
+    // (1 + 4 × 0.5 ms after one sample), long before the 200 ms RTO,
+    // resending the last segment.
+    assert!(h.advance(Duration::from_micros(2900)).is_empty());
     let probe = h.advance(Duration::from_micros(100));
     assert_eq!(probe.len(), 1);
     assert_eq!(probe[0].seq(), seg(our, 2));
@@ -281,7 +281,7 @@ fn the_probe_resends_the_last_segment_even_with_new_data_waiting() {
     assert!(n < 40, "the window holds some back");
     // The ACK for the whole flight is lost: the probe repeats the last
     // segment (which the receiver acknowledges at once as a duplicate).
-    let probe = h.advance(Duration::from_millis(2));
+    let probe = h.advance(Duration::from_millis(3));
     assert_eq!(probe.len(), 1);
     assert_eq!((probe[0].seq(), probe[0].len()), (seg(our, n - 1), MSS));
 }
@@ -353,9 +353,9 @@ fn a_lost_ack_at_the_end_of_recovery_is_probed_not_timed_out() {
     });
     let out = h.take();
     assert_eq!(out.first().map(Sent::seq), Some(seg(our, 0)));
-    // The ACK for it (and everything) is lost. Two round trips (2 ms floor)
-    // later a probe goes, long before the 200 ms RTO.
-    let probe = h.advance(Duration::from_millis(2));
+    // The ACK for it (and everything) is lost. A probe timeout (SRTT + 4
+    // RTTVAR, 3 ms) later a probe goes, long before the 200 ms RTO.
+    let probe = h.advance(Duration::from_millis(3));
     assert_eq!(probe.len(), 1, "{probe:?}");
     let info = h.stack.tcp_info(conn).unwrap();
     assert_eq!((info.tlp_probes, info.rto_count), (1, 0));

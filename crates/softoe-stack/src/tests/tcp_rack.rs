@@ -80,9 +80,9 @@ fn a_lost_retransmission_is_found_within_a_round_trip() {
     assert_eq!((info.lost_retransmits, info.rto_count), (1, 0));
 }
 
-/// On a 10 µs path the probe goes 20 µs after the last transmission, not
-/// after a fixed floor; its SACK shows the earlier segments lost, and
-/// recovery repairs them at once.
+/// On a 10 µs path the probe goes 30 µs after the last transmission (SRTT
+/// + 4 RTTVAR after one sample), not after a fixed floor; its SACK shows the
+/// earlier segments lost, and recovery repairs them at once.
 #[test]
 fn the_probe_is_timed_from_the_rtt_and_its_ack_starts_recovery() {
     let mut h = Harness::new();
@@ -91,7 +91,7 @@ fn the_probe_is_timed_from_the_rtt_and_its_ack_starts_recovery() {
         .tcp_send(conn, PayloadRef::new(0, 0, (3 * MSS) as u32))
         .unwrap();
     assert_eq!(h.recv().len(), 3);
-    assert!(h.advance(Duration::from_micros(19)).is_empty());
+    assert!(h.advance(Duration::from_micros(29)).is_empty());
     let probe = h.advance(Duration::from_micros(1));
     assert_eq!(starts(&probe, our), [2], "the last segment, again");
     h.now += Duration::from_micros(10);
@@ -379,8 +379,8 @@ fn an_unanswered_probe_is_followed_by_another_before_the_rto() {
     }
     assert_eq!(
         at,
-        [2000, 6000, 14000, 30000, 62000, 126000],
-        "2, 4, 8 … 64 SRTT apart"
+        [3000, 9000, 21000, 45000, 93000, 189000],
+        "a PTO of 3 ms (SRTT 1 + 4 × RTTVAR 0.5), doubling"
     );
     let rto = h.advance(Duration::from_millis(1));
     assert_eq!(starts(&rto, our), [0], "then the RTO");
@@ -400,7 +400,7 @@ fn an_ack_at_the_probe_end_ends_the_episode() {
         .tcp_send(conn, PayloadRef::new(0, 0, (3 * MSS) as u32))
         .unwrap();
     assert_eq!(h.recv().len(), 3);
-    assert_eq!(starts(&h.advance(Duration::from_millis(2)), our), [2]);
+    assert_eq!(starts(&h.advance(Duration::from_millis(3)), our), [2]);
     h.now += Duration::from_millis(1);
     h.send(sack(our, 3, &[]));
     h.stack
@@ -408,7 +408,7 @@ fn an_ack_at_the_probe_end_ends_the_episode() {
         .unwrap();
     assert_eq!(starts(&h.recv(), our), [3, 4]);
     // That flight's ACK is lost: a probe, not the RTO.
-    let probe = h.advance(Duration::from_millis(3));
+    let probe = h.advance(Duration::from_millis(10));
     assert_eq!(starts(&probe, our), [4]);
     let info = h.stack.tcp_info(conn).unwrap();
     assert_eq!(
@@ -431,7 +431,7 @@ fn a_probe_that_crosses_a_delayed_ack_reduces_nothing() {
             .unwrap();
         assert_eq!(h.recv().len(), 3);
         let before = h.stack.tcp_info(conn).unwrap().cwnd;
-        assert_eq!(starts(&h.advance(Duration::from_millis(2)), our), [2]);
+        assert_eq!(starts(&h.advance(Duration::from_millis(3)), our), [2]);
         // The delayed ACK: 0.1 ms after the probe (or, second case, a full
         // round trip later, so it counts as the probe's answer, and the
         // probe's D-SACK follows).
