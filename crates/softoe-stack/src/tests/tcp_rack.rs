@@ -81,8 +81,8 @@ fn a_lost_retransmission_is_found_within_a_round_trip() {
 }
 
 /// On a 10 µs path the probe goes 30 µs after the last transmission (SRTT
-/// + 4 RTTVAR after one sample), not after a fixed floor; its SACK shows the
-/// earlier segments lost, and recovery repairs them at once.
+/// plus four RTTVAR after one sample), not after a fixed floor; its SACK
+/// shows the earlier segments lost, and recovery repairs them at once.
 #[test]
 fn the_probe_is_timed_from_the_rtt_and_its_ack_starts_recovery() {
     let mut h = Harness::new();
