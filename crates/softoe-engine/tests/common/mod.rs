@@ -93,6 +93,11 @@ impl Bed {
         let (tx, rx) = mpsc::channel();
         let tap_name = tap.clone();
         let (offloads, mtu, mut ecfg, tune) = (opts.offloads, opts.mtu, opts.engine, opts.stack);
+        // SOFTOE_TEST_PCAP=FILE records the engine's frames in any test
+        // (one engine at a time: the last test run writes the file).
+        if ecfg.pcap.is_none() {
+            ecfg.pcap = std::env::var_os("SOFTOE_TEST_PCAP").map(Into::into);
+        }
         ecfg.control = Some(control.clone());
         let host =
             std::env::temp_dir().join(format!("softoe-host-{}-{n}.sock", std::process::id()));
