@@ -187,10 +187,22 @@ impl Built {
     /// Runs until every application is done (or `limit`), then until both
     /// stacks have freed every socket but unused listeners (TIME-WAIT,
     /// retransmitted FINs; at most `settle`), and collects the outcome.
-    pub fn run(mut self, limit: Duration, settle: Duration) -> Outcome {
+    pub fn run(self, limit: Duration, settle: Duration) -> Outcome {
+        self.run_observed(limit, settle, |_| {})
+    }
+
+    /// [`run`](Self::run), calling `observe` with the world before every
+    /// event (to sample the stacks' counters as they change).
+    pub fn run_observed(
+        mut self,
+        limit: Duration,
+        settle: Duration,
+        mut observe: impl FnMut(&World),
+    ) -> Outcome {
         let end = self.world.now() + limit;
         let mut finished_at = self.world.now();
         let finished = self.world.run_while(end, |w| {
+            observe(w);
             let b = Built {
                 world: core::mem::replace(w, World::new(0)),
                 client: self.client,
@@ -206,6 +218,7 @@ impl Built {
         let settle_end = self.world.now() + settle;
         let (client, server) = (self.client, self.server);
         let gone = |w: &mut World| {
+            observe(w);
             let c = w
                 .node::<StackNode>(client)
                 .map_or(0, |n| n.stack.socket_count());
