@@ -448,6 +448,11 @@ pub struct TransferReport {
     pub link_fraction: f64,
     /// Whether every byte arrived intact, in order, once.
     pub intact: bool,
+    /// Whether every byte arrived within the time limit.
+    pub complete: bool,
+    /// Whether a received byte was not the one due at its offset (lost,
+    /// duplicated, reordered or altered on its way up).
+    pub corrupt: bool,
     /// The sender's connection at the end.
     pub sender: Option<TcpInfo>,
     /// Wall-clock time the simulation took.
@@ -501,23 +506,30 @@ impl Transfer {
 
     /// Runs the transfer.
     pub fn run(&self) -> Result<TransferReport, BuildError> {
+        self.run_for(Duration::from_secs(3600))
+    }
+
+    /// Runs the transfer for at most `limit` of virtual time; one that has
+    /// not finished by then reports the bytes that arrived over `limit`.
+    pub fn run_for(&self, limit: Duration) -> Result<TransferReport, BuildError> {
         let wall = std::time::Instant::now();
         let built = self.world().build()?;
-        let out = built.run(Duration::from_secs(3600), Duration::from_millis(1));
+        let out = built.run(limit, Duration::from_millis(1));
         let wall = wall.elapsed();
         let c = out.conns.first();
         let server = c.and_then(|c| c.server);
-        let (bytes, elapsed, intact) = match (c, server) {
+        let (bytes, elapsed, intact, corrupt) = match (c, server) {
             (Some(c), Some(s)) => {
                 let start = c.client.started_at.unwrap_or(Instant::ZERO);
-                let end = s.done_at.unwrap_or(out.finished_at);
+                let end = s.done_at.unwrap_or(Instant::ZERO + limit);
                 (
                     s.received,
                     end.saturating_duration_since(start),
                     !s.corrupt && s.received == self.bytes && s.error.is_none(),
+                    s.corrupt,
                 )
             }
-            _ => (0, Duration::ZERO, false),
+            _ => (0, Duration::ZERO, false, false),
         };
         let secs = elapsed.as_secs_f64().max(1e-9);
         let goodput_bps = bytes as f64 * 8.0 / secs;
@@ -528,6 +540,8 @@ impl Transfer {
             goodput_bps,
             link_fraction: goodput_bps / self.rate_bps as f64,
             intact,
+            complete: bytes == self.bytes,
+            corrupt,
             sender: c.and_then(|c| c.client.info),
             wall,
             wire_frames: out.world.wire_frames,
