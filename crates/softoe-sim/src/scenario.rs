@@ -6,7 +6,7 @@ use core::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use softoe_stack::{
-    Algorithm, DeviceCaps, Instant, Keepalive, Stack, StackConfig, TcpConfig, TcpInfo,
+    Algorithm, ArpConfig, DeviceCaps, Instant, Keepalive, Stack, StackConfig, TcpConfig, TcpInfo,
 };
 use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
 
@@ -27,6 +27,8 @@ pub struct Side {
     pub tcp: TcpConfig,
     /// What its NIC offloads.
     pub nic: NicConfig,
+    /// Its ARP cache.
+    pub arp: ArpConfig,
 }
 
 /// A client stack and a server stack on one link, and the connections
@@ -64,6 +66,7 @@ fn stack_for(
         tx_csum: side.nic.tx_csum,
     };
     cfg.tcp = side.tcp;
+    cfg.arp = side.arp;
     Stack::new(cfg)
 }
 
@@ -353,7 +356,11 @@ pub fn random_world(seed: u64) -> TwoStacks {
             tx_csum: nic.tso || rng.random_bool(0.5),
             ..nic
         };
-        Side { tcp, nic }
+        Side {
+            tcp,
+            nic,
+            arp: ArpConfig::default(),
+        }
     };
     let client = side(&mut rng);
     let server = side(&mut rng);
@@ -481,7 +488,13 @@ impl Transfer {
                 ..NicConfig::default()
             }
         };
-        let side = Side { tcp, nic };
+        // Learned addresses last the whole transfer: it measures TCP, and
+        // today's stack stops when an entry expires mid-transfer (the
+        // request goes unanswered or a timer spins on the unresolved hop;
+        // tests/arp_expiry.rs).
+        let mut arp = ArpConfig::default();
+        arp.entry_ttl = Duration::from_secs(24 * 3600);
+        let side = Side { tcp, nic, arp };
         TwoStacks {
             seed: self.seed,
             link: LinkConfig {
