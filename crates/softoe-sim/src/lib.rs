@@ -32,6 +32,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod grid;
 pub mod link;
 pub(crate) mod nic;
 pub mod node;
