@@ -533,7 +533,13 @@ impl Transfer {
         let server = c.and_then(|c| c.server);
         let (bytes, elapsed, intact, corrupt) = match (c, server) {
             (Some(c), Some(s)) => {
-                let start = c.client.started_at.unwrap_or(Instant::ZERO);
+                // From the handshake's end (the server's accept), so a lost
+                // SYN's one-second timeout does not stand in for the data
+                // phase's goodput.
+                let start = s
+                    .started_at
+                    .or(c.client.started_at)
+                    .unwrap_or(Instant::ZERO);
                 let end = s.done_at.unwrap_or(Instant::ZERO + limit);
                 (
                     s.received,

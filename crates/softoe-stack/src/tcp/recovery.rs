@@ -732,6 +732,20 @@ impl TcpSocket {
             self.set_state(State::Closed);
             return;
         }
+        // The probe timer is capped at the RTO's deadline (RFC 8985 §7.2):
+        // when both are due, the probe goes and the RTO waits another
+        // timeout (as Linux, whose probe takes the RTO's timer). On a long
+        // path, where two round trips reach the RTO, the RTO would
+        // otherwise always win and no probe would ever go.
+        if self.timers.expired(Timer::Tlp, now) {
+            self.timers.clear(Timer::Tlp);
+            if self.tlp_allowed() {
+                self.tlp_pending = true;
+                if self.timers.expired(Timer::Retransmit, now) {
+                    self.timers.set(Timer::Retransmit, now + self.rtt.rto());
+                }
+            }
+        }
         if self.timers.expired(Timer::Retransmit, now) {
             self.timers.clear(Timer::Retransmit);
             self.on_rto(now);
@@ -742,12 +756,6 @@ impl TcpSocket {
         if self.timers.expired(Timer::Reorder, now) {
             self.timers.clear(Timer::Reorder);
             self.on_reorder_timeout(now);
-        }
-        if self.timers.expired(Timer::Tlp, now) {
-            self.timers.clear(Timer::Tlp);
-            if self.tlp_allowed() {
-                self.tlp_pending = true;
-            }
         }
         if self.timers.expired(Timer::DelayedAck, now) {
             self.timers.clear(Timer::DelayedAck);

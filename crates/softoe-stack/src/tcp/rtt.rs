@@ -2,8 +2,13 @@
 //!
 //! SRTT and RTTVAR are kept in nanoseconds; the clock granularity G is taken
 //! as one microsecond (the engine's clock is far finer than RFC 6298's
-//! assumptions). The RTO is clamped to `[min_rto, max_rto]`, and backs off by
-//! doubling on each expiry until new data is acknowledged.
+//! assumptions). The RTO is SRTT + max(G, 4·RTTVAR, `min_rto`) — the floor
+//! added to the round trip, not a floor under it, as Linux does (its RTTVAR
+//! never drops below `rto_min`): a 200 ms floor on a 100 ms path would fire
+//! while a loss is still being repaired by fast recovery (a SACK, then the
+//! retransmission's ACK: two round trips without a cumulative ACK). It is
+//! capped at `max_rto` and backs off by doubling on each expiry until new
+//! data is acknowledged.
 
 use core::time::Duration;
 
@@ -58,7 +63,7 @@ impl RttEstimator {
         self.min_rtt = self.min_rtt.min(r);
         let rto = self
             .srtt
-            .saturating_add(G.max(self.rttvar.saturating_mul(4)));
+            .saturating_add(G.max(self.rttvar.saturating_mul(4)).max(self.min_rto));
         self.base_rto = rto.clamp(self.min_rto, self.max_rto);
     }
 
@@ -138,30 +143,41 @@ mod tests {
         e.on_sample(Duration::from_millis(100));
         assert_eq!(e.srtt(), Duration::from_millis(100));
         assert_eq!(e.rttvar(), Duration::from_millis(50));
-        // RTO = 100 + 4 * 50 = 300 ms.
+        // RTO = 100 + max(4 * 50, 200) = 300 ms.
         assert_eq!(e.rto(), Duration::from_millis(300));
         e.on_sample(Duration::from_millis(200));
         // RTTVAR = 3/4 * 50 + 1/4 * 100 = 62.5; SRTT = 7/8 * 100 + 1/8 * 200 = 112.5
         assert_eq!(e.srtt(), Duration::from_micros(112_500));
         assert_eq!(e.rttvar(), Duration::from_micros(62_500));
         assert_eq!(e.min_rtt(), Duration::from_millis(100));
+        // 112.5 + 4 * 62.5 = 362.5 ms.
+        assert_eq!(e.rto(), Duration::from_micros(362_500));
+        // A steady 100 ms path: RTTVAR shrinks, the floor is added to SRTT.
+        for _ in 0..100 {
+            e.on_sample(Duration::from_millis(100));
+        }
+        assert!(e.rto() > Duration::from_millis(300) && e.rto() < Duration::from_millis(301));
     }
 
     #[test]
     fn clamps_and_backs_off() {
         let mut e = est();
         e.on_sample(Duration::from_micros(50));
-        assert_eq!(e.rto(), Duration::from_millis(200), "min RTO");
+        assert_eq!(
+            e.rto(),
+            Duration::from_micros(200_050),
+            "min RTO on top of SRTT"
+        );
         e.backoff();
-        assert_eq!(e.rto(), Duration::from_millis(400));
+        assert_eq!(e.rto(), Duration::from_micros(400_100));
         e.backoff();
-        assert_eq!(e.rto(), Duration::from_millis(800));
+        assert_eq!(e.rto(), Duration::from_micros(800_200));
         for _ in 0..100 {
             e.backoff();
         }
         assert_eq!(e.rto(), Duration::from_secs(60), "max RTO, no overflow");
         assert_eq!(e.backoff_count(), 32);
         e.reset_backoff();
-        assert_eq!(e.rto(), Duration::from_millis(200));
+        assert_eq!(e.rto(), Duration::from_micros(200_050));
     }
 }

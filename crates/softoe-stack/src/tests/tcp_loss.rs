@@ -21,13 +21,14 @@ fn rto_with_exponential_backoff() {
     let (conn, our) = open_plain(&mut h);
     h.stack.tcp_send(conn, PayloadRef::new(0, 0, 100)).unwrap();
     assert_eq!(h.recv().len(), 1);
-    // The handshake gave an RTT sample of ~0: the RTO is the 200 ms floor.
+    // The handshake gave an RTT sample of 1 ms: the RTO is SRTT plus the
+    // 200 ms floor (as Linux: the floor is added, not a minimum).
     assert_eq!(
         h.stack.tcp_info(conn).unwrap().rto,
-        Duration::from_millis(200)
+        Duration::from_millis(201)
     );
     let mut waited = Duration::ZERO;
-    for (i, gap) in [200u64, 400, 800, 1600].into_iter().enumerate() {
+    for (i, gap) in [201u64, 402, 804, 1608].into_iter().enumerate() {
         assert!(
             h.advance(Duration::from_millis(gap - 1)).is_empty(),
             "not before {gap} ms"
@@ -168,7 +169,8 @@ fn zero_window_is_probed_with_backoff() {
     let (conn, our) = open_plain(&mut h);
     // The peer takes 1000 bytes and closes its window; 1000 more wait.
     behind_a_zero_window(&mut h, conn, our);
-    assert!(h.advance(Duration::from_millis(199)).is_empty());
+    // One RTO: SRTT (under 1 ms) plus the 200 ms floor.
+    assert!(h.advance(Duration::from_millis(200)).is_empty());
     let probe = h.advance(Duration::from_millis(1));
     assert_eq!(probe.len(), 1, "a probe after one RTO");
     assert_eq!(
@@ -184,8 +186,8 @@ fn zero_window_is_probed_with_backoff() {
         window_len: 0,
         ..SEND_TEMPL
     });
-    assert!(h.advance(Duration::from_millis(399)).is_empty());
-    assert_eq!(h.advance(Duration::from_millis(1)).len(), 1);
+    assert!(h.advance(Duration::from_millis(400)).is_empty());
+    assert_eq!(h.advance(Duration::from_millis(2)).len(), 1);
     assert_eq!(h.stack.tcp_info(conn).unwrap().zero_window_probes, 2);
     // The window opens: the data goes.
     h.send(TcpRepr {
@@ -217,8 +219,9 @@ fn small_window_is_not_filled_with_tiny_segments() {
         .tcp_send(conn, PayloadRef::new(0, 1000, 3000))
         .unwrap();
     assert!(h.recv().is_empty());
-    // ...until the override timer says to send what fits.
-    let out = h.advance(Duration::from_millis(200));
+    // ...until the override timer (one RTO) says to send what fits.
+    assert!(h.advance(Duration::from_millis(200)).is_empty());
+    let out = h.advance(Duration::from_millis(1));
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].len(), 100);
 }

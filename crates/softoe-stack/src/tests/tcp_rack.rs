@@ -245,7 +245,7 @@ fn after_a_retransmitted_syn_the_rto_is_three_seconds() {
         let want = if resend {
             Duration::from_secs(3)
         } else {
-            Duration::from_millis(200)
+            Duration::from_millis(201)
         };
         assert_eq!(info.rto, want, "SYN resent: {resend}");
     }
@@ -335,25 +335,25 @@ fn a_route_sets_the_rto_floor_for_its_peers() {
     let net =
         |a: [u8; 4], len: u8| softoe_wire::Ipv4Cidr::new(softoe_wire::Ipv4Address(a), len).unwrap();
     let r = REMOTE_IP.0;
+    // SRTT 1 ms, RTTVAR 0.5 ms: the RTO is SRTT + max(4 RTTVAR, floor).
     for (routes, want) in [
-        (vec![], Duration::from_millis(200)),
+        (vec![], Duration::from_millis(201)),
         (
             vec![(net([10, 99, 0, 0], 16), Duration::from_millis(1))],
-            Duration::from_millis(200),
+            Duration::from_millis(201),
         ),
         (
             vec![
                 (net([r[0], r[1], r[2], 0], 24), Duration::from_millis(50)),
                 (net(r, 32), Duration::from_millis(5)),
             ],
-            Duration::from_millis(5),
+            Duration::from_millis(6),
         ),
     ] {
         let mut cfg = config();
         cfg.rto_min_routes = routes;
         let mut h = Harness::with_config(cfg);
         let (conn, _our) = open_sack(&mut h);
-        // SRTT 1 ms, RTTVAR 0.5 ms: RFC 6298 gives 3 ms, the floor decides.
         assert_eq!(h.stack.tcp_info(conn).unwrap().rto, want);
     }
 }
@@ -370,7 +370,7 @@ fn an_unanswered_probe_is_followed_by_another_before_the_rto() {
     assert_eq!(h.recv().len(), 3);
     let mut at = Vec::new();
     let mut t = Duration::ZERO;
-    while t < Duration::from_millis(199) {
+    while t < Duration::from_millis(200) {
         h.now += Duration::from_micros(100);
         t += Duration::from_micros(100);
         if !h.recv().is_empty() {

@@ -183,15 +183,15 @@ fn an_orphan_with_a_silent_peer_gives_up_sooner() {
     h.stack.tcp_send(conn, PayloadRef::new(0, 0, 100)).unwrap();
     h.stack.close(h.now, conn).unwrap();
     assert!(!h.recv().is_empty(), "the data and the FIN go out");
-    // RTOs at 0.2 and 0.6 s resend; the third, at 1.4 s, gives up.
+    // RTOs at 0.201 and 0.603 s resend; the third, at 1.407 s, gives up.
     let start = h.now;
     let mut out = alloc::vec::Vec::new();
     while h.stack.tcp_state(conn).is_ok() && h.now - start < Duration::from_secs(60) {
-        out.extend(h.advance(Duration::from_millis(100)));
+        out.extend(h.advance(Duration::from_millis(1)));
     }
     assert_eq!(
         h.now - start,
-        Duration::from_millis(1400),
+        Duration::from_millis(1407),
         "freed at the third RTO"
     );
     assert!(
