@@ -29,8 +29,13 @@ pub(crate) const MAX_REFS_PER_FRAME: usize = 64;
 pub(crate) enum SinkError {
     /// The port is busy; try again later. Nothing was sent.
     Busy,
-    /// The next hop is being resolved and the frame could not be queued.
-    /// Nothing was sent; the stack wakes the connection on resolution.
+    /// The next hop is being resolved and the frame could not be queued
+    /// (too large for the ARP queue's slots). The connection takes it as
+    /// sent and lost on the link — as a kernel whose neighbour table drops
+    /// it — so its timers run and a retransmission asks again; holding it
+    /// back instead left a socket with work that could never go (a busy
+    /// loop on a pending probe) or with no timer at all (a stall), when an
+    /// ARP entry expired mid-transfer.
     Unresolved,
 }
 
@@ -48,6 +53,15 @@ pub(crate) struct Segment<'a> {
     pub(crate) gso_size: Option<u16>,
     /// The socket's TOS and TTL.
     pub(crate) ip: IpFields,
+}
+
+/// A frame the next hop's resolution could not take counts as sent (and
+/// lost); only a busy port holds the plan back.
+fn lost_if_unresolved(r: Result<(), SinkError>) -> Result<(), SinkError> {
+    match r {
+        Err(SinkError::Unresolved) => Ok(()),
+        r => r,
+    }
 }
 
 /// Where a connection's segments go (the stack's framing and port).
@@ -140,7 +154,7 @@ impl TcpSocket {
                 gso_size,
                 ip: self.ip_fields(),
             };
-            sink.send(&seg)?;
+            lost_if_unresolved(sink.send(&seg))?;
             self.commit(now, Plan { len, fin, ..plan });
         }
 
@@ -194,7 +208,7 @@ impl TcpSocket {
             gso_size: None,
             ip: self.ip_fields(),
         };
-        sink.send(&seg)
+        lost_if_unresolved(sink.send(&seg))
     }
 
     /// The IPv4 header fields this connection's segments carry.
