@@ -32,6 +32,21 @@ fn sack(our: TcpSeqNumber, ack: usize, blocks: &[(usize, usize)]) -> TcpRepr<'st
     }
 }
 
+/// The peer's `k`-th full data segment (acknowledging `our`).
+fn peer_data(our: TcpSeqNumber, k: usize, data: &[u8]) -> TcpRepr<'_> {
+    TcpRepr {
+        seq_number: at(k),
+        ack_number: Some(our),
+        payload: data,
+        ..SEND_TEMPL
+    }
+}
+
+/// Where the peer's `k`-th full segment starts.
+fn at(k: usize) -> TcpSeqNumber {
+    add(REMOTE_SEQ, 1 + k * MSS)
+}
+
 fn starts(out: &[Sent], our: TcpSeqNumber) -> Vec<usize> {
     out.iter()
         .map(|s| (s.seq().0.wrapping_sub(our.0) as usize) / MSS)
@@ -259,13 +274,7 @@ fn a_duplicate_segment_is_reported_by_dsack() {
     let mut h = Harness::new();
     let (_conn, our) = open_sack(&mut h);
     let data = [7u8; MSS];
-    let at = |k: usize| add(REMOTE_SEQ, 1 + k * MSS);
-    let data_seg = |k: usize| TcpRepr {
-        seq_number: at(k),
-        ack_number: Some(our),
-        payload: &data,
-        ..SEND_TEMPL
-    };
+    let data_seg = |k: usize| peer_data(our, k, &data);
     h.send(data_seg(0));
     h.send(data_seg(1));
     h.take();
@@ -305,13 +314,7 @@ fn after_a_repair_the_next_segments_are_acked_at_once() {
     let mut h = Harness::new();
     let (_conn, our) = open_sack(&mut h);
     let data = [7u8; MSS];
-    let at = |k: usize| add(REMOTE_SEQ, 1 + k * MSS);
-    let data_seg = |k: usize| TcpRepr {
-        seq_number: at(k),
-        ack_number: Some(our),
-        payload: &data,
-        ..SEND_TEMPL
-    };
+    let data_seg = |k: usize| peer_data(our, k, &data);
     // Without loss, a lone segment waits for the delayed ACK.
     h.send(data_seg(0));
     assert!(h.take().is_empty(), "delayed");
@@ -466,13 +469,7 @@ fn every_sack_block_is_reported_again_within_a_few_acks() {
     let mut h = Harness::new();
     let (_conn, our) = open_sack(&mut h);
     let data = [7u8; MSS];
-    let at = |k: usize| add(REMOTE_SEQ, 1 + k * MSS);
-    let data_seg = |k: usize| TcpRepr {
-        seq_number: at(k),
-        ack_number: Some(our),
-        payload: &data,
-        ..SEND_TEMPL
-    };
+    let data_seg = |k: usize| peer_data(our, k, &data);
     // Six holes: blocks at 1, 3, 5, 7, 9, 11.
     for k in [1, 3, 5, 7, 9, 11] {
         h.send(data_seg(k));
