@@ -30,6 +30,11 @@ use softoe_wire::TcpSeqNumber;
 use super::seq;
 use crate::time::Instant;
 
+/// Entries reserved at the first transmission; new data joins the last
+/// entry rather than grow the log past what it holds (SACK and
+/// retransmission cuts may still grow it, up to `max_entries`).
+const INITIAL_ENTRIES: usize = 256;
+
 /// The receiver SACKed this entry.
 const SACKED: u8 = 1;
 /// Deemed lost and not sent again since.
@@ -215,15 +220,29 @@ impl SentLog {
                 self.total_bytes = self.total_bytes.saturating_add(seq::dist(end, new_start));
                 // New data sent in the same instant as the entry before it
                 // (one burst of a dispatch) joins it: one transmission, as
-                // the segments of a TSO frame are, ordered by sequence.
+                // the segments of a TSO frame are, ordered by sequence. So
+                // does new data that would make the log grow past what it
+                // holds (the steady state allocates nothing): the entry
+                // then counts as sent now, which only delays the loss
+                // verdict on its older part.
+                let full = self.q.len() >= self.q.capacity();
                 if let Some(last) = self.q.back_mut()
                     && last.end == new_start
                     && last.flags == 0
-                    && last.at == now
+                    && (last.at == now || full)
                     && resent_end == start
                 {
                     last.end = end;
+                    if last.at != now {
+                        last.at = now;
+                        last.xmit = xmit;
+                    }
                     return last.xmit;
+                }
+                if self.q.capacity() == 0 {
+                    // Reserved once, at the first transmission: a socket
+                    // that never sends costs nothing.
+                    self.q.reserve(INITIAL_ENTRIES.min(self.max_entries));
                 }
                 self.q.push_back(Sent {
                     start: new_start,
@@ -499,6 +518,22 @@ mod tests {
         log.record(s(2000), s(3000), t(6));
         assert_eq!(log.len(), 2, "a later one is its own");
         check(&log);
+    }
+
+    #[test]
+    fn a_full_log_takes_new_data_into_its_last_entry() {
+        let mut log = SentLog::new(1 << 20);
+        let mut at = 0;
+        for i in 0..10_000u32 {
+            at += 1;
+            log.record(s(i * 100), s(i * 100 + 100), t(at));
+        }
+        assert!(log.len() <= log.q.capacity());
+        assert!(log.q.capacity() < 1000, "{}", log.q.capacity());
+        check(&log);
+        // The merged entry counts as sent last.
+        let last = log.iter().last().copied();
+        assert_eq!(last.map(|e| (e.end, e.at)), Some((s(1_000_000), t(at))));
     }
 
     #[test]
