@@ -485,8 +485,8 @@ impl HostService {
                 Some(Some(s)) if !s.adopts.is_empty() => std::mem::take(&mut s.adopts),
                 _ => Vec::new(),
             };
+            let mut later = Vec::new();
             for (tag, id, a) in adopts {
-                any = true;
                 // A dead session's connections wait for adoption (a
                 // child outliving its parent); its listeners do not.
                 let from = self
@@ -524,6 +524,7 @@ impl HostService {
                 let r = match r {
                     Ok(Ok(m)) => {
                         // The connection moves: its events come here now.
+                        any = true;
                         let h = m.h();
                         self.owner.insert(h, slot);
                         if let Some(Some(s)) = self.sessions.get_mut(slot) {
@@ -532,6 +533,13 @@ impl HostService {
                         continue;
                     }
                     Ok(Err(l)) => Ok(l),
+                    Err(errno::EAGAIN) => {
+                        // Not yet (see `Session::take_stream`): again on a
+                        // later turn, once the old owner's commands and
+                        // sends are through.
+                        later.push((tag, id, a));
+                        continue;
+                    }
                     Err(e) => Err(e),
                 };
                 if let Ok((h, _)) = r {
@@ -551,6 +559,12 @@ impl HostService {
                     }
                     s.finish_adopt(tag, id, r);
                 }
+                any = true;
+            }
+            if !later.is_empty()
+                && let Some(Some(s)) = self.sessions.get_mut(slot)
+            {
+                s.adopts.extend(later);
             }
             let unshared = match self.sessions.get_mut(slot) {
                 Some(Some(s)) if !s.unshared.is_empty() => std::mem::take(&mut s.unshared),

@@ -805,6 +805,11 @@ impl Session {
     /// socket reads as closed from now on.
     pub(super) fn take_stream(&mut self, id: u32, room: u64) -> Result<Moving> {
         let region = self.region;
+        let dead = self.dead;
+        // Commands this program posted before the adopt are carried out
+        // first (its last writes, its close): the adopt may have overtaken
+        // them, coming from another process's ring.
+        let pending = !dead && self.cmds.available().unwrap_or(0) > 0;
         let view = region.slot(id).ok_or(errno::ENOENT)?;
         let s = self
             .socks
@@ -817,6 +822,15 @@ impl Session {
             }
             _ => return Err(errno::EOPNOTSUPP),
         };
+        // Sends a program queued and then left (it exited, or closed its
+        // descriptor) are still going to the stack: moving the connection
+        // now would cancel the rest unsent, with nobody left to hear it —
+        // bytes lost from the middle of the stream (sshd's first child
+        // writes, exits, and the next child adopts). The move waits until
+        // they have all gone (`EAGAIN`: the adopt is tried again).
+        if pending || (!s.queued.is_empty() && (dead || s.detached.is_some())) {
+            return Err(errno::EAGAIN);
+        }
         let head = view.rx_head().clamp(s.rx_head, s.rx_tail);
         let n = s.rx_tail - head;
         if n > room {
