@@ -332,6 +332,11 @@ impl TcpSocket {
     /// the answer comes a round trip later. A SACKed segment would teach
     /// nothing: its answer delivers nothing new, so RACK could not judge
     /// the segment still missing (a lost retransmission, say).
+    ///
+    /// Measured (issue 15, 10 % drops against a Linux receiver): probing
+    /// with two new segments instead moved 4–11 Mb/s where this probe moves
+    /// 390–510; when one of them is lost the other arrives alone and in
+    /// order, and Linux holds its ACK 40 ms.
     fn plan_probe(&self, mss: u32) -> Option<Plan> {
         let data_end = seq::add(self.tx_seq0, self.tx.len() as u32);
         // The highest unSACKed entry with data in it (a FIN alone can never
@@ -526,6 +531,7 @@ impl TcpSocket {
             self.rec.tlp_high = Some(seq::max(end, self.snd_max));
             self.rec.tlp_count += 1;
             self.rec.tlp_sent = (plan.seq, now);
+            self.rec.tlp_range = (plan.seq, end);
         }
         if plan.kind == Kind::Recovery {
             self.rec.rtx_first = false;

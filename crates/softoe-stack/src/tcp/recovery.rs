@@ -187,6 +187,9 @@ pub(crate) struct Recovery {
     pub(crate) tlp_count: u32,
     /// Where the last probe began, and when it went.
     pub(crate) tlp_sent: (TcpSeqNumber, Instant),
+    /// What the last probe carried: a D-SACK inside it tells of a delayed
+    /// or lost ACK, not of reordering.
+    pub(crate) tlp_range: (TcpSeqNumber, TcpSeqNumber),
     /// The congestion controller as it was before the reduction still in
     /// force, for undoing it if every retransmission proves spurious.
     pub(crate) undo: Option<Undo>,
@@ -222,6 +225,7 @@ impl Recovery {
             tlp_high: None,
             tlp_count: 0,
             tlp_sent: (TcpSeqNumber(0), Instant::ZERO),
+            tlp_range: (TcpSeqNumber(0), TcpSeqNumber(0)),
             undo: None,
             mss: 536,
         }
@@ -422,13 +426,20 @@ impl TcpSocket {
     /// counts toward undoing a spurious recovery.
     fn on_dsack(&mut self, now: Instant, l: TcpSeqNumber, r: TcpSeqNumber) {
         self.counters.dsacks += 1;
+        let (ps, pe) = self.rec.tlp_range;
+        let probe = seq::le(ps, l) && seq::le(r, pe) && seq::lt(ps, pe);
         let rack = &mut self.rec.rack;
-        // The original arrived after all: reordering, not loss.
-        rack.reord = true;
-        if rack.dsack_round.is_none() {
-            rack.dsack_round = Some(self.snd_max);
-            rack.reo_wnd_mult = rack.reo_wnd_mult.saturating_add(1).min(64);
-            rack.reo_wnd_persist = REO_WND_PERSIST;
+        // The original arrived after all: reordering, not loss — unless
+        // the duplicate was a probe, which the timer sent because an ACK
+        // was delayed or lost (Linux, too, keeps TLP's D-SACKs away from
+        // the reordering window).
+        if !probe {
+            rack.reord = true;
+            if rack.dsack_round.is_none() {
+                rack.dsack_round = Some(self.snd_max);
+                rack.reo_wnd_mult = rack.reo_wnd_mult.saturating_add(1).min(64);
+                rack.reo_wnd_persist = REO_WND_PERSIST;
+            }
         }
         // A duplicate that arrived is a delivered transmission too: when it
         // is the newest (a probe of data already SACKed), RACK learns from
