@@ -18,6 +18,7 @@
 //! far below 1, which k = 25 gives at 30 % loss (≈ 1e-10) and k = 60 at
 //! 60 % (≈ 1e-10). The simulation is deterministic, so the test either
 //! always passes or always fails.
+#![allow(clippy::unwrap_used, clippy::panic)]
 
 use core::time::Duration;
 
@@ -132,14 +133,11 @@ impl World {
                 }
             }
         }
-        loop {
-            let Some(i) = self
-                .in_flight
-                .iter()
-                .position(|(at, _, _)| *at <= self.tick)
-            else {
-                break;
-            };
+        while let Some(i) = self
+            .in_flight
+            .iter()
+            .position(|(at, _, _)| *at <= self.tick)
+        {
             let (_, to, bytes) = self.in_flight.swap_remove(i);
             let msg = ArppRepr::parse(&ArppPacket::new_checked(&bytes[..]).unwrap()).unwrap();
             let host = &mut self.hosts[to];
@@ -204,13 +202,14 @@ fn converge_and_change(hosts: usize, loss: u64, bound: u64, seeds: u64) {
                 "{hosts} hosts, {loss}% loss, seed {seed}: the change did not spread in {bound} periods"
             );
             w.step();
-            for o in 1..hosts {
-                let held = w.hosts[o].table.get(w.hosts[0].ip).map(|e| *e.members());
+            let peer = w.hosts[0].ip;
+            for (o, (host, has_new)) in w.hosts.iter().zip(&mut has_new).enumerate().skip(1) {
+                let held = host.table.get(peer).map(|e| *e.members());
                 if held == Some(new) {
-                    has_new[o] = true;
+                    *has_new = true;
                 }
                 assert!(
-                    !(has_new[o] && held == Some(old)),
+                    !(*has_new && held == Some(old)),
                     "seed {seed}: host {o} went back to host 0's old members"
                 );
             }
