@@ -28,4 +28,10 @@ pub extern "C" fn softoe_nostd_check() -> usize {
     core::mem::size_of::<softoe_stack::Stack>()
         + core::mem::size_of::<softoe_abi::Command>()
         + softoe_wire::checksum::data(&[1, 2, 3]) as usize
+        + core::mem::size_of::<softoe_bond::Table>()
+        + core::mem::size_of::<softoe_bond::Announcer>()
+        + softoe_bond::wire::ArppRepr::parse(&softoe_bond::ArppPacket::new_unchecked(
+            &[0u8; 20][..],
+        ))
+        .map_or(0, |r| r.buffer_len())
 }

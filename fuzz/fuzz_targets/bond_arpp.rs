@@ -1,0 +1,38 @@
+#![no_main]
+//! ARP+: every getter, parse, emit into `buffer_len()` bytes, parse again.
+use libfuzzer_sys::fuzz_target;
+use softoe_bond::wire::{ArppPacket, ArppRepr, ArppType, MAX_MEMBERS};
+
+fuzz_target!(|data: &[u8]| {
+    let u = ArppPacket::new_unchecked(data);
+    let _ = (
+        u.hardware_len(),
+        u.protocol_len(),
+        u.member_count(),
+        u.seq(),
+        u.sender_ip(),
+        u.target_ip(),
+        u.member(0),
+        u.member(usize::MAX),
+    );
+    let t = u.packet_type();
+    assert_eq!(ArppType::from(u8::from(t)), t);
+    let _ = u.check_len();
+
+    let Ok(r) = ArppRepr::parse(&u) else { return };
+    assert!(
+        u.check_len().is_ok(),
+        "parse accepted what check_len refuses"
+    );
+    assert!((1..=MAX_MEMBERS).contains(&r.members.len()));
+    let mut buf = vec![0u8; r.buffer_len()];
+    r.emit(&mut ArppPacket::new_unchecked(&mut buf[..]));
+    assert_eq!(
+        &buf[..],
+        &data[..r.buffer_len()],
+        "emit writes the message it parsed"
+    );
+    let back =
+        ArppRepr::parse(&ArppPacket::new_checked(&buf[..]).expect("checks")).expect("round trip");
+    assert_eq!(back, r);
+});
