@@ -530,8 +530,7 @@ impl TcpSocket {
             self.tlp_pending = false;
             self.rec.tlp_high = Some(seq::max(end, self.snd_max));
             self.rec.tlp_count += 1;
-            self.rec.tlp_sent = (plan.seq, now);
-            self.rec.tlp_range = (plan.seq, end);
+            self.rec.tlp_sent = (plan.seq, end, now);
         }
         if plan.kind == Kind::Recovery {
             self.rec.rtx_first = false;

@@ -185,11 +185,9 @@ pub(crate) struct Recovery {
     pub(crate) tlp_high: Option<TcpSeqNumber>,
     /// Probes sent in this episode (see [`MAX_PROBES`]).
     pub(crate) tlp_count: u32,
-    /// Where the last probe began, and when it went.
-    pub(crate) tlp_sent: (TcpSeqNumber, Instant),
-    /// What the last probe carried: a D-SACK inside it tells of a delayed
-    /// or lost ACK, not of reordering.
-    pub(crate) tlp_range: (TcpSeqNumber, TcpSeqNumber),
+    /// What the last probe carried (`[start, end)`) and when it went. A
+    /// D-SACK inside it tells of a delayed or lost ACK, not of reordering.
+    pub(crate) tlp_sent: (TcpSeqNumber, TcpSeqNumber, Instant),
     /// The congestion controller as it was before the reduction still in
     /// force, for undoing it if every retransmission proves spurious.
     pub(crate) undo: Option<Undo>,
@@ -224,8 +222,7 @@ impl Recovery {
             prr_wnd: 0,
             tlp_high: None,
             tlp_count: 0,
-            tlp_sent: (TcpSeqNumber(0), Instant::ZERO),
-            tlp_range: (TcpSeqNumber(0), TcpSeqNumber(0)),
+            tlp_sent: (TcpSeqNumber(0), TcpSeqNumber(0), Instant::ZERO),
             undo: None,
             mss: 536,
         }
@@ -426,7 +423,7 @@ impl TcpSocket {
     /// counts toward undoing a spurious recovery.
     fn on_dsack(&mut self, now: Instant, l: TcpSeqNumber, r: TcpSeqNumber) {
         self.counters.dsacks += 1;
-        let (ps, pe) = self.rec.tlp_range;
+        let (ps, pe, _) = self.rec.tlp_sent;
         let probe = seq::le(ps, l) && seq::le(r, pe) && seq::lt(ps, pe);
         let rack = &mut self.rec.rack;
         // The original arrived after all: reordering, not loss — unless
@@ -492,7 +489,7 @@ impl TcpSocket {
         }
         self.rec.tlp_high = None;
         self.rec.tlp_count = 0;
-        let (probe_seq, probe_at) = self.rec.tlp_sent;
+        let (probe_seq, _, probe_at) = self.rec.tlp_sent;
         if dsack || !progress || now.saturating_duration_since(probe_at) < self.rtt.min_rtt() {
             // The probe was a duplicate, or a pure duplicate ACK says the
             // original and the probe both arrived, or the ACK left the
