@@ -45,6 +45,10 @@
 //! - [`fsm`]: the paper's Fig. 3 (states S0–S3) as a type.
 //! - [`table`]: the ARP+ table.
 //! - [`announce`]: when to send our own announcements.
+//! - [`bond`]: the bonded interface itself — which member sends each
+//!   frame and to which of the peer's members, which received frames the
+//!   stack sees, link health — for the engine's bonded port and the
+//!   simulator's multi-NIC hosts alike.
 //!
 //! ## Example
 //!
@@ -94,12 +98,17 @@ extern crate alloc;
 extern crate std;
 
 pub mod announce;
+pub mod bond;
 pub mod fsm;
 pub mod table;
 mod time;
 pub mod wire;
 
 pub use announce::{Announcer, AnnouncerConfig};
+pub use bond::{
+    Bond, BondConfig, BondStats, ConfigError, DropReason, MemberConfig, MemberState, MemberStats,
+    MemberStatus, Policy, Rx,
+};
 pub use fsm::{Action, Event, Message, Refused, State};
 pub use table::{Entry, Outcome, Table, TableConfig, Update};
 pub use time::Instant;

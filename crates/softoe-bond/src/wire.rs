@@ -13,6 +13,8 @@
 //! +-------+-------+-------+-------+---------------+
 //! |        sender IPv4 address (4 bytes)          |
 //! |        target IPv4 address (4 bytes)          |
+//! |   REALTIME    |                               |
+//! +---------------+                               |
 //! |  member MAC 1 (6) | member MAC 2 (6) | ...    |   N of them
 //! +-----------------------------------------------+
 //! ```
@@ -34,6 +36,12 @@
 //!   only proves the peer is still there; newer means the set changed.
 //! - the target IPv4 address (**ours**, made explicit): the host a
 //!   `REPLY` answers; `0.0.0.0` in broadcast messages.
+//! - `REALTIME` (**ours**): a bit mask, bit `i` set when member `i` is
+//!   dedicated to real-time traffic (the paper's real-time channel). The
+//!   paper configures the dedicated NICs at both ends by hand; carrying
+//!   them here lets a sender put prioritized traffic on the *peer's*
+//!   dedicated links too, which is where it queues. Bits at or past `N`
+//!   are ignored.
 //!
 //! Bytes after the last member (an Ethernet frame's padding) are ignored.
 //!
@@ -52,7 +60,7 @@
 //! ## Contract
 //!
 //! Once [`ArppPacket::check_len`] (or `new_checked`) has passed — the
-//! 14-byte header and the `N` members it declares — no accessor panics
+//! 16-byte header and the `N` members it declares — no accessor panics
 //! (every accessor here is in fact total: what does not fit reads as zero
 //! or `None`). [`ArppRepr::parse`] never panics on any bytes and allocates
 //! nothing; [`ArppRepr::emit`] never panics into a buffer of
@@ -69,7 +77,7 @@ pub const ETHERTYPE_ARPP: u16 = 0x88B5;
 
 /// The most member MACs one message (and one table entry) carries. Sixteen
 /// NICs behind one address is far beyond what a host bonds in practice,
-/// and it bounds a message to 110 bytes and an entry to a fixed size.
+/// and it bounds a message to 112 bytes and an entry to a fixed size.
 pub const MAX_MEMBERS: usize = 16;
 
 /// Length of a MAC address, the value of `HLEN`.
@@ -90,8 +98,9 @@ mod field {
     pub const SEQ: Range<usize> = 4..6;
     pub const SENDER_IP: Range<usize> = 6..10;
     pub const TARGET_IP: Range<usize> = 10..14;
+    pub const REALTIME: Range<usize> = 14..16;
     /// The member MACs follow, six bytes each.
-    pub const MEMBERS: usize = 14;
+    pub const MEMBERS: usize = 16;
 }
 
 /// Why bytes are not an ARP+ message.
@@ -171,6 +180,8 @@ impl From<ArppType> for u8 {
 pub struct Members {
     addrs: [EthernetAddress; MAX_MEMBERS],
     len: u8,
+    /// Bit `i`: member `i` carries real-time traffic only.
+    realtime: u16,
 }
 
 impl Members {
@@ -182,12 +193,32 @@ impl Members {
         let mut m = Members {
             addrs: [EthernetAddress::default(); MAX_MEMBERS],
             len: 0,
+            realtime: 0,
         };
         for (d, s) in m.addrs.iter_mut().zip(addrs) {
             *d = *s;
         }
         m.len = u8::try_from(addrs.len()).ok()?;
         Some(m)
+    }
+
+    /// The same members, those whose bit is set in `mask` dedicated to
+    /// real-time traffic (bits past the last member are dropped).
+    pub fn with_realtime(mut self, mask: u16) -> Members {
+        let all = u16::try_from((1u32 << self.len) - 1).unwrap_or(u16::MAX);
+        self.realtime = mask & all;
+        self
+    }
+
+    /// The real-time mask: bit `i` set when member `i` is dedicated to
+    /// real-time traffic.
+    pub fn realtime_mask(&self) -> u16 {
+        self.realtime
+    }
+
+    /// Whether member `i` is dedicated to real-time traffic.
+    pub fn is_realtime(&self, i: usize) -> bool {
+        i < self.len() && self.realtime & (1 << i) != 0
     }
 
     /// The members, in order.
@@ -219,7 +250,7 @@ impl Members {
 
 impl PartialEq for Members {
     fn eq(&self, other: &Members) -> bool {
-        self.as_slice() == other.as_slice()
+        self.as_slice() == other.as_slice() && self.realtime == other.realtime
     }
 }
 
@@ -316,6 +347,14 @@ impl<T: AsRef<[u8]>> ArppPacket<T> {
         self.ip(field::TARGET_IP)
     }
 
+    /// The `REALTIME` mask as sent (our extension).
+    pub fn realtime(&self) -> u16 {
+        match self.buffer.as_ref().get(field::REALTIME) {
+            Some(&[a, b]) => u16::from_be_bytes([a, b]),
+            _ => 0,
+        }
+    }
+
     /// Member `i` (from 0), if it is declared and present.
     pub fn member(&self, i: usize) -> Option<EthernetAddress> {
         if i >= self.member_count() {
@@ -368,6 +407,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ArppPacket<T> {
         self.put(field::TARGET_IP.start, v.as_bytes());
     }
 
+    /// Sets the `REALTIME` mask.
+    pub fn set_realtime(&mut self, v: u16) {
+        self.put(field::REALTIME.start, &v.to_be_bytes());
+    }
+
     /// Sets member `i` (from 0); set `N` too.
     pub fn set_member(&mut self, i: usize, v: EthernetAddress) {
         let at = field::MEMBERS.saturating_add(i.saturating_mul(usize::from(HARDWARE_LEN)));
@@ -410,8 +454,9 @@ impl ArppRepr {
         for (i, a) in addrs.iter_mut().enumerate().take(n) {
             *a = p.member(i).ok_or(Error::Truncated)?;
         }
-        let members =
-            Members::new(addrs.get(..n).ok_or(Error::Malformed)?).ok_or(Error::Malformed)?;
+        let members = Members::new(addrs.get(..n).ok_or(Error::Malformed)?)
+            .ok_or(Error::Malformed)?
+            .with_realtime(p.realtime());
         Ok(ArppRepr {
             packet_type: p.packet_type(),
             seq: p.seq(),
@@ -421,7 +466,7 @@ impl ArppRepr {
         })
     }
 
-    /// Bytes [`emit`](ArppRepr::emit) writes: 14 + 6 per member.
+    /// Bytes [`emit`](ArppRepr::emit) writes: 16 + 6 per member.
     pub fn buffer_len(&self) -> usize {
         HEADER_LEN + self.members.len() * usize::from(HARDWARE_LEN)
     }
@@ -437,6 +482,7 @@ impl ArppRepr {
         p.set_seq(self.seq);
         p.set_sender_ip(self.sender_ip);
         p.set_target_ip(self.target_ip);
+        p.set_realtime(self.members.realtime_mask());
         for (i, m) in self.members.as_slice().iter().enumerate() {
             p.set_member(i, *m);
         }
@@ -455,6 +501,9 @@ impl fmt::Display for ArppRepr {
                 f.write_str(" ")?;
             }
             write!(f, "{m}")?;
+            if self.members.is_realtime(i) {
+                f.write_str("(rt)")?;
+            }
         }
         f.write_str("]")
     }
@@ -472,11 +521,12 @@ mod tests {
         EthernetAddress([2, 0, 0, 0, 0, n])
     }
 
-    const BYTES: [u8; 26] = [
+    const BYTES: [u8; 28] = [
         6, 4, 2, 1, // HLEN PLEN N TYPE=BROADCAST
         0x12, 0x34, // SEQ
         10, 0, 0, 1, // sender
         0, 0, 0, 0, // target
+        0x80, 0x02, // REALTIME: member 2 (bit 15 is past N and dropped)
         2, 0, 0, 0, 0, 1, // member 1
         2, 0, 0, 0, 0, 2, // member 2
     ];
@@ -487,7 +537,7 @@ mod tests {
             seq: 0x1234,
             sender_ip: Ipv4Address::new(10, 0, 0, 1),
             target_ip: Ipv4Address::UNSPECIFIED,
-            members: Members::new(&[mac(1), mac(2)]).unwrap(),
+            members: Members::new(&[mac(1), mac(2)]).unwrap().with_realtime(0b10),
         }
     }
 
@@ -501,6 +551,7 @@ mod tests {
         assert_eq!(p.seq(), 0x1234);
         assert_eq!(p.sender_ip(), Ipv4Address::new(10, 0, 0, 1));
         assert_eq!(p.target_ip(), Ipv4Address::UNSPECIFIED);
+        assert_eq!(p.realtime(), 0x8002);
         assert_eq!(p.member(0), Some(mac(1)));
         assert_eq!(p.member(1), Some(mac(2)));
         assert_eq!(p.member(2), None);
@@ -513,17 +564,19 @@ mod tests {
         assert_eq!(r.buffer_len(), BYTES.len());
         let mut buf = vec![0xa5; r.buffer_len()];
         r.emit(&mut ArppPacket::new_unchecked(&mut buf[..]));
-        assert_eq!(&buf[..], &BYTES[..]);
+        let mut want = BYTES;
+        want[14] = 0; // the bit past N is not sent
+        assert_eq!(&buf[..], &want[..]);
         assert_eq!(
             r.to_string(),
-            "ARP+ Broadcast seq=4660 10.0.0.1 -> 0.0.0.0 members=[02:00:00:00:00:01 02:00:00:00:00:02]"
+            "ARP+ Broadcast seq=4660 10.0.0.1 -> 0.0.0.0 members=[02:00:00:00:00:01 02:00:00:00:00:02(rt)]"
         );
     }
 
     #[test]
     fn padding_is_ignored() {
         let mut b = BYTES.to_vec();
-        b.extend_from_slice(&[0; 34]); // padded to a minimum Ethernet frame
+        b.extend_from_slice(&[0; 32]); // padded to a minimum Ethernet frame
         assert_eq!(
             ArppRepr::parse(&ArppPacket::new_unchecked(&b[..])).unwrap(),
             repr()
@@ -544,7 +597,7 @@ mod tests {
         assert_eq!(bad(2, 3), Err(Error::Truncated)); // declares one more than is there
         assert_eq!(bad(3, 200).unwrap().packet_type, ArppType::Unknown(200));
         assert_eq!(
-            ArppRepr::parse(&ArppPacket::new_unchecked(&BYTES[..13])),
+            ArppRepr::parse(&ArppPacket::new_unchecked(&BYTES[..15])),
             Err(Error::Truncated)
         );
     }
@@ -577,15 +630,16 @@ mod tests {
             any::<[u8; 4]>(),
             any::<[u8; 4]>(),
             proptest::collection::vec(any::<[u8; 6]>(), 1..=MAX_MEMBERS),
+            any::<u16>(),
         )
-            .prop_map(|(t, seq, s, d, ms)| {
+            .prop_map(|(t, seq, s, d, ms, rt)| {
                 let ms: Vec<EthernetAddress> = ms.into_iter().map(EthernetAddress).collect();
                 ArppRepr {
                     packet_type: ArppType::from(t),
                     seq,
                     sender_ip: Ipv4Address(s),
                     target_ip: Ipv4Address(d),
-                    members: Members::new(&ms).unwrap(),
+                    members: Members::new(&ms).unwrap().with_realtime(rt),
                 }
             })
     }
@@ -608,12 +662,16 @@ mod tests {
             if let Ok(r) = ArppRepr::parse(&p) {
                 let mut buf = vec![0u8; r.buffer_len()];
                 r.emit(&mut ArppPacket::new_unchecked(&mut buf[..]));
-                prop_assert_eq!(&buf[..], &bytes[..r.buffer_len()]);
+                // Everything but the real-time bits past N (dropped) comes back.
+                let mut want = bytes[..r.buffer_len()].to_vec();
+                want[14..16].copy_from_slice(&r.members.realtime_mask().to_be_bytes());
+                prop_assert_eq!(&buf[..], &want[..]);
+                prop_assert_eq!(ArppRepr::parse(&ArppPacket::new_unchecked(&buf[..])).unwrap(), r);
             }
         }
 
         #[test]
-        fn truncation_is_an_error(r in any_repr(), cut in 1usize..=110) {
+        fn truncation_is_an_error(r in any_repr(), cut in 1usize..=112) {
             let mut buf = vec![0u8; r.buffer_len()];
             r.emit(&mut ArppPacket::new_unchecked(&mut buf[..]));
             let keep = buf.len().saturating_sub(cut);
@@ -623,7 +681,7 @@ mod tests {
         }
 
         #[test]
-        fn emit_into_short_buffer_does_not_panic(r in any_repr(), len in 0usize..110) {
+        fn emit_into_short_buffer_does_not_panic(r in any_repr(), len in 0usize..112) {
             let mut buf = vec![0u8; len];
             r.emit(&mut ArppPacket::new_unchecked(&mut buf[..]));
         }
