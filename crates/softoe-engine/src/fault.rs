@@ -359,6 +359,7 @@ struct HeldTx {
     payload: Memory,
     payload_len: u32,
     offload: TxOffload,
+    priority: u8,
     hold: Hold,
 }
 
@@ -369,6 +370,7 @@ impl HeldTx {
             header: &self.header,
             payload: if self.payload_len > 0 { &refs } else { &[] },
             offload: self.offload,
+            priority: self.priority,
         };
         port.send(&frame, &self.payload)
     }
@@ -715,6 +717,7 @@ impl<P: Port> FaultPort<P> {
                         payload,
                         payload_len,
                         offload: frame.offload,
+                        priority: frame.priority,
                         hold,
                     });
                 }
@@ -726,6 +729,7 @@ impl<P: Port> FaultPort<P> {
                     payload: m,
                     payload_len,
                     offload: frame.offload,
+                    priority: frame.priority,
                     hold: Hold {
                         due: None,
                         gap: None,
@@ -903,6 +907,7 @@ mod tests {
                 header: &header,
                 payload: &refs,
                 offload: TxOffload::default(),
+                priority: 0,
             };
             assert!(p.send_at(now, &f, &mem).unwrap());
         }
@@ -1182,6 +1187,7 @@ mod tests {
             header: &header,
             payload: &refs,
             offload: off,
+            priority: 0,
         };
         assert!(p.send_at(t0, &tf, &mem).unwrap());
         drop(mem);
@@ -1208,6 +1214,7 @@ mod tests {
             header: &[9; 4],
             payload: &refs,
             offload: TxOffload::default(),
+            priority: 0,
         };
         assert!(p.send_at(t0, &tf, &mem).unwrap());
         p.inner_mut().busy = true;

@@ -106,6 +106,11 @@ pub struct TcpConfig {
     /// The IPv4 TTL of every segment (`IP_TTL`); 0 stands for
     /// [`DEFAULT_TTL`].
     pub ttl: u8,
+    /// `SO_PRIORITY`: handed to the port with every frame
+    /// ([`TxFrame::priority`](crate::TxFrame::priority)), where a bonded
+    /// port's prioritized policy reads it. A listener's passes to the
+    /// connections it accepts.
+    pub priority: u8,
 }
 
 impl Default for TcpConfig {
@@ -135,6 +140,7 @@ impl Default for TcpConfig {
             min_mss: 88,
             tos: 0,
             ttl: 0,
+            priority: 0,
         }
     }
 }
@@ -154,6 +160,8 @@ pub struct UdpConfig {
     /// The IPv4 TTL of every datagram (`IP_TTL`); 0 stands for
     /// [`DEFAULT_TTL`].
     pub ttl: u8,
+    /// `SO_PRIORITY`, as [`TcpConfig::priority`].
+    pub priority: u8,
 }
 
 impl Default for UdpConfig {
@@ -164,6 +172,7 @@ impl Default for UdpConfig {
             tx_datagrams: 256,
             tos: 0,
             ttl: 0,
+            priority: 0,
         }
     }
 }

@@ -78,6 +78,10 @@ pub struct TxFrame<'a> {
     pub payload: &'a [PayloadRef],
     /// What the port must finish.
     pub offload: TxOffload,
+    /// The sending socket's `SO_PRIORITY` (0 for frames of no socket: ARP,
+    /// ICMP, resets, and frames that waited for ARP). Ports that schedule
+    /// by class (a bonded port's prioritized policy) read it; others ignore it.
+    pub priority: u8,
 }
 
 impl TxFrame<'_> {

@@ -1388,6 +1388,20 @@ impl Stack {
         Ok(())
     }
 
+    /// `SO_PRIORITY`: the class the socket's frames are handed to the port
+    /// with from now on ([`TxFrame::priority`](crate::TxFrame::priority));
+    /// a listener's passes to the connections it accepts.
+    pub fn set_priority(&mut self, h: SocketHandle, priority: u8) -> Result<(), HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        match self.sockets.get_mut(i) {
+            Some(Socket::Tcp(s)) => s.cfg.priority = priority,
+            Some(Socket::Listener(l)) => l.cfg.priority = priority,
+            Some(Socket::Udp(u)) => u.ip.priority = priority,
+            None => return Err(HandleError::Invalid),
+        }
+        Ok(())
+    }
+
     /// The TOS byte and TTL a socket's packets carry now.
     pub fn ip_fields(&self, h: SocketHandle) -> Result<(u8, u8), HandleError> {
         let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
@@ -1396,6 +1410,7 @@ impl Stack {
             Some(Socket::Listener(l)) => IpFields {
                 tos: l.cfg.tos,
                 ttl: l.cfg.ttl,
+                priority: l.cfg.priority,
             },
             Some(Socket::Udp(u)) => u.ip,
             None => return Err(HandleError::Invalid),

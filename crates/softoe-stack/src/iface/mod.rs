@@ -31,12 +31,19 @@ pub(crate) const ETH_HEADER: usize = 14;
 pub(crate) struct IpFields {
     pub(crate) tos: u8,
     pub(crate) ttl: u8,
+    /// Not an IP field: the socket's `SO_PRIORITY`, which rides with the
+    /// packet to the port ([`TxFrame::priority`]).
+    pub(crate) priority: u8,
 }
 
 impl IpFields {
     /// What packets of no socket carry (ICMP, resets for unknown
     /// connections).
-    pub(crate) const DEFAULT: IpFields = IpFields { tos: 0, ttl: 0 };
+    pub(crate) const DEFAULT: IpFields = IpFields {
+        tos: 0,
+        ttl: 0,
+        priority: 0,
+    };
 
     /// The TTL packets carry.
     pub(crate) fn effective_ttl(self) -> u8 {
@@ -117,7 +124,7 @@ impl<D: Device> Egress<'_, D> {
         eth.emit(&mut f);
         let mut p = ArpPacket::new_unchecked(f.payload_mut());
         repr.emit(&mut p);
-        self.transmit(&frame, &[], TxOffload::default())
+        self.transmit(&frame, &[], TxOffload::default(), 0)
     }
 
     /// Asks who has `ip`.
@@ -145,11 +152,13 @@ impl<D: Device> Egress<'_, D> {
         header: &[u8],
         payload: &[PayloadRef],
         offload: TxOffload,
+        priority: u8,
     ) -> Result<(), SinkError> {
         let frame = TxFrame {
             header,
             payload,
             offload,
+            priority,
         };
         let len = frame.len();
         match self.dev.transmit(&frame) {
@@ -296,7 +305,7 @@ impl<D: Device> Egress<'_, D> {
         }
         if resolved {
             let buf = core::mem::take(self.buf);
-            let r = self.transmit(&buf, payload, offload);
+            let r = self.transmit(&buf, payload, offload, fields.priority);
             *self.buf = buf;
             r
         } else if self.arp.enqueue(next_hop, self.buf) {
@@ -351,10 +360,12 @@ impl<D: Device> Egress<'_, D> {
             if let Some(s) = frame.get_mut(6..12) {
                 s.copy_from_slice(mac.as_bytes());
             }
+            // A frame that waited for ARP goes out at priority 0.
             let f = TxFrame {
                 header: frame,
                 payload: &[],
                 offload: TxOffload::default(),
+                priority: 0,
             };
             if dev.transmit(&f).is_ok() {
                 stats.tx_frames += 1;

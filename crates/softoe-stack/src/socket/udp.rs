@@ -44,6 +44,7 @@ impl UdpSocket {
             ip: IpFields {
                 tos: cfg.tos,
                 ttl: cfg.ttl,
+                priority: cfg.priority,
             },
         }
     }

@@ -216,6 +216,7 @@ impl TcpSocket {
         IpFields {
             tos: self.cfg.tos,
             ttl: self.cfg.ttl,
+            priority: self.cfg.priority,
         }
     }
 

@@ -69,6 +69,8 @@ impl Sent {
 pub(crate) struct TestDev {
     pub(crate) mem: Vec<u8>,
     pub(crate) frames: Vec<(Vec<u8>, Option<u16>)>,
+    /// Each transmitted frame's priority, in order (never cleared).
+    pub(crate) priorities: Vec<u8>,
     pub(crate) busy: bool,
 }
 
@@ -95,6 +97,7 @@ impl Device for TestDev {
             bytes[off..off + 2].copy_from_slice(&sum.to_be_bytes());
         }
         self.frames.push((bytes, f.offload.gso_size));
+        self.priorities.push(f.priority);
         Ok(())
     }
 }
@@ -224,6 +227,7 @@ impl Harness {
             dev: TestDev {
                 mem,
                 frames: Vec::new(),
+                priorities: Vec::new(),
                 busy: false,
             },
             now: Instant::from_secs(1),

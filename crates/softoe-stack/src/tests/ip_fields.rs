@@ -116,6 +116,62 @@ fn a_listener_passes_its_tos_ttl_and_algorithm_to_what_it_accepts() {
     assert_eq!(headers(&mut h), [(0x20, 200, IpProtocol::Tcp)], "data");
 }
 
+/// `SO_PRIORITY` is no header field: it rides with every frame of the
+/// socket to the port (a bonded port's prioritized policy reads it), from
+/// a listener to what it accepts; frames of no socket carry 0.
+#[test]
+fn a_socket_hands_its_priority_to_the_port_with_every_frame() {
+    let mut h = Harness::new();
+    let lst = h.stack.tcp_listen(local(), 8, None).unwrap();
+    h.stack.set_priority(lst, 6).unwrap();
+    h.dev.priorities.clear();
+    h.send(TcpRepr {
+        control: TcpControl::Syn,
+        max_seg_size: Some(1460),
+        ..SEND_TEMPL
+    });
+    let (_, sa) = frames(&mut h);
+    let iss = sa.first().map(Sent::seq).expect("a SYN-ACK");
+    assert_eq!(h.dev.priorities, [6], "the SYN-ACK");
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(add(iss, 1)),
+        ..SEND_TEMPL
+    });
+    let conn = h.stack.tcp_accept(lst).unwrap().expect("accepted");
+    h.stack.tcp_send(conn, PayloadRef::new(0, 0, 100)).unwrap();
+    h.stack.poll(h.now, &mut h.dev);
+    // Acknowledged, so Nagle lets the next small segment go.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(add(iss, 101)),
+        ..SEND_TEMPL
+    });
+    h.stack.set_priority(conn, 0).unwrap();
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 100, 100))
+        .unwrap();
+    h.stack.poll(h.now, &mut h.dev);
+    assert_eq!(h.dev.priorities, [6, 6, 0], "data at 6, then at 0");
+    // A reset for no socket carries 0.
+    h.dev.priorities.clear();
+    h.send(TcpRepr {
+        dst_port: 999,
+        ..SEND_TEMPL
+    });
+    assert_eq!(h.dev.priorities, [0]);
+    let u = h
+        .stack
+        .udp_bind(Endpoint::new(LOCAL_IP, 5000), None)
+        .unwrap();
+    h.stack.set_priority(u, 7).unwrap();
+    h.stack
+        .udp_send_to(u, Endpoint::new(REMOTE_IP, 9), PayloadRef::new(0, 0, 10))
+        .unwrap();
+    h.stack.poll(h.now, &mut h.dev);
+    assert_eq!(h.dev.priorities, [0, 7]);
+}
+
 #[test]
 fn a_udp_socket_sends_its_whole_tos_byte() {
     let mut h = Harness::new();
