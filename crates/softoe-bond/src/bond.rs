@@ -857,13 +857,15 @@ impl Bond {
                     }
                 }
                 Policy::LeastQueued | Policy::Prioritized => {
-                    let best = self
-                        .members
-                        .iter()
-                        .enumerate()
+                    // Ties (idle members) go round in turn, so small frames
+                    // spread too instead of all taking the first member.
+                    let best = (0..n)
+                        .map(|k| (self.rr + k) % n)
+                        .filter_map(|i| Some((i, self.members.get(i)?)))
                         .filter(|(_, m)| eligible(m, pass))
                         .min_by_key(|(_, m)| m.busy_until.max(now) + wire_time(len, m.rate()));
                     if let Some((i, _)) = best {
+                        self.rr = (i + 1) % n;
                         return i;
                     }
                 }

@@ -524,6 +524,42 @@ impl AfPacketPort {
 }
 
 impl AfPacketPort {
+    /// Whether the interface is up with carrier (`IFF_UP` and
+    /// `IFF_RUNNING`; a veth whose peer is down has no carrier).
+    pub fn link_up(&self) -> io::Result<bool> {
+        let mut req = IfReqInt {
+            name: [0; libc::IFNAMSIZ],
+            value: 0,
+            _pad: [0; 20],
+        };
+        for (d, s) in req
+            .name
+            .iter_mut()
+            .zip(self.name.bytes().take(libc::IFNAMSIZ - 1))
+        {
+            *d = s as libc::c_char;
+        }
+        // SAFETY: SIOCGIFFLAGS reads the name of and writes the short
+        // `ifr_flags` at the start of the union of a `struct ifreq`, laid out
+        // as `IfReqInt` (16-byte name, 24-byte union); `req` lives for the
+        // call. The flags are the first two bytes of `value` in memory, which
+        // `to_ne_bytes` keeps in memory order on any host.
+        let rc = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SIOCGIFFLAGS,
+                &mut req as *mut IfReqInt,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let b = req.value.to_ne_bytes();
+        let flags = libc::c_short::from_ne_bytes([b[0], b[1]]);
+        let want = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        Ok(flags & want == want)
+    }
+
     /// Adds what the kernel dropped since the last look (reading
     /// `PACKET_STATISTICS` resets it) to the running total.
     fn read_kernel_drops(&mut self) -> io::Result<u64> {
@@ -554,6 +590,10 @@ impl AfPacketPort {
 impl Port for AfPacketPort {
     fn dropped(&mut self) -> Option<u64> {
         self.read_kernel_drops().ok()
+    }
+
+    fn carrier(&mut self) -> Option<bool> {
+        self.link_up().ok()
     }
 
     fn caps(&self) -> DeviceCaps {

@@ -257,6 +257,170 @@ pub struct Snapshot {
     /// an engine too old to say).
     #[serde(default)]
     pub faults: Option<crate::FaultCounters>,
+    /// The bond, when the port is a [`BondPort`](crate::BondPort).
+    #[serde(default)]
+    pub bond: Option<BondStat>,
+}
+
+/// A bonded port in `softoe stat`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct BondStat {
+    /// The scheduling policy.
+    pub policy: String,
+    /// Our ARP+ sequence number.
+    pub seq: u16,
+    /// Each member.
+    pub members: Vec<BondMemberStat>,
+    /// The bonding peers (the ARP+ table).
+    pub peers: Vec<BondPeerStat>,
+    /// Peers on plain ARP, and the member each is on.
+    pub plain: Vec<(String, usize)>,
+    /// ARP+ frames taken.
+    pub arpp_in: u64,
+    /// ARP+ frames that did not parse.
+    pub arpp_malformed: u64,
+    /// Frames striped to bonding peers.
+    pub striped: u64,
+    /// Frames to plain-ARP peers.
+    pub plain_frames: u64,
+    /// Plain peers moved off a member that left.
+    pub plain_moved: u64,
+    /// Changes of our member set announced.
+    pub changes: u64,
+}
+
+/// One member of a bond.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct BondMemberStat {
+    /// The device.
+    pub name: String,
+    /// Its MAC.
+    pub mac: String,
+    /// `up`, `silent` or `no-carrier`.
+    pub state: String,
+    /// Dedicated to real-time traffic.
+    pub realtime: bool,
+    /// Configured rate in bit/s (0: unknown).
+    pub rate_bps: u64,
+    /// The bond's estimate of its transmit queue, in microseconds at its rate.
+    pub queue_us: u64,
+    /// Milliseconds since it last heard a frame.
+    pub heard_ms_ago: u64,
+    /// Frames and bytes received, sent (the stack's) and sent (the bond's own).
+    pub frames_in: u64,
+    /// Bytes received.
+    pub bytes_in: u64,
+    /// The stack's frames sent on it.
+    pub frames_out: u64,
+    /// Their bytes.
+    pub bytes_out: u64,
+    /// ARP+ and gratuitous ARP frames sent on it.
+    pub control_out: u64,
+    /// Received copies dropped: our own frames flooded back, broadcasts
+    /// taken on another member, unicast for another member.
+    pub echoes: u64,
+    /// Broadcast copies dropped.
+    pub duplicates: u64,
+    /// Unicast for another member dropped.
+    pub not_ours: u64,
+    /// Times it left the bond.
+    pub left: u64,
+    /// Receive errors.
+    pub rx_errors: u64,
+    /// Plain-ARP peers on it.
+    pub plain_peers: usize,
+}
+
+/// A bonding peer in the ARP+ table.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct BondPeerStat {
+    /// Its address.
+    pub ip: String,
+    /// Its sequence number.
+    pub seq: u16,
+    /// Its members (`(rt)` after a real-time one, `(dead)` after one it
+    /// took out).
+    pub members: Vec<String>,
+    /// Milliseconds since it was last heard.
+    pub heard_ms_ago: u64,
+}
+
+impl BondStat {
+    /// The state of `bond` at `now`; `names` and `rx_errors` per member.
+    pub fn of(
+        bond: &softoe_bond::Bond,
+        now: softoe_bond::Instant,
+        names: &[String],
+        rx_errors: &[u64],
+    ) -> BondStat {
+        let ms = |t: softoe_bond::Instant| now.saturating_duration_since(t).as_millis() as u64;
+        let members = bond
+            .members(now)
+            .enumerate()
+            .map(|(i, m)| BondMemberStat {
+                name: names.get(i).cloned().unwrap_or_default(),
+                mac: m.mac.to_string(),
+                state: m.state.name().to_string(),
+                realtime: m.realtime,
+                rate_bps: m.rate_bps,
+                queue_us: m.backlog.as_micros() as u64,
+                heard_ms_ago: ms(m.last_heard),
+                frames_in: m.stats.frames_in,
+                bytes_in: m.stats.bytes_in,
+                frames_out: m.stats.frames_out,
+                bytes_out: m.stats.bytes_out,
+                control_out: m.stats.control_out,
+                echoes: m.stats.echoes,
+                duplicates: m.stats.duplicates,
+                not_ours: m.stats.not_ours,
+                left: m.stats.left,
+                rx_errors: rx_errors.get(i).copied().unwrap_or(0),
+                plain_peers: m.plain_peers,
+            })
+            .collect();
+        let peers = bond
+            .table()
+            .iter()
+            .map(|(ip, e)| BondPeerStat {
+                ip: ip.to_string(),
+                seq: e.seq(),
+                members: e
+                    .members()
+                    .as_slice()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| {
+                        let mut s = m.to_string();
+                        if e.members().is_realtime(i) {
+                            s.push_str("(rt)");
+                        }
+                        if !e.is_alive(i) {
+                            s.push_str("(dead)");
+                        }
+                        s
+                    })
+                    .collect(),
+                heard_ms_ago: ms(e.last_heard()),
+            })
+            .collect();
+        let s = bond.stats();
+        BondStat {
+            policy: bond.policy().name().to_string(),
+            seq: bond.seq(),
+            members,
+            peers,
+            plain: bond
+                .plain_peers()
+                .map(|(ip, m)| (ip.to_string(), m))
+                .collect(),
+            arpp_in: s.arpp_in,
+            arpp_malformed: s.arpp_malformed,
+            striped: s.striped,
+            plain_frames: s.plain,
+            plain_moved: s.plain_moved,
+            changes: s.changes,
+        }
+    }
 }
 
 impl Snapshot {
@@ -302,6 +466,7 @@ impl Snapshot {
             sessions: Vec::new(),
             port_drops: None,
             faults: None,
+            bond: None,
         }
     }
 }
@@ -351,13 +516,13 @@ impl Control {
         stack: &Stack,
         engine: &EngineCounters,
         port: &str,
-        drops: &mut dyn FnMut() -> Option<u64>,
-        faults: Option<crate::FaultCounters>,
+        dev: &mut dyn crate::Port,
     ) {
         while let Ok((mut conn, _)) = self.listener.accept() {
             let mut snap = Snapshot::take(stack, engine, port);
-            snap.port_drops = drops();
-            snap.faults = faults;
+            snap.port_drops = dev.dropped();
+            snap.faults = dev.faults();
+            snap.bond = dev.bond();
             if let Some(s) = self.sessions.as_ref().and_then(|s| s.lock().ok()) {
                 snap.sessions = s.clone();
             }

@@ -353,6 +353,7 @@ impl<P: Port> Engine<P> {
             idle_since = None;
         }
         self.counters.run_nanos = self.started.elapsed().as_nanos() as u64;
+        self.port.stop();
         if let Some(p) = self.pcap.as_mut() {
             p.flush();
         }
@@ -461,14 +462,11 @@ impl<P: Port> Engine<P> {
         {
             self.control_at = now;
             self.counters.run_nanos = self.started.elapsed().as_nanos() as u64;
-            let faults = self.port.faults();
-            let port = &mut self.port;
             c.serve(
                 &self.stack,
                 &self.counters,
                 &self.port_desc,
-                &mut || port.dropped(),
-                faults,
+                &mut self.port,
             );
         }
         Ok(busy || self.stack.poll_at().is_some_and(|t| t <= now))

@@ -783,6 +783,18 @@ impl<P: Port> Port for FaultPort<P> {
         Some(self.counters)
     }
 
+    fn carrier(&mut self) -> Option<bool> {
+        self.inner.carrier()
+    }
+
+    fn stop(&mut self) {
+        self.inner.stop();
+    }
+
+    fn bond(&self) -> Option<crate::control::BondStat> {
+        self.inner.bond()
+    }
+
     fn describe(&self) -> String {
         let d = |f: &DirectionFaults| {
             format!(

@@ -16,6 +16,7 @@
 
 pub mod afpacket;
 pub mod app;
+pub mod bond;
 pub mod control;
 pub mod engine;
 pub mod fault;
@@ -30,7 +31,10 @@ pub mod vnet;
 
 pub use afpacket::{AfPacketOffloads, AfPacketOptions, AfPacketPort, AfPacketStats};
 pub use app::App;
-pub use control::{ConnStat, EngineCounters, ListenerStat, Snapshot};
+pub use bond::{BondMember, BondPort};
+pub use control::{
+    BondMemberStat, BondPeerStat, BondStat, ConnStat, EngineCounters, ListenerStat, Snapshot,
+};
 pub use engine::{Engine, EngineConfig, EngineError, StopHandle};
 pub use fault::{
     DirectionCounters, DirectionFaults, FaultConfig, FaultConfigError, FaultCounters, FaultPort,

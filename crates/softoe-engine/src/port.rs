@@ -42,6 +42,21 @@ pub trait Port {
     fn dropped(&mut self) -> Option<u64> {
         None
     }
+    /// Whether the link is up (administratively up and with carrier), where
+    /// the device tells; `None`: unknown. A bonded port asks every
+    /// heartbeat period, so this must be cheap (an ioctl, not a file).
+    fn carrier(&mut self) -> Option<bool> {
+        None
+    }
+    /// The engine stops: last words on the wire (a bond's `ARPP_CLEAR`, so
+    /// peers forget it at once). Called once, after the last turn.
+    fn stop(&mut self) {}
+    /// The bond's members, ARP+ table and counters, for a bonded port
+    /// ([`BondPort`](crate::BondPort)); `None` for a plain one. Read when
+    /// `softoe stat` asks.
+    fn bond(&self) -> Option<crate::control::BondStat> {
+        None
+    }
     /// The faults injected so far, for a port that injects them (the
     /// [`FaultPort`](crate::FaultPort)); `None` for a plain port. Read when
     /// `softoe stat` asks and when the engine stops.

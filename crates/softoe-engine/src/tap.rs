@@ -217,10 +217,9 @@ impl TapPort {
         self.set_int(libc::SIOCSIFTXQLEN, frames as usize)
     }
 
-    /// Sets the device's MTU to the port's and brings it up (what `ip link
-    /// set NAME mtu M up` does), so the kernel side passes frames.
-    pub fn bring_up(&self) -> io::Result<()> {
-        self.set_int(libc::SIOCSIFMTU, self.mtu)?;
+    /// The device's flags (`SIOCGIFFLAGS`), with the socket and request
+    /// that read them.
+    fn flags(&self) -> io::Result<(std::os::fd::OwnedFd, IfReq)> {
         let (sock, name) = self.ifreq_target()?;
         let mut req = IfReq {
             name,
@@ -234,6 +233,22 @@ impl TapPort {
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
+        Ok((sock, req))
+    }
+
+    /// Whether the device is up with carrier (`IFF_UP` and `IFF_RUNNING`):
+    /// `ip link set NAME down` on the kernel side takes it out.
+    pub fn link_up(&self) -> io::Result<bool> {
+        let (_, req) = self.flags()?;
+        let want = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        Ok(req.flags & want == want)
+    }
+
+    /// Sets the device's MTU to the port's and brings it up (what `ip link
+    /// set NAME mtu M up` does), so the kernel side passes frames.
+    pub fn bring_up(&self) -> io::Result<()> {
+        self.set_int(libc::SIOCSIFMTU, self.mtu)?;
+        let (sock, mut req) = self.flags()?;
         req.flags |= libc::IFF_UP as libc::c_short;
         // SAFETY: as above; SIOCSIFFLAGS reads the same layout.
         let rc =
@@ -282,6 +297,10 @@ fn dev_tx_dropped(t: &str, dev: &str) -> Option<u64> {
 impl Port for TapPort {
     fn dropped(&mut self) -> Option<u64> {
         queue_drops(&self.name).ok()
+    }
+
+    fn carrier(&mut self) -> Option<bool> {
+        self.link_up().ok()
     }
 
     fn caps(&self) -> DeviceCaps {

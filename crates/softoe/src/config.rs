@@ -103,6 +103,162 @@ impl Default for PortSection {
     }
 }
 
+/// `[bond]`: several member devices behind the one interface
+/// (BondingPlus). Absent or with no members: one port, as `[port]` says.
+/// The members are TAP devices the engine creates (or AF_PACKET on
+/// existing interfaces when `[port] kind = "afpacket"`), each with its own
+/// MAC: member 0 has the interface's, member `i` the interface's with `i`
+/// added to its second byte, unless `macs` lists them. `[port]`'s bridge,
+/// queue and offloads apply to every member.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BondSection {
+    /// The member devices, in order.
+    pub members: Vec<String>,
+    /// `round-robin`, `least-queued` or `prioritized`.
+    pub policy: String,
+    /// Members dedicated to real-time traffic (for `prioritized`).
+    pub realtime: Vec<String>,
+    /// Under `prioritized`, the lowest `SO_PRIORITY` that is real-time.
+    pub priority_threshold: u8,
+    /// Each member's link rate in Mbit/s (one value for all, or one per
+    /// member; empty: unknown, taken as equal), for `least-queued`.
+    pub rate_mbit: Vec<u64>,
+    /// The members' MACs (default: derived from the interface's, see above).
+    pub macs: Vec<String>,
+    /// Time between heartbeats on every member.
+    #[serde(with = "humantime_serde")]
+    pub heartbeat: Duration,
+    /// A member that hears nothing for this many heartbeats leaves.
+    pub missed_heartbeats: u32,
+    /// Time between periodic ARP+ announcements.
+    #[serde(with = "humantime_serde")]
+    pub announce_period: Duration,
+}
+
+impl Default for BondSection {
+    fn default() -> BondSection {
+        BondSection {
+            members: Vec::new(),
+            policy: softoe_bond::Policy::default().name().into(),
+            realtime: Vec::new(),
+            priority_threshold: 6,
+            rate_mbit: Vec::new(),
+            macs: Vec::new(),
+            heartbeat: Duration::from_millis(10),
+            missed_heartbeats: 3,
+            announce_period: Duration::from_secs(1),
+        }
+    }
+}
+
+impl BondSection {
+    /// Whether a bond is configured.
+    pub fn active(&self) -> bool {
+        !self.members.is_empty()
+    }
+
+    /// The bond's configuration for interface `ip` whose MAC is `mac`.
+    pub fn build(&self, ip: Ipv4Address, mac: EthernetAddress) -> Result<softoe_bond::BondConfig> {
+        let n = self.members.len();
+        if !(1..=softoe_bond::wire::MAX_MEMBERS).contains(&n) {
+            bail!(
+                "bond.members: a bond has 1 to {} members, got {n}",
+                softoe_bond::wire::MAX_MEMBERS
+            );
+        }
+        let mut seen = std::collections::HashSet::new();
+        for m in &self.members {
+            if m.is_empty() || m.len() > 15 {
+                bail!("bond.members: device names are 1–15 bytes, got '{m}'");
+            }
+            if !seen.insert(m) {
+                bail!("bond.members: '{m}' is listed twice");
+            }
+        }
+        let policy = softoe_bond::Policy::from_name(&self.policy).with_context(|| {
+            format!(
+                "bond.policy '{}' is not one of {}",
+                self.policy,
+                softoe_bond::Policy::ALL.map(|p| p.name()).join(", ")
+            )
+        })?;
+        for r in &self.realtime {
+            if !self.members.contains(r) {
+                bail!("bond.realtime: '{r}' is not a member");
+            }
+        }
+        if policy == softoe_bond::Policy::Prioritized && self.realtime.is_empty() {
+            bail!("bond.policy prioritized needs real-time members (bond.realtime, --bond-realtime)");
+        }
+        if policy != softoe_bond::Policy::Prioritized && !self.realtime.is_empty() {
+            bail!("bond.realtime is only used with bond.policy prioritized");
+        }
+        let rates: Vec<u64> = match self.rate_mbit.len() {
+            0 => vec![0; n],
+            1 => vec![self.rate_mbit[0]; n],
+            k if k == n => self.rate_mbit.clone(),
+            k => bail!("bond.rate_mbit has {k} values for {n} members (give one, or one each)"),
+        };
+        if rates.iter().any(|&r| r > 10_000_000) {
+            bail!("bond.rate_mbit: at most 10000000 (10 Tbit/s)");
+        }
+        let macs: Vec<EthernetAddress> = if self.macs.is_empty() {
+            (0..n)
+                .map(|i| {
+                    let mut m = mac.0;
+                    m[1] = m[1].wrapping_add(i as u8);
+                    EthernetAddress(m)
+                })
+                .collect()
+        } else if self.macs.len() == n {
+            self.macs.iter().map(|m| parse_mac(m)).collect::<Result<_>>()?
+        } else {
+            bail!("bond.macs has {} addresses for {n} members", self.macs.len());
+        };
+        if macs.first() != Some(&mac) {
+            bail!("bond.macs: the first member's MAC must be the interface's ({mac})");
+        }
+        if self.heartbeat < Duration::from_millis(1) || self.heartbeat > Duration::from_secs(10) {
+            bail!("bond.heartbeat must be between 1ms and 10s");
+        }
+        if !(1..=100).contains(&self.missed_heartbeats) {
+            bail!("bond.missed_heartbeats must be 1–100");
+        }
+        if self.announce_period < Duration::from_millis(10)
+            || self.announce_period > Duration::from_secs(3600)
+        {
+            bail!("bond.announce_period must be between 10ms and 1h");
+        }
+        let members = self
+            .members
+            .iter()
+            .zip(macs)
+            .zip(rates)
+            .map(|((name, mac), rate)| softoe_bond::MemberConfig {
+                mac,
+                rate_bps: rate * 1_000_000,
+                realtime: self.realtime.contains(name),
+            })
+            .collect();
+        let mut cfg = softoe_bond::BondConfig::new(ip, members);
+        cfg.policy = policy;
+        cfg.priority_threshold = self.priority_threshold;
+        cfg.heartbeat = self.heartbeat;
+        cfg.missed_heartbeats = self.missed_heartbeats;
+        cfg.announce_period = self.announce_period;
+        // A restarted engine must not reuse its last sequence number (peers
+        // would take its new member set for a repeat of the old one).
+        cfg.initial_seq = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| (d.as_millis() & 0xffff) as u16);
+        // Validate now, with the same rules the bond applies.
+        softoe_bond::Bond::new(cfg.clone(), softoe_bond::Instant::ZERO)
+            .map_err(|e| anyhow!("[bond]: {e}"))?;
+        Ok(cfg)
+    }
+}
+
 /// `[engine]`: the poll loop.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -319,6 +475,8 @@ pub struct FileConfig {
     pub engine: EngineSection,
     /// `[tcp]`.
     pub tcp: TcpSection,
+    /// `[bond]`.
+    pub bond: BondSection,
     /// `[[service]]`.
     #[serde(rename = "service")]
     pub services: Vec<ServiceSpec>,
@@ -462,9 +620,15 @@ impl FileConfig {
                 );
             }
         }
+        let bond = if self.bond.active() {
+            Some(self.bond.build(cidr.address(), mac)?)
+        } else {
+            None
+        };
         Ok(Built {
             stack,
             engine,
+            bond,
             mtu,
             offloads: TapOffloads {
                 tso: self.port.tso,
@@ -482,6 +646,8 @@ pub struct Built {
     pub stack: StackConfig,
     /// The loop.
     pub engine: EngineConfig,
+    /// The bond, when `[bond]` has members.
+    pub bond: Option<softoe_bond::BondConfig>,
     /// The IP MTU.
     pub mtu: usize,
     /// The TAP offloads.

@@ -9,7 +9,8 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use softoe_engine::host::{HostConfig, HostService};
 use softoe_engine::services::{Discard, Echo, RequestResponse, Service, Source};
 use softoe_engine::{
-    AfPacketOffloads, AfPacketOptions, AfPacketPort, Engine, FaultConfig, FaultPort, Port, TapPort,
+    AfPacketOffloads, AfPacketOptions, AfPacketPort, BondMember, BondPort, Engine, FaultConfig,
+    FaultPort, Port, TapPort,
 };
 use tracing::info;
 
@@ -35,8 +36,30 @@ pub struct EngineArgs {
     #[arg(long)]
     mtu: Option<usize>,
     /// TAP device to create (or attach to).
-    #[arg(long, conflicts_with = "afpacket")]
+    #[arg(long, conflicts_with_all = ["afpacket", "bond"])]
     tap: Option<String>,
+    /// Bond these devices behind the one address (BondingPlus): TAP devices
+    /// the engine creates, each with its own MAC (or, with --bond-afpacket,
+    /// existing interfaces). One TCP connection to another bonded host uses
+    /// every member; hosts with plain ARP reach the bond on one member each.
+    #[arg(long, value_name = "DEV,DEV,...", value_delimiter = ',', conflicts_with = "afpacket")]
+    bond: Vec<String>,
+    /// The --bond members are existing interfaces (e.g. veths), driven
+    /// through AF_PACKET.
+    #[arg(long, requires = "bond")]
+    bond_afpacket: bool,
+    /// How frames are spread over the members: round-robin (frame after
+    /// frame), least-queued (where the frame finishes first; the default),
+    /// prioritized (sockets with SO_PRIORITY >= 6 on the --bond-realtime
+    /// members, the rest on the others).
+    #[arg(long, value_name = "POLICY", value_parser = ["round-robin", "least-queued", "prioritized"])]
+    bond_policy: Option<String>,
+    /// Members dedicated to real-time traffic (with --bond-policy prioritized).
+    #[arg(long, value_name = "DEV,...", value_delimiter = ',')]
+    bond_realtime: Vec<String>,
+    /// Each member's link rate in Mbit/s, for least-queued (one for all).
+    #[arg(long, value_name = "MBIT")]
+    bond_rate: Option<u64>,
     /// Drive this existing interface (e.g. a veth) through AF_PACKET instead
     /// of a TAP device.
     #[arg(long, value_name = "IFACE")]
@@ -157,6 +180,22 @@ impl EngineArgs {
             p.kind = PortKind::Afpacket;
             p.interface = Some(i.clone());
         }
+        if self.bond_afpacket {
+            p.kind = PortKind::Afpacket;
+        }
+        let b = &mut c.bond;
+        if !self.bond.is_empty() {
+            b.members = self.bond.clone();
+        }
+        if let Some(pol) = &self.bond_policy {
+            b.policy = pol.clone();
+        }
+        if !self.bond_realtime.is_empty() {
+            b.realtime = self.bond_realtime.clone();
+        }
+        if let Some(r) = self.bond_rate {
+            b.rate_mbit = vec![r];
+        }
         if self.fault_loss.is_some() || self.fault_seed.is_some() {
             let f = c.fault.get_or_insert_with(FaultConfig::default);
             if let Some(l) = self.fault_loss {
@@ -220,48 +259,74 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         softoe_engine::sockpath::claim(h, "host interface")
             .map_err(|e| anyhow!("{e} (this one takes --host PATH)"))?;
     }
+    if let Some(bond) = built.bond.clone() {
+        let mut members = Vec::new();
+        for name in &cfg.bond.members {
+            let port: Box<dyn Port + Send> = match cfg.port.kind {
+                PortKind::Tap => Box::new(open_tap(&cfg, &built, name)?),
+                PortKind::Afpacket => Box::new(open_afpacket(&cfg, name)?),
+            };
+            members.push(BondMember {
+                name: name.clone(),
+                port,
+            });
+        }
+        let port = BondPort::new(bond, members).context("building the bond")?;
+        return with_faults(&cfg, built, port);
+    }
     match cfg.port.kind {
         PortKind::Tap => {
-            let port = TapPort::open(&cfg.port.tap, built.offloads, built.mtu).map_err(|e| {
-                let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
-                    " (creating a TAP device needs root or CAP_NET_ADMIN)"
-                } else {
-                    ""
-                };
-                anyhow!("opening TAP device {}: {e}{hint}", cfg.port.tap)
-            })?;
-            port.set_queue_len(cfg.port.queue)
-                .with_context(|| format!("setting {}'s queue length", cfg.port.tap))?;
-            port.bring_up()
-                .with_context(|| format!("bringing {} up", cfg.port.tap))?;
-            if let Some(br) = &cfg.port.bridge {
-                let st = std::process::Command::new("ip")
-                    .args(["link", "set", &cfg.port.tap, "master", br])
-                    .status()
-                    .context("running ip (iproute2) to attach the TAP device")?;
-                if !st.success() {
-                    bail!("could not attach {} to bridge {br}", cfg.port.tap);
-                }
-            }
+            let port = open_tap(&cfg, &built, &cfg.port.tap)?;
             with_faults(&cfg, built, port)
         }
         PortKind::Afpacket => {
             let iface = cfg.port.interface.clone().unwrap_or_default();
-            let opts = AfPacketOptions {
-                offloads: AfPacketOffloads {
-                    tso: cfg.port.tso,
-                    csum: cfg.port.csum,
-                    gro: cfg.port.gro,
-                },
-                mtu: cfg.interface.mtu,
-                ..AfPacketOptions::default()
-            }
-            .receive_frames(cfg.port.queue);
-            let port = AfPacketPort::open(&iface, &opts)
-                .map_err(|e| anyhow!("opening AF_PACKET on {iface}: {e}"))?;
+            let port = open_afpacket(&cfg, &iface)?;
             with_faults(&cfg, built, port)
         }
     }
+}
+
+/// Creates (or attaches to) TAP device `name`, brings it up and puts it on
+/// `[port]`'s bridge.
+fn open_tap(cfg: &FileConfig, built: &Built, name: &str) -> Result<TapPort> {
+    let port = TapPort::open(name, built.offloads, built.mtu).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+            " (creating a TAP device needs root or CAP_NET_ADMIN)"
+        } else {
+            ""
+        };
+        anyhow!("opening TAP device {name}: {e}{hint}")
+    })?;
+    port.set_queue_len(cfg.port.queue)
+        .with_context(|| format!("setting {name}'s queue length"))?;
+    port.bring_up()
+        .with_context(|| format!("bringing {name} up"))?;
+    if let Some(br) = &cfg.port.bridge {
+        let st = std::process::Command::new("ip")
+            .args(["link", "set", name, "master", br])
+            .status()
+            .context("running ip (iproute2) to attach the TAP device")?;
+        if !st.success() {
+            bail!("could not attach {name} to bridge {br}");
+        }
+    }
+    Ok(port)
+}
+
+/// Opens an AF_PACKET port on the existing interface `iface`.
+fn open_afpacket(cfg: &FileConfig, iface: &str) -> Result<AfPacketPort> {
+    let opts = AfPacketOptions {
+        offloads: AfPacketOffloads {
+            tso: cfg.port.tso,
+            csum: cfg.port.csum,
+            gro: cfg.port.gro,
+        },
+        mtu: cfg.interface.mtu,
+        ..AfPacketOptions::default()
+    }
+    .receive_frames(cfg.port.queue);
+    AfPacketPort::open(iface, &opts).map_err(|e| anyhow!("opening AF_PACKET on {iface}: {e}"))
 }
 
 /// Wraps the port in the fault injector if `[fault]` asks for it.
@@ -281,6 +346,7 @@ fn serve<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
     let mut engine = Engine::new(built.stack, port, built.engine)?;
     if let Some(path) = &cfg.engine.host {
         let device = match cfg.port.kind {
+            _ if cfg.bond.active() => cfg.bond.members.first().cloned(),
             PortKind::Tap => Some(cfg.port.tap.clone()),
             PortKind::Afpacket => cfg.port.interface.clone(),
         };
