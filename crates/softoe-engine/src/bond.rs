@@ -99,14 +99,7 @@ fn epoll_add(epoll: &OwnedFd, fd: RawFd, token: u64) -> io::Result<()> {
     // SAFETY: `epoll` is an epoll descriptor we own, `fd` a descriptor the
     // member port owns for as long as the bond (which owns both) lives;
     // `ev` is a valid event for the call.
-    let rc = unsafe {
-        libc::epoll_ctl(
-            epoll.as_raw_fd(),
-            libc::EPOLL_CTL_ADD,
-            fd,
-            &raw mut ev,
-        )
-    };
+    let rc = unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &raw mut ev) };
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -247,9 +240,7 @@ fn bond_caps(members: &[BondMember]) -> DeviceCaps {
         .map(|c| c.tso_max)
         .try_fold(usize::MAX, |a, t| t.map(|t| a.min(t)));
     let n = members.len().max(1);
-    let tso_max = tso
-        .filter(|_| tx_csum)
-        .map(|t| (t / n).max(MIN_TSO).min(t));
+    let tso_max = tso.filter(|_| tx_csum).map(|t| (t / n).max(MIN_TSO).min(t));
     DeviceCaps {
         mtu,
         tso_max,
@@ -313,10 +304,7 @@ impl Port for BondPort {
         let n = self.members.len();
         for k in 0..n {
             let i = (self.next_rx + k) % n;
-            loop {
-                let Some(m) = self.members.get_mut(i) else {
-                    break;
-                };
+            while let Some(m) = self.members.get_mut(i) {
                 let f = match m.port.recv(buf) {
                     Ok(Some(f)) => f,
                     Ok(None) => break,
@@ -390,7 +378,11 @@ impl Port for BondPort {
         Some(crate::control::BondStat::of(
             &self.bond,
             self.now(),
-            &self.members.iter().map(|m| m.name.clone()).collect::<Vec<_>>(),
+            &self
+                .members
+                .iter()
+                .map(|m| m.name.clone())
+                .collect::<Vec<_>>(),
             &self.rx_errors,
         ))
     }

@@ -462,12 +462,7 @@ impl<P: Port> Engine<P> {
         {
             self.control_at = now;
             self.counters.run_nanos = self.started.elapsed().as_nanos() as u64;
-            c.serve(
-                &self.stack,
-                &self.counters,
-                &self.port_desc,
-                &mut self.port,
-            );
+            c.serve(&self.stack, &self.counters, &self.port_desc, &mut self.port);
         }
         Ok(busy || self.stack.poll_at().is_some_and(|t| t <= now))
     }

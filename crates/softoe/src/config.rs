@@ -189,7 +189,9 @@ impl BondSection {
             }
         }
         if policy == softoe_bond::Policy::Prioritized && self.realtime.is_empty() {
-            bail!("bond.policy prioritized needs real-time members (bond.realtime, --bond-realtime)");
+            bail!(
+                "bond.policy prioritized needs real-time members (bond.realtime, --bond-realtime)"
+            );
         }
         if policy != softoe_bond::Policy::Prioritized && !self.realtime.is_empty() {
             bail!("bond.realtime is only used with bond.policy prioritized");
@@ -212,9 +214,15 @@ impl BondSection {
                 })
                 .collect()
         } else if self.macs.len() == n {
-            self.macs.iter().map(|m| parse_mac(m)).collect::<Result<_>>()?
+            self.macs
+                .iter()
+                .map(|m| parse_mac(m))
+                .collect::<Result<_>>()?
         } else {
-            bail!("bond.macs has {} addresses for {n} members", self.macs.len());
+            bail!(
+                "bond.macs has {} addresses for {n} members",
+                self.macs.len()
+            );
         };
         if macs.first() != Some(&mac) {
             bail!("bond.macs: the first member's MAC must be the interface's ({mac})");

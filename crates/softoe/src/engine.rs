@@ -42,7 +42,12 @@ pub struct EngineArgs {
     /// the engine creates, each with its own MAC (or, with --bond-afpacket,
     /// existing interfaces). One TCP connection to another bonded host uses
     /// every member; hosts with plain ARP reach the bond on one member each.
-    #[arg(long, value_name = "DEV,DEV,...", value_delimiter = ',', conflicts_with = "afpacket")]
+    #[arg(
+        long,
+        value_name = "DEV,DEV,...",
+        value_delimiter = ',',
+        conflicts_with = "afpacket"
+    )]
     bond: Vec<String>,
     /// The --bond members are existing interfaces (e.g. veths), driven
     /// through AF_PACKET.
