@@ -264,6 +264,7 @@ pub struct Snapshot {
 
 /// A bonded port in `softoe stat`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct BondStat {
     /// The scheduling policy.
     pub policy: String,
@@ -291,6 +292,7 @@ pub struct BondStat {
 
 /// One member of a bond.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct BondMemberStat {
     /// The device.
     pub name: String,
@@ -333,6 +335,7 @@ pub struct BondMemberStat {
 
 /// A bonding peer in the ARP+ table.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct BondPeerStat {
     /// Its address.
     pub ip: String,

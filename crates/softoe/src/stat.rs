@@ -59,6 +59,70 @@ pub fn run(args: &StatArgs) -> Result<()> {
     }
 }
 
+/// A bond's members, ARP+ peers and plain peers.
+fn render_bond(o: &mut String, b: &softoe_engine::BondStat) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        o,
+        "bond: policy {}, seq {}; {} frames striped to bonding peers, {} to plain peers          ({} moved); {} ARP+ in ({} malformed); {} member-set changes",
+        b.policy,
+        b.seq,
+        b.striped,
+        b.plain_frames,
+        b.plain_moved,
+        b.arpp_in,
+        b.arpp_malformed,
+        b.changes
+    );
+    let _ = writeln!(
+        o,
+        "  {:<15} {:<17} {:<10} {:>10} {:>12} {:>10} {:>12} {:>8} {:>8} {:>6} {:>5}",
+        "member",
+        "mac",
+        "state",
+        "frames-in",
+        "bytes-in",
+        "frames-out",
+        "bytes-out",
+        "queue-us",
+        "heard-ms",
+        "left",
+        "plain"
+    );
+    for m in &b.members {
+        let _ = writeln!(
+            o,
+            "  {:<15} {:<17} {:<10} {:>10} {:>12} {:>10} {:>12} {:>8} {:>8} {:>6} {:>5}{}",
+            m.name,
+            m.mac,
+            m.state,
+            m.frames_in,
+            m.bytes_in,
+            m.frames_out,
+            m.bytes_out,
+            m.queue_us,
+            m.heard_ms_ago,
+            m.left,
+            m.plain_peers,
+            if m.realtime { "  real-time" } else { "" }
+        );
+    }
+    for p in &b.peers {
+        let _ = writeln!(
+            o,
+            "  ARP+ peer {} seq {} heard {} ms ago: {}",
+            p.ip,
+            p.seq,
+            p.heard_ms_ago,
+            p.members.join(" ")
+        );
+    }
+    for (ip, m) in &b.plain {
+        let name = b.members.get(*m).map_or("?", |x| x.name.as_str());
+        let _ = writeln!(o, "  plain-ARP peer {ip} on {name}");
+    }
+}
+
 /// The text form: counters, then one block per connection as `ss -ti`.
 pub fn render(s: &Snapshot) -> String {
     use std::fmt::Write;
@@ -88,6 +152,9 @@ pub fn render(s: &Snapshot) -> String {
     );
     if let Some(f) = &s.faults {
         let _ = writeln!(o, "faults injected at the port: {f}");
+    }
+    if let Some(b) = &s.bond {
+        render_bond(&mut o, b);
     }
     let _ = writeln!(
         o,
@@ -242,6 +309,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn renders_a_bond() {
+        let snap: Snapshot = serde_json::from_value(serde_json::json!({
+            "port": "bond least-queued of a0,a1",
+            "engine": softoe_engine::EngineCounters::default(),
+            "stack": softoe_engine::control::StackCounters::default(),
+            "connections": [],
+            "bond": {
+                "policy": "least-queued", "seq": 7, "striped": 100, "plain_frames": 5,
+                "plain_moved": 0, "arpp_in": 40, "arpp_malformed": 0, "changes": 1,
+                "members": [
+                    {"name": "a0", "mac": "02:50:00:00:00:01", "state": "up", "bytes_in": 123456},
+                    {"name": "a1", "mac": "02:51:00:00:00:01", "state": "silent", "left": 1,
+                     "realtime": true}
+                ],
+                "peers": [{"ip": "10.0.0.2", "seq": 3, "heard_ms_ago": 4,
+                           "members": ["02:50:00:00:00:02", "02:51:00:00:00:02(rt)"]}],
+                "plain": [["10.0.0.9", 0]]
+            }
+        }))
+        .unwrap();
+        let text = render(&snap);
+        assert!(text.contains("bond: policy least-queued, seq 7"), "{text}");
+        assert!(
+            text.contains("a1              02:51:00:00:00:01 silent"),
+            "{text}"
+        );
+        assert!(text.contains("real-time"), "{text}");
+        assert!(
+            text.contains(
+                "ARP+ peer 10.0.0.2 seq 3 heard 4 ms ago: 02:50:00:00:00:02 02:51:00:00:00:02(rt)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("plain-ARP peer 10.0.0.9 on a0"), "{text}");
+    }
+
+    #[test]
     fn renders_like_ss() {
         let snap: Snapshot = serde_json::from_value(serde_json::json!({
             "port": "tap softoe0",
@@ -271,6 +375,7 @@ mod tests {
         );
         assert!(text.contains("tcp: 0 connections timed out, 0 resets"));
         assert!(!text.contains("faults"), "a plain port injects none");
+        assert!(!text.contains("bond"), "a plain port is no bond");
         for quiet in [
             "lost_rtx",
             "tlp:",
