@@ -376,6 +376,23 @@ struct PeerSched {
     next: usize,
 }
 
+impl PeerSched {
+    /// The peer's member set changed from `before` to `after`: members
+    /// that stay keep their virtual queues, new ones start empty.
+    fn remap(&mut self, before: &Members, after: &Members, now: Instant) {
+        let old = self.busy_until;
+        for (i, mac) in after.as_slice().iter().enumerate() {
+            if let Some(b) = self.busy_until.get_mut(i) {
+                *b = before
+                    .position(*mac)
+                    .and_then(|j| old.get(j).copied())
+                    .unwrap_or(now);
+            }
+        }
+        self.next %= after.len().max(1);
+    }
+}
+
 /// A frame of the bond's own waiting to be sent.
 #[derive(Clone, Copy, Debug)]
 enum Control {
@@ -682,9 +699,21 @@ impl Bond {
             },
             _ => msg,
         };
+        let before = self.table.get(msg.sender_ip).map(|e| *e.members());
         let update = self.table.process(now, &msg);
         match update.outcome {
-            Outcome::Inserted | Outcome::Changed => {
+            Outcome::Changed => {
+                self.plain.remove(&msg.sender_ip);
+                // The peer's links kept their queues: a member that stays
+                // keeps its backlog (the set is re-indexed).
+                let after = self.table.get(msg.sender_ip).map(|e| *e.members());
+                if let (Some(s), Some(before), Some(after)) =
+                    (self.peers.get_mut(&msg.sender_ip), before, after)
+                {
+                    s.remap(&before, &after, now);
+                }
+            }
+            Outcome::Inserted => {
                 self.plain.remove(&msg.sender_ip);
                 self.peers.remove(&msg.sender_ip);
             }
@@ -1639,6 +1668,50 @@ mod tests {
                 assert!(m < 2 && got[11] < 2, "bulk stays off the real-time members");
             }
         }
+    }
+
+    #[test]
+    fn a_peer_member_that_returns_does_not_erase_the_others_backlog() {
+        // While B's member 1 is out, A queues everything towards B's member
+        // 0. When member 1 returns, B's member 0 still has that backlog on
+        // its link: new frames must go to member 1 until the queues level,
+        // or they overtake the queued ones (reordering, spurious
+        // retransmissions).
+        let mut lan = Lan::new(vec![
+            bond(1, 2, Policy::LeastQueued),
+            bond(2, 2, Policy::LeastQueued),
+        ]);
+        lan.settle(ms(0));
+        let frame = || ipv4(mac(2, 0), mac(1, 0), ip(1), ip(2), 1500);
+        // The peer member A addresses the frame to.
+        let peer_member = |lan: &mut Lan, t| {
+            let mut f = frame();
+            let m = lan.hosts[0].transmit(ms(t), &mut f, 1500, 0).unwrap();
+            lan.carry(ms(t), (0, m), &f);
+            assert!(lan.delivered[1].pop().is_some());
+            f[5]
+        };
+        let mut buf = [0u8; 256];
+        lan.cut.push((1, 1));
+        lan.hosts[1].set_carrier(ms(1), 1, false);
+        while let Some((m, len)) = lan.hosts[1].poll_transmit(ms(1), &mut buf) {
+            let f = buf[..len].to_vec();
+            lan.carry(ms(1), (1, m), &f);
+        }
+        assert_eq!(lan.hosts[0].table().get(ip(2)).unwrap().members().len(), 1);
+        // 20 frames to member 0, in one instant: none has drained.
+        for _ in 0..20 {
+            assert_eq!(peer_member(&mut lan, 1), 0);
+        }
+        // Member 1 is back (in the same instant: nothing has drained).
+        lan.cut.clear();
+        lan.hosts[1].set_carrier(ms(1), 1, true);
+        let mut hb = ipv4(mac(2, 1), mac(9, 9), ip(9), ip(2), 60);
+        assert_eq!(lan.hosts[1].receive(ms(1), 1, &mut hb), Rx::Deliver);
+        lan.settle(ms(1));
+        assert_eq!(lan.hosts[0].table().get(ip(2)).unwrap().members().len(), 2);
+        let next: Vec<u8> = (0..10).map(|_| peer_member(&mut lan, 1)).collect();
+        assert_eq!(next, vec![1; 10], "member 0 still has 20 frames queued");
     }
 
     #[test]
