@@ -28,8 +28,8 @@ pub enum ConfigError {
     /// A node or switch id does not exist.
     #[error("no such node or switch: {0}")]
     NoSuchEndpoint(usize),
-    /// The node is already attached to something.
-    #[error("node {0} is already connected (a node has one port)")]
+    /// Every NIC of the node is already attached to something.
+    #[error("every NIC of node {0} is already connected")]
     AlreadyConnected(usize),
 }
 
@@ -178,6 +178,9 @@ pub struct LinkStats {
     pub corrupted: u64,
     /// Larger than the MTU allows.
     pub oversize: u64,
+    /// Lost because the link was cut ([`World::cut_link`](crate::World::cut_link)):
+    /// put on it, or in flight, while cut.
+    pub cut: u64,
 }
 
 /// What the link did to a frame.

@@ -98,6 +98,8 @@ impl Device for SimDev<'_> {
             bytes,
             gso_size: f.offload.gso_size,
             csum: f.offload.csum.map(|c| (c.start, c.offset)),
+            port: 0,
+            priority: f.priority,
         });
         Ok(())
     }

@@ -24,6 +24,8 @@ pub struct RxInfo {
     pub csum_verified: bool,
     /// A GRO frame built from segments of this payload size.
     pub gso_size: Option<u16>,
+    /// Which of the node's NICs received it (0 on a node with one).
+    pub port: usize,
 }
 
 /// A frame a node hands its NIC.
@@ -35,6 +37,12 @@ pub struct SimFrame {
     pub gso_size: Option<u16>,
     /// A partial checksum to complete: (start, offset of the field from start).
     pub csum: Option<(u16, u16)>,
+    /// Which of the node's NICs sends it (0 on a node with one; a frame
+    /// for a NIC the node does not have, or one not connected, is dropped).
+    pub port: usize,
+    /// The sending socket's `SO_PRIORITY`, as the stack handed it over
+    /// (read by a bonded node's scheduler; NICs ignore it).
+    pub priority: u8,
 }
 
 /// A host in the world. The simulator calls it when a frame arrives and at
@@ -94,23 +102,37 @@ impl NicConfig {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Peer {
-    Node(NodeId),
+    /// A node's NIC: (node, port).
+    Node(NodeId, usize),
     Switch(SwitchId, usize),
+}
+
+/// A cable's end: (link, the side of it we are on).
+type Cable = (LinkId, usize);
+
+/// One NIC of a node: where its cable goes, and what it has received but
+/// not yet handed up (interrupt coalescing is per NIC, as on real hardware).
+#[derive(Default)]
+struct Port {
+    link: Option<Cable>,
+    rx_pending: Vec<Vec<u8>>,
+    rx_flush: bool,
 }
 
 struct NodeSlot {
     node: Box<dyn Node>,
     nic: NicConfig,
-    port: Option<(LinkId, usize)>,
+    ports: Vec<Port>,
     scheduled: Option<Instant>,
-    rx_pending: Vec<Vec<u8>>,
-    rx_flush: bool,
 }
 
 struct Link {
     ends: [Peer; 2],
     /// `dirs[0]` carries frames from `ends[0]` to `ends[1]`.
     dirs: [Direction; 2],
+    /// Cut ([`World::cut_link`]): everything put on it, or arriving over it,
+    /// is lost, both ways.
+    cut: bool,
 }
 
 struct Switch {
@@ -128,6 +150,7 @@ enum Ev {
     },
     RxFlush {
         node: NodeId,
+        port: usize,
     },
     Timer {
         node: NodeId,
@@ -259,13 +282,25 @@ impl World {
 
     /// Adds a node behind a NIC.
     pub fn add_node(&mut self, node: Box<dyn Node>, nic: NicConfig) -> NodeId {
+        self.add_node_with_nics(node, nic, 1)
+    }
+
+    /// Adds a node behind `count` NICs (at least one), all alike. Each
+    /// `connect*` call plugs the node's next free NIC; frames name the NIC
+    /// they leave from ([`SimFrame::port`]) and arrive with the one that
+    /// received them ([`RxInfo::port`]). A bonded host
+    /// ([`BondedNode`](crate::bonded::BondedNode)) is such a node.
+    pub fn add_node_with_nics(
+        &mut self,
+        node: Box<dyn Node>,
+        nic: NicConfig,
+        count: usize,
+    ) -> NodeId {
         self.nodes.push(NodeSlot {
             node,
             nic,
-            port: None,
+            ports: (0..count.max(1)).map(|_| Port::default()).collect(),
             scheduled: None,
-            rx_pending: Vec::new(),
-            rx_flush: false,
         });
         let id = self.nodes.len() - 1;
         self.reschedule(id);
@@ -297,28 +332,28 @@ impl World {
                 Direction::new(a_to_b, self.seed, 2 * id),
                 Direction::new(b_to_a, self.seed, 2 * id + 1),
             ],
+            cut: false,
         });
         Ok(self.links.len() - 1)
     }
 
     fn attach_node(&mut self, n: NodeId, link: LinkId, side: usize) -> Result<(), ConfigError> {
-        let slot = self
-            .nodes
-            .get_mut(n)
-            .ok_or(ConfigError::NoSuchEndpoint(n))?;
-        if slot.port.is_some() {
-            return Err(ConfigError::AlreadyConnected(n));
+        let port = self.check_free(n)?;
+        if let Some(p) = self.nodes.get_mut(n).and_then(|s| s.ports.get_mut(port)) {
+            p.link = Some((link, side));
         }
-        slot.port = Some((link, side));
         Ok(())
     }
 
-    fn check_free(&self, n: NodeId) -> Result<(), ConfigError> {
-        match self.nodes.get(n) {
-            None => Err(ConfigError::NoSuchEndpoint(n)),
-            Some(s) if s.port.is_some() => Err(ConfigError::AlreadyConnected(n)),
-            Some(_) => Ok(()),
-        }
+    /// The node's first NIC not yet connected.
+    fn check_free(&self, n: NodeId) -> Result<usize, ConfigError> {
+        self.nodes
+            .get(n)
+            .ok_or(ConfigError::NoSuchEndpoint(n))?
+            .ports
+            .iter()
+            .position(|p| p.link.is_none())
+            .ok_or(ConfigError::AlreadyConnected(n))
     }
 
     /// Joins two nodes by a link, the same both ways.
@@ -339,12 +374,12 @@ impl World {
         a_to_b: LinkConfig,
         b_to_a: LinkConfig,
     ) -> Result<LinkId, ConfigError> {
-        self.check_free(a)?;
-        self.check_free(b)?;
+        let pa = self.check_free(a)?;
+        let pb = self.check_free(b)?;
         if a == b {
             return Err(ConfigError::AlreadyConnected(a));
         }
-        let l = self.new_link([Peer::Node(a), Peer::Node(b)], a_to_b, b_to_a)?;
+        let l = self.new_link([Peer::Node(a, pa), Peer::Node(b, pb)], a_to_b, b_to_a)?;
         self.attach_node(a, l, 0)?;
         self.attach_node(b, l, 1)?;
         Ok(l)
@@ -357,14 +392,14 @@ impl World {
         s: SwitchId,
         cfg: LinkConfig,
     ) -> Result<LinkId, ConfigError> {
-        self.check_free(n)?;
+        let nic = self.check_free(n)?;
         let port = self
             .switches
             .get(s)
             .ok_or(ConfigError::NoSuchEndpoint(s))?
             .ports
             .len();
-        let l = self.new_link([Peer::Node(n), Peer::Switch(s, port)], cfg, cfg)?;
+        let l = self.new_link([Peer::Node(n, nic), Peer::Switch(s, port)], cfg, cfg)?;
         self.attach_node(n, l, 0)?;
         if let Some(sw) = self.switches.get_mut(s) {
             sw.ports.push((l, 1));
@@ -379,6 +414,41 @@ impl World {
             .get(l)
             .and_then(|k| k.dirs.get(usize::from(!from_a)))
             .map(|d| d.stats)
+    }
+
+    /// Cuts link `l`: until [`restore_link`](World::restore_link), every
+    /// frame put on it, or due to arrive over it, is lost, both ways (a
+    /// pulled cable, a dead switch port). The NICs are not told: a node
+    /// that watches its carrier must be told by the caller. Returns whether
+    /// the link exists.
+    pub fn cut_link(&mut self, l: LinkId) -> bool {
+        self.set_cut(l, true)
+    }
+
+    /// Restores a link cut by [`cut_link`](World::cut_link).
+    pub fn restore_link(&mut self, l: LinkId) -> bool {
+        self.set_cut(l, false)
+    }
+
+    /// Whether link `l` is cut.
+    pub fn is_cut(&self, l: LinkId) -> bool {
+        self.links.get(l).is_some_and(|k| k.cut)
+    }
+
+    fn set_cut(&mut self, l: LinkId, cut: bool) -> bool {
+        let Some(k) = self.links.get_mut(l) else {
+            return false;
+        };
+        k.cut = cut;
+        self.trace = fnv(self.trace, &self.now.total_nanos().to_le_bytes());
+        self.trace = fnv(self.trace, if cut { b"cut" } else { b"fix" });
+        self.trace = fnv(self.trace, &(l as u64).to_le_bytes());
+        true
+    }
+
+    /// The link plugged into NIC `port` of node `n`.
+    pub fn node_link(&self, n: NodeId, port: usize) -> Option<LinkId> {
+        self.nodes.get(n)?.ports.get(port)?.link.map(|(l, _)| l)
     }
 
     /// The node `id` as its concrete type.
@@ -440,25 +510,33 @@ impl World {
             return;
         };
         let nic = slot.nic;
-        let port = slot.port;
-        let mut wire: Vec<Vec<u8>> = Vec::new();
+        // Each frame's NIC: (frame, its link); frames for a NIC without a
+        // cable go nowhere.
+        let mut wire: Vec<(Vec<u8>, Option<Cable>)> = Vec::new();
+        let mut cut: Vec<Vec<u8>> = Vec::new();
         for f in frames.drain(..) {
+            let link = self
+                .nodes
+                .get(id)
+                .and_then(|s| s.ports.get(f.port))
+                .and_then(|p| p.link);
             match (f.gso_size, nic.tso) {
                 (Some(mss), true) => {
                     self.stats.tso_frames += 1;
-                    nic::segment(&f.bytes, mss, &mut wire);
+                    nic::segment(&f.bytes, mss, &mut cut);
+                    wire.extend(cut.drain(..).map(|b| (b, link)));
                 }
                 _ => {
                     let mut b = f.bytes;
                     if let (Some((start, off)), true) = (f.csum, nic.tx_csum) {
                         nic::complete_partial_csum(&mut b, usize::from(start), usize::from(off));
                     }
-                    wire.push(b);
+                    wire.push((b, link));
                 }
             }
         }
-        let Some((link, side)) = port else { return };
-        for mut b in wire {
+        for (mut b, link) in wire {
+            let Some((link, side)) = link else { continue };
             if b.len() > nic.mtu + 18 {
                 if let Some(d) = self.links.get_mut(link).and_then(|l| l.dirs.get_mut(side)) {
                     d.stats.oversize += 1;
@@ -471,11 +549,24 @@ impl World {
 
     fn put_on_link(&mut self, link: LinkId, dir: usize, frame: &mut Vec<u8>) {
         let now = self.now;
-        let Some(d) = self.links.get_mut(link).and_then(|l| l.dirs.get_mut(dir)) else {
+        let Some(l) = self.links.get_mut(link) else {
+            return;
+        };
+        let cut = l.cut;
+        let Some(d) = l.dirs.get_mut(dir) else {
             return;
         };
         self.stats.wire_frames += 1;
-        let fate = d.transmit(now, frame);
+        // A cut link loses the frame before the link's own dice are rolled,
+        // so cutting one link leaves every other link's faults as they were.
+        let fate = if cut {
+            d.stats.frames += 1;
+            d.stats.bytes += frame.len() as u64;
+            d.stats.cut += 1;
+            Fate::Dropped
+        } else {
+            d.transmit(now, frame)
+        };
         self.trace = fnv(self.trace, &now.total_nanos().to_le_bytes());
         self.trace = fnv(self.trace, &[link as u8, (link >> 8) as u8, dir as u8]);
         self.trace = fnv(self.trace, frame);
@@ -511,24 +602,37 @@ impl World {
     }
 
     fn arrive(&mut self, link: LinkId, dir: usize, frame: Vec<u8>) {
-        let Some(l) = self.links.get(link) else {
+        let Some(l) = self.links.get_mut(link) else {
             return;
         };
+        if l.cut {
+            // In flight when the cable was pulled.
+            if let Some(d) = l.dirs.get_mut(dir) {
+                d.stats.cut += 1;
+                d.stats.delivered = d.stats.delivered.saturating_sub(1);
+            }
+            self.trace = fnv(self.trace, b"lost in a cut");
+            return;
+        }
         let Some(&to) = l.ends.get(1 - dir) else {
             return;
         };
         match to {
-            Peer::Node(n) => {
+            Peer::Node(n, port) => {
                 let Some(slot) = self.nodes.get_mut(n) else {
                     return;
                 };
-                slot.rx_pending.push(frame);
-                if slot.nic.rx_coalesce.is_zero() {
-                    self.flush_rx(n);
-                } else if !slot.rx_flush {
-                    slot.rx_flush = true;
-                    let at = self.now + slot.nic.rx_coalesce;
-                    self.push(at, Ev::RxFlush { node: n });
+                let coalesce = slot.nic.rx_coalesce;
+                let Some(p) = slot.ports.get_mut(port) else {
+                    return;
+                };
+                p.rx_pending.push(frame);
+                if coalesce.is_zero() {
+                    self.flush_rx(n, port);
+                } else if !p.rx_flush {
+                    p.rx_flush = true;
+                    let at = self.now + coalesce;
+                    self.push(at, Ev::RxFlush { node: n, port });
                 }
             }
             Peer::Switch(s, port) => self.switch(s, port, frame),
@@ -568,13 +672,16 @@ impl World {
         }
     }
 
-    fn flush_rx(&mut self, n: NodeId) {
+    fn flush_rx(&mut self, n: NodeId, port: usize) {
         let Some(slot) = self.nodes.get_mut(n) else {
             return;
         };
-        slot.rx_flush = false;
-        let frames = core::mem::take(&mut slot.rx_pending);
         let nic = slot.nic;
+        let Some(p) = slot.ports.get_mut(port) else {
+            return;
+        };
+        p.rx_flush = false;
+        let frames = core::mem::take(&mut p.rx_pending);
         let verify = nic.rx_csum || nic.gro;
         let mut deliveries: Vec<(Vec<u8>, RxInfo)> = Vec::with_capacity(frames.len());
         if verify {
@@ -598,6 +705,7 @@ impl World {
                         RxInfo {
                             csum_verified: nic.rx_csum || gso.is_some(),
                             gso_size: gso,
+                            port,
                         },
                     ));
                 }
@@ -607,12 +715,22 @@ impl World {
                     run.push(f);
                 } else {
                     flush_run(&mut run, &mut deliveries, &mut self.stats);
-                    deliveries.push((f, RxInfo::default()));
+                    deliveries.push((
+                        f,
+                        RxInfo {
+                            port,
+                            ..RxInfo::default()
+                        },
+                    ));
                 }
             }
             flush_run(&mut run, &mut deliveries, &mut self.stats);
         } else {
-            deliveries.extend(frames.into_iter().map(|f| (f, RxInfo::default())));
+            let info = RxInfo {
+                port,
+                ..RxInfo::default()
+            };
+            deliveries.extend(frames.into_iter().map(|f| (f, info)));
         }
         let now = self.now;
         let mut out = core::mem::take(&mut self.scratch);
@@ -666,9 +784,9 @@ impl World {
                 self.in_flight -= 1;
                 self.arrive(link, dir, frame);
             }
-            Ev::RxFlush { node } => {
+            Ev::RxFlush { node, port } => {
                 self.in_flight -= 1;
-                self.flush_rx(node);
+                self.flush_rx(node, port);
             }
             Ev::Timer { node, at } => self.timer(node, at),
         }
@@ -780,8 +898,7 @@ mod tests {
                 bytes.resize(100, 0);
                 out.push(SimFrame {
                     bytes,
-                    gso_size: None,
-                    csum: None,
+                    ..SimFrame::default()
                 });
                 self.n -= 1;
                 self.next = (self.n > 0).then_some(now + self.every);
@@ -836,7 +953,7 @@ mod tests {
         }
         assert!(
             w.connect_to_switch(a, s, LinkConfig::default()).is_err(),
-            "one port per node"
+            "one NIC, one cable"
         );
         w.run_until_idle(Instant::from_secs(1));
         // a's first frame (t = 0) is flooded: b is unknown. b speaks at 1 ms,
@@ -893,6 +1010,121 @@ mod tests {
         w.add_node(Box::new(t), NicConfig::default());
         assert!(!w.run_until_idle(Instant::from_secs(1)));
         assert!(w.stalled());
+    }
+
+    /// Sends what a test queues, on the NIC the test says; records what
+    /// arrives and on which NIC.
+    #[derive(Default)]
+    struct Ports {
+        queued: Vec<(usize, Vec<u8>)>,
+        got: Vec<(Instant, usize, Vec<u8>)>,
+    }
+
+    impl Node for Ports {
+        fn receive(&mut self, now: Instant, frame: &[u8], info: RxInfo, _out: &mut Vec<SimFrame>) {
+            self.got.push((now, info.port, frame.to_vec()));
+        }
+        fn poll(&mut self, _now: Instant, out: &mut Vec<SimFrame>) {
+            for (port, bytes) in self.queued.drain(..) {
+                out.push(SimFrame {
+                    bytes,
+                    port,
+                    ..SimFrame::default()
+                });
+            }
+        }
+        fn poll_at(&self) -> Option<Instant> {
+            (!self.queued.is_empty()).then_some(Instant::ZERO)
+        }
+    }
+
+    fn frame(dst: u8, src: u8, tag: u8) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, dst, 2, 0, 0, 0, 0, src, 0x88, 0xb5, tag];
+        f.resize(60, 0);
+        f
+    }
+
+    #[test]
+    fn a_node_with_several_nics_sends_and_hears_on_each() {
+        let mut w = World::new(1);
+        let a = w.add_node_with_nics(Box::new(Ports::default()), NicConfig::default(), 2);
+        let b = w.add_node(Box::new(Ports::default()), NicConfig::default());
+        let c = w.add_node(Box::new(Ports::default()), NicConfig::default());
+        let ab = w.connect(a, b, LinkConfig::default()).unwrap();
+        let ac = w.connect(a, c, LinkConfig::default()).unwrap();
+        assert!(
+            w.connect(a, b, LinkConfig::default()).is_err(),
+            "two NICs, two cables"
+        );
+        assert_eq!((w.node_link(a, 0), w.node_link(a, 1)), (Some(ab), Some(ac)));
+        w.with_node::<Ports, _>(a, |n, _, _| {
+            n.queued = vec![
+                (1, frame(3, 1, 1)),
+                (0, frame(2, 1, 2)),
+                (7, frame(2, 1, 3)),
+            ];
+        });
+        w.with_node::<Ports, _>(c, |n, _, _| n.queued = vec![(0, frame(1, 3, 4))]);
+        w.run_until_idle(Instant::from_secs(1));
+        let tags = |n: NodeId, w: &World| -> Vec<(usize, u8)> {
+            w.node::<Ports>(n)
+                .unwrap()
+                .got
+                .iter()
+                .map(|(_, p, f)| (*p, f[14]))
+                .collect()
+        };
+        assert_eq!(
+            tags(b, &w),
+            vec![(0, 2)],
+            "NIC 0's frame; NIC 7 does not exist"
+        );
+        assert_eq!(tags(c, &w), vec![(0, 1)]);
+        assert_eq!(tags(a, &w), vec![(1, 4)], "heard on NIC 1");
+    }
+
+    #[test]
+    fn a_cut_link_loses_everything_both_ways_until_restored() {
+        let mut w = World::new(1);
+        let a = w.add_node(Box::new(Ports::default()), NicConfig::default());
+        let b = w.add_node(Box::new(Ports::default()), NicConfig::default());
+        let l = w
+            .connect(
+                a,
+                b,
+                LinkConfig::new(1_000_000_000, Duration::from_millis(1)),
+            )
+            .unwrap();
+        let send = |w: &mut World, n: NodeId, tag: u8| {
+            w.with_node::<Ports, _>(n, |p, _, _| p.queued.push((0, frame(9, 9, tag))));
+        };
+        send(&mut w, a, 1);
+        w.run_for(Duration::from_micros(500));
+        // Cut with frame 1 in flight: it is lost too.
+        assert!(w.cut_link(l) && w.is_cut(l));
+        send(&mut w, a, 2);
+        send(&mut w, b, 3);
+        w.run_for(Duration::from_millis(5));
+        assert!(w.restore_link(l) && !w.is_cut(l));
+        send(&mut w, a, 4);
+        send(&mut w, b, 5);
+        w.run_until_idle(Instant::from_secs(1));
+        let tags = |n: NodeId| -> Vec<u8> {
+            w.node::<Ports>(n)
+                .unwrap()
+                .got
+                .iter()
+                .map(|(_, _, f)| f[14])
+                .collect()
+        };
+        assert_eq!((tags(a), tags(b)), (vec![5], vec![4]));
+        let (ab, ba) = (
+            w.link_stats(l, true).unwrap(),
+            w.link_stats(l, false).unwrap(),
+        );
+        assert_eq!((ab.frames, ab.cut, ab.delivered), (3, 2, 1), "{ab:?}");
+        assert_eq!((ba.frames, ba.cut), (2, 1), "{ba:?}");
+        assert!(!w.cut_link(99));
     }
 
     #[test]
