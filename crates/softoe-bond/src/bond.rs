@@ -916,7 +916,9 @@ impl Bond {
         member
     }
 
-    /// The member that is up, not real-time, with the fewest plain peers.
+    /// The member that is up, not real-time, with the fewest plain peers;
+    /// a real-time one if no other is up (as for striped traffic: better
+    /// the real-time channel than a dead member).
     fn least_loaded_member(&self) -> Option<usize> {
         let rt_apart = self.policy == Policy::Prioritized;
         let mut load = [0usize; MAX_MEMBERS];
@@ -925,12 +927,15 @@ impl Bond {
                 *l += 1;
             }
         }
-        self.members
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.up() && !(rt_apart && m.cfg.realtime))
-            .min_by_key(|(i, _)| load.get(*i).copied().unwrap_or(0))
-            .map(|(i, _)| i)
+        let least = |rt_ok: bool| {
+            self.members
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.up() && (rt_ok || !(rt_apart && m.cfg.realtime)))
+                .min_by_key(|(i, _)| load.get(*i).copied().unwrap_or(0))
+                .map(|(i, _)| i)
+        };
+        least(false).or_else(|| least(true))
     }
 
     /// The member broadcasts are taken on and sent from: the first one up
@@ -1624,6 +1629,39 @@ mod tests {
         assert_eq!(b.receive(ms(2), 1, &mut hb), Rx::Deliver);
         assert_eq!(b.members(ms(2)).nth(1).unwrap().state, MemberState::Up);
         assert!(b.plain_peers().all(|(_, m)| m == 0));
+    }
+
+    #[test]
+    fn a_plain_peer_moves_to_a_real_time_member_when_no_other_is_left() {
+        // Prioritized, member 1 real-time: plain peers live on member 0.
+        let mut cfg = BondConfig::new(
+            ip(1),
+            (0..2)
+                .map(|i| MemberConfig {
+                    realtime: i == 1,
+                    ..MemberConfig::new(mac(1, i))
+                })
+                .collect(),
+        );
+        cfg.policy = Policy::Prioritized;
+        let mut b = Bond::new(cfg, ms(0)).unwrap();
+        let mut req = arp(1, EthernetAddress::BROADCAST, mac(10, 0), ip(10), ip(1));
+        assert_eq!(b.receive(ms(0), 0, &mut req), Rx::Deliver);
+        assert_eq!(b.plain_peers().collect::<Vec<_>>(), vec![(ip(10), 0)]);
+        let mut buf = [0u8; 128];
+        while b.poll_transmit(ms(0), &mut buf).is_some() {}
+        // Member 0 dies: the real-time member is all that is left, and a
+        // peer left on a dead member is cut off for good.
+        b.set_carrier(ms(1), 0, false);
+        assert_eq!(b.plain_peers().collect::<Vec<_>>(), vec![(ip(10), 1)]);
+        assert_eq!(b.stats().plain_moved, 1);
+        let mut told = false;
+        while let Some((m, len)) = b.poll_transmit(ms(1), &mut buf) {
+            told |= m == 1 && read_u16(&buf[..len], 12) == ETHERTYPE_ARP;
+        }
+        assert!(told, "the peer is told its new MAC");
+        let mut f = ipv4(mac(10, 0), mac(1, 0), ip(1), ip(10), 1000);
+        assert_eq!(b.transmit(ms(1), &mut f, 1000, 0), Some(1));
     }
 
     #[test]
