@@ -36,7 +36,11 @@
 //! switch's learning table agrees with it. If that member leaves, the peer
 //! moves to another and is told with a unicast gratuitous ARP reply. Our
 //! stack's gratuitous broadcast ARP (sent when it starts) is dropped: it
-//! would point every plain peer at one member.
+//! would point every plain peer at one member. For the same reason our
+//! stack's ARP requests go to the one host they ask for when its MAC is
+//! known (hosts update an entry they have for us from any ARP frame); one
+//! that must be broadcast is followed by a unicast gratuitous ARP to each
+//! plain peer homed on another member.
 //!
 //! ## Striping and reordering
 //!
@@ -366,6 +370,9 @@ struct Plain {
     member: usize,
     /// Its MAC, once a frame from it has been seen.
     mac: Option<EthernetAddress>,
+    /// Our stack's last ARP request for it went to `mac` alone and it has
+    /// not answered: ask the next one by broadcast (its MAC may have changed).
+    asked: bool,
 }
 
 /// Per bonding peer: the virtual queues of its members and the round-robin
@@ -667,12 +674,14 @@ impl Bond {
         }
         if let Some(p) = self.plain.get_mut(&ip) {
             p.mac = Some(src);
+            p.asked = false;
         } else if let Some(home) = self.least_loaded_member().or(Some(member)) {
             self.plain.insert(
                 ip,
                 Plain {
                     member: home,
                     mac: Some(src),
+                    asked: false,
                 },
             );
         }
@@ -755,18 +764,37 @@ impl Bond {
             ETHERTYPE_ARP if header.len() >= arp::LEN => {
                 let spa = ip_at(header, arp::SPA)?;
                 let tpa = ip_at(header, arp::TPA)?;
-                if read_u16(header, arp::OPER) == 1 && spa == tpa && dst.is_broadcast() {
+                let broadcast_request = read_u16(header, arp::OPER) == 1 && dst.is_broadcast();
+                if broadcast_request && spa == tpa {
                     self.stats.gratuitous_dropped += 1;
                     return None;
                 }
-                let m = if self.table.get(tpa).is_some() {
+                let bonding = self.table.get(tpa).map(|e| e.alive_members().next());
+                let m = if bonding.is_some() {
                     self.broadcast_member()?
                 } else {
                     self.plain_member(tpa)
                 };
                 let mac = self.members.get(m)?.cfg.mac;
                 put(header, arp::SHA, mac.as_bytes());
-                (m, None)
+                // A broadcast request names (our IP, this member's MAC) to
+                // every host on the segment, and hosts update an entry they
+                // have for us from it: plain peers homed elsewhere would
+                // move. Ask the one host when we know where it is; else
+                // broadcast and tell the others again where we are for them.
+                let to = match bonding {
+                    _ if !broadcast_request => None,
+                    Some(first) => first,
+                    None => self.plain.get_mut(&tpa).and_then(|p| {
+                        let to = p.mac.filter(|_| !p.asked);
+                        p.asked = to.is_some();
+                        to
+                    }),
+                };
+                if broadcast_request && to.is_none() {
+                    self.restate_plain_peers(tpa, m);
+                }
+                (m, to)
             }
             ETHERTYPE_IPV4 if !dst.is_multicast() => match ip_at(header, ipv4::DST) {
                 Some(ip) if self.table.get(ip).is_some() => {
@@ -912,7 +940,14 @@ impl Bond {
             .least_loaded_member()
             .or_else(|| self.broadcast_member())
             .unwrap_or(0);
-        self.plain.insert(ip, Plain { member, mac: None });
+        self.plain.insert(
+            ip,
+            Plain {
+                member,
+                mac: None,
+                asked: false,
+            },
+        );
         member
     }
 
@@ -936,6 +971,21 @@ impl Bond {
                 .map(|(i, _)| i)
         };
         least(false).or_else(|| least(true))
+    }
+
+    /// Our broadcast ARP request for `except` left on `member`: tells every
+    /// other plain peer homed on another member (and whose MAC we know)
+    /// its member's MAC again, with a unicast gratuitous ARP.
+    fn restate_plain_peers(&mut self, except: Ipv4Address, member: usize) {
+        let others: Vec<(usize, Control)> = self
+            .plain
+            .iter()
+            .filter(|(ip, p)| **ip != except && p.member != member)
+            .filter_map(|(ip, p)| Some((p.member, Control::GratuitousArp(*ip, p.mac?))))
+            .collect();
+        for (m, c) in others {
+            self.push_control(m, c);
+        }
     }
 
     /// The member broadcasts are taken on and sent from: the first one up
@@ -1583,6 +1633,72 @@ mod tests {
                 .all(|m| m.state == MemberState::Up)
         );
         assert!(lan.hosts[0].members(ms(t)).nth(1).unwrap().stats.left == 1);
+    }
+
+    #[test]
+    fn our_arp_requests_do_not_repoint_other_plain_peers() {
+        // A broadcast ARP request from us names (our IP, a member's MAC) to
+        // every host on the segment, and hosts update an entry they have
+        // for us from any ARP frame (Linux does, so does softoe's stack).
+        let mut b = bond(1, 2, Policy::LeastQueued);
+        let mut buf = [0u8; 128];
+        for peer in [10u8, 11] {
+            let mut req = arp(1, EthernetAddress::BROADCAST, mac(peer, 0), ip(peer), ip(1));
+            assert_eq!(b.receive(ms(0), 0, &mut req), Rx::Deliver);
+        }
+        assert_eq!(
+            b.plain_peers().collect::<Vec<_>>(),
+            vec![(ip(10), 0), (ip(11), 1)]
+        );
+        while b.poll_transmit(ms(0), &mut buf).is_some() {}
+        // Our stack asks for 11 again (its entry expired): we know 11's MAC,
+        // so only 11 hears the question, from its member.
+        let mut again = arp(1, EthernetAddress::BROADCAST, mac(1, 0), ip(1), ip(11));
+        assert_eq!(b.transmit(ms(1), &mut again, 60, 0), Some(1));
+        assert_eq!(&again[0..6], mac(11, 0).as_bytes(), "unicast to 11");
+        assert_eq!(&again[22..28], mac(1, 1).as_bytes());
+        assert!(b.poll_transmit(ms(1), &mut buf).is_none());
+        // Unanswered, it asks again: 11 may have a new MAC, so broadcast.
+        let mut third = arp(1, EthernetAddress::BROADCAST, mac(1, 0), ip(1), ip(11));
+        assert_eq!(b.transmit(ms(2), &mut third, 60, 0), Some(1));
+        assert_eq!(&third[0..6], EthernetAddress::BROADCAST.as_bytes());
+        // ... which tells 10 that we are at member 1's MAC: 10 is told
+        // again where we are for it.
+        let (m, len) = b.poll_transmit(ms(2), &mut buf).expect("10 is told");
+        assert_eq!(m, 0);
+        assert_eq!(&buf[0..6], mac(10, 0).as_bytes());
+        assert_eq!(&buf[22..28], mac(1, 0).as_bytes());
+        assert_eq!(&buf[28..32], ip(1).as_bytes());
+        assert!(b.poll_transmit(ms(2), &mut buf).is_none(), "{len}");
+        // 11 answers: a later question is unicast again.
+        let mut reply = arp(2, mac(1, 1), mac(11, 0), ip(11), ip(1));
+        assert_eq!(b.receive(ms(3), 1, &mut reply), Rx::Deliver);
+        let mut fourth = arp(1, EthernetAddress::BROADCAST, mac(1, 0), ip(1), ip(11));
+        assert_eq!(b.transmit(ms(4), &mut fourth, 60, 0), Some(1));
+        assert_eq!(&fourth[0..6], mac(11, 0).as_bytes());
+        // A host we have never heard from: broadcast, and the plain peer
+        // homed on another member than the one asking is told again.
+        let mut new = arp(1, EthernetAddress::BROADCAST, mac(1, 0), ip(1), ip(12));
+        let home = b.transmit(ms(5), &mut new, 60, 0).unwrap();
+        assert_eq!(&new[0..6], EthernetAddress::BROADCAST.as_bytes());
+        let mut told = Vec::new();
+        while let Some((m, _)) = b.poll_transmit(ms(5), &mut buf) {
+            told.push((m, buf[4]));
+        }
+        let other = 1 - home;
+        assert_eq!(told, vec![(other, 10 + other as u8)]);
+    }
+
+    #[test]
+    fn our_arp_requests_for_a_bonding_peer_go_to_it_alone() {
+        let mut lan = Lan::new(vec![
+            bond(1, 2, Policy::LeastQueued),
+            bond(2, 2, Policy::LeastQueued),
+        ]);
+        lan.settle(ms(0));
+        let mut req = arp(1, EthernetAddress::BROADCAST, mac(1, 0), ip(1), ip(2));
+        assert!(lan.hosts[0].transmit(ms(1), &mut req, 60, 0).is_some());
+        assert_eq!(&req[0..6], mac(2, 0).as_bytes());
     }
 
     #[test]
