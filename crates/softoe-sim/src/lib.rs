@@ -9,6 +9,17 @@
 //! learning switch to join many nodes. It jumps from event to event, driving
 //! each stack to its next `poll_at` deadline.
 //!
+//! A node may have several NICs, each with its own link
+//! ([`World::add_node_with_nics`]), and a link can be cut and restored
+//! ([`World::cut_link`]). That is what **bonded hosts** are made of
+//! ([`bonded::BondedNode`]): one stack behind N NICs on a switch, driven
+//! through `softoe-bond`'s `Bond` — the same code the engine's bonded port
+//! runs — so that striping one flow over several links, the reordering it
+//! causes, plain-ARP peers, and failover when a member's link dies are
+//! proved here, deterministically. [`lan`] builds such LANs (bonded and
+//! plain hosts, connections, link failures on cue) and measures the
+//! failover gap.
+//!
 //! Everything random derives from one seed, per link and direction: **same
 //! seed, same trace, bit for bit** ([`World::trace_hash`]). That is what lets
 //! a property test run thousands of seeds and reproduce any failure exactly.
@@ -32,7 +43,9 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bonded;
 pub mod grid;
+pub mod lan;
 pub mod link;
 pub(crate) mod nic;
 pub mod node;

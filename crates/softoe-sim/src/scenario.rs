@@ -87,6 +87,12 @@ pub enum BuildError {
     /// A stack setting is invalid.
     #[error("stack configuration: {0}")]
     Stack(softoe_stack::ConfigError),
+    /// A bonded host cannot be built.
+    #[error(transparent)]
+    Bond(#[from] crate::bonded::BondedError),
+    /// The world described is impossible.
+    #[error("invalid world: {0}")]
+    Invalid(&'static str),
 }
 
 /// A built two-stack world.
