@@ -101,6 +101,9 @@ pub(crate) struct Rack {
     reord_now: bool,
     /// This ACK delivered something (RACK may mark losses).
     advanced: bool,
+    /// The shortest round trip of an original transmission this ACK
+    /// delivered, for the minimum RTT.
+    min_sample: Option<Duration>,
 }
 
 impl Rack {
@@ -117,6 +120,7 @@ impl Rack {
             reordering: DUP_THRESH,
             reord_now: false,
             advanced: false,
+            min_sample: None,
         }
     }
 
@@ -138,6 +142,15 @@ impl Rack {
             self.fack = Some(e.end);
         }
         let rtt = now.saturating_duration_since(e.at);
+        if !e.retransmitted() {
+            // Sent once, so this is its round trip (Karn): the minimum RTT
+            // learns from every delivery, SACKed or cumulatively acked, as
+            // Linux's does. The one timed segment per round trip alone
+            // waits on delayed ACKs and sees the slower paths, and a
+            // minimum too high makes a probe's answer look like its
+            // original's (below).
+            self.min_sample = Some(self.min_sample.map_or(rtt, |m| m.min(rtt)));
+        }
         // A retransmission acknowledged sooner than any round trip was
         // answered by its original: not a measurement of the retransmission.
         if e.retransmitted() && rtt < min_rtt {
@@ -379,6 +392,9 @@ impl TcpSocket {
             self.rec.rack.dsack_round = None;
         }
 
+        if let Some(m) = self.rec.rack.min_sample.take() {
+            self.rtt.observe_min(m);
+        }
         self.tlp_on_ack(now, ack, dsack, seq::gt(ack, una_before) || new_sack);
         if self.sack_ok && self.rec.rack.advanced {
             self.rack_detect(now);

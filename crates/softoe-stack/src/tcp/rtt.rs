@@ -67,6 +67,15 @@ impl RttEstimator {
         self.base_rto = rto.clamp(self.min_rto, self.max_rto);
     }
 
+    /// A round trip that lowers the minimum only (a delivered segment
+    /// other than the timed one; see `Rack::on_delivered`). Before the
+    /// first sample it waits: the estimator starts from a timed one.
+    pub(crate) fn observe_min(&mut self, rtt: Duration) {
+        if self.has_sample {
+            self.min_rtt = self.min_rtt.min(nanos(rtt).max(1));
+        }
+    }
+
     /// The current RTO, backoff included.
     pub(crate) fn rto(&self) -> Duration {
         let shift = self.backoff.min(32);

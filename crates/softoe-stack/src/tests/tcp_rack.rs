@@ -534,3 +534,57 @@ fn the_probe_goes_to_the_missing_data_not_the_fin() {
     assert_eq!(starts(&probe, our), [0], "{probe:?}");
     assert_eq!(h.stack.tcp_info(conn).unwrap().tlp_probes, 1);
 }
+
+/// The minimum RTT learns from every segment delivered, not only the one
+/// timed per round trip: otherwise a probe answered over a path faster
+/// than the timed segments saw looks answered by its original (RFC 8985
+/// §6.2 step 2), RACK marks nothing, and a lost flight waits out probe
+/// after doubling probe and then the RTO (the simulator's failover gaps
+/// of 600 ms, a bonded member cut mid-flight).
+#[test]
+fn a_probe_answered_faster_than_the_timed_segments_repairs_the_flight() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack_rtt(&mut h, Duration::from_millis(1));
+    // Segments 0–1 go at 0 (0 is timed), 2–9 at 0.4 ms; one ACK at 1 ms
+    // takes them all: a 1 ms sample for the timed segment, 0.6 ms for
+    // segments 2–9.
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (2 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 2);
+    h.now += Duration::from_micros(400);
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (8 * MSS) as u32))
+        .unwrap();
+    assert_eq!(starts(&h.recv(), our), (2..10).collect::<Vec<_>>());
+    h.now += Duration::from_micros(600);
+    h.send(sack(our, 10, &[]));
+    assert_eq!(
+        h.stack.tcp_info(conn).unwrap().min_rtt,
+        Duration::from_micros(600)
+    );
+    // Segments 10–19: all lost. The probe resends 19.
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (10 * MSS) as u32))
+        .unwrap();
+    assert_eq!(starts(&h.recv(), our), (10..20).collect::<Vec<_>>());
+    let mut probe = Vec::new();
+    for _ in 0..100 {
+        probe = h.advance(Duration::from_micros(100));
+        if !probe.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(starts(&probe, our), [19], "the probe");
+    // Its SACK comes 0.7 ms later: slower than any delivery seen, so the
+    // probe's own. Everything sent before it is lost, and goes at once.
+    h.now += Duration::from_micros(700);
+    h.send(sack(our, 10, &[(19, 20)]));
+    let out = starts(&h.take(), our);
+    assert_eq!(out.first(), Some(&10), "repair starts at once: {out:?}");
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!(
+        (info.tlp_probes, info.tlp_recoveries, info.rto_count),
+        (1, 1, 0)
+    );
+}
