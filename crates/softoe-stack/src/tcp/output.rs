@@ -532,6 +532,7 @@ impl TcpSocket {
             self.rec.tlp_high = Some(seq::max(end, self.snd_max));
             self.rec.tlp_count += 1;
             self.rec.tlp_sent = (plan.seq, end, now);
+            self.rec.rack.probe_at = Some(now);
         }
         if plan.kind == Kind::Recovery {
             self.rec.rtx_first = false;

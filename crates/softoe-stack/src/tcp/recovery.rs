@@ -104,6 +104,9 @@ pub(crate) struct Rack {
     /// The shortest round trip of an original transmission this ACK
     /// delivered, for the minimum RTT.
     min_sample: Option<Duration>,
+    /// When the last tail-loss probe went (what it carried is `Recovery::
+    /// tlp_sent`); a transmission logged at this instant is the probe.
+    pub(crate) probe_at: Option<Instant>,
 }
 
 impl Rack {
@@ -121,6 +124,7 @@ impl Rack {
             reord_now: false,
             advanced: false,
             min_sample: None,
+            probe_at: None,
         }
     }
 
@@ -153,7 +157,13 @@ impl Rack {
         }
         // A retransmission acknowledged sooner than any round trip was
         // answered by its original: not a measurement of the retransmission.
-        if e.retransmitted() && rtt < min_rtt {
+        // Except a probe's, down to half the minimum: it went after a probe
+        // timeout of silence, so an answer to its original would have come
+        // before it; a quicker one is the probe's over a quicker path than
+        // the data took (a bond's real-time member, another member's
+        // shorter queue). Under half, the answer crossed the probe.
+        let probe = self.probe_at == Some(e.at);
+        if e.retransmitted() && rtt < min_rtt && !(probe && rtt >= min_rtt / 2) {
             return;
         }
         self.rtt = rtt;

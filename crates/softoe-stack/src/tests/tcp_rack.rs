@@ -588,3 +588,40 @@ fn a_probe_answered_faster_than_the_timed_segments_repairs_the_flight() {
         (1, 1, 0)
     );
 }
+
+/// A probe may take a quicker path than any the data took (a bond's
+/// real-time member, another member's shorter queue): answered sooner than
+/// the minimum RTT, it is still the probe's answer — its original's would
+/// have come before the probe went — and the flight is repaired at once.
+/// An answer within half the minimum crossed the probe: it is the
+/// original's, and marks nothing.
+#[test]
+fn a_probe_answered_over_a_quicker_path_repairs_the_flight() {
+    for (after, repaired) in [(600, true), (400, false)] {
+        let mut h = Harness::new();
+        let (conn, our) = open_sack_rtt(&mut h, Duration::from_millis(1));
+        h.stack
+            .tcp_send(conn, PayloadRef::new(0, 0, (10 * MSS) as u32))
+            .unwrap();
+        assert_eq!(h.recv().len(), 10);
+        let mut probe = Vec::new();
+        for _ in 0..100 {
+            probe = h.advance(Duration::from_micros(100));
+            if !probe.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(starts(&probe, our), [9], "the probe");
+        h.now += Duration::from_micros(after);
+        h.send(sack(our, 0, &[(9, 10)]));
+        let out = starts(&h.take(), our);
+        let info = h.stack.tcp_info(conn).unwrap();
+        assert_eq!(info.min_rtt, Duration::from_millis(1));
+        if repaired {
+            assert_eq!(out.first(), Some(&0), "{after} µs: repaired: {out:?}");
+        } else {
+            assert!(out.is_empty(), "{after} µs: nothing marked: {out:?}");
+        }
+        assert_eq!(info.rto_count, 0);
+    }
+}
