@@ -316,6 +316,11 @@ pub struct BondStats {
     pub control_overflow: u64,
     /// Changes of our member set announced.
     pub changes: u64,
+    /// Paths we were sending on that went away: one of our members left,
+    /// or a bonding peer's did. What went out on it lately is lost without
+    /// trace; the runtime tells the stack, whose connections probe at once
+    /// (`softoe_stack::Stack::path_changed`).
+    pub path_losses: u64,
 }
 
 /// A member as [`Bond::members`] shows it.
@@ -716,6 +721,14 @@ impl Bond {
                 // The peer's links kept their queues: a member that stays
                 // keeps its backlog (the set is re-indexed).
                 let after = self.table.get(msg.sender_ip).map(|e| *e.members());
+                if let (Some(before), Some(after)) = (before, after)
+                    && before
+                        .as_slice()
+                        .iter()
+                        .any(|m| after.position(*m).is_none())
+                {
+                    self.stats.path_losses += 1;
+                }
                 if let (Some(s), Some(before), Some(after)) =
                     (self.peers.get_mut(&msg.sender_ip), before, after)
                 {
@@ -1028,6 +1041,9 @@ impl Bond {
             m.state = MemberState::Silent;
             m.last_heard = Instant::ZERO;
         } else {
+            if m.state == MemberState::Up {
+                self.stats.path_losses += 1;
+            }
             m.state = MemberState::NoCarrier;
             m.stats.left += 1;
         }
@@ -1071,6 +1087,7 @@ impl Bond {
                 m.state = MemberState::Silent;
                 m.stats.left += 1;
                 changed = true;
+                self.stats.path_losses += 1;
             }
         }
         if changed {
@@ -1604,6 +1621,14 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![MemberState::Up, MemberState::Silent]
         );
+        // A path each of them sent on went away: the stacks above probe.
+        assert_eq!(lan.hosts[0].stats().path_losses, 1);
+        assert_eq!(lan.hosts[1].stats().path_losses, 1);
+        assert_eq!(
+            lan.hosts[2].stats().path_losses,
+            1,
+            "host 3 sends to it too"
+        );
         for _ in 0..6 {
             let m = lan.send(ms(t), 1, ipv4(mac(1, 0), mac(2, 0), ip(2), ip(1), 500), 0);
             assert!(m.is_some());
@@ -1633,6 +1658,9 @@ mod tests {
                 .all(|m| m.state == MemberState::Up)
         );
         assert!(lan.hosts[0].members(ms(t)).nth(1).unwrap().stats.left == 1);
+        // A member coming back loses no path.
+        assert_eq!(lan.hosts[0].stats().path_losses, 1);
+        assert_eq!(lan.hosts[1].stats().path_losses, 1);
     }
 
     #[test]

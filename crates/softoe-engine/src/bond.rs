@@ -408,6 +408,10 @@ impl Port for BondPort {
         )
     }
 
+    fn path_losses(&self) -> u64 {
+        self.bond.stats().path_losses
+    }
+
     fn bond(&self) -> Option<crate::control::BondStat> {
         Some(crate::control::BondStat::of(
             &self.bond,

@@ -288,6 +288,9 @@ pub struct BondStat {
     pub plain_moved: u64,
     /// Changes of our member set announced.
     pub changes: u64,
+    /// Paths we sent on that went away (our member or a peer's left); each
+    /// made every connection probe at once.
+    pub path_losses: u64,
 }
 
 /// One member of a bond.
@@ -422,6 +425,7 @@ impl BondStat {
             plain_frames: s.plain,
             plain_moved: s.plain_moved,
             changes: s.changes,
+            path_losses: s.path_losses,
         }
     }
 }

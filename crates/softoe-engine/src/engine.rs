@@ -201,6 +201,8 @@ pub struct Engine<P: Port> {
     started: std::time::Instant,
     /// When the control socket was last served.
     control_at: Instant,
+    /// The port's path losses the stack has been told of.
+    path_losses: u64,
     counters: EngineCounters,
     pcap: Option<Pcap>,
     control: Option<Control>,
@@ -260,6 +262,7 @@ impl<P: Port> Engine<P> {
             epoch: std::time::Instant::now(),
             started: std::time::Instant::now(),
             control_at: Instant::ZERO,
+            path_losses: 0,
             counters: EngineCounters::default(),
             pcap,
             control,
@@ -427,6 +430,14 @@ impl<P: Port> Engine<P> {
         }
         if got > 0 {
             self.counters.rx_batches += 1;
+            busy = true;
+        }
+        // A path went away under the connections (a bonded member left):
+        // they probe at once rather than after their probe timeouts.
+        let losses = self.port.path_losses();
+        if losses != self.path_losses {
+            self.path_losses = losses;
+            self.stack.path_changed();
             busy = true;
         }
         // Services and the stack's own work.

@@ -795,6 +795,10 @@ impl<P: Port> Port for FaultPort<P> {
         self.inner.bond()
     }
 
+    fn path_losses(&self) -> u64 {
+        self.inner.path_losses()
+    }
+
     fn describe(&self) -> String {
         let d = |f: &DirectionFaults| {
             format!(

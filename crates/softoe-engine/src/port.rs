@@ -57,6 +57,14 @@ pub trait Port {
     fn bond(&self) -> Option<crate::control::BondStat> {
         None
     }
+    /// Paths the port was sending on that went away so far (a bond's
+    /// member left, or a bonded peer's did; 0 for a plain port). When it
+    /// grows the engine has every connection probe at once
+    /// ([`Stack::path_changed`](softoe_stack::Stack::path_changed)): what
+    /// went out there lately is lost without trace.
+    fn path_losses(&self) -> u64 {
+        0
+    }
     /// The faults injected so far, for a port that injects them (the
     /// [`FaultPort`](crate::FaultPort)); `None` for a plain port. Read when
     /// `softoe stat` asks and when the engine stops.

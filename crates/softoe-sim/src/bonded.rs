@@ -107,6 +107,8 @@ pub struct BondedNode {
     rx: Vec<u8>,
     control: Vec<u8>,
     stats: BondedStats,
+    /// The bond's path losses the stack has been told of.
+    path_losses: u64,
 }
 
 impl core::fmt::Debug for BondedNode {
@@ -138,6 +140,7 @@ impl BondedNode {
             rx: Vec::new(),
             control: vec![0; CONTROL_BUF],
             stats: BondedStats::default(),
+            path_losses: 0,
         })
     }
 
@@ -190,6 +193,13 @@ impl BondedNode {
                 port: member,
                 ..SimFrame::default()
             });
+        }
+        // A path the stack's frames took went away: its connections probe
+        // at once (at the node's next poll, due now), as the engine's do.
+        let losses = self.bond.stats().path_losses;
+        if losses != self.path_losses {
+            self.path_losses = losses;
+            self.host.stack.path_changed();
         }
     }
 }

@@ -1059,6 +1059,27 @@ impl Stack {
         Ok(n)
     }
 
+    /// The path under the interface changed: a bonded member left, or a
+    /// bonded peer's did. What went out on it in the last moments (up to
+    /// the 30 ms a silent member takes to be noticed) is gone without
+    /// trace, and a connection whose whole tail went there would wait for
+    /// its probe timeout — doubled for each probe the dead path swallowed —
+    /// or for its RTO. Instead every connection with data in flight (and
+    /// SACK, which a probe needs) sends a tail-loss probe on the next
+    /// [`poll`](Self::poll), its probe backoff forgotten; the probe's SACK
+    /// shows RACK what is missing. A connection without SACK keeps its
+    /// retransmission timer.
+    pub fn path_changed(&mut self) {
+        self.stats.path_changes += 1;
+        let tcp: Vec<usize> = self.sockets.indices().collect();
+        for i in tcp {
+            if self.sockets.tcp_mut(i).is_some_and(TcpSocket::probe_now) {
+                self.stats.path_probes += 1;
+                self.mark_ready(i);
+            }
+        }
+    }
+
     fn mark_ready(&mut self, i: usize) {
         self.sockets.push_ready_front(i);
     }

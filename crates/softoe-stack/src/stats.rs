@@ -63,4 +63,11 @@ pub struct StackStats {
     pub udp_drops: u64,
     /// Frames with no route to their destination (dropped).
     pub no_route: u64,
+    /// Times the runtime said the path changed ([`Stack::path_changed`]:
+    /// a bonded member left, or a bonded peer's did).
+    ///
+    /// [`Stack::path_changed`]: crate::Stack::path_changed
+    pub path_changes: u64,
+    /// Tail-loss probes sent at once for it.
+    pub path_probes: u64,
 }

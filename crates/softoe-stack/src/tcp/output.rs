@@ -180,6 +180,10 @@ impl TcpSocket {
     /// (Re)arms the tail-loss probe: two round trips after the last
     /// transmission or ACK, but never after the RTO (RFC 8985 §7.2).
     fn arm_tlp(&mut self, now: Instant) {
+        if self.tlp_pending && !self.tlp_allowed() {
+            // Acknowledged before it could go: no probe is owed.
+            self.tlp_pending = false;
+        }
         if self.tlp_pending || !self.tlp_allowed() {
             if !self.tlp_pending {
                 self.timers.clear(Timer::Tlp);
@@ -276,8 +280,12 @@ impl TcpSocket {
         let mss = self.seg_mss();
         let cwnd = self.cwnd();
 
-        if self.tlp_pending {
-            return self.plan_probe(mss);
+        // A probe due with nothing left to probe (an ACK came between the
+        // path change that asked for it and now) gives way to new data.
+        if self.tlp_pending
+            && let Some(p) = self.plan_probe(mss)
+        {
+            return Some(p);
         }
 
         // Loss recovery first.

@@ -677,6 +677,9 @@ impl TcpSocket {
         if self.snd_una == self.snd_max {
             self.timers.clear(Timer::Retransmit);
             self.timers.clear(Timer::Reorder);
+            // A probe asked for (a path change) and not yet sent is owed
+            // no more.
+            self.tlp_pending = false;
         } else {
             self.timers.set(Timer::Retransmit, now + self.rtt.rto());
         }
@@ -846,6 +849,20 @@ impl TcpSocket {
                     | State::Closing
                     | State::LastAck
             )
+    }
+
+    /// The path changed under the connection ([`Stack::path_changed`]):
+    /// probe at once, with no backoff. Whether a probe will go.
+    ///
+    /// [`Stack::path_changed`]: crate::Stack::path_changed
+    pub(crate) fn probe_now(&mut self) -> bool {
+        self.rec.tlp_count = 0;
+        if !self.tlp_allowed() {
+            return false;
+        }
+        self.tlp_pending = true;
+        self.timers.clear(Timer::Tlp);
+        true
     }
 
     /// The probe timeout (RFC 8985 §7.2): two smoothed round trips, or one

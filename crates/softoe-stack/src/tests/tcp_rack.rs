@@ -625,3 +625,57 @@ fn a_probe_answered_over_a_quicker_path_repairs_the_flight() {
         assert_eq!(info.rto_count, 0);
     }
 }
+
+/// A path change (a bonded member left) makes every connection with data
+/// in flight probe at once, whatever backoff the dead path's swallowed
+/// probes built up; its answer repairs the flight.
+#[test]
+fn a_path_change_probes_at_once() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack_rtt(&mut h, Duration::from_millis(1));
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (10 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 10);
+    // Two probes vanish on the dead path; the next would wait 8 round trips.
+    let mut probes = 0;
+    for _ in 0..200 {
+        probes += h.advance(Duration::from_micros(100)).len();
+        if probes == 2 {
+            break;
+        }
+    }
+    assert_eq!(probes, 2);
+    assert!(h.advance(Duration::from_micros(100)).is_empty());
+    h.stack.path_changed();
+    assert_eq!(starts(&h.recv(), our), [9], "a probe at once");
+    assert_eq!(h.stack.stats().path_probes, 1);
+    h.now += Duration::from_millis(1);
+    h.send(sack(our, 0, &[(9, 10)]));
+    assert_eq!(starts(&h.take(), our).first(), Some(&0), "repaired");
+    // Nothing in flight, nothing to probe.
+    let mut idle = Harness::new();
+    let _ = open_sack(&mut idle);
+    idle.stack.path_changed();
+    assert!(idle.recv().is_empty());
+    assert_eq!(idle.stack.stats().path_probes, 0);
+}
+
+/// A probe the path change asked for, overtaken by an ACK of everything
+/// before it could go, is owed no more: the queued data goes instead (the
+/// simulator's seed 970 spun for ever at one instant).
+#[test]
+fn a_probe_overtaken_by_an_ack_gives_way_to_new_data() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack_rtt(&mut h, Duration::from_millis(1));
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (30 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 10);
+    h.stack.path_changed();
+    h.now += Duration::from_millis(1);
+    h.send(sack(our, 10, &[]));
+    let out = starts(&h.recv(), our);
+    assert!(!out.is_empty() && out.iter().all(|&k| k >= 10), "{out:?}");
+    assert_eq!(h.stack.tcp_info(conn).unwrap().tlp_probes, 0);
+}
