@@ -1831,7 +1831,7 @@ impl Session {
                         Algorithm::NewReno => CONGESTION_RENO,
                         _ => CONGESTION_CUBIC,
                     },
-                    _reserved: 0,
+                    priority: 0,
                 };
                 // SAFETY: `rec` is plain integers; viewing it as bytes is
                 // sound and the slice does not outlive it.
