@@ -1781,3 +1781,34 @@ fn a_programs_priority_reaches_the_stack() {
     assert_eq!(e.raw_os_error(), Some(errno::EINVAL), "{e}");
     assert_eq!(u.priority(), 7, "a refused value is not kept");
 }
+
+/// A listener shared by two sessions is one socket, as a listening
+/// descriptor shared across `fork` is on Linux: what either set last is
+/// what the next connection, accepted by either, starts with — not what
+/// the accepting session once set itself.
+#[test]
+fn a_shared_listeners_priority_is_whoever_set_it_last() {
+    let bed = bed();
+    let parent = Client::attach_to(&bed.host).unwrap();
+    let child = Client::attach_to(&bed.host).unwrap();
+    let at = SocketAddrV4::new(ENGINE_IP, 7625);
+    let l = parent.tcp_listen(at, 16).unwrap();
+    let shared = child
+        .adopt_listener(parent.session(), l.id(), parent.secret())
+        .unwrap();
+    shared.set_priority(3).unwrap();
+    l.set_priority(1).unwrap();
+    let peer = bed
+        .linux
+        .spawn(move || {
+            let mut s = TcpStream::connect(at).unwrap();
+            let mut b = Vec::new();
+            let _ = s.read_to_end(&mut b);
+        })
+        .unwrap();
+    let (s, from) = shared.accept().unwrap();
+    assert_eq!(priority_in_snapshot(&bed, at, from), Some(1));
+    assert_eq!(s.priority().unwrap(), 1);
+    drop(s);
+    peer.join().unwrap();
+}

@@ -1577,6 +1577,10 @@ impl Session {
                 if let Some(Some(l)) = self.socks.get(sock as usize) {
                     n.opts = l.opts;
                 }
+                // The priority the stack gave it from the listener is the
+                // one to keep: a shared listener's may have been changed
+                // since by another session, whose record this is not.
+                n.opts.priority = stack.priority(h).ok();
                 apply_opts(now, stack, h, &n.opts);
                 self.by_handle.insert(h, id);
                 n.dirty = false;
