@@ -134,6 +134,11 @@
 #define softoe_SHUT_RDWR 2
 
 /**
+ * The largest [`SockOpt::Priority`] the engine takes.
+ */
+#define softoe_MAX_PRIORITY 255
+
+/**
  * [`SockOpt::Congestion`] and [`TcpInfoRecord::congestion`]: RFC 5681/6582
  * NewReno, Linux's `reno`.
  */
@@ -424,6 +429,21 @@ enum softoe_SockOpt
    * 0 delays acknowledgements again (the default).
    */
   SOFTOE_SOCK_OPT_QUICK_ACK = 9,
+  /**
+   * `SO_PRIORITY`: the class the socket's frames are handed to the port
+   * with, 0..=255 (0, the default, is best effort); a bonded port's
+   * `prioritized` policy sends those at or above its threshold over its
+   * real-time members. Linux lets an unprivileged program set 0..=6 and
+   * a `CAP_NET_ADMIN` one any `u32`; the engine takes 0..=255 from any
+   * program (the port's scheduler compares a byte) and refuses more with
+   * `EINVAL` — a shim holding a larger value sends 255. Set before
+   * `CONNECT` or `LISTEN`, the first SYN (or SYN-ACK) goes with it; a
+   * listener's passes to the connections it accepts. Unlike
+   * [`SockOpt::Tos`]'s first segment, it matters at any time: set on a
+   * live connection (or a bound UDP socket), the next frame goes with
+   * the new class, as Linux applies it to every later packet.
+   */
+  SOFTOE_SOCK_OPT_PRIORITY = 10,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -837,9 +857,11 @@ typedef struct {
    */
   uint32_t congestion;
   /**
-   * Reserved (zero).
+   * The socket's `SO_PRIORITY` ([`SockOpt::Priority`]): what it was
+   * given, or what the listener that accepted it had. An engine from
+   * before the option wrote zero here, the default.
    */
-  uint32_t _reserved;
+  uint32_t priority;
 } softoe_TcpInfoRecord;
 
 #endif  /* SOFTOE_ABI_H */

@@ -8,8 +8,8 @@
 use crate::errno::{EFAULT, EINVAL, ENOPROTOOPT, ENOSYS, EPROTONOSUPPORT};
 use crate::layout::Layout;
 use crate::record::{
-    CMD_QUIET, Command, Opcode, RECV_REGION, RECV_REMOTE, SEND_MORE, SEND_OVERLAP, SEND_QUEUE,
-    SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SHUT_RDWR, SockKind, SockOpt,
+    CMD_QUIET, Command, MAX_PRIORITY, Opcode, RECV_REGION, RECV_REMOTE, SEND_MORE, SEND_OVERLAP,
+    SEND_QUEUE, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SHUT_RDWR, SockKind, SockOpt,
 };
 
 /// The largest ring or single send the engine accepts: 1 GiB.
@@ -329,11 +329,19 @@ pub fn decode(cmd: &Command, layout: &Layout) -> Result<Request, i32> {
                 abort: a[0] == 1,
             }
         }
-        Opcode::SetOpt => Request::SetOpt {
-            sock,
-            opt: SockOpt::from_u64(a[0]).ok_or(ENOPROTOOPT)?,
-            values: [a[1], a[2], a[3], a[4], a[5]],
-        },
+        Opcode::SetOpt => {
+            let opt = SockOpt::from_u64(a[0]).ok_or(ENOPROTOOPT)?;
+            // The one option whose range is the interface's own: the port
+            // compares a byte ([`SockOpt::Priority`]).
+            if opt == SockOpt::Priority && a[1] > u64::from(MAX_PRIORITY) {
+                return Err(EINVAL);
+            }
+            Request::SetOpt {
+                sock,
+                opt,
+                values: [a[1], a[2], a[3], a[4], a[5]],
+            }
+        }
         Opcode::Info => {
             if !layout.data_contains(a[0], a[1]) {
                 return Err(EFAULT);
@@ -568,6 +576,45 @@ mod tests {
         assert_eq!(decode(&c, &l), Ok(Request::CancelRecv { sock: 4 }));
     }
 
+    /// `SO_PRIORITY` decodes with its value; past a byte it is refused
+    /// here, before the engine sees it.
+    #[test]
+    fn a_priority_decodes_within_a_byte() {
+        let l = layout();
+        let set = |v: u64| {
+            Command::new(
+                Opcode::SetOpt,
+                0,
+                5,
+                0,
+                [SockOpt::Priority as u64, v, 0, 0, 0, 0],
+            )
+        };
+        for v in [0, 6, 7, u64::from(MAX_PRIORITY)] {
+            assert_eq!(
+                decode(&set(v), &l),
+                Ok(Request::SetOpt {
+                    sock: 5,
+                    opt: SockOpt::Priority,
+                    values: [v, 0, 0, 0, 0],
+                }),
+                "{v}"
+            );
+        }
+        for v in [u64::from(MAX_PRIORITY) + 1, 1 << 32, u64::MAX] {
+            assert_eq!(decode(&set(v), &l), Err(EINVAL), "{v}");
+        }
+        // Other options' values stay the engine's to judge.
+        let tos = Command::new(
+            Opcode::SetOpt,
+            0,
+            5,
+            0,
+            [SockOpt::Tos as u64, 256, 0, 0, 0, 0],
+        );
+        assert!(decode(&tos, &l).is_ok());
+    }
+
     #[test]
     fn quiet_is_allowed_everywhere() {
         let c = Command::new(Opcode::RxDone, CMD_QUIET, 3, 0, [0; 6]);
@@ -590,8 +637,26 @@ mod tests {
                     prop_assert!(l.data_contains(offset, len));
                 }
                 Ok(Request::Info { offset, len, .. }) => prop_assert!(l.data_contains(offset, len)),
+                Ok(Request::SetOpt { opt: SockOpt::Priority, values, .. }) => {
+                    prop_assert!(values[0] <= u64::from(MAX_PRIORITY));
+                }
                 _ => {}
             }
+        }
+
+        /// Any `SO_PRIORITY` value decodes exactly when it fits the byte
+        /// the port compares.
+        #[test]
+        fn a_priority_decodes_only_within_range(v: u64, rest: [u64; 4]) {
+            let c = Command::new(
+                Opcode::SetOpt,
+                0,
+                1,
+                0,
+                [SockOpt::Priority as u64, v, rest[0], rest[1], rest[2], rest[3]],
+            );
+            let ok = decode(&c, &layout()).is_ok();
+            prop_assert_eq!(ok, v <= u64::from(MAX_PRIORITY));
         }
     }
 }

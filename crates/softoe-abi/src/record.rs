@@ -237,7 +237,23 @@ pub enum SockOpt {
     /// `TCP_QUICKACK`: 1 acknowledges every segment at once from now on,
     /// 0 delays acknowledgements again (the default).
     QuickAck = 9,
+    /// `SO_PRIORITY`: the class the socket's frames are handed to the port
+    /// with, 0..=255 (0, the default, is best effort); a bonded port's
+    /// `prioritized` policy sends those at or above its threshold over its
+    /// real-time members. Linux lets an unprivileged program set 0..=6 and
+    /// a `CAP_NET_ADMIN` one any `u32`; the engine takes 0..=255 from any
+    /// program (the port's scheduler compares a byte) and refuses more with
+    /// `EINVAL` — a shim holding a larger value sends 255. Set before
+    /// `CONNECT` or `LISTEN`, the first SYN (or SYN-ACK) goes with it; a
+    /// listener's passes to the connections it accepts. Unlike
+    /// [`SockOpt::Tos`]'s first segment, it matters at any time: set on a
+    /// live connection (or a bound UDP socket), the next frame goes with
+    /// the new class, as Linux applies it to every later packet.
+    Priority = 10,
 }
+
+/// The largest [`SockOpt::Priority`] the engine takes.
+pub const MAX_PRIORITY: u32 = 255;
 
 /// [`SockOpt::Congestion`] and [`TcpInfoRecord::congestion`]: RFC 5681/6582
 /// NewReno, Linux's `reno`.
@@ -259,6 +275,7 @@ impl SockOpt {
             7 => SockOpt::Ttl,
             8 => SockOpt::Congestion,
             9 => SockOpt::QuickAck,
+            10 => SockOpt::Priority,
             _ => return None,
         })
     }
@@ -300,8 +317,10 @@ pub struct TcpInfoRecord {
     /// The congestion control algorithm in use: [`CONGESTION_RENO`] or
     /// [`CONGESTION_CUBIC`].
     pub congestion: u32,
-    /// Reserved (zero).
-    pub _reserved: u32,
+    /// The socket's `SO_PRIORITY` ([`SockOpt::Priority`]): what it was
+    /// given, or what the listener that accepted it had. An engine from
+    /// before the option wrote zero here, the default.
+    pub priority: u32,
 }
 
 /// Packs an IPv4 address (network order, as in `in_addr`) and a port into
@@ -371,11 +390,16 @@ mod tests {
             }
         }
         assert_eq!(Opcode::from_u16(16), None);
+        let mut named = 0;
         for v in 0..=12u64 {
             if let Some(o) = SockOpt::from_u64(v) {
                 assert_eq!(o as u64, v);
+                named += 1;
             }
         }
+        assert_eq!(named, 10, "options 1..=10");
+        assert_eq!(SockOpt::from_u64(10), Some(SockOpt::Priority));
+        assert_eq!(SockOpt::from_u64(11), None);
     }
 
     #[test]

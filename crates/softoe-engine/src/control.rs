@@ -134,6 +134,11 @@ pub struct ConnStat {
     pub rcv_wnd: u32,
     /// Options in use: "ts", "sack", "wscale:a,b".
     pub options: String,
+    /// The socket's `SO_PRIORITY`: the class its frames go to the port
+    /// with (a bonded port's `prioritized` policy reads it). 0 from an
+    /// engine that does not say.
+    #[serde(default)]
+    pub priority: u8,
 }
 
 /// One listening socket, as `ss -lt` shows it.
@@ -196,6 +201,8 @@ impl From<&TcpInfo> for ConnStat {
             snd_wnd: i.snd_wnd,
             rcv_wnd: i.rcv_wnd,
             options: opts.join(" "),
+            // Not in `TcpInfo`: [`Snapshot::take`] asks the stack.
+            priority: 0,
         }
     }
 }
@@ -436,9 +443,12 @@ impl Snapshot {
         let s = stack.stats();
         let connections = stack
             .sockets()
-            .filter_map(|h| stack.tcp_info(h).ok())
-            .filter(|i| i.state != State::Listen)
-            .map(|i| ConnStat::from(&i))
+            .filter_map(|h| Some((h, stack.tcp_info(h).ok()?)))
+            .filter(|(_, i)| i.state != State::Listen)
+            .map(|(h, i)| ConnStat {
+                priority: stack.priority(h).unwrap_or(0),
+                ..ConnStat::from(&i)
+            })
             .collect();
         let listeners = stack
             .sockets()

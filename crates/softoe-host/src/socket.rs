@@ -92,6 +92,10 @@ struct Sock {
     /// Spin budgets of this socket's waits to read and to write.
     rx_spin: Spin,
     tx_spin: Spin,
+    /// The `SO_PRIORITY` last set through this handle (what a listener's
+    /// or a UDP socket's [`priority`](TcpListener::priority) answers: the
+    /// engine's `INFO` serves connections only).
+    priority: std::sync::atomic::AtomicU32,
 }
 
 /// How one handle waits.
@@ -162,6 +166,7 @@ impl Sock {
             wr_shut: std::sync::atomic::AtomicBool::new(false),
             rx_spin: Spin::new(c.inner.cfg.spin),
             tx_spin: Spin::new(c.inner.cfg.spin),
+            priority: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -325,6 +330,13 @@ impl Sock {
         result(&r).map(drop)
     }
 
+    /// `SO_PRIORITY`, 0..=255 (more: `EINVAL`), from the next frame on.
+    fn set_priority(&self, p: u32) -> io::Result<()> {
+        self.setopt(SockOpt::Priority, [u64::from(p), 0, 0, 0, 0])?;
+        self.priority.store(p, Ordering::Relaxed);
+        Ok(())
+    }
+
     fn local(&self) -> SocketAddrV4 {
         addr_of(self.c.region().slot(self.id).map_or(0, |v| v.local()))
     }
@@ -412,6 +424,12 @@ pub struct TcpOptions {
     pub ttl: Option<u8>,
     /// `TCP_CONGESTION`.
     pub congestion: Option<Congestion>,
+    /// `SO_PRIORITY`, 0..=255 (more: `EINVAL`): the class the frames go
+    /// to the port with — a bonded port's `prioritized` policy sends those
+    /// at or above its threshold (6 by default) over its real-time
+    /// members. Unlike the others it can change at any time with effect
+    /// on the next frame ([`TcpStream::set_priority`]).
+    pub priority: Option<u32>,
 }
 
 impl Sock {
@@ -424,6 +442,9 @@ impl Sock {
         }
         if let Some(c) = o.congestion {
             self.setopt(SockOpt::Congestion, [u64::from(c.code()), 0, 0, 0, 0])?;
+        }
+        if let Some(p) = o.priority {
+            self.set_priority(p)?;
         }
         Ok(())
     }
@@ -653,10 +674,24 @@ impl TcpListener {
         self.mode.nonblocking = on;
     }
 
-    /// `IP_TOS`, `IP_TTL` and `TCP_CONGESTION` (those given) for the
-    /// connections of SYNs that arrive from now on.
+    /// `IP_TOS`, `IP_TTL`, `TCP_CONGESTION` and `SO_PRIORITY` (those
+    /// given) for the connections of SYNs that arrive from now on.
     pub fn set_options(&self, opts: &TcpOptions) -> io::Result<()> {
         self.s.set_options(opts)
+    }
+
+    /// `SO_PRIORITY`, 0..=255 (more: `EINVAL`): the SYN-ACKs from now on
+    /// and the connections they make start with it (connections already
+    /// accepted keep theirs).
+    pub fn set_priority(&self, p: u32) -> io::Result<()> {
+        self.s.set_priority(p)
+    }
+
+    /// The `SO_PRIORITY` last set through this handle (0 if none was: a
+    /// listener shared in by [`Client::adopt_listener`] reads 0 until set
+    /// here, whatever its first session gave it).
+    pub fn priority(&self) -> u32 {
+        self.s.priority.load(Ordering::Relaxed)
     }
 
     /// What a `poll` would say now (readable: a connection waits).
@@ -766,10 +801,25 @@ impl TcpStream {
         self.s.setopt(SockOpt::UserTimeout, [ms, 0, 0, 0, 0])
     }
 
-    /// `IP_TOS`, `IP_TTL` and `TCP_CONGESTION` (those given) from the next
-    /// segment on; a new algorithm keeps the connection's window.
+    /// `IP_TOS`, `IP_TTL`, `TCP_CONGESTION` and `SO_PRIORITY` (those
+    /// given) from the next segment on; a new algorithm keeps the
+    /// connection's window.
     pub fn set_options(&self, opts: &TcpOptions) -> io::Result<()> {
         self.s.set_options(opts)
+    }
+
+    /// `SO_PRIORITY`, 0..=255 (more: `EINVAL`): every frame from the next
+    /// on goes to the port with it, as Linux applies it to every later
+    /// packet.
+    pub fn set_priority(&self, p: u32) -> io::Result<()> {
+        self.s.set_priority(p)
+    }
+
+    /// The `SO_PRIORITY` the engine sends the connection's frames with:
+    /// what was set, or the listener's it was accepted from (0 from an
+    /// engine without the option).
+    pub fn priority(&self) -> io::Result<u32> {
+        Ok(self.info()?.priority)
     }
 
     /// `TCP_QUICKACK`: acknowledge every segment at once (`true`), or
@@ -1492,6 +1542,17 @@ impl UdpSocket {
             self.s.setopt(SockOpt::Ttl, [u64::from(t), 0, 0, 0, 0])?;
         }
         Ok(())
+    }
+
+    /// `SO_PRIORITY`, 0..=255 (more: `EINVAL`) of the datagrams sent from
+    /// now on.
+    pub fn set_priority(&self, p: u32) -> io::Result<()> {
+        self.s.set_priority(p)
+    }
+
+    /// The `SO_PRIORITY` last set through this handle (0: none).
+    pub fn priority(&self) -> u32 {
+        self.s.priority.load(Ordering::Relaxed)
     }
 
     /// What a `poll` would say now.

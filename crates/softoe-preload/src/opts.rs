@@ -11,6 +11,14 @@
 //!   interface of the engine's port, or none; any other name `ENODEV`),
 //!   `IP_TOS` (every packet from the SYN or SYN-ACK on; a listener's passes
 //!   to what it accepts; sets `SO_PRIORITY` as Linux does), `IP_TTL`,
+//!   `SO_PRIORITY` (the engine hands every frame to its port with it, from
+//!   the SYN or SYN-ACK on, at once when changed on a live connection; a
+//!   listener's passes to what it accepts; a bonded port's `prioritized`
+//!   policy sends those at or above its threshold over its real-time
+//!   members. Any `int` is kept and read back as set — Linux's `EPERM` for
+//!   more than 6 without `CAP_NET_ADMIN` is not applied — and the engine
+//!   is given it clamped to 0..=255, a negative one as 255, as Linux's
+//!   `u32` would read it),
 //!   `IP_OPTIONS` (reads empty: softoe neither sends IP options nor honours
 //!   received ones — a source route is never reversed; setting an empty
 //!   list works, a non-empty one fails), `TCP_NODELAY`, `TCP_KEEPIDLE`,
@@ -23,7 +31,7 @@
 //! - **Recorded and reported, approximated**: `getsockopt` returns what
 //!   Linux would, but the engine behaves as stated. `SO_SNDBUF`, `SO_RCVBUF`
 //!   (and their `FORCE` forms; reported doubled; the rings are sized per
-//!   process: `SOFTOE_RX_KB`, `SOFTOE_TX_KB`), `SO_PRIORITY`, `SO_RCVLOWAT`
+//!   process: `SOFTOE_RX_KB`, `SOFTOE_TX_KB`), `SO_RCVLOWAT`
 //!   (a read returns what has arrived), `SO_SNDLOWAT` (reads 1; setting it
 //!   fails with `ENOPROTOOPT`, as on Linux), `SO_OOBINLINE` (urgent data is
 //!   always inline), `SO_BROADCAST`, `SO_BUSY_POLL` (the engine polls
@@ -357,6 +365,13 @@ fn approximated(level: c_int, name: c_int, how: &str) {
     );
 }
 
+/// The `SO_PRIORITY` the engine is given for what the program set: the
+/// engine takes 0..=255 ([`softoe_abi::MAX_PRIORITY`]); Linux keeps a
+/// `u32`, so a negative `int` is a large priority and clamps to the top.
+fn engine_priority(p: c_int) -> u32 {
+    (p as u32).min(softoe_abi::MAX_PRIORITY)
+}
+
 /// Linux's `rt_tos2priority`: the `SO_PRIORITY` an `IP_TOS` implies.
 fn tos_priority(tos: u8) -> c_int {
     const MAP: [c_int; 16] = [0, 0, 0, 0, 2, 2, 2, 2, 6, 6, 6, 6, 4, 4, 4, 4];
@@ -398,6 +413,7 @@ pub(crate) fn tcp_options(o: &Opts) -> TcpOptions {
     t.tos = (o.ext.tos != 0).then_some(o.ext.tos);
     t.ttl = o.ext.ttl;
     t.congestion = o.ext.congestion;
+    t.priority = (o.priority != 0).then(|| engine_priority(o.priority));
     t
 }
 
@@ -417,19 +433,41 @@ pub(crate) fn after_udp(u: &UdpSocket, o: &Opts) {
     {
         debug!(error = %e, "IP_TOS/IP_TTL not applied");
     }
+    if o.priority != 0
+        && let Err(e) = u.set_priority(engine_priority(o.priority))
+    {
+        debug!(error = %e, "SO_PRIORITY not applied");
+    }
 }
 
-/// Pushes TOS, TTL and algorithm to the engine socket, if one exists (one
-/// made later takes them from the recorded options).
+/// Pushes TOS, TTL, priority and algorithm to the engine socket, if one
+/// exists (one made later takes them from the recorded options).
 fn push(s: &Sock, o: &Opts) -> Result<(), c_int> {
     let mut t = TcpOptions::default();
     t.tos = Some(o.ext.tos);
     t.ttl = Some(o.ext.ttl.unwrap_or(0));
     t.congestion = o.ext.congestion;
+    t.priority = Some(engine_priority(o.priority));
     let r = match s.state() {
         St::Stream(st) => lock(&st.w).set_options(&t),
         St::Listening(l) => lock(&l.l).set_options(&t),
-        St::Udp(u) => lock(&u.s).set_ip(t.tos, t.ttl),
+        St::Udp(u) => {
+            let u = lock(&u.s);
+            u.set_ip(t.tos, t.ttl)
+                .and_then(|()| u.set_priority(engine_priority(o.priority)))
+        }
+        _ => Ok(()),
+    };
+    r.map_err(|e| errno_of(&e))
+}
+
+/// Pushes `SO_PRIORITY` alone to the engine socket, if one exists.
+fn push_priority(s: &Sock, o: &Opts) -> Result<(), c_int> {
+    let p = engine_priority(o.priority);
+    let r = match s.state() {
+        St::Stream(st) => lock(&st.w).set_priority(p),
+        St::Listening(l) => lock(&l.l).set_priority(p),
+        St::Udp(u) => lock(&u.s).set_priority(p),
         _ => Ok(()),
     };
     r.map_err(|e| errno_of(&e))
@@ -460,7 +498,10 @@ pub(crate) fn set(s: &Sock, level: c_int, name: c_int, v: &[u8]) -> Result<(), c
         }
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => o.rcvtimeo = timeval(v)?,
         (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => o.sndtimeo = timeval(v)?,
-        (libc::SOL_SOCKET, libc::SO_PRIORITY) => o.priority = int(v)?,
+        (libc::SOL_SOCKET, libc::SO_PRIORITY) => {
+            o.priority = int(v)?;
+            push_priority(s, &o)?;
+        }
         (libc::SOL_SOCKET, libc::SO_LINGER) => {
             if v.len() < size_of::<libc::linger>() {
                 return Err(libc::EINVAL);
@@ -530,6 +571,8 @@ pub(crate) fn set(s: &Sock, level: c_int, name: c_int, v: &[u8]) -> Result<(), c
                 tos &= !3;
             }
             o.ext.tos = tos;
+            // As Linux: the TOS sets the priority too, and the engine's
+            // port schedules by it.
             o.priority = tos_priority(tos);
             push(s, &o)?;
         }
@@ -866,6 +909,22 @@ mod tests {
         fn drop(&mut self) {
             // SAFETY: our descriptor.
             unsafe { libc::close(self.0) };
+        }
+    }
+
+    /// The engine is given `SO_PRIORITY` as Linux's `u32` would hold it,
+    /// within the byte the port compares.
+    #[test]
+    fn the_engine_gets_the_priority_clamped_to_a_byte() {
+        for (set, sent) in [
+            (0, 0),
+            (6, 6),
+            (255, 255),
+            (256, 255),
+            (c_int::MAX, 255),
+            (-1, 255),
+        ] {
+            assert_eq!(engine_priority(set), sent, "{set}");
         }
     }
 

@@ -11,6 +11,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -532,6 +533,151 @@ print("tos", s.getsockopt(socket.IPPROTO_IP, socket.IP_TOS))
     let got = rx.expect("got", 20);
     assert_eq!(got, "got hi 185 5");
     let _ = rx.finish(10);
+}
+
+/// A Python program's steps: it prints `name values…`, then waits until
+/// the test has looked at the engine and made the file `name`.
+const STEPS: &str = r#"
+import os, socket, sys, time
+SOL, IP = socket.SOL_SOCKET, socket.IPPROTO_IP
+d = sys.argv[1]
+def step(name, *vals):
+    print(name, *vals, flush=True)
+    while not os.path.exists(os.path.join(d, name)):
+        time.sleep(0.01)
+"#;
+
+/// The `SO_PRIORITY` the engine's stack sends `local`→`remote`'s frames
+/// with, as `softoe stat` shows it.
+fn engine_priority(bed: &Bed, local: SocketAddrV4, remote: SocketAddrV4) -> Option<u8> {
+    bed.snapshot()
+        .connections
+        .iter()
+        .find(|c| c.local == local.to_string() && c.remote == remote.to_string())
+        .map(|c| c.priority)
+}
+
+/// `SO_PRIORITY` set by a program under the shim reaches the engine (where
+/// a bonded port's `prioritized` policy reads it): set before `connect`;
+/// changed on the live connection; implied by `IP_TOS` as Linux's
+/// `rt_tos2priority` gives it (`IPTOS_LOWDELAY`: 6); a listener's passed
+/// to what it accepts. The program reads back what Linux would at each
+/// step, the engine's snapshot shows the same.
+#[test]
+fn so_priority_reaches_the_engine() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let dir = tempdir("priority");
+    let go = |name: &str| std::fs::write(dir.join(name), b"").unwrap();
+    let port = 7307;
+    let server = SocketAddrV4::new(LINUX_IP, port);
+    let l = bed
+        .linux
+        .run(move || std::net::TcpListener::bind(server).unwrap())
+        .unwrap();
+    let sink = bed
+        .linux
+        .spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut all = Vec::new();
+            let _ = c.read_to_end(&mut all);
+        })
+        .unwrap();
+    let client = format!(
+        "{STEPS}{}",
+        r#"
+s = socket.socket()
+s.setsockopt(SOL, socket.SO_PRIORITY, 6)
+s.connect((sys.argv[2], int(sys.argv[3])))
+step("connected", s.getsockname()[1], s.getsockopt(SOL, socket.SO_PRIORITY))
+s.setsockopt(SOL, socket.SO_PRIORITY, 2)
+step("live", s.getsockopt(SOL, socket.SO_PRIORITY))
+s.setsockopt(IP, socket.IP_TOS, 0x10)
+step("lowdelay", s.getsockopt(SOL, socket.SO_PRIORITY))
+s.setsockopt(IP, socket.IP_TOS, 0)
+step("tos0", s.getsockopt(SOL, socket.SO_PRIORITY))
+s.close()
+"#
+    );
+    let mut p = Lines::spawn(python(
+        on_softoe(&bed, "python3"),
+        &client,
+        &[
+            dir.display().to_string(),
+            LINUX_IP.to_string(),
+            port.to_string(),
+        ],
+    ));
+    let line = p.expect("connected", 30);
+    let f: Vec<&str> = line.split(' ').collect();
+    assert_eq!(f.get(2), Some(&"6"), "the program reads it back: {line}");
+    let me = SocketAddrV4::new(ENGINE_IP, f[1].parse().unwrap());
+    assert_eq!(engine_priority(&bed, me, server), Some(6), "from the SYN");
+    go("connected");
+    assert_eq!(p.expect("live", 30), "live 2");
+    assert_eq!(engine_priority(&bed, me, server), Some(2), "at once");
+    go("live");
+    assert_eq!(p.expect("lowdelay", 30), "lowdelay 6", "as Linux");
+    assert_eq!(
+        engine_priority(&bed, me, server),
+        Some(6),
+        "IP_TOS 0x10 implies 6 in the engine too"
+    );
+    go("lowdelay");
+    assert_eq!(p.expect("tos0", 30), "tos0 0");
+    assert_eq!(engine_priority(&bed, me, server), Some(0));
+    go("tos0");
+    let (st, lines, err) = p.finish(30);
+    assert!(st.success(), "{lines:?}\n{err}");
+    sink.join().unwrap();
+
+    // A listener's passes to what it accepts.
+    let port = 7308;
+    let at = SocketAddrV4::new(ENGINE_IP, port);
+    let listener = format!(
+        "{STEPS}{}",
+        r#"
+l = socket.socket()
+l.setsockopt(SOL, socket.SO_REUSEADDR, 1)
+l.setsockopt(SOL, socket.SO_PRIORITY, 5)
+l.bind((sys.argv[2], int(sys.argv[3])))
+l.listen()
+print("ready", flush=True)
+c, peer = l.accept()
+step("accepted", peer[1], c.getsockopt(SOL, socket.SO_PRIORITY))
+c.close()
+"#
+    );
+    let mut p = Lines::spawn(python(
+        on_softoe(&bed, "python3"),
+        &listener,
+        &[
+            dir.display().to_string(),
+            ENGINE_IP.to_string(),
+            port.to_string(),
+        ],
+    ));
+    p.expect("ready", 30);
+    let peer = bed
+        .linux
+        .spawn(move || {
+            let mut c = std::net::TcpStream::connect(at).unwrap();
+            let mut all = Vec::new();
+            let _ = c.read_to_end(&mut all);
+        })
+        .unwrap();
+    let line = p.expect("accepted", 30);
+    let f: Vec<&str> = line.split(' ').collect();
+    assert_eq!(f.get(2), Some(&"5"), "the accepted socket reads it: {line}");
+    let from = SocketAddrV4::new(LINUX_IP, f[1].parse().unwrap());
+    assert_eq!(engine_priority(&bed, at, from), Some(5), "the listener's");
+    go("accepted");
+    let (st, lines, err) = p.finish(30);
+    assert!(st.success(), "{lines:?}\n{err}");
+    peer.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The C program, built with `cc`.

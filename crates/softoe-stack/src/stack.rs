@@ -1423,6 +1423,18 @@ impl Stack {
         Ok(())
     }
 
+    /// The `SO_PRIORITY` a socket's frames go to the port with now (a
+    /// connection's own, or the one its listener passed on).
+    pub fn priority(&self, h: SocketHandle) -> Result<u8, HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        match self.sockets.get(i) {
+            Some(Socket::Tcp(s)) => Ok(s.ip_fields().priority),
+            Some(Socket::Listener(l)) => Ok(l.cfg.priority),
+            Some(Socket::Udp(u)) => Ok(u.ip.priority),
+            None => Err(HandleError::Invalid),
+        }
+    }
+
     /// The TOS byte and TTL a socket's packets carry now.
     pub fn ip_fields(&self, h: SocketHandle) -> Result<(u8, u8), HandleError> {
         let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;

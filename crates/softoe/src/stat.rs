@@ -287,6 +287,11 @@ fn details(c: &ConnStat) -> String {
     }
     parts.push(format!("delivery_rate:{}", rate(c.delivery_rate_bps)));
     parts.push(format!("snd_wnd:{} rcv_wnd:{}", c.snd_wnd, c.rcv_wnd));
+    // `SO_PRIORITY`, which a bonded port's prioritized policy schedules
+    // by: only when set, as `ss` leaves out what is at its default.
+    if c.priority > 0 {
+        parts.push(format!("prio:{}", c.priority));
+    }
     parts.join(" ")
 }
 
@@ -385,10 +390,26 @@ mod tests {
             "reord",
             "reo_",
             "bytes_retrans",
+            "prio",
         ] {
             assert!(!text.contains(quiet), "{quiet} shown at zero: {text}");
         }
+        assert_eq!(
+            serde_json::to_value(&snap).unwrap()["connections"][0]["priority"],
+            0,
+            "an old engine's snapshot reads priority 0, and JSON always has it"
+        );
         let mut snap = snap;
+        snap.connections[0].priority = 6;
+        assert!(
+            render(&snap).contains("snd_wnd:65535 rcv_wnd:1048576 prio:6"),
+            "{}",
+            render(&snap)
+        );
+        assert_eq!(
+            serde_json::to_value(&snap).unwrap()["connections"][0]["priority"],
+            6
+        );
         snap.port_drops = Some(31);
         assert!(
             render(&snap).contains("drops: 31 before the engine (port queue full), 0 malformed")

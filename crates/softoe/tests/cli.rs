@@ -136,6 +136,9 @@ fn engine_serves_and_stat_shows_a_live_connection() {
         text.contains("ESTAB") && text.contains("10.8.0.1:9") && text.contains("rtt:"),
         "softoe stat:\n{text}"
     );
+    // The priority is always in the JSON, and in the text only when set.
+    assert_eq!(conn["priority"], 0, "{conn}");
+    assert!(!text.contains("prio:"), "softoe stat:\n{text}");
     go_on.send(()).unwrap();
     client.join().unwrap();
 

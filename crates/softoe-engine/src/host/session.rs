@@ -57,6 +57,9 @@ struct Opts {
     user_timeout: Option<Option<std::time::Duration>>,
     tos: Option<u8>,
     ttl: Option<u8>,
+    /// `SO_PRIORITY`: unlike the rest, applied at once to a live socket
+    /// as well (every later frame goes with it).
+    priority: Option<u8>,
     congestion: Option<Algorithm>,
     quickack: Option<bool>,
 }
@@ -1574,6 +1577,10 @@ impl Session {
                 if let Some(Some(l)) = self.socks.get(sock as usize) {
                     n.opts = l.opts;
                 }
+                // The priority the stack gave it from the listener is the
+                // one to keep: a shared listener's may have been changed
+                // since by another session, whose record this is not.
+                n.opts.priority = stack.priority(h).ok();
                 apply_opts(now, stack, h, &n.opts);
                 self.by_handle.insert(h, id);
                 n.dirty = false;
@@ -1790,6 +1797,10 @@ impl Session {
                     SockOpt::Ttl => {
                         s.opts.ttl = Some(u8::try_from(values[0]).map_err(|_| errno::EINVAL)?)
                     }
+                    // The decoder refused more than a byte already.
+                    SockOpt::Priority => {
+                        s.opts.priority = Some(u8::try_from(values[0]).map_err(|_| errno::EINVAL)?)
+                    }
                     SockOpt::Congestion => {
                         s.opts.congestion = Some(match u32::try_from(values[0]) {
                             Ok(CONGESTION_RENO) => Algorithm::NewReno,
@@ -1801,7 +1812,7 @@ impl Session {
                     _ => return Err(errno::ENOPROTOOPT),
                 }
                 // A listener takes what passes to its connections (TOS,
-                // TTL, algorithm); the rest fails there harmlessly.
+                // TTL, priority, algorithm); the rest fails there harmlessly.
                 if let Some(h) = s.h {
                     let opts = s.opts;
                     apply_opts(now, stack, h, &opts);
@@ -1831,7 +1842,9 @@ impl Session {
                         Algorithm::NewReno => CONGESTION_RENO,
                         _ => CONGESTION_CUBIC,
                     },
-                    _reserved: 0,
+                    // The stack's, not this socket's record: an accepted
+                    // connection has its listener's, whoever set that.
+                    priority: u32::from(stack.priority(h).unwrap_or(0)),
                 };
                 // SAFETY: `rec` is plain integers; viewing it as bytes is
                 // sound and the slice does not outlive it.
@@ -2809,6 +2822,9 @@ fn apply_opts(now: Instant, stack: &mut Stack, h: SocketHandle, o: &Opts) {
     }
     if let Some(ttl) = o.ttl {
         let _ = stack.set_ttl(h, ttl);
+    }
+    if let Some(p) = o.priority {
+        let _ = stack.set_priority(h, p);
     }
     if let Some(a) = o.congestion {
         let _ = stack.tcp_set_congestion(h, a);

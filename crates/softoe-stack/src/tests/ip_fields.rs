@@ -139,6 +139,8 @@ fn a_socket_hands_its_priority_to_the_port_with_every_frame() {
         ..SEND_TEMPL
     });
     let conn = h.stack.tcp_accept(lst).unwrap().expect("accepted");
+    assert_eq!(h.stack.priority(lst).unwrap(), 6);
+    assert_eq!(h.stack.priority(conn).unwrap(), 6, "the listener's");
     h.stack.tcp_send(conn, PayloadRef::new(0, 0, 100)).unwrap();
     h.stack.poll(h.now, &mut h.dev);
     // Acknowledged, so Nagle lets the next small segment go.
@@ -148,6 +150,12 @@ fn a_socket_hands_its_priority_to_the_port_with_every_frame() {
         ..SEND_TEMPL
     });
     h.stack.set_priority(conn, 0).unwrap();
+    assert_eq!(h.stack.priority(conn).unwrap(), 0);
+    assert_eq!(
+        h.stack.priority(lst).unwrap(),
+        6,
+        "the listener keeps its own"
+    );
     h.stack
         .tcp_send(conn, PayloadRef::new(0, 100, 100))
         .unwrap();
@@ -165,6 +173,7 @@ fn a_socket_hands_its_priority_to_the_port_with_every_frame() {
         .udp_bind(Endpoint::new(LOCAL_IP, 5000), None)
         .unwrap();
     h.stack.set_priority(u, 7).unwrap();
+    assert_eq!(h.stack.priority(u).unwrap(), 7);
     h.stack
         .udp_send_to(u, Endpoint::new(REMOTE_IP, 9), PayloadRef::new(0, 0, 10))
         .unwrap();
