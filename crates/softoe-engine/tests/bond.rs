@@ -257,3 +257,59 @@ fn e5_a_plain_linux_host_sees_one_mac_for_the_bond() {
         Some(stat.members[home].mac.as_str())
     );
 }
+
+#[test]
+fn e2_a_priority_6_stream_goes_over_the_realtime_members() {
+    if !softoe_testbed::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let bed = BondedBed::new(BondedOptions {
+        rate_mbit: Some(RATE_MBIT),
+        deadline: Some(softoe_testbed::test_deadline()),
+        ..BondedOptions::default()
+    })
+    .unwrap();
+    let hosts: Vec<Host> = (1..=2u8)
+        .map(|h| {
+            let mut spec = BondHostSpec::new(h, 2, Policy::Prioritized);
+            spec.realtime = vec![1];
+            BondHost::start(&bed, &spec).unwrap()
+        })
+        .collect();
+    let (a, b) = (&hosts[0], &hosts[1]);
+    wait_for(10, "the bonded hosts to learn each other", || {
+        bond_of(a).peers.len() == 1 && bond_of(b).peers.len() == 1
+    });
+    // Returns the share of the bytes `a` took in on each member.
+    let shares = |port: u16, priority: u8| -> Vec<f64> {
+        let n = 4u64 << 20;
+        let before = bytes_in(&bond_of(a));
+        let l = a.app.tcp_listen(port, 4).unwrap();
+        let mut c = b.app.tcp_connect(SocketAddrV4::new(a.ip, port)).unwrap();
+        c.set_priority(priority).unwrap();
+        let (mut s, _) = l.accept_timeout(Some(T)).unwrap();
+        s.set_read_timeout(Some(T));
+        let sender = std::thread::spawn(move || {
+            send_stream(&mut c, n, 5);
+            c.shutdown_write().unwrap();
+            c
+        });
+        let (got, _) = hash_stream(&mut s);
+        let _c = sender.join().unwrap();
+        assert_eq!(got, n);
+        bytes_in(&bond_of(a))
+            .iter()
+            .zip(&before)
+            .map(|(x, y)| (x - y) as f64 / n as f64)
+            .collect()
+    };
+    let bulk = shares(7001, 0);
+    let rt = shares(7002, 6);
+    eprintln!("E2: member shares of a priority-0 stream {bulk:.2?}, of a priority-6 one {rt:.2?}");
+    assert!(
+        bulk[0] > 0.9 && bulk[1] < 0.1,
+        "bulk stays off the rt member"
+    );
+    assert!(rt[1] > 0.9 && rt[0] < 0.1, "priority 6 uses the rt member");
+}
