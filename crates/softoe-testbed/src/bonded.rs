@@ -50,6 +50,11 @@ pub struct BondedOptions {
     pub queue: Duration,
     /// Arm the testbed's watchdog (see [`Testbed::deadline`]).
     pub deadline: Option<Duration>,
+    /// Drop this percentage of the frames of this EtherType that each
+    /// member sends, as they enter the switch (before it is up, so from
+    /// its first frame; a dropped broadcast reaches nobody). Counted by
+    /// [`Testbed::dropped_on`] on the member's device in `sw`.
+    pub member_drop: Option<(u16, f64)>,
 }
 
 impl Default for BondedOptions {
@@ -62,6 +67,7 @@ impl Default for BondedOptions {
             linux_hosts: 1,
             queue: Duration::from_millis(50),
             deadline: None,
+            member_drop: None,
         }
     }
 }
@@ -150,6 +156,10 @@ impl BondedBed {
     /// Plugs `dev` (a device in the switch namespace, such as an engine's
     /// TAP) into the bridge, up, and shapes its link both ways.
     pub fn attach_member(&self, dev: &str) -> Result<()> {
+        if let Some((ethertype, percent)) = self.opts.member_drop {
+            self.tb
+                .random_drop_ethertype(&self.sw, dev, ethertype, percent)?;
+        }
         self.tb.attach(&self.sw, dev, BRIDGE)?;
         self.shape(dev)
     }
