@@ -214,6 +214,20 @@ impl BondedBed {
         if up { self.shape(dev) } else { Ok(()) }
     }
 
+    /// Frames the shapers of member `dev`'s link dropped so far, both ways
+    /// (full `tbf` queues: the link's own loss).
+    pub fn queue_drops(&self, dev: &str) -> Result<u64> {
+        let ifb = {
+            let ifbs = self.ifbs.lock().unwrap_or_else(|p| p.into_inner());
+            ifbs.iter().find(|(d, _)| d == dev).map(|(_, i)| i.clone())
+        };
+        let mut n = self.tb.qdisc_dropped(&self.sw, dev)?;
+        if let Some(ifb) = ifb {
+            n += self.tb.qdisc_dropped(&self.sw, &ifb)?;
+        }
+        Ok(n)
+    }
+
     /// Bytes that went through `dev`'s from-host shaper (its `ifb`), from
     /// `ip -s link`; `None` when it has none.
     pub fn shaped_from_host_bytes(&self, dev: &str) -> Result<Option<u64>> {

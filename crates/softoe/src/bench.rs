@@ -1390,14 +1390,23 @@ fn scale_targets(r: &Report, t: &mut Vec<Target>) {
 fn render(r: &Report) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "softoe bench{}: servers in a separate program on the softoe engine (shared memory)\n\
+    let only_bond = r.bond.is_some()
+        && r.bulk.is_empty()
+        && r.latency.is_empty()
+        && r.ablation.is_empty()
+        && r.coalescing.is_empty()
+        && r.scale.is_empty()
+        && r.loss.is_empty();
+    if !only_bond {
+        let _ = writeln!(
+            o,
+            "softoe bench{}: servers in a separate program on the softoe engine (shared memory)\n\
          and on Linux's TCP, each driven by one Linux client over one bridge.\n\
          CPU: seconds per GiB moved — the server program (user+system), the engine\n\
          thread, the whole machine (both cores, /proc/stat).\n",
-        if r.quick { " --quick" } else { "" }
-    );
+            if r.quick { " --quick" } else { "" }
+        );
+    }
     // Each table only when its scenario ran (`--only`).
     if !r.bulk.is_empty() {
         let _ = writeln!(

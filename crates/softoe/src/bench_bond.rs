@@ -130,6 +130,11 @@ pub(crate) struct E1Row {
     reordering: u32,
     /// UDP: datagrams lost (sent − received) ÷ sent.
     loss: f64,
+    /// Frames the links' queues (tbf, both ways, every member) dropped.
+    queue_drops: u64,
+    /// UDP: what the paced sender managed to send, Mbit/s of payload (the
+    /// in-process API's one call per datagram can fall behind the pace).
+    sent_mbit: f64,
 }
 
 /// Linux on one link, the denominator of E1's efficiency.
@@ -367,6 +372,15 @@ fn conn_to(host: &BondHost, port: u16) -> Option<ConnStat> {
         .find(|c| c.remote.ends_with(&suffix))
 }
 
+/// Frames dropped so far by the queues of both hosts' links.
+fn queue_drops(pair: &Pair) -> u64 {
+    pair.hosts
+        .iter()
+        .flat_map(|h| &h.taps)
+        .map(|t| pair.bed.queue_drops(t).unwrap_or(0))
+        .sum()
+}
+
 fn bytes_in(b: &BondStat) -> Vec<u64> {
     b.members.iter().map(|m| m.bytes_in).collect()
 }
@@ -475,14 +489,15 @@ fn paced(rate_mbit: f64, secs: f64, mut send: impl FnMut(&[u8]) -> bool) -> u64 
     k
 }
 
-/// UDP from `from` to `to` (engines) at `rate_mbit`: (goodput, loss).
+/// UDP from `from` to `to` (engines) at `rate_mbit`: (goodput, loss,
+/// rate sent).
 fn udp_engines(
     from: &BondHost,
     to: &BondHost,
     port: u16,
     rate_mbit: f64,
     secs: f64,
-) -> Result<(f64, f64)> {
+) -> Result<(f64, f64, f64)> {
     let mut rx = to.app.udp_bind(port).context("binding")?;
     rx.set_read_timeout(Some(Duration::from_millis(300)));
     let tx = from.app.udp_bind(port).context("binding")?;
@@ -509,7 +524,11 @@ fn udp_engines(
     let sent = paced(rate_mbit, secs, |b| tx.send_to(b, dst).is_ok());
     let secs = t0.elapsed().as_secs_f64();
     let (got, bytes) = recv.join().map_err(|_| anyhow!("receiver panicked"))?;
-    Ok((mbit(bytes, secs), 1.0 - got as f64 / sent.max(1) as f64))
+    Ok((
+        mbit(bytes, secs),
+        1.0 - got as f64 / sent.max(1) as f64,
+        mbit(sent * DATAGRAM as u64, secs),
+    ))
 }
 
 // ---- E1 --------------------------------------------------------------------------------
@@ -627,6 +646,7 @@ fn e1(o: &Options, linux: &[LinuxRow], pb: &ProgressBar) -> Result<Vec<E1Row>> {
                 port += 1;
                 let bytes = (n as f64 * o.mbit() * 1e6 / 8.0 * o.tcp_secs() * 0.95) as u64;
                 let before = bytes_in(&rcv.bond()?);
+                let q0 = queue_drops(&pair);
                 let (got, c) = start_tcp(snd, rcv, port, bytes, false)?.finish()?;
                 let conn = conn_to(snd, port);
                 let counts = conn
@@ -647,12 +667,15 @@ fn e1(o: &Options, linux: &[LinuxRow], pb: &ProgressBar) -> Result<Vec<E1Row>> {
                     spurious_retrans: counts.1,
                     reordering: counts.2,
                     loss: 0.0,
+                    queue_drops: queue_drops(&pair).saturating_sub(q0),
+                    sent_mbit: 0.0,
                 });
                 pb.inc(1);
                 // UDP at the aggregate rate.
                 port += 1;
                 let before = bytes_in(&rcv.bond()?);
-                let (g, loss) =
+                let q0 = queue_drops(&pair);
+                let (g, loss, sent_mbit) =
                     udp_engines(snd, rcv, port, n as f64 * o.udp_link_mbit(), o.udp_secs())?;
                 let after = bytes_in(&rcv.bond()?);
                 rows.push(E1Row {
@@ -667,6 +690,8 @@ fn e1(o: &Options, linux: &[LinuxRow], pb: &ProgressBar) -> Result<Vec<E1Row>> {
                     spurious_retrans: 0,
                     reordering: 0,
                     loss,
+                    queue_drops: queue_drops(&pair).saturating_sub(q0),
+                    sent_mbit,
                 });
                 pb.inc(1);
             }
@@ -1263,7 +1288,7 @@ pub(crate) fn render(r: &BondReport) -> String {
     );
     let _ = writeln!(
         o,
-        "  {:>2} {:<13} {:<4} {:<4} {:>8} {:>6} {:<24} {:>7} {:>8} {:>7} {:>7}",
+        "  {:>2} {:<13} {:<4} {:<4} {:>8} {:>6} {:<24} {:>7} {:>8} {:>7} {:>7} {:>6} {:>6}",
         "N",
         "policy",
         "",
@@ -1274,7 +1299,9 @@ pub(crate) fn render(r: &BondReport) -> String {
         "retrans",
         "spurious",
         "reorder",
-        "loss %"
+        "loss %",
+        "q-drop",
+        "sent"
     );
     for e in &r.e1 {
         let sh = e
@@ -1285,7 +1312,7 @@ pub(crate) fn render(r: &BondReport) -> String {
             .join(" ");
         let _ = writeln!(
             o,
-            "  {:>2} {:<13} {:<4} {:<4} {:>8.1} {:>6.2} {:<24} {:>7} {:>8} {:>7} {:>7}",
+            "  {:>2} {:<13} {:<4} {:<4} {:>8.1} {:>6.2} {:<24} {:>7} {:>8} {:>7} {:>7} {:>6} {:>6}",
             e.members,
             e.policy,
             e.proto,
@@ -1313,13 +1340,21 @@ pub(crate) fn render(r: &BondReport) -> String {
             } else {
                 "-".into()
             },
+            e.queue_drops,
+            if e.proto == "udp" {
+                format!("{:.0}", e.sent_mbit)
+            } else {
+                "-".into()
+            },
         );
     }
     let _ = writeln!(
         o,
         "  (eff: goodput ÷ (N × Linux's one link, same protocol); shares: of the bytes the receiving\n   \
-         bond took in, per member; retrans/spurious/reorder: the sending connection's; prioritized\n   \
-         without real-time members is least-queued, so not run)"
+         bond took in, per member; retrans/spurious/reorder: the sending connection's; q-drop:\n   \
+         frames the links' tbf queues dropped, both hosts, both ways; sent: Mbit/s the paced UDP\n   \
+         sender managed (paced at N × what one link carries); prioritized without\n   \
+         real-time members is least-queued, so not run)"
     );
     if !r.e2.is_empty() {
         let _ = writeln!(
