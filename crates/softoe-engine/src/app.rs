@@ -62,6 +62,7 @@ enum Cmd {
     Close(SocketHandle),
     Info(SocketHandle, Reply<TcpInfo>),
     Nodelay(SocketHandle, bool, Reply<()>),
+    Priority(SocketHandle, u8, Reply<()>),
     UdpBind(u16, Reply<SocketHandle>),
     UdpSend(SocketHandle, SocketAddrV4, Vec<u8>, Reply<()>),
     UdpRecv(SocketHandle, Reply<(Vec<u8>, SocketAddrV4)>),
@@ -142,6 +143,10 @@ impl App {
         }
     }
 
+    fn set_priority(&self, h: SocketHandle, priority: u8) -> io::Result<()> {
+        self.call(|r| Cmd::Priority(h, priority, r), None, None)
+    }
+
     fn send(&self, cmd: Cmd) {
         if self.cmds.send(cmd).is_ok() {
             self.bell.signal();
@@ -209,6 +214,12 @@ impl TcpListener {
     /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Sets the priority (as `SO_PRIORITY`, 0–255) of the connections it
+    /// accepts from now on; see [`TcpStream::set_priority`].
+    pub fn set_priority(&self, priority: u8) -> io::Result<()> {
+        self.app.set_priority(self.h, priority)
     }
 }
 
@@ -294,6 +305,13 @@ impl TcpStream {
         let h = self.inner.h;
         self.app().call(|r| Cmd::Nodelay(h, on, r), None, None)
     }
+
+    /// Sets the priority (as `SO_PRIORITY`, 0–255) its packets carry from
+    /// now on: a bonded port's `prioritized` policy sends those at or
+    /// above its threshold (default 6) over the real-time members.
+    pub fn set_priority(&self, priority: u8) -> io::Result<()> {
+        self.app().set_priority(self.inner.h, priority)
+    }
 }
 
 impl Read for TcpStream {
@@ -368,6 +386,12 @@ impl UdpSocket {
     /// The local port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Sets the priority (as `SO_PRIORITY`) of the datagrams it sends
+    /// from now on; see [`TcpStream::set_priority`].
+    pub fn set_priority(&self, priority: u8) -> io::Result<()> {
+        self.app.set_priority(self.h, priority)
     }
 }
 
@@ -583,6 +607,9 @@ impl AppService {
             }
             Cmd::Nodelay(h, on, reply) => {
                 let _ = reply.send(stack.tcp_set_nodelay(h, on).map_err(handle_err));
+            }
+            Cmd::Priority(h, p, reply) => {
+                let _ = reply.send(stack.set_priority(h, p).map_err(handle_err));
             }
             Cmd::Close(h) => {
                 let _ = stack.close(now, h);
@@ -909,5 +936,54 @@ impl Service for AppService {
 
     fn wake_fd(&self) -> Option<RawFd> {
         Some(self.bell.raw())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use softoe_stack::StackConfig;
+    use softoe_wire::{EthernetAddress, Ipv4Cidr};
+
+    /// Runs `f` on a thread with an [`App`] while this thread serves it
+    /// on a stack without a device (commands only), and returns what `f`
+    /// returned with the stack.
+    fn with_app<T: Send + 'static>(f: impl FnOnce(App) -> T + Send + 'static) -> (T, Stack) {
+        let cfg = StackConfig::new(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            Ipv4Cidr::new(Ipv4Address([10, 0, 0, 1]), 24).unwrap(),
+        );
+        let mut stack = Stack::new(cfg).unwrap();
+        let mut mem = Memory::new();
+        let (app, mut svc) = channel().unwrap();
+        svc.start(Instant::ZERO, &mut stack, &mut mem).unwrap();
+        let t = std::thread::spawn(move || f(app));
+        while !t.is_finished() {
+            svc.step(Instant::ZERO, &mut stack, &mut mem);
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        svc.step(Instant::ZERO, &mut stack, &mut mem);
+        (t.join().unwrap(), stack)
+    }
+
+    #[test]
+    fn priority_is_set_on_live_sockets_and_refused_on_gone_ones() {
+        let (r, _stack) = with_app(|app| -> io::Result<()> {
+            let l = app.tcp_listen(80, 4)?;
+            l.set_priority(6)?;
+            let u = app.udp_bind(5000)?;
+            u.set_priority(7)?;
+            let gone = u.h;
+            drop(u);
+            // The stack no longer knows the handle: an error, not a no-op.
+            let e = app.set_priority(gone, 6).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::NotConnected);
+            Ok(())
+        });
+        r.unwrap();
+        // That the priority reaches the frames (and a bond's real-time
+        // members) is tested on a real wire: tests/bond.rs.
     }
 }

@@ -27,6 +27,8 @@ pub mod port;
 pub mod services;
 pub mod sockpath;
 pub mod tap;
+#[cfg(feature = "testbed")]
+pub mod testing;
 pub mod vnet;
 
 pub use afpacket::{AfPacketOffloads, AfPacketOptions, AfPacketPort, AfPacketStats};

@@ -1,7 +1,9 @@
 //! BondingPlus on a real wire: two softoe engines, each bonding two TAP
 //! devices behind one address, and a plain Linux host, all on one Linux
-//! bridge (the paper's "regular switching hub"). Every member's link is
-//! shaped by `tbf` to 100 Mbit/s toward its engine, so links, not the two
+//! bridge (the paper's "regular switching hub"), built by
+//! `softoe_testbed::BondedBed` with the engines of
+//! `softoe_engine::testing` (what `softoe bench bond` runs too). Every
+//! link is shaped by `tbf` to 100 Mbit/s each way, so links, not the two
 //! CPUs, are the bottleneck. Needs root.
 //!
 //! - E1: one TCP flow between the bonded engines uses both members (each
@@ -16,155 +18,47 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, mpsc};
+use std::net::{Shutdown, SocketAddrV4, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{hash_stream, send_stream, wait_for};
-use softoe_bond::{BondConfig, MemberConfig, Policy};
-use softoe_engine::{
-    App, BondMember, BondPort, BondStat, Engine, EngineConfig, Snapshot, StopHandle, TapOffloads,
-    TapPort,
-};
-use softoe_stack::StackConfig;
-use softoe_testbed::{Netns, NsThread, Testbed};
-use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
+use softoe_bond::Policy;
+use softoe_engine::BondStat;
+use softoe_engine::testing::{BondHost, BondHostSpec};
+use softoe_testbed::{BondedBed, BondedOptions};
 
 const RATE_MBIT: u64 = 100;
-const LINUX_IP: Ipv4Addr = Ipv4Addr::new(10, 8, 0, 9);
 const T: Duration = Duration::from_secs(30);
 
-static N: AtomicU32 = AtomicU32::new(0);
+type Host = BondHost;
 
-/// One bonded engine.
-struct Host {
-    ip: Ipv4Addr,
-    taps: Vec<String>,
-    app: App,
-    control: std::path::PathBuf,
-    stop: StopHandle,
-    thread: Option<NsThread<Result<(), String>>>,
-}
-
-impl Host {
-    fn snapshot(&self) -> Snapshot {
-        softoe_engine::control::query(&self.control).expect("control socket answers")
-    }
-
-    fn bond(&self) -> BondStat {
-        self.snapshot().bond.expect("a bonded port")
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        self.stop.stop();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// `host`'s bond, which must answer.
+fn bond_of(host: &Host) -> BondStat {
+    host.bond().expect("a bonded port answers")
 }
 
 struct BondBed {
     // Dropped first: the engines stop before the namespaces go.
     hosts: Vec<Host>,
-    linux: Netns,
-    sw: Netns,
-    tb: Testbed,
+    bed: BondedBed,
 }
 
 impl BondBed {
     /// Two bonded engines (10.8.0.1 and 10.8.0.2, `members` TAPs each) and
-    /// Linux at 10.8.0.9 on one bridge.
+    /// Linux at 10.8.0.9 on one bridge, every link 100 Mbit/s each way.
     fn start(members: usize, policy: Policy) -> BondBed {
-        let mut tb = Testbed::new().unwrap();
-        tb.deadline(softoe_testbed::test_deadline());
-        let sw = tb.netns("sw").unwrap();
-        let linux = tb.netns("lx").unwrap();
-        tb.bridge(&sw, "br0").unwrap();
-        tb.veth_to_bridge(&linux, "eth0", &sw, "br0").unwrap();
-        tb.addr(&linux, "eth0", &format!("{LINUX_IP}/24")).unwrap();
-        if let Some(port) = tb.veth_to_bridge_port(&linux) {
-            tb.tbf(&sw, &port, RATE_MBIT).unwrap();
-        }
-        let hosts = (1..=2u8)
-            .map(|h| start_host(&tb, &sw, h, members, policy))
-            .collect();
-        BondBed {
-            hosts,
-            linux,
-            sw,
-            tb,
-        }
-    }
-}
-
-fn start_host(tb: &Testbed, sw: &Netns, h: u8, members: usize, policy: Policy) -> Host {
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let ip = Ipv4Addr::new(10, 8, 0, h);
-    let taps: Vec<String> = (0..members)
-        .map(|i| format!("sb{}{n}h{h}m{i}", std::process::id() % 10_000))
-        .collect();
-    let control = std::env::temp_dir().join(format!("softoe-bond-{}-{n}.sock", std::process::id()));
-    let macs: Vec<EthernetAddress> = (0..members)
-        .map(|i| EthernetAddress([2, 0x50 + i as u8, 10, 8, 0, h]))
-        .collect();
-    let mut bcfg = BondConfig::new(
-        Ipv4Address(ip.octets()),
-        macs.iter().map(|m| MemberConfig::new(*m)).collect(),
-    );
-    bcfg.policy = policy;
-    for m in &mut bcfg.members {
-        m.rate_bps = RATE_MBIT * 1_000_000;
-    }
-    let (app, app_service) = softoe_engine::app::channel().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let names = taps.clone();
-    let ctl = control.clone();
-    let thread = sw
-        .spawn(move || -> Result<(), String> {
-            let members = names
-                .iter()
-                .map(|name| {
-                    TapPort::open(name, TapOffloads::default(), 1500).map(|p| BondMember {
-                        name: name.clone(),
-                        port: Box::new(p),
-                    })
-                })
-                .collect::<std::io::Result<Vec<_>>>()
-                .map_err(|e| e.to_string())?;
-            let port = BondPort::new(bcfg, members).map_err(|e| e.to_string())?;
-            let mut cfg = StackConfig::new(
-                macs[0],
-                Ipv4Cidr::new(Ipv4Address(ip.octets()), 24).ok_or("bad prefix")?,
-            );
-            cfg.seed = u64::from(h);
-            cfg.tcp.rx_buffer = 1 << 20;
-            cfg.tcp.tx_buffer = 4 << 20;
-            cfg.tcp.tx_max_chunks = 4096;
-            let mut ecfg = EngineConfig::default();
-            ecfg.control = Some(ctl);
-            let mut e = Engine::new(cfg, port, ecfg).map_err(|e| e.to_string())?;
-            e.add_service(Box::new(app_service));
-            tx.send(e.stop_handle()).map_err(|e| e.to_string())?;
-            e.run().map_err(|e| e.to_string())
+        let bed = BondedBed::new(BondedOptions {
+            rate_mbit: Some(RATE_MBIT),
+            deadline: Some(softoe_testbed::test_deadline()),
+            ..BondedOptions::default()
         })
         .unwrap();
-    let stop = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("engine started");
-    for t in &taps {
-        tb.attach(sw, t, "br0").unwrap();
-        tb.tbf(sw, t, RATE_MBIT).unwrap();
-    }
-    Host {
-        ip,
-        taps,
-        app,
-        control,
-        stop,
-        thread: Some(thread),
+        let hosts = (1..=2u8)
+            .map(|h| BondHost::start(&bed, &BondHostSpec::new(h, members, policy)).unwrap())
+            .collect();
+        BondBed { hosts, bed }
     }
 }
 
@@ -209,18 +103,18 @@ fn e1_one_flow_between_bonded_hosts_uses_both_members() {
     let bed = BondBed::start(2, Policy::LeastQueued);
     let (a, b) = (&bed.hosts[0], &bed.hosts[1]);
     wait_for(10, "the bonded hosts to learn each other", || {
-        a.bond().peers.len() == 1 && b.bond().peers.len() == 1
+        bond_of(a).peers.len() == 1 && bond_of(b).peers.len() == 1
     });
-    let before = bytes_in(&a.bond());
+    let before = bytes_in(&bond_of(a));
     let n = 48 << 20;
     let (_, mbit) = transfer(b, a, 5001, n, || {});
-    let after = bytes_in(&a.bond());
+    let after = bytes_in(&bond_of(a));
     let share: Vec<f64> = after
         .iter()
         .zip(&before)
         .map(|(x, y)| (x - y) as f64 / n as f64)
         .collect();
-    let conn = b.snapshot();
+    let conn = b.snapshot().unwrap();
     eprintln!(
         "E1: one flow over 2 x {RATE_MBIT} Mbit/s: {mbit:.0} Mbit/s ({:.2} of one link, {:.2} of two); member shares {share:.2?}; sender's connections (retrans, spurious, reordering) {:?}",
         mbit / RATE_MBIT as f64,
@@ -251,17 +145,13 @@ fn e4_a_member_cut_mid_transfer_loses_nothing_and_comes_back() {
     let bed = BondBed::start(2, Policy::RoundRobin);
     let (a, b) = (&bed.hosts[0], &bed.hosts[1]);
     wait_for(10, "the bonded hosts to learn each other", || {
-        a.bond().peers.len() == 1 && b.bond().peers.len() == 1
+        bond_of(a).peers.len() == 1 && bond_of(b).peers.len() == 1
     });
-    let sw = bed.sw.clone();
     let cut = a.taps[1].clone();
-    let cut_at = Arc::new(std::sync::Mutex::new(None));
-    let at = cut_at.clone();
     let (_, mbit) = transfer(b, a, 5002, 24 << 20, || {
-        sw.ip(&["link", "set", &cut, "down"]).unwrap();
-        *at.lock().unwrap() = Some(Instant::now());
+        bed.bed.set_member_up(&cut, false).unwrap();
     });
-    let stat = a.bond();
+    let stat = bond_of(a);
     eprintln!(
         "E4: transfer with member {} cut after 0.3 s: {mbit:.0} Mbit/s; members {:?}",
         cut,
@@ -274,20 +164,25 @@ fn e4_a_member_cut_mid_transfer_loses_nothing_and_comes_back() {
     assert!(stat.members[1].left >= 1);
     // The peer no longer sends to it.
     wait_for(5, "the peer to drop the member", || {
-        b.bond().peers.first().is_some_and(|p| p.members.len() == 1)
+        bond_of(b)
+            .peers
+            .first()
+            .is_some_and(|p| p.members.len() == 1)
     });
     // Back up: heard again, it rejoins and the peer uses it again.
-    bed.sw.ip(&["link", "set", &a.taps[1], "up"]).unwrap();
-    bed.tb.tbf(&bed.sw, &a.taps[1], RATE_MBIT).unwrap();
+    bed.bed.set_member_up(&a.taps[1], true).unwrap();
     let back = Instant::now();
     wait_for(5, "the member to rejoin", || {
-        a.bond().members[1].state == "up"
-            && b.bond().peers.first().is_some_and(|p| p.members.len() == 2)
+        bond_of(a).members[1].state == "up"
+            && bond_of(b)
+                .peers
+                .first()
+                .is_some_and(|p| p.members.len() == 2)
     });
     eprintln!("E4: rejoined {:?} after the link came back", back.elapsed());
     let (_, mbit) = transfer(b, a, 5003, 8 << 20, || {});
     eprintln!("E4: afterwards {mbit:.0} Mbit/s");
-    assert!(a.bond().members.iter().all(|m| m.state == "up"));
+    assert!(bond_of(a).members.iter().all(|m| m.state == "up"));
 }
 
 #[test]
@@ -301,7 +196,8 @@ fn e5_a_plain_linux_host_sees_one_mac_for_the_bond() {
     // Watch Linux's neighbour entry for the bond's address all along.
     let watching = Arc::new(AtomicBool::new(true));
     let w = watching.clone();
-    let lx = bed.linux.clone();
+    let linux = bed.bed.linux[0].clone();
+    let lx = linux.ns.clone();
     let bond_ip = a.ip.to_string();
     let watcher = std::thread::spawn(move || {
         let mut macs = BTreeSet::new();
@@ -321,8 +217,8 @@ fn e5_a_plain_linux_host_sees_one_mac_for_the_bond() {
     let n = 8u64 << 20;
     let l = a.app.tcp_listen(6001, 4).unwrap();
     let addr = SocketAddrV4::new(a.ip, 6001);
-    let client = bed
-        .linux
+    let client = linux
+        .ns
         .spawn(move || {
             let mut s = TcpStream::connect_timeout(&addr.into(), T).unwrap();
             s.set_read_timeout(Some(T)).unwrap();
@@ -343,7 +239,7 @@ fn e5_a_plain_linux_host_sees_one_mac_for_the_bond() {
     assert_eq!(back, sha_out, "bond → Linux intact");
     watching.store(false, Ordering::Relaxed);
     let (macs, samples) = watcher.join().unwrap();
-    let stat = a.bond();
+    let stat = bond_of(a);
     eprintln!(
         "E5: Linux's neighbour entry for {}: {macs:?} over {samples} samples; plain peers {:?}",
         a.ip, stat.plain
@@ -353,11 +249,67 @@ fn e5_a_plain_linux_host_sees_one_mac_for_the_bond() {
     let home = stat
         .plain
         .iter()
-        .find(|(ip, _)| *ip == LINUX_IP.to_string())
+        .find(|(ip, _)| *ip == linux.ip.to_string())
         .map(|(_, m)| *m)
         .expect("Linux is a plain peer");
     assert_eq!(
         macs.first().map(String::as_str),
         Some(stat.members[home].mac.as_str())
     );
+}
+
+#[test]
+fn e2_a_priority_6_stream_goes_over_the_realtime_members() {
+    if !softoe_testbed::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let bed = BondedBed::new(BondedOptions {
+        rate_mbit: Some(RATE_MBIT),
+        deadline: Some(softoe_testbed::test_deadline()),
+        ..BondedOptions::default()
+    })
+    .unwrap();
+    let hosts: Vec<Host> = (1..=2u8)
+        .map(|h| {
+            let mut spec = BondHostSpec::new(h, 2, Policy::Prioritized);
+            spec.realtime = vec![1];
+            BondHost::start(&bed, &spec).unwrap()
+        })
+        .collect();
+    let (a, b) = (&hosts[0], &hosts[1]);
+    wait_for(10, "the bonded hosts to learn each other", || {
+        bond_of(a).peers.len() == 1 && bond_of(b).peers.len() == 1
+    });
+    // Returns the share of the bytes `a` took in on each member.
+    let shares = |port: u16, priority: u8| -> Vec<f64> {
+        let n = 4u64 << 20;
+        let before = bytes_in(&bond_of(a));
+        let l = a.app.tcp_listen(port, 4).unwrap();
+        let mut c = b.app.tcp_connect(SocketAddrV4::new(a.ip, port)).unwrap();
+        c.set_priority(priority).unwrap();
+        let (mut s, _) = l.accept_timeout(Some(T)).unwrap();
+        s.set_read_timeout(Some(T));
+        let sender = std::thread::spawn(move || {
+            send_stream(&mut c, n, 5);
+            c.shutdown_write().unwrap();
+            c
+        });
+        let (got, _) = hash_stream(&mut s);
+        let _c = sender.join().unwrap();
+        assert_eq!(got, n);
+        bytes_in(&bond_of(a))
+            .iter()
+            .zip(&before)
+            .map(|(x, y)| (x - y) as f64 / n as f64)
+            .collect()
+    };
+    let bulk = shares(7001, 0);
+    let rt = shares(7002, 6);
+    eprintln!("E2: member shares of a priority-0 stream {bulk:.2?}, of a priority-6 one {rt:.2?}");
+    assert!(
+        bulk[0] > 0.9 && bulk[1] < 0.1,
+        "bulk stays off the rt member"
+    );
+    assert!(rt[1] > 0.9 && rt[0] < 0.1, "priority 6 uses the rt member");
 }

@@ -94,10 +94,19 @@ const PASS_AT: i16 = 26;
 /// The denominator of a drop rate: rates are in parts per million.
 pub(crate) const PPM: u32 = 1_000_000;
 
-/// The program: drop `ppm` parts per million of IPv4 TCP frames, counting
-/// each drop in slot 0 of the array map `map_fd`. A jump's offset counts
-/// from the instruction after it.
-fn program(ppm: u32, map_fd: i32) -> Result<Vec<Insn>> {
+/// Which frames a drop program picks from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Frames {
+    /// IPv4 TCP frames.
+    Tcp,
+    /// Frames of this EtherType (`skb->protocol`), whatever they carry.
+    EtherType(u16),
+}
+
+/// The program: drop `ppm` parts per million of the frames `which` names,
+/// counting each drop in slot 0 of the array map `map_fd`. A jump's
+/// offset counts from the instruction after it.
+fn program(ppm: u32, map_fd: i32, which: Frames) -> Result<Vec<Insn>> {
     let rate = i32::try_from(ppm)
         .ok()
         .filter(|_| ppm <= PPM)
@@ -106,11 +115,15 @@ fn program(ppm: u32, map_fd: i32) -> Result<Vec<Insn>> {
             stderr: "a drop rate is a percentage, 0 to 100 (0 to 1,000,000 ppm)".into(),
         })?;
     let to = |from: i16, target: i16| target - from - 1;
-    let p = vec![
+    let ethertype = match which {
+        Frames::Tcp => 0x0800u16,
+        Frames::EtherType(t) => t,
+    };
+    let mut p = vec![
         /* 0 */ insn(MOV64_X, 6, 1, 0, 0), // r6 = skb
         /* 1 */ insn(LDX_W, 2, 6, SKB_PROTOCOL, 0), // r2 = skb->protocol
         /* 2 */
-        insn(JNE_K, 2, 0, to(2, PASS_AT), i32::from(0x0800u16.to_be())), // not IPv4: pass
+        insn(JNE_K, 2, 0, to(2, PASS_AT), i32::from(ethertype.to_be())), // other type: pass
         /* 3 */ insn(MOV64_X, 1, 6, 0, 0), // r1 = skb
         /* 4 */ insn(MOV64_K, 2, 0, 0, IP_PROTOCOL_AT), // r2 = offset
         /* 5 */ insn(MOV64_X, 3, 10, 0, 0), // r3 = fp
@@ -137,6 +150,14 @@ fn program(ppm: u32, map_fd: i32) -> Result<Vec<Insn>> {
         /* 26 */ insn(MOV64_K, 0, 0, 0, TCX_NEXT), // pass
         /* 27 */ insn(EXIT, 0, 0, 0, 0),
     ];
+    if let Frames::EtherType(_) = which {
+        // Any frame of the type is a candidate: the IP protocol test
+        // (3–11) becomes no-ops, so every offset above stays valid (the
+        // verifier refuses unreachable instructions, so no jump over them).
+        for i in &mut p[3..=11] {
+            *i = insn(MOV64_K, 2, 0, 0, 0);
+        }
+    }
     Ok(p)
 }
 
@@ -236,7 +257,7 @@ impl DropProgram {
     /// Loads the program, dropping `ppm` parts per million, and attaches it
     /// to `dev`'s ingress. Runs on a thread inside `dev`'s namespace: the
     /// kernel looks the interface index up there.
-    pub(crate) fn attach(dev: &str, ppm: u32) -> Result<DropProgram> {
+    pub(crate) fn attach(dev: &str, ppm: u32, which: Frames) -> Result<DropProgram> {
         let fail = |what: &str, source: std::io::Error| Error::Bpf {
             what: format!("{what} for random drops on {dev}"),
             source,
@@ -267,7 +288,7 @@ impl DropProgram {
             .and_then(owned)
             .map_err(|e| fail("creating the drop counter (bpf map)", e))?;
 
-        let insns = program(ppm, map.as_raw_fd())?;
+        let insns = program(ppm, map.as_raw_fd(), which)?;
         let license = c"MIT OR Apache-2.0";
         let mut log = vec![0u8; 64 * 1024];
         let mut attr = ProgLoad {
@@ -350,7 +371,7 @@ mod tests {
 
     #[test]
     fn jumps_land_on_the_verdicts() {
-        let p = program(10_000, 3).unwrap();
+        let p = program(10_000, 3, Frames::Tcp).unwrap();
         assert_eq!(p.len(), 28);
         assert_eq!(p[DROP_AT as usize].imm, TC_ACT_SHOT);
         assert_eq!(p[PASS_AT as usize].imm, TCX_NEXT);
@@ -366,15 +387,21 @@ mod tests {
         assert_eq!(p[13].imm, 1_000_000, "parts per million");
         assert_eq!(p[14].imm, 10_000, "the rate");
         assert_eq!(p[16].imm, 3, "the map");
+        assert_eq!(p[2].imm, i32::from(0x0800u16.to_be()), "IPv4");
+        let e = program(10_000, 3, Frames::EtherType(0x88B5)).unwrap();
+        assert_eq!(e.len(), p.len(), "the same offsets");
+        assert_eq!(e[2].imm, i32::from(0x88B5u16.to_be()), "the EtherType");
+        assert!(e[3..=11].iter().all(|i| i.code == MOV64_K), "no IP test");
+        assert_eq!(e[12..], p[12..], "the same draw and verdicts");
     }
 
     #[test]
     fn a_rate_is_at_most_a_million_ppm() {
-        assert!(program(1_000_000, 3).is_ok());
-        assert!(program(0, 3).is_ok());
-        let e = program(1_000_001, 3).unwrap_err().to_string();
+        assert!(program(1_000_000, 3, Frames::Tcp).is_ok());
+        assert!(program(0, 3, Frames::Tcp).is_ok());
+        let e = program(1_000_001, 3, Frames::Tcp).unwrap_err().to_string();
         assert!(e.contains("0 to 100"), "{e}");
-        assert!(program(u32::MAX, 3).is_err());
+        assert!(program(u32::MAX, 3, Frames::EtherType(0x88B5)).is_err());
     }
 
     #[test]

@@ -36,11 +36,13 @@
 
 #![deny(unsafe_code)]
 
+pub mod bonded;
 mod bpf_drop;
 mod netns;
 mod offload;
 mod watchdog;
 
+pub use bonded::{BondedBed, BondedOptions, LinuxHost};
 pub use netns::{Netns, NsThread};
 pub use watchdog::{Watchdog, test_deadline};
 
@@ -49,7 +51,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use bpf_drop::DropProgram;
+use bpf_drop::{DropProgram, Frames};
 
 use tracing::debug;
 
@@ -446,8 +448,33 @@ impl Testbed {
             cmd: format!("random_drop {dev} {percent}%"),
             stderr: why,
         })?;
+        self.attach_drop(ns, dev, ppm, Frames::Tcp)
+    }
+
+    /// Drops `percent` % of the frames of `ethertype` that arrive on `dev`
+    /// in `ns`, as [`random_drop`](Self::random_drop) does for TCP (same
+    /// program, same counter, [`dropped_on`](Self::dropped_on); it
+    /// replaces any drop program this testbed put on `dev`). For
+    /// protocols of their own EtherType, such as BondingPlus's ARP+.
+    pub fn random_drop_ethertype(
+        &self,
+        ns: &Netns,
+        dev: &str,
+        ethertype: u16,
+        percent: f64,
+    ) -> Result<()> {
+        let ppm = drop_ppm(percent).map_err(|why| Error::Command {
+            cmd: format!("random_drop_ethertype {dev} {ethertype:#06x} {percent}%"),
+            stderr: why,
+        })?;
+        self.attach_drop(ns, dev, ppm, Frames::EtherType(ethertype))
+    }
+
+    /// Attaches a drop program to `dev` in `ns`, replacing this testbed's
+    /// earlier one there.
+    fn attach_drop(&self, ns: &Netns, dev: &str, ppm: u32, which: Frames) -> Result<()> {
         let name = dev.to_string();
-        let program = ns.run(move || DropProgram::attach(&name, ppm))??;
+        let program = ns.run(move || DropProgram::attach(&name, ppm, which))??;
         let mut drops = self.drops.lock().unwrap_or_else(|p| p.into_inner());
         // The old program (if any) detaches as it drops, after the new one
         // is in place.

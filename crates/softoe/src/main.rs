@@ -10,6 +10,7 @@
 
 mod bed;
 mod bench;
+mod bench_bond;
 mod bench_loss;
 mod config;
 mod demo;

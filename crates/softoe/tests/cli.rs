@@ -623,6 +623,89 @@ fn bench_loss_sweep_measures_four_transfers() {
     let _ = std::fs::remove_dir_all(&plots);
 }
 
+/// `softoe bench bond --quick --json`, the smoke test of BondingPlus on a
+/// real wire: every experiment ran and has the structure issue 16 asks
+/// for. No timing thresholds (these machines are noisy): only what must
+/// hold on any machine — both members carry bytes, nothing is lost, one
+/// MAC, complete ARP+ tables.
+#[test]
+fn bench_bond_quick_runs_every_experiment() {
+    if !softoe_testbed::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let plots = std::env::temp_dir().join(format!("softoe-bench-bond-{}", std::process::id()));
+    let out = softoe(&[
+        "bench",
+        "bond",
+        "--quick",
+        "--json",
+        "--plots",
+        plots.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "softoe bench bond: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["bulk"].as_array().unwrap().is_empty(), "only bond ran");
+    let b = &v["bond"];
+    let e1 = b["e1"].as_array().unwrap();
+    for n in [1, 2] {
+        let rows: Vec<_> = e1.iter().filter(|r| r["members"] == n).collect();
+        // Two policies × TCP and UDP × two directions.
+        assert_eq!(rows.len(), 8, "E1 with {n} members: {rows:?}");
+        for r in rows {
+            assert!(r["goodput_mbit"].as_f64().unwrap() > 0.0, "{r}");
+            let shares: Vec<f64> = r["shares"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_f64().unwrap())
+                .collect();
+            assert_eq!(shares.len(), n, "{r}");
+            let sum: f64 = shares.iter().sum();
+            assert!((sum - 1.0).abs() < 0.01, "shares sum to 1: {r}");
+        }
+    }
+    assert_eq!(b["linux_one_link"].as_array().unwrap().len(), 2);
+    let e2 = b["e2"].as_array().unwrap();
+    assert_eq!(e2.len(), 4, "idle and the paper's three scenarios");
+    for r in e2 {
+        assert!(r["samples"].as_u64().unwrap() >= 1000, "{r}");
+        assert!(r["p999_us"].is_null(), "no p99.9 from a quick run: {r}");
+    }
+    let e3 = b["e3"].as_array().unwrap();
+    assert_eq!(e3.len(), 6, "three repetitions of each port");
+    assert!(e3.iter().all(|r| r["goodput_mbit"].as_f64().unwrap() > 0.0));
+    let e4 = b["e4"].as_array().unwrap();
+    assert!(!e4.is_empty());
+    for r in e4 {
+        assert_eq!(r["bytes_lost"], 0, "failover loses nothing: {r}");
+    }
+    let e5 = &b["e5"][0];
+    assert_eq!(e5["macs"].as_array().unwrap().len(), 1, "one MAC: {e5}");
+    assert_eq!(e5["changes"], 0, "{e5}");
+    for r in b["e6"].as_array().unwrap() {
+        assert_eq!(r["complete"], r["reps"], "every ARP+ table completes: {r}");
+    }
+    assert!(
+        b["e6"][1]["drop_percent"].as_f64().unwrap() > 0.0,
+        "E6 runs under loss too"
+    );
+    assert!(!b["targets"].as_array().unwrap().is_empty());
+    for name in [
+        "bond-e1-goodput.svg",
+        "bond-e1-shares.svg",
+        "bond-e2-latency-cdf.svg",
+    ] {
+        let svg = std::fs::read_to_string(plots.join(name)).unwrap();
+        assert!(svg.starts_with("<svg"), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&plots);
+}
+
 /// The README's first command on a fresh machine: nothing installed
 /// beyond the kernel and iproute2. The demo runs with a `PATH` holding only
 /// `ip`, `tc`, `ss`, `sh` and a few coreutils — no `ethtool`, `nft`,

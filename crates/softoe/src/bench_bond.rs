@@ -1,0 +1,1630 @@
+//! `softoe bench bond`: BondingPlus measured (issue 16's E1–E6), on
+//! `softoe_testbed::BondedBed` topologies — softoe hosts with several TAP
+//! links into one bridge and plain Linux hosts with one, every link shaped
+//! by `tbf` each way (100 Mbit/s, the paper's 100BASE-TX, unless said) —
+//! with engines run in-process by `softoe_engine::testing` and driven
+//! through the in-process `App` API from threads of this program.
+//!
+//! - **E1** one TCP flow, and a paced UDP sender, between two bonded hosts
+//!   with 1–4 members each, both directions, round-robin and
+//!   least-queued (prioritized without real-time members is
+//!   least-queued: not run). Beside them Linux → Linux over one link of
+//!   the same kind, measured in the same run, which is the denominator
+//!   of the efficiency.
+//! - **E2** a 1 kHz stream of 64-byte messages while a bulk flow fills the
+//!   links, in the paper's scenarios, and idle.
+//! - **E3** one bonded member against the plain port, unshaped.
+//! - **E4** a member cut mid-transfer and back.
+//! - **E5** a plain-ARP Linux host and its neighbour entry for the bond.
+//! - **E6** ARP+ convergence with 5 % of ARP+ frames dropped.
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::SocketAddrV4;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use indicatif::ProgressBar;
+use serde::Serialize;
+use softoe_bond::Policy;
+use softoe_engine::testing::{BondHost, BondHostSpec};
+use softoe_engine::{BondStat, ConnStat};
+use softoe_testbed::{BondedBed, BondedOptions};
+
+use crate::bench::{Target, thread_cpu};
+use crate::plot::{self, Series};
+
+/// ARP+'s EtherType (IEEE 802 Local Experimental EtherType 1).
+const ETHERTYPE_ARPP: u16 = softoe_bond::wire::ETHERTYPE_ARPP;
+/// Bytes of UDP payload per datagram: a full 1,500-byte IP packet.
+const DATAGRAM: usize = 1472;
+/// Wire bytes per full frame (Ethernet header + 1,500), what tbf counts.
+const FRAME: usize = 1514;
+/// The published Linux balance-rr figure: ≈ 2.3 of 4 links for one TCP
+/// flow (issue 16, from the bonding literature). A constant, not measured.
+const BALANCE_RR_OF_4: f64 = 2.3;
+/// Bytes of one real-time message.
+const RT_MSG: usize = 64;
+const RT_MAGIC: u32 = 0x5254_4d53; // "RTMS"
+const T: Duration = Duration::from_secs(30);
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub(crate) struct Options {
+    pub quick: bool,
+    /// Link rate in Mbit/s.
+    pub rate_mbit: u64,
+    /// Member counts of E1.
+    pub members: Vec<usize>,
+    /// Samples per E2 scenario (at 1 kHz).
+    pub rt_samples: usize,
+    /// Repetitions of E6.
+    pub e6_reps: usize,
+}
+
+impl Options {
+    pub fn new(quick: bool, rt_samples: Option<usize>) -> Options {
+        Options {
+            quick,
+            rate_mbit: 100,
+            members: if quick { vec![1, 2] } else { vec![1, 2, 3, 4] },
+            rt_samples: rt_samples.unwrap_or(if quick { 3000 } else { 100_000 }),
+            e6_reps: if quick { 3 } else { 20 },
+        }
+    }
+
+    /// Steps of the progress bar.
+    pub fn runs(&self) -> u64 {
+        let e1 = self.members.len() as u64 * POLICIES.len() as u64 * 4 + 1;
+        let e2 = 4;
+        let e3 = 6;
+        let e4 = if self.quick { 1 } else { 2 };
+        let e5 = 1;
+        let e6 = 2 * self.e6_reps as u64;
+        e1 + e2 + e3 + e4 + e5 + e6
+    }
+
+    fn tcp_secs(&self) -> f64 {
+        if self.quick { 1.5 } else { 5.0 }
+    }
+
+    fn udp_secs(&self) -> f64 {
+        if self.quick { 1.0 } else { 3.0 }
+    }
+
+    fn mbit(&self) -> f64 {
+        self.rate_mbit as f64
+    }
+
+    /// The most UDP payload one link carries, Mbit/s.
+    fn udp_link_mbit(&self) -> f64 {
+        self.mbit() * DATAGRAM as f64 / FRAME as f64
+    }
+}
+
+const POLICIES: [(Policy, &str); 2] = [
+    (Policy::RoundRobin, "round-robin"),
+    (Policy::LeastQueued, "least-queued"),
+];
+
+/// One E1 run.
+#[derive(Debug, Serialize)]
+pub(crate) struct E1Row {
+    members: usize,
+    policy: &'static str,
+    proto: &'static str,
+    /// "1→2" or "2→1" (host numbers).
+    direction: &'static str,
+    goodput_mbit: f64,
+    /// Goodput ÷ (members × one link's goodput, Linux, measured).
+    efficiency: f64,
+    /// Each member's share of the bytes the receiver took in.
+    shares: Vec<f64>,
+    /// TCP: the sender connection's counters.
+    retrans: u64,
+    spurious_retrans: u32,
+    reordering: u32,
+    /// UDP: datagrams lost (sent − received) ÷ sent.
+    loss: f64,
+    /// Frames the links' queues (tbf, both ways, every member) dropped.
+    queue_drops: u64,
+    /// UDP: what the paced sender managed to send, Mbit/s of payload (the
+    /// in-process API's one call per datagram can fall behind the pace).
+    sent_mbit: f64,
+}
+
+/// Linux on one link, the denominator of E1's efficiency.
+#[derive(Debug, Serialize)]
+pub(crate) struct LinuxRow {
+    proto: &'static str,
+    goodput_mbit: f64,
+    loss: f64,
+}
+
+/// One E2 scenario.
+#[derive(Debug, Serialize)]
+pub(crate) struct E2Row {
+    scenario: &'static str,
+    bulk: bool,
+    rt_priority: u8,
+    realtime_members: usize,
+    samples: usize,
+    /// App-to-app one-way time, µs.
+    min_us: f64,
+    mean_us: f64,
+    std_us: f64,
+    p50_us: f64,
+    p99_us: f64,
+    /// Only with ≥ 100,000 samples.
+    p999_us: Option<f64>,
+    max_us: f64,
+    /// The bulk flow's goodput meanwhile, Mbit/s.
+    bulk_mbit: f64,
+    #[serde(skip)]
+    cdf: Vec<f64>,
+}
+
+/// One E3 repetition.
+#[derive(Debug, Serialize)]
+pub(crate) struct E3Row {
+    port: &'static str,
+    rep: usize,
+    goodput_mbit: f64,
+    /// Both engines' thread CPU, seconds per GiB moved.
+    engine_s_per_gib: f64,
+}
+
+/// E4.
+#[derive(Debug, Serialize)]
+pub(crate) struct E4Row {
+    policy: &'static str,
+    bytes: u64,
+    /// Bytes missing or wrong at the receiver (pattern check).
+    bytes_lost: u64,
+    /// Longest time without progress at the receiver around the cut, ms.
+    gap_ms: f64,
+    /// Goodput before the cut, while cut, after it came back (Mbit/s).
+    before_mbit: f64,
+    cut_mbit: f64,
+    after_mbit: f64,
+    /// From the link coming back until both ends use it again, ms.
+    rejoin_ms: f64,
+    /// From the link coming back until a 200 ms window runs at 90 % of the
+    /// rate before the cut, ms (None: not within the run).
+    full_rate_ms: Option<f64>,
+}
+
+/// E5.
+#[derive(Debug, Serialize)]
+pub(crate) struct E5Row {
+    to_bond_mbit: f64,
+    from_bond_mbit: f64,
+    samples: usize,
+    macs: Vec<String>,
+    changes: usize,
+    /// The member the bond keeps Linux on, and its MAC.
+    home_mac: String,
+}
+
+/// E6, per drop rate.
+#[derive(Debug, Serialize)]
+pub(crate) struct E6Row {
+    drop_percent: f64,
+    members: usize,
+    reps: usize,
+    complete: usize,
+    /// Time from the first engine's start until both tables are complete.
+    min_ms: f64,
+    median_ms: f64,
+    max_ms: f64,
+    /// ARP+ frames the drop programs dropped, over all repetitions.
+    dropped: u64,
+}
+
+/// Everything `softoe bench bond` measured.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct BondReport {
+    pub command: String,
+    pub rate_mbit: u64,
+    pub linux_one_link: Vec<LinuxRow>,
+    pub e1: Vec<E1Row>,
+    pub e2: Vec<E2Row>,
+    pub e3: Vec<E3Row>,
+    pub e4: Vec<E4Row>,
+    pub e5: Vec<E5Row>,
+    pub e6: Vec<E6Row>,
+    pub targets: Vec<Target>,
+}
+
+// ---- the byte pattern ---------------------------------------------------------------
+
+/// The byte at stream offset `off`: byte `off % 8` of the little-endian
+/// word `off / 8`. A missing, repeated or misplaced piece shows.
+fn pattern_byte(off: u64) -> u8 {
+    (off / 8).to_le_bytes()[(off % 8) as usize]
+}
+
+fn fill(off: u64, buf: &mut [u8]) {
+    if off.is_multiple_of(8) && buf.len().is_multiple_of(8) {
+        for (i, w) in buf.chunks_exact_mut(8).enumerate() {
+            w.copy_from_slice(&(off / 8 + i as u64).to_le_bytes());
+        }
+    } else {
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = pattern_byte(off + i as u64);
+        }
+    }
+}
+
+/// Bytes of `buf` (at stream offset `off`) that are not the pattern.
+fn wrong(off: u64, buf: &[u8]) -> u64 {
+    buf.iter()
+        .enumerate()
+        .filter(|&(i, b)| *b != pattern_byte(off + i as u64))
+        .count() as u64
+}
+
+// ---- TCP transfers between engines ---------------------------------------------------
+
+/// What a receiver saw.
+struct Received {
+    bytes: u64,
+    wrong: u64,
+    /// (seconds since the receiver started, bytes so far) after each read.
+    log: Vec<(f64, u64)>,
+    secs: f64,
+}
+
+/// A transfer under way.
+struct Transfer {
+    sender: JoinHandle<std::io::Result<softoe_engine::app::TcpStream>>,
+    receiver: JoinHandle<std::io::Result<Received>>,
+    started: Instant,
+}
+
+/// Starts moving `bytes` from `from` (which connects) to a listener on
+/// `to`, pattern-filled and, if `check`, checked.
+fn start_tcp(
+    from: &BondHost,
+    to: &BondHost,
+    port: u16,
+    bytes: u64,
+    check: bool,
+) -> Result<Transfer> {
+    let l = to.app.tcp_listen(port, 4).context("listening")?;
+    let mut c = from
+        .app
+        .tcp_connect(SocketAddrV4::new(to.ip, port))
+        .context("connecting")?;
+    let (mut s, _) = l.accept_timeout(Some(T)).context("accepting")?;
+    s.set_read_timeout(Some(T));
+    let started = Instant::now();
+    let sender = std::thread::spawn(move || -> std::io::Result<_> {
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut off = 0u64;
+        while off < bytes {
+            let n = buf.len().min((bytes - off) as usize);
+            fill(off, &mut buf[..n]);
+            off += c.write(&buf[..n])? as u64;
+        }
+        c.shutdown_write()?;
+        Ok(c)
+    });
+    let receiver = std::thread::spawn(move || -> std::io::Result<Received> {
+        let t0 = Instant::now();
+        let mut buf = vec![0u8; 256 * 1024];
+        let (mut off, mut bad) = (0u64, 0u64);
+        let mut log = Vec::new();
+        loop {
+            let n = s.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            if check {
+                bad += wrong(off, &buf[..n]);
+            }
+            off += n as u64;
+            log.push((t0.elapsed().as_secs_f64(), off));
+        }
+        Ok(Received {
+            bytes: off,
+            wrong: bad,
+            log,
+            secs: t0.elapsed().as_secs_f64(),
+        })
+    });
+    Ok(Transfer {
+        sender,
+        receiver,
+        started,
+    })
+}
+
+impl Transfer {
+    /// Waits for the receiver; returns what it saw and the sender's
+    /// stream (still open, for its counters).
+    fn finish(self) -> Result<(Received, softoe_engine::app::TcpStream)> {
+        let r = self
+            .receiver
+            .join()
+            .map_err(|_| anyhow!("the receiver panicked"))?
+            .context("receiving")?;
+        let c = self
+            .sender
+            .join()
+            .map_err(|_| anyhow!("the sender panicked"))?
+            .context("sending")?;
+        Ok((r, c))
+    }
+}
+
+/// The sender's connection to `port` in `host`'s snapshot.
+fn conn_to(host: &BondHost, port: u16) -> Option<ConnStat> {
+    let suffix = format!(":{port}");
+    host.snapshot()
+        .ok()?
+        .connections
+        .into_iter()
+        .find(|c| c.remote.ends_with(&suffix))
+}
+
+/// Frames dropped so far by the queues of both hosts' links.
+fn queue_drops(pair: &Pair) -> u64 {
+    pair.hosts
+        .iter()
+        .flat_map(|h| &h.taps)
+        .map(|t| pair.bed.queue_drops(t).unwrap_or(0))
+        .sum()
+}
+
+fn bytes_in(b: &BondStat) -> Vec<u64> {
+    b.members.iter().map(|m| m.bytes_in).collect()
+}
+
+/// Shares of the bytes taken in since `before`.
+fn shares(before: &[u64], after: &[u64]) -> Vec<f64> {
+    let d: Vec<u64> = after
+        .iter()
+        .zip(before)
+        .map(|(a, b)| a.saturating_sub(*b))
+        .collect();
+    let sum: u64 = d.iter().sum();
+    d.iter()
+        .map(|&x| if sum == 0 { 0.0 } else { x as f64 / sum as f64 })
+        .collect()
+}
+
+fn mbit(bytes: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        bytes as f64 * 8.0 / secs / 1e6
+    } else {
+        0.0
+    }
+}
+
+/// Waits up to `secs` for `ok`.
+fn wait_until(secs: f64, what: &str, mut ok: impl FnMut() -> bool) -> Result<()> {
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    while Instant::now() < end {
+        if ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    bail!("timed out waiting for {what}")
+}
+
+/// Two bonded hosts (1 and 2) on a fresh bed.
+struct Pair {
+    hosts: Vec<BondHost>,
+    bed: BondedBed,
+}
+
+impl Pair {
+    fn start(opts: BondedOptions, specs: [BondHostSpec; 2]) -> Result<Pair> {
+        let bed = BondedBed::new(opts).context("building the bonded testbed")?;
+        let mut hosts = Vec::new();
+        for s in &specs {
+            hosts.push(BondHost::start(&bed, s).with_context(|| format!("engine {}", s.host))?);
+        }
+        let p = Pair { hosts, bed };
+        if specs.iter().all(|s| s.bond) {
+            let n = [specs[0].members, specs[1].members];
+            wait_until(10.0, "the bonded hosts to learn each other", || {
+                p.complete(0, n[1]) && p.complete(1, n[0])
+            })?;
+        }
+        Ok(p)
+    }
+
+    /// Whether host `i` knows all `n` members of the other host, alive.
+    fn complete(&self, i: usize, n: usize) -> bool {
+        let other = self.hosts[1 - i].ip.to_string();
+        self.hosts[i].bond().is_ok_and(|b| {
+            b.peers.iter().any(|p| {
+                p.ip == other
+                    && p.members.len() == n
+                    && p.members.iter().all(|m| !m.contains("dead"))
+            })
+        })
+    }
+}
+
+fn bonded_opts(rate: Option<u64>) -> BondedOptions {
+    BondedOptions {
+        rate_mbit: rate,
+        ..BondedOptions::default()
+    }
+}
+
+// ---- UDP -------------------------------------------------------------------------------
+
+/// Paces `send` (one datagram carrying its sequence number) at
+/// `rate_mbit` of payload for `secs`; returns datagrams sent.
+fn paced(rate_mbit: f64, secs: f64, mut send: impl FnMut(&[u8]) -> bool) -> u64 {
+    let gap = DATAGRAM as f64 * 8.0 / (rate_mbit * 1e6);
+    let t0 = Instant::now();
+    let mut buf = vec![0u8; DATAGRAM];
+    let mut k = 0u64;
+    while t0.elapsed().as_secs_f64() < secs {
+        let due = k as f64 * gap;
+        let now = t0.elapsed().as_secs_f64();
+        if now < due {
+            let wait = due - now;
+            if wait > 0.0002 {
+                std::thread::sleep(Duration::from_secs_f64(wait - 0.0001));
+            }
+            continue;
+        }
+        buf[..8].copy_from_slice(&k.to_le_bytes());
+        if !send(&buf) {
+            break;
+        }
+        k += 1;
+    }
+    k
+}
+
+/// UDP from `from` to `to` (engines) at `rate_mbit`: (goodput, loss,
+/// rate sent).
+fn udp_engines(
+    from: &BondHost,
+    to: &BondHost,
+    port: u16,
+    rate_mbit: f64,
+    secs: f64,
+) -> Result<(f64, f64, f64)> {
+    let mut rx = to.app.udp_bind(port).context("binding")?;
+    rx.set_read_timeout(Some(Duration::from_millis(300)));
+    let tx = from.app.udp_bind(port).context("binding")?;
+    let dst = SocketAddrV4::new(to.ip, port);
+    let recv = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 2048];
+        let (mut n, mut bytes) = (0u64, 0u64);
+        let mut seen_any = false;
+        let t0 = Instant::now();
+        loop {
+            match rx.recv_from(&mut buf) {
+                Ok((len, _)) => {
+                    n += 1;
+                    bytes += len as u64;
+                    seen_any = true;
+                }
+                Err(_) if seen_any || t0.elapsed() > Duration::from_secs(5) => break,
+                Err(_) => {}
+            }
+        }
+        (n, bytes)
+    });
+    let t0 = Instant::now();
+    let sent = paced(rate_mbit, secs, |b| tx.send_to(b, dst).is_ok());
+    let secs = t0.elapsed().as_secs_f64();
+    let (got, bytes) = recv.join().map_err(|_| anyhow!("receiver panicked"))?;
+    Ok((
+        mbit(bytes, secs),
+        1.0 - got as f64 / sent.max(1) as f64,
+        mbit(sent * DATAGRAM as u64, secs),
+    ))
+}
+
+// ---- E1 --------------------------------------------------------------------------------
+
+fn linux_one_link(o: &Options, pb: &ProgressBar) -> Result<Vec<LinuxRow>> {
+    pb.set_message("E1: Linux → Linux over one link");
+    let bed = BondedBed::new(BondedOptions {
+        linux_hosts: 2,
+        ..bonded_opts(Some(o.rate_mbit))
+    })?;
+    let (rx, tx) = (bed.linux[0].clone(), bed.linux[1].clone());
+    let bytes = (o.mbit() * 1e6 / 8.0 * o.tcp_secs() * 0.95) as u64;
+    let at = SocketAddrV4::new(rx.ip, 5001);
+    let server = rx.ns.spawn(move || -> std::io::Result<(u64, f64)> {
+        let l = std::net::TcpListener::bind(at)?;
+        let (mut s, _) = l.accept()?;
+        let t0 = Instant::now();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut n = 0u64;
+        loop {
+            let k = s.read(&mut buf)?;
+            if k == 0 {
+                break;
+            }
+            n += k as u64;
+        }
+        Ok((n, t0.elapsed().as_secs_f64()))
+    })?;
+    std::thread::sleep(Duration::from_millis(200));
+    tx.ns
+        .run(move || -> std::io::Result<()> {
+            let mut c = std::net::TcpStream::connect_timeout(&at.into(), T)?;
+            let buf = vec![7u8; 256 * 1024];
+            let mut left = bytes;
+            while left > 0 {
+                let n = buf.len().min(left as usize);
+                c.write_all(&buf[..n])?;
+                left -= n as u64;
+            }
+            Ok(())
+        })?
+        .context("Linux sender")?;
+    let (n, secs) = server.join()?.context("Linux receiver")?;
+    let tcp = LinuxRow {
+        proto: "tcp",
+        goodput_mbit: mbit(n, secs),
+        loss: 0.0,
+    };
+    // UDP, paced at what one link carries.
+    let at = SocketAddrV4::new(rx.ip, 5002);
+    let rate = o.udp_link_mbit();
+    let secs = o.udp_secs();
+    let server = rx.ns.spawn(move || -> std::io::Result<(u64, u64)> {
+        let s = std::net::UdpSocket::bind(at)?;
+        s.set_read_timeout(Some(Duration::from_millis(300)))?;
+        let mut buf = vec![0u8; 2048];
+        let (mut n, mut bytes) = (0, 0);
+        let t0 = Instant::now();
+        loop {
+            match s.recv_from(&mut buf) {
+                Ok((len, _)) => {
+                    n += 1;
+                    bytes += len as u64;
+                }
+                Err(_) if n > 0 || t0.elapsed() > Duration::from_secs(5) => break,
+                Err(_) => {}
+            }
+        }
+        Ok((n, bytes))
+    })?;
+    std::thread::sleep(Duration::from_millis(100));
+    let (sent, took) = tx
+        .ns
+        .run(move || -> std::io::Result<(u64, f64)> {
+            let s = std::net::UdpSocket::bind("0.0.0.0:0")?;
+            let t0 = Instant::now();
+            let k = paced(rate, secs, |b| s.send_to(b, at).is_ok());
+            Ok((k, t0.elapsed().as_secs_f64()))
+        })?
+        .context("Linux UDP sender")?;
+    let (got, bytes) = server.join()?.context("Linux UDP receiver")?;
+    pb.inc(1);
+    Ok(vec![
+        tcp,
+        LinuxRow {
+            proto: "udp",
+            goodput_mbit: mbit(bytes, took),
+            loss: 1.0 - got as f64 / sent.max(1) as f64,
+        },
+    ])
+}
+
+fn e1(o: &Options, linux: &[LinuxRow], pb: &ProgressBar) -> Result<Vec<E1Row>> {
+    let one = |proto: &str| {
+        linux
+            .iter()
+            .find(|l| l.proto == proto)
+            .map_or(o.mbit(), |l| l.goodput_mbit)
+    };
+    let mut rows = Vec::new();
+    let mut port = 6000;
+    for &n in &o.members {
+        for (policy, pname) in POLICIES {
+            pb.set_message(format!("E1: {n} member(s), {pname}"));
+            let pair = Pair::start(
+                bonded_opts(Some(o.rate_mbit)),
+                [
+                    BondHostSpec::new(1, n, policy),
+                    BondHostSpec::new(2, n, policy),
+                ],
+            )?;
+            for (dir, (s, r)) in [("1→2", (0, 1)), ("2→1", (1, 0))] {
+                let (snd, rcv) = (&pair.hosts[s], &pair.hosts[r]);
+                // TCP.
+                port += 1;
+                let bytes = (n as f64 * o.mbit() * 1e6 / 8.0 * o.tcp_secs() * 0.95) as u64;
+                let before = bytes_in(&rcv.bond()?);
+                let q0 = queue_drops(&pair);
+                let (got, c) = start_tcp(snd, rcv, port, bytes, false)?.finish()?;
+                let conn = conn_to(snd, port);
+                let counts = conn
+                    .as_ref()
+                    .map_or((0, 0, 0), |c| (c.retrans, c.spurious_retrans, c.reordering));
+                drop(c);
+                let after = bytes_in(&rcv.bond()?);
+                let g = mbit(got.bytes, got.secs);
+                rows.push(E1Row {
+                    members: n,
+                    policy: pname,
+                    proto: "tcp",
+                    direction: dir,
+                    goodput_mbit: g,
+                    efficiency: g / (n as f64 * one("tcp")),
+                    shares: shares(&before, &after),
+                    retrans: counts.0,
+                    spurious_retrans: counts.1,
+                    reordering: counts.2,
+                    loss: 0.0,
+                    queue_drops: queue_drops(&pair).saturating_sub(q0),
+                    sent_mbit: 0.0,
+                });
+                pb.inc(1);
+                // UDP at the aggregate rate.
+                port += 1;
+                let before = bytes_in(&rcv.bond()?);
+                let q0 = queue_drops(&pair);
+                let (g, loss, sent_mbit) =
+                    udp_engines(snd, rcv, port, n as f64 * o.udp_link_mbit(), o.udp_secs())?;
+                let after = bytes_in(&rcv.bond()?);
+                rows.push(E1Row {
+                    members: n,
+                    policy: pname,
+                    proto: "udp",
+                    direction: dir,
+                    goodput_mbit: g,
+                    efficiency: g / (n as f64 * one("udp")),
+                    shares: shares(&before, &after),
+                    retrans: 0,
+                    spurious_retrans: 0,
+                    reordering: 0,
+                    loss,
+                    queue_drops: queue_drops(&pair).saturating_sub(q0),
+                    sent_mbit,
+                });
+                pb.inc(1);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+// ---- E2 --------------------------------------------------------------------------------
+
+/// Nanoseconds since `epoch`.
+fn ns_since(epoch: Instant) -> u64 {
+    epoch.elapsed().as_nanos() as u64
+}
+
+fn e2(o: &Options, pb: &ProgressBar) -> Result<Vec<E2Row>> {
+    // (name, bulk, rt priority, real-time members per host)
+    let scenarios: [(&'static str, bool, u8, usize); 4] = [
+        ("idle (two channels, no bulk)", false, 6, 1),
+        ("one channel, priority 0", true, 0, 0),
+        ("one channel, priority 6", true, 6, 0),
+        ("two channels", true, 6, 1),
+    ];
+    let mut rows = Vec::new();
+    for (k, (name, bulk, prio, rt)) in scenarios.into_iter().enumerate() {
+        pb.set_message(format!("E2: {name}, {} samples", o.rt_samples));
+        let spec = |h: u8| {
+            let mut s = BondHostSpec::new(h, 2, Policy::Prioritized);
+            s.realtime = (2 - rt..2).collect();
+            s
+        };
+        let pair = Pair::start(bonded_opts(Some(o.rate_mbit)), [spec(1), spec(2)])?;
+        let (a, b) = (&pair.hosts[0], &pair.hosts[1]);
+        // Bulk 1 → 2 at priority 0, long enough to outlast the stream.
+        let stop = Arc::new(AtomicBool::new(false));
+        let bulk_t = if bulk {
+            let l = b.app.tcp_listen(7100 + k as u16, 4)?;
+            let mut c = a
+                .app
+                .tcp_connect(SocketAddrV4::new(b.ip, 7100 + k as u16))?;
+            let (mut s, _) = l.accept_timeout(Some(T))?;
+            s.set_read_timeout(Some(T));
+            let st = stop.clone();
+            let snd = std::thread::spawn(move || -> std::io::Result<()> {
+                let buf = vec![1u8; 256 * 1024];
+                while !st.load(Ordering::Relaxed) {
+                    let _ = c.write(&buf)?; // what fits: the point is to keep the links full
+                }
+                c.shutdown_write()
+            });
+            let rcv = std::thread::spawn(move || -> std::io::Result<(u64, f64)> {
+                let mut buf = vec![0u8; 256 * 1024];
+                let t0 = Instant::now();
+                let mut n = 0u64;
+                loop {
+                    let k = s.read(&mut buf)?;
+                    if k == 0 {
+                        break;
+                    }
+                    n += k as u64;
+                }
+                Ok((n, t0.elapsed().as_secs_f64()))
+            });
+            std::thread::sleep(Duration::from_millis(500));
+            Some((snd, rcv))
+        } else {
+            None
+        };
+        // The stream: 64-byte messages, 1 kHz, 1 → 2.
+        let port = 7200 + k as u16;
+        let l = b.app.tcp_listen(port, 4)?;
+        let mut c = a.app.tcp_connect(SocketAddrV4::new(b.ip, port))?;
+        c.set_nodelay(true)?;
+        c.set_priority(prio)?;
+        let (mut s, _) = l.accept_timeout(Some(T))?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(Duration::from_secs(5)));
+        let epoch = Instant::now();
+        let samples = o.rt_samples;
+        let sender = std::thread::spawn(move || -> std::io::Result<()> {
+            let mut msg = [0u8; RT_MSG];
+            let t0 = Instant::now();
+            for i in 0..samples as u64 {
+                let due = t0 + Duration::from_millis(i);
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                msg[..4].copy_from_slice(&RT_MAGIC.to_le_bytes());
+                msg[4..12].copy_from_slice(&i.to_le_bytes());
+                msg[12..20].copy_from_slice(&ns_since(epoch).to_le_bytes());
+                c.write_all(&msg)?;
+            }
+            Ok(())
+        });
+        let mut lat = Vec::with_capacity(samples);
+        let mut msg = [0u8; RT_MSG];
+        for _ in 0..samples {
+            s.read_exact(&mut msg)
+                .context("reading the real-time stream")?;
+            let sent = u64::from_le_bytes(msg[12..20].try_into().unwrap_or_default());
+            lat.push(ns_since(epoch).saturating_sub(sent) as f64 / 1e3);
+        }
+        sender
+            .join()
+            .map_err(|_| anyhow!("the stream sender panicked"))?
+            .context("the stream sender")?;
+        stop.store(true, Ordering::Relaxed);
+        let mut bulk_mbit = 0.0;
+        if let Some((snd, rcv)) = bulk_t {
+            snd.join()
+                .map_err(|_| anyhow!("bulk sender panicked"))?
+                .context("bulk sender")?;
+            let (n, secs) = rcv
+                .join()
+                .map_err(|_| anyhow!("bulk receiver panicked"))?
+                .context("bulk receiver")?;
+            bulk_mbit = mbit(n, secs);
+        }
+        rows.push(stats_row(name, bulk, prio, rt, lat, bulk_mbit));
+        pb.inc(1);
+    }
+    Ok(rows)
+}
+
+fn stats_row(
+    scenario: &'static str,
+    bulk: bool,
+    rt_priority: u8,
+    realtime_members: usize,
+    mut lat: Vec<f64>,
+    bulk_mbit: f64,
+) -> E2Row {
+    lat.sort_by(f64::total_cmp);
+    let n = lat.len().max(1) as f64;
+    let mean = lat.iter().sum::<f64>() / n;
+    let var = lat.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+    let q = |p: f64| {
+        lat.get(((p * lat.len() as f64).ceil() as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    E2Row {
+        scenario,
+        bulk,
+        rt_priority,
+        realtime_members,
+        samples: lat.len(),
+        min_us: lat.first().copied().unwrap_or(0.0),
+        mean_us: mean,
+        std_us: var.sqrt(),
+        p50_us: q(0.5),
+        p99_us: q(0.99),
+        p999_us: (lat.len() >= 100_000).then(|| q(0.999)),
+        max_us: lat.last().copied().unwrap_or(0.0),
+        bulk_mbit,
+        cdf: lat,
+    }
+}
+
+// ---- E3 --------------------------------------------------------------------------------
+
+fn e3(o: &Options, pb: &ProgressBar) -> Result<Vec<E3Row>> {
+    let bytes: u64 = if o.quick { 256 << 20 } else { 1 << 30 };
+    let mut rows = Vec::new();
+    for rep in 1..=3 {
+        for (bond, name) in [(false, "plain port"), (true, "bond, 1 member")] {
+            pb.set_message(format!("E3: {name}, repetition {rep}, unshaped"));
+            let spec = |h: u8| BondHostSpec {
+                bond,
+                ..BondHostSpec::new(h, 1, Policy::LeastQueued)
+            };
+            let pair = Pair::start(bonded_opts(None), [spec(1), spec(2)])?;
+            let (a, b) = (&pair.hosts[0], &pair.hosts[1]);
+            // Warm the path (ARP, the connection's slow start elsewhere).
+            let (_, c) = start_tcp(a, b, 5000, 1 << 20, false)?.finish()?;
+            drop(c);
+            let cpu = || -> Result<Duration> {
+                Ok(thread_cpu(a.engine_tid)? + thread_cpu(b.engine_tid)?)
+            };
+            let c0 = cpu()?;
+            let (got, c) = start_tcp(a, b, 5001, bytes, false)?.finish()?;
+            let used = cpu()?.saturating_sub(c0);
+            drop(c);
+            rows.push(E3Row {
+                port: name,
+                rep,
+                goodput_mbit: mbit(got.bytes, got.secs),
+                engine_s_per_gib: used.as_secs_f64() / (got.bytes as f64 / (1u64 << 30) as f64),
+            });
+            pb.inc(1);
+        }
+    }
+    Ok(rows)
+}
+
+// ---- E4 --------------------------------------------------------------------------------
+
+fn e4(o: &Options, pb: &ProgressBar) -> Result<Vec<E4Row>> {
+    let policies: &[(Policy, &'static str)] = if o.quick { &POLICIES[1..] } else { &POLICIES };
+    let mut rows = Vec::new();
+    for &(policy, pname) in policies {
+        pb.set_message(format!("E4: a member cut mid-transfer, {pname}"));
+        let pair = Pair::start(
+            bonded_opts(Some(o.rate_mbit)),
+            [
+                BondHostSpec::new(1, 2, policy),
+                BondHostSpec::new(2, 2, policy),
+            ],
+        )?;
+        let (a, b) = (&pair.hosts[0], &pair.hosts[1]);
+        // 2 → 1 long enough for: 1 s before, 1 s (quick) or 2 s cut, and
+        // 2 s (quick) or 3 s back, at two links.
+        let (cut_for, back_for) = if o.quick { (1.0, 2.0) } else { (2.0, 3.0) };
+        let total = 1.0 + cut_for + back_for;
+        let bytes = (2.0 * o.mbit() * 1e6 / 8.0 * total) as u64;
+        let t = start_tcp(b, a, 5100, bytes, true)?;
+        let origin = t.started;
+        std::thread::sleep(Duration::from_secs(1));
+        let tap = a.taps[1].clone();
+        let cut_at = origin.elapsed().as_secs_f64();
+        pair.bed.set_member_up(&tap, false)?;
+        std::thread::sleep(Duration::from_secs_f64(cut_for));
+        let back_at = origin.elapsed().as_secs_f64();
+        pair.bed.set_member_up(&tap, true)?;
+        let back = Instant::now();
+        wait_until(10.0, "the member to rejoin at both ends", || {
+            a.bond().is_ok_and(|s| s.members[1].state == "up") && pair.complete(1, 2)
+        })?;
+        let rejoin_ms = back.elapsed().as_secs_f64() * 1e3;
+        let (r, c) = t.finish()?;
+        drop(c);
+        // The receiver's clock started a moment after `origin`; close
+        // enough for windows of 100 ms and more.
+        let rate_in = |from: f64, to: f64| -> f64 {
+            let at = |t: f64| {
+                r.log
+                    .iter()
+                    .take_while(|(s, _)| *s <= t)
+                    .last()
+                    .map_or(0, |x| x.1)
+            };
+            mbit(at(to) - at(from), to - from)
+        };
+        let gap = r
+            .log
+            .windows(2)
+            .filter(|w| w[1].0 >= cut_at - 0.1 && w[0].0 <= cut_at + 1.0)
+            .map(|w| w[1].0 - w[0].0)
+            .fold(0.0, f64::max);
+        let before = rate_in(0.3, cut_at);
+        let full_rate_ms = (0..)
+            .map(|i| back_at + f64::from(i) * 0.05)
+            .take_while(|&t| t + 0.2 <= r.secs)
+            .find(|&t| rate_in(t, t + 0.2) >= 0.9 * before)
+            .map(|t| (t - back_at) * 1e3);
+        rows.push(E4Row {
+            policy: pname,
+            bytes,
+            bytes_lost: bytes.saturating_sub(r.bytes) + r.wrong,
+            gap_ms: gap * 1e3,
+            before_mbit: before,
+            cut_mbit: rate_in(cut_at + 0.2, back_at),
+            after_mbit: rate_in(back_at + 0.5, r.secs),
+            rejoin_ms,
+            full_rate_ms,
+        });
+        pb.inc(1);
+    }
+    Ok(rows)
+}
+
+// ---- E5 --------------------------------------------------------------------------------
+
+fn e5(o: &Options, pb: &ProgressBar) -> Result<E5Row> {
+    pb.set_message("E5: a plain-ARP Linux host both ways");
+    let bed = BondedBed::new(bonded_opts(Some(o.rate_mbit)))?;
+    let a = BondHost::start(&bed, &BondHostSpec::new(1, 2, Policy::LeastQueued))?;
+    let lx = bed.linux[0].clone();
+    let watching = Arc::new(AtomicBool::new(true));
+    let w = watching.clone();
+    let (ns, bond_ip) = (lx.ns.clone(), a.ip.to_string());
+    let watcher = std::thread::spawn(move || {
+        let mut seen: Vec<String> = Vec::new();
+        let mut samples = 0;
+        while w.load(Ordering::Relaxed) {
+            if let Ok(out) = ns.ip(&["neigh", "show", &bond_ip]) {
+                if let Some(mac) = out.split_whitespace().skip_while(|w| *w != "lladdr").nth(1)
+                    && seen.last().map(String::as_str) != Some(mac)
+                {
+                    seen.push(mac.to_string());
+                }
+                samples += 1;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (seen, samples)
+    });
+    let n: u64 = if o.quick { 8 << 20 } else { 64 << 20 };
+    let l = a.app.tcp_listen(6001, 4)?;
+    let addr = SocketAddrV4::new(a.ip, 6001);
+    // Goodput is timed at each receiver: from its first byte to the end.
+    let client = lx.ns.spawn(move || -> std::io::Result<(f64, u64, u64)> {
+        let mut s = std::net::TcpStream::connect_timeout(&addr.into(), T)?;
+        s.set_read_timeout(Some(T))?;
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut off = 0;
+        while off < n {
+            let k = buf.len().min((n - off) as usize);
+            fill(off, &mut buf[..k]);
+            s.write_all(&buf[..k])?;
+            off += k as u64;
+        }
+        s.shutdown(std::net::Shutdown::Write)?;
+        let (mut got, mut bad) = (0u64, 0u64);
+        let mut t1 = None;
+        loop {
+            let k = s.read(&mut buf)?;
+            if k == 0 {
+                break;
+            }
+            t1.get_or_insert_with(Instant::now);
+            bad += wrong(got, &buf[..k]);
+            got += k as u64;
+        }
+        let down = t1.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        Ok((down, got, bad))
+    })?;
+    let (mut s, _) = l.accept_timeout(Some(T))?;
+    s.set_read_timeout(Some(T));
+    let mut buf = vec![0u8; 256 * 1024];
+    let (mut got, mut bad) = (0u64, 0u64);
+    let mut t0 = None;
+    loop {
+        let k = s.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        t0.get_or_insert_with(Instant::now);
+        bad += wrong(got, &buf[..k]);
+        got += k as u64;
+    }
+    let up = t0.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    let mut off = 0;
+    while off < n {
+        let k = buf.len().min((n - off) as usize);
+        fill(off, &mut buf[..k]);
+        s.write_all(&buf[..k])?;
+        off += k as u64;
+    }
+    s.shutdown_write()?;
+    let (down, back, back_bad) = client.join()?.context("the Linux client")?;
+    watching.store(false, Ordering::Relaxed);
+    let (seen, samples) = watcher
+        .join()
+        .map_err(|_| anyhow!("the neighbour watcher panicked"))?;
+    if got != n || bad != 0 || back != n || back_bad != 0 {
+        bail!(
+            "E5: bytes lost or wrong: Linux → bond {got} of {n} ({bad} wrong), bond → Linux {back} of {n} ({back_bad} wrong)"
+        );
+    }
+    let stat = a.bond()?;
+    let home = stat
+        .plain
+        .iter()
+        .find(|(ip, _)| *ip == lx.ip.to_string())
+        .and_then(|(_, m)| stat.members.get(*m))
+        .map(|m| m.mac.clone())
+        .unwrap_or_default();
+    let macs: BTreeSet<String> = seen.iter().cloned().collect();
+    pb.inc(1);
+    Ok(E5Row {
+        to_bond_mbit: mbit(n, up),
+        from_bond_mbit: mbit(n, down),
+        samples,
+        changes: seen.len().saturating_sub(1),
+        macs: macs.into_iter().collect(),
+        home_mac: home,
+    })
+}
+
+// ---- E6 --------------------------------------------------------------------------------
+
+fn e6(o: &Options, pb: &ProgressBar) -> Result<Vec<E6Row>> {
+    let members = 4;
+    let mut rows = Vec::new();
+    for percent in [0.0, 5.0] {
+        let mut times = Vec::new();
+        let mut dropped = 0;
+        for rep in 1..=o.e6_reps {
+            pb.set_message(format!(
+                "E6: ARP+ convergence, {percent} % of ARP+ dropped, repetition {rep}"
+            ));
+            let bed = BondedBed::new(BondedOptions {
+                member_drop: (percent > 0.0).then_some((ETHERTYPE_ARPP, percent)),
+                ..bonded_opts(Some(o.rate_mbit))
+            })?;
+            let t0 = Instant::now();
+            let hosts = [1, 2].map(|h| {
+                BondHost::start(&bed, &BondHostSpec::new(h, members, Policy::LeastQueued))
+            });
+            let [Ok(a), Ok(b)] = hosts else {
+                bail!("E6: an engine did not start");
+            };
+            let pair = Pair {
+                hosts: vec![a, b],
+                bed,
+            };
+            let done = wait_until(30.0, "complete ARP+ tables", || {
+                pair.complete(0, members) && pair.complete(1, members)
+            });
+            if done.is_ok() {
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            for h in &pair.hosts {
+                for t in &h.taps {
+                    dropped += pair.bed.tb.dropped_on(&pair.bed.sw, t).unwrap_or(0);
+                }
+            }
+            pb.inc(1);
+        }
+        times.sort_by(f64::total_cmp);
+        rows.push(E6Row {
+            drop_percent: percent,
+            members,
+            reps: o.e6_reps,
+            complete: times.len(),
+            min_ms: times.first().copied().unwrap_or(f64::NAN),
+            median_ms: times.get(times.len() / 2).copied().unwrap_or(f64::NAN),
+            max_ms: times.last().copied().unwrap_or(f64::NAN),
+            dropped,
+        });
+    }
+    Ok(rows)
+}
+
+// ---- the whole scenario ---------------------------------------------------------------
+
+/// Runs E1–E6.
+pub(crate) fn run(o: &Options, pb: &ProgressBar) -> Result<BondReport> {
+    let mut r = BondReport {
+        command: format!(
+            "sudo softoe bench bond{}{}",
+            if o.quick { " --quick" } else { "" },
+            if o.rt_samples != Options::new(o.quick, None).rt_samples {
+                format!(" --rt-samples {}", o.rt_samples)
+            } else {
+                String::new()
+            }
+        ),
+        rate_mbit: o.rate_mbit,
+        ..BondReport::default()
+    };
+    r.linux_one_link = linux_one_link(o, pb)?;
+    r.e1 = e1(o, &r.linux_one_link, pb)?;
+    r.e4 = e4(o, pb)?;
+    r.e5 = vec![e5(o, pb)?];
+    r.e3 = e3(o, pb)?;
+    r.e6 = e6(o, pb)?;
+    r.e2 = e2(o, pb)?;
+    r.targets = targets(&r, o);
+    Ok(r)
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> f64 {
+    let (s, n) = v.fold((0.0, 0), |(s, n), x| (s + x, n + 1));
+    if n == 0 { f64::NAN } else { s / f64::from(n) }
+}
+
+fn targets(r: &BondReport, o: &Options) -> Vec<Target> {
+    let mut t = Vec::new();
+    for (n, goal, min) in [(2, "≥ 0.9", 0.9), (4, "≥ 0.85", 0.85)] {
+        for (_, pname) in POLICIES {
+            let rows = || {
+                r.e1.iter()
+                    .filter(move |e| e.members == n && e.policy == pname && e.proto == "tcp")
+            };
+            if rows().next().is_none() {
+                continue;
+            }
+            let x = mean(rows().map(|e| e.efficiency));
+            t.push(Target {
+                what: format!(
+                    "bond: one TCP flow over {n} links, {pname} (of N × Linux's one link)"
+                ),
+                ratio: x,
+                unit: "x",
+                goal,
+                met: x >= min,
+            });
+        }
+    }
+    let udp: Vec<&E1Row> = r.e1.iter().filter(|e| e.proto == "udp").collect();
+    if !udp.is_empty() {
+        let x = udp
+            .iter()
+            .map(|e| e.efficiency)
+            .fold(f64::INFINITY, f64::min);
+        t.push(Target {
+            what: "bond: UDP, worst run (of N × Linux's one link)".into(),
+            ratio: x,
+            unit: "x",
+            goal: "≥ 0.95",
+            met: x >= 0.95,
+        });
+    }
+    let idle = r.e2.iter().find(|e| !e.bulk);
+    let two = r.e2.iter().find(|e| e.bulk && e.realtime_members > 0);
+    if let (Some(i), Some(w)) = (idle, two) {
+        let mtu_us = FRAME as f64 * 8.0 / o.mbit();
+        let limit = i.p99_us + mtu_us;
+        t.push(Target {
+            what: format!(
+                "bond: real-time p99 under bulk, two channels, ÷ (idle p99 + one MTU time = {limit:.0} µs)"
+            ),
+            ratio: w.p99_us / limit,
+            unit: "x",
+            goal: "≤ 1.0",
+            met: w.p99_us <= limit,
+        });
+    }
+    let e3 = |port: &str, f: fn(&E3Row) -> f64| mean(r.e3.iter().filter(|e| e.port == port).map(f));
+    if !r.e3.is_empty() {
+        let g = e3("bond, 1 member", |e| e.goodput_mbit) / e3("plain port", |e| e.goodput_mbit);
+        t.push(Target {
+            what: "bond: one member's goodput ÷ the plain port's (unshaped)".into(),
+            ratio: g,
+            unit: "x",
+            goal: "> 0.99",
+            met: g > 0.99,
+        });
+        let c =
+            e3("bond, 1 member", |e| e.engine_s_per_gib) / e3("plain port", |e| e.engine_s_per_gib);
+        t.push(Target {
+            what: "bond: one member's engine CPU per GiB ÷ the plain port's".into(),
+            ratio: c,
+            unit: "x",
+            goal: "< 1.05",
+            met: c < 1.05,
+        });
+    }
+    for e in &r.e4 {
+        t.push(Target {
+            what: format!(
+                "bond: failover gap, {} (ms; {} bytes lost)",
+                e.policy, e.bytes_lost
+            ),
+            ratio: e.gap_ms,
+            unit: "ms",
+            goal: "≤ 30, 0 lost",
+            met: e.gap_ms <= 30.0 && e.bytes_lost == 0,
+        });
+    }
+    for e in &r.e5 {
+        t.push(Target {
+            what: "bond: MACs a plain-ARP peer saw for the bond's address".into(),
+            ratio: e.macs.len() as f64,
+            unit: "MACs",
+            goal: "= 1",
+            met: e.macs.len() == 1 && e.changes == 0,
+        });
+    }
+    t
+}
+
+/// The tables.
+pub(crate) fn render(r: &BondReport) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\nsoftoe bench bond ({}): two softoe hosts with N TAP links each and Linux hosts with one,\n\
+         on one bridge; every link {} Mbit/s each way (tbf; the engine side through an ifb).",
+        r.command, r.rate_mbit
+    );
+    let _ = writeln!(o, "\nE1 bandwidth vs members (paper Fig. 4/5)");
+    for l in &r.linux_one_link {
+        let _ = writeln!(
+            o,
+            "  Linux → Linux, one link, {}: {:.1} Mbit/s{}",
+            l.proto,
+            l.goodput_mbit,
+            if l.proto == "udp" {
+                format!(" (loss {:.2} %)", l.loss * 100.0)
+            } else {
+                String::new()
+            }
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  Linux balance-rr, one TCP flow over 4 links (published, not measured): {BALANCE_RR_OF_4} of 4 = {:.2}",
+        BALANCE_RR_OF_4 / 4.0
+    );
+    let _ = writeln!(
+        o,
+        "  {:>2} {:<13} {:<4} {:<4} {:>8} {:>6} {:<24} {:>7} {:>8} {:>7} {:>7} {:>6} {:>6}",
+        "N",
+        "policy",
+        "",
+        "dir",
+        "Mbit/s",
+        "eff",
+        "member shares",
+        "retrans",
+        "spurious",
+        "reorder",
+        "loss %",
+        "q-drop",
+        "sent"
+    );
+    for e in &r.e1 {
+        let sh = e
+            .shares
+            .iter()
+            .map(|s| format!("{s:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let _ = writeln!(
+            o,
+            "  {:>2} {:<13} {:<4} {:<4} {:>8.1} {:>6.2} {:<24} {:>7} {:>8} {:>7} {:>7} {:>6} {:>6}",
+            e.members,
+            e.policy,
+            e.proto,
+            e.direction,
+            e.goodput_mbit,
+            e.efficiency,
+            sh,
+            if e.proto == "tcp" {
+                e.retrans.to_string()
+            } else {
+                "-".into()
+            },
+            if e.proto == "tcp" {
+                e.spurious_retrans.to_string()
+            } else {
+                "-".into()
+            },
+            if e.proto == "tcp" {
+                e.reordering.to_string()
+            } else {
+                "-".into()
+            },
+            if e.proto == "udp" {
+                format!("{:.2}", e.loss * 100.0)
+            } else {
+                "-".into()
+            },
+            e.queue_drops,
+            if e.proto == "udp" {
+                format!("{:.0}", e.sent_mbit)
+            } else {
+                "-".into()
+            },
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  (eff: goodput ÷ (N × Linux's one link, same protocol); shares: of the bytes the receiving\n   \
+         bond took in, per member; retrans/spurious/reorder: the sending connection's; q-drop:\n   \
+         frames the links' tbf queues dropped, both hosts, both ways; sent: Mbit/s the paced UDP\n   \
+         sender managed (paced at N × what one link carries); prioritized without\n   \
+         real-time members is least-queued, so not run)"
+    );
+    if !r.e2.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nE2 real-time channel: 64-byte messages at 1 kHz, app-to-app one-way µs (paper Fig. 6–9)"
+        );
+        let _ = writeln!(
+            o,
+            "  {:<30} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>9}",
+            "scenario", "samples", "min", "mean", "std", "p50", "p99", "p99.9", "max", "bulk Mb/s"
+        );
+        for e in &r.e2 {
+            let _ = writeln!(
+                o,
+                "  {:<30} {:>7} {:>7.0} {:>7.0} {:>7.0} {:>7.0} {:>7.0} {:>8} {:>8.0} {:>9.1}",
+                e.scenario,
+                e.samples,
+                e.min_us,
+                e.mean_us,
+                e.std_us,
+                e.p50_us,
+                e.p99_us,
+                e.p999_us.map_or("-".into(), |v| format!("{v:.0}")),
+                e.max_us,
+                e.bulk_mbit
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  (two members per host, prioritized policy; \"two channels\": member 2 of each host real-time;\n   \
+             bulk: one TCP flow at priority 0 in the same direction; app-to-wire time not measured)"
+        );
+    }
+    if !r.e3.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nE3 overhead of one bonded member vs the plain port, unshaped (paper Table 2)"
+        );
+        let _ = writeln!(
+            o,
+            "  {:<16} {:>3} {:>9} {:>12}",
+            "port", "rep", "Mbit/s", "eng s/GiB"
+        );
+        for e in &r.e3 {
+            let _ = writeln!(
+                o,
+                "  {:<16} {:>3} {:>9.0} {:>12.3}",
+                e.port, e.rep, e.goodput_mbit, e.engine_s_per_gib
+            );
+        }
+        let _ = writeln!(o, "  (eng s/GiB: both engines' thread CPU per GiB moved)");
+    }
+    if !r.e4.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nE4 failover: one of two members cut mid-transfer, then back"
+        );
+        let _ = writeln!(
+            o,
+            "  {:<13} {:>6} {:>7} {:>8} {:>8} {:>8} {:>9} {:>10}",
+            "policy", "lost B", "gap ms", "before", "cut", "after", "rejoin ms", "full-rate ms"
+        );
+        for e in &r.e4 {
+            let _ = writeln!(
+                o,
+                "  {:<13} {:>6} {:>7.1} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>10}",
+                e.policy,
+                e.bytes_lost,
+                e.gap_ms,
+                e.before_mbit,
+                e.cut_mbit,
+                e.after_mbit,
+                e.rejoin_ms,
+                e.full_rate_ms.map_or("-".into(), |v| format!("{v:.0}"))
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  (before/cut/after: goodput, Mbit/s; gap: longest wait between reads that made progress,\n   \
+             from 0.1 s before the cut to 1 s after; full rate: a 200 ms window at 90 % of before)"
+        );
+    }
+    for e in &r.e5 {
+        let _ = writeln!(
+            o,
+            "\nE5 plain-ARP Linux host: to the bond {:.1} Mbit/s, from it {:.1} Mbit/s; its neighbour entry\n   \
+             for the bond: {:?} over {} samples, {} changes (the bond keeps it on {})",
+            e.to_bond_mbit, e.from_bond_mbit, e.macs, e.samples, e.changes, e.home_mac
+        );
+    }
+    if !r.e6.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nE6 ARP+ convergence: from the first engine's start until both ARP+ tables hold every member"
+        );
+        let _ = writeln!(
+            o,
+            "  {:>6} {:>7} {:>4} {:>8} {:>8} {:>8} {:>8} {:>7}",
+            "drop %", "members", "reps", "complete", "min ms", "median", "max ms", "dropped"
+        );
+        for e in &r.e6 {
+            let _ = writeln!(
+                o,
+                "  {:>6.1} {:>7} {:>4} {:>8} {:>8.0} {:>8.0} {:>8.0} {:>7}",
+                e.drop_percent,
+                e.members,
+                e.reps,
+                e.complete,
+                e.min_ms,
+                e.median_ms,
+                e.max_ms,
+                e.dropped
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  (dropped: ARP+ frames (EtherType {ETHERTYPE_ARPP:#06x}) the engines sent that an eBPF program\n   \
+             dropped as they entered the switch, over all repetitions: a dropped broadcast reaches nobody)"
+        );
+    }
+    if !r.targets.is_empty() {
+        let _ = writeln!(o, "\nbond targets (issue 16):");
+        for t in &r.targets {
+            let _ = writeln!(
+                o,
+                "  {} {:<86} {:>8.3} {:<5} goal {}",
+                if t.met { "PASS" } else { "MISS" },
+                t.what,
+                t.ratio,
+                t.unit,
+                t.goal
+            );
+        }
+    }
+    o
+}
+
+/// E1's goodput by members per policy, E1's member shares, E2's CDFs.
+pub(crate) fn plots(r: &BondReport, dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    if !r.e1.is_empty() {
+        let mut series = Vec::new();
+        for proto in ["tcp", "udp"] {
+            for (_, pname) in POLICIES {
+                let mut pts: Vec<(f64, f64)> = Vec::new();
+                let ns: BTreeSet<usize> = r.e1.iter().map(|e| e.members).collect();
+                for n in ns {
+                    let m = mean(
+                        r.e1.iter()
+                            .filter(|e| e.members == n && e.policy == pname && e.proto == proto)
+                            .map(|e| e.goodput_mbit),
+                    );
+                    if m.is_finite() {
+                        pts.push((n as f64, m));
+                    }
+                }
+                series.push(Series {
+                    name: format!("softoe {proto}, {pname}"),
+                    points: pts,
+                });
+            }
+            if let Some(l) = r.linux_one_link.iter().find(|l| l.proto == proto) {
+                let ns: BTreeSet<usize> = r.e1.iter().map(|e| e.members).collect();
+                series.push(Series {
+                    name: format!("N × Linux one link ({proto})"),
+                    points: ns
+                        .into_iter()
+                        .map(|n| (n as f64, n as f64 * l.goodput_mbit))
+                        .collect(),
+                });
+            }
+        }
+        series.push(Series {
+            name: "Linux balance-rr, TCP, published (2.3 of 4 links)".into(),
+            points: vec![(4.0, BALANCE_RR_OF_4 * r.rate_mbit as f64)],
+        });
+        let p = dir.join("bond-e1-goodput.svg");
+        plot::linear(
+            &p,
+            "E1: goodput of one flow vs bonded members (paper Fig. 4)",
+            "members per host",
+            "Mbit/s",
+            &series,
+        )?;
+        out.push(p);
+        // Shares: member index vs share, one curve per run with N = max.
+        let max_n = r.e1.iter().map(|e| e.members).max().unwrap_or(1);
+        let series: Vec<Series> =
+            r.e1.iter()
+                .filter(|e| e.members == max_n)
+                .map(|e| Series {
+                    name: format!("{} {} {}", e.proto, e.policy, e.direction),
+                    points: e
+                        .shares
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| ((i + 1) as f64, *s))
+                        .collect(),
+                })
+                .collect();
+        let p = dir.join("bond-e1-shares.svg");
+        plot::linear(
+            &p,
+            &format!("E1: each member's share of the bytes, {max_n} members (paper Fig. 5)"),
+            "member",
+            "share",
+            &series,
+        )?;
+        out.push(p);
+    }
+    if !r.e2.is_empty() {
+        let series: Vec<Series> =
+            r.e2.iter()
+                .map(|e| {
+                    let n = e.cdf.len().max(1) as f64;
+                    let step = (e.cdf.len() / 400).max(1);
+                    Series {
+                        name: e.scenario.to_string(),
+                        points: e
+                            .cdf
+                            .iter()
+                            .enumerate()
+                            .step_by(step)
+                            .map(|(i, v)| (*v, (i + 1) as f64 / n))
+                            .collect(),
+                    }
+                })
+                .collect();
+        let p = dir.join("bond-e2-latency-cdf.svg");
+        plot::linear(
+            &p,
+            "E2: real-time one-way latency CDF (paper Fig. 8)",
+            "µs, app to app",
+            "fraction ≤",
+            &series,
+        )?;
+        out.push(p);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_pattern_finds_shifted_and_changed_bytes() {
+        let mut a = vec![0u8; 4096];
+        fill(0, &mut a);
+        assert_eq!(wrong(0, &a), 0);
+        let mut b = vec![0u8; 13];
+        fill(5, &mut b);
+        assert_eq!(&b[..], &a[5..18], "unaligned pieces agree");
+        assert!(wrong(8, &a[..64]) > 0, "a shift shows");
+        a[100] ^= 1;
+        assert_eq!(wrong(0, &a), 1);
+    }
+
+    #[test]
+    fn percentiles_and_shares() {
+        let r = stats_row("x", false, 6, 1, (1..=1000).map(f64::from).collect(), 0.0);
+        assert_eq!(r.p50_us, 500.0);
+        assert_eq!(r.p99_us, 990.0);
+        assert_eq!(r.min_us, 1.0);
+        assert_eq!(r.max_us, 1000.0);
+        assert!(r.p999_us.is_none(), "p99.9 needs 100,000 samples");
+        let s = shares(&[10, 10], &[60, 160]);
+        assert!((s[0] - 0.25).abs() < 1e-9 && (s[1] - 0.75).abs() < 1e-9);
+        assert_eq!(shares(&[1], &[1]), vec![0.0]);
+    }
+}
