@@ -64,9 +64,19 @@ enum Cmd {
     Nodelay(SocketHandle, bool, Reply<()>),
     Priority(SocketHandle, u8, Reply<()>),
     UdpBind(u16, Reply<SocketHandle>),
-    UdpSend(SocketHandle, SocketAddrV4, Vec<u8>, Reply<()>),
-    UdpRecv(SocketHandle, Reply<(Vec<u8>, SocketAddrV4)>),
+    /// Datagrams to one destination, each answered on the reply in turn.
+    UdpSend(SocketHandle, SocketAddrV4, Vec<Vec<u8>>, Reply<()>),
+    /// Up to this many datagrams, at least one (waits for it).
+    UdpRecv(SocketHandle, usize, Reply<Vec<Datagram>>),
 }
+
+/// A received datagram and its source.
+type Datagram = (Vec<u8>, SocketAddrV4);
+
+/// The most datagrams one receive command brings back: a program reading
+/// a fast stream pays one round trip to the engine per batch, not per
+/// datagram (as `recvmmsg(2)` does for the kernel).
+const UDP_RECV_BATCH: usize = 64;
 
 /// Connects threads to an engine. Cheap to clone; every clone talks to the
 /// same [`AppService`].
@@ -178,6 +188,7 @@ impl App {
             h,
             port,
             read_timeout: None,
+            received: std::sync::Mutex::new(VecDeque::new()),
         })
     }
 }
@@ -355,6 +366,8 @@ pub struct UdpSocket {
     h: SocketHandle,
     port: u16,
     read_timeout: Option<Duration>,
+    /// Datagrams the engine handed over in a batch, not read yet.
+    received: std::sync::Mutex<VecDeque<Datagram>>,
 }
 
 impl UdpSocket {
@@ -362,17 +375,52 @@ impl UdpSocket {
     pub fn send_to(&self, data: &[u8], to: SocketAddrV4) -> io::Result<usize> {
         let h = self.h;
         self.app
-            .call(|r| Cmd::UdpSend(h, to, data.to_vec(), r), None, None)?;
+            .call(|r| Cmd::UdpSend(h, to, vec![data.to_vec()], r), None, None)?;
         Ok(data.len())
     }
 
+    /// Sends several datagrams to `to` in one trip to the engine (as
+    /// `sendmmsg(2)` does for the kernel); waits until each is queued.
+    /// Returns how many were sent: all of them, or those before the first
+    /// that failed (an error only when that is the first).
+    pub fn send_batch_to(&self, datagrams: &[&[u8]], to: SocketAddrV4) -> io::Result<usize> {
+        if datagrams.is_empty() {
+            return Ok(0);
+        }
+        let (tx, rx) = mpsc::channel();
+        let all = datagrams.iter().map(|d| d.to_vec()).collect();
+        self.app
+            .cmds
+            .send(Cmd::UdpSend(self.h, to, all, tx))
+            .map_err(|_| gone())?;
+        self.app.bell.signal();
+        for k in 0..datagrams.len() {
+            match rx.recv().map_err(|_| gone())? {
+                Ok(()) => {}
+                Err(e) if k == 0 => return Err(e),
+                Err(_) => return Ok(k),
+            }
+        }
+        Ok(datagrams.len())
+    }
+
     /// Receives one datagram; what does not fit in `buf` is dropped, as
-    /// with `recvfrom(2)`.
+    /// with `recvfrom(2)`. The engine hands over what has arrived in
+    /// batches of up to 64: the rest wait here for the next calls.
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
-        let h = self.h;
-        let (data, from) = self
-            .app
-            .call(|r| Cmd::UdpRecv(h, r), self.read_timeout, Some(h))?;
+        let mut q = self
+            .received
+            .lock()
+            .map_err(|_| io::Error::other("a receiving thread panicked"))?;
+        if q.is_empty() {
+            let h = self.h;
+            q.extend(self.app.call(
+                |r| Cmd::UdpRecv(h, UDP_RECV_BATCH, r),
+                self.read_timeout,
+                Some(h),
+            )?);
+        }
+        let (data, from) = q.pop_front().ok_or_else(would_block)?;
         let n = data.len().min(buf.len());
         buf[..n].copy_from_slice(&data[..n]);
         Ok((n, from))
@@ -414,8 +462,10 @@ struct Sock {
     accepts: VecDeque<Reply<(SocketHandle, SocketAddrV4)>>,
     read: Option<(usize, Reply<Vec<u8>>)>,
     write: Option<(Vec<u8>, Reply<usize>)>,
-    udp_recv: Option<Reply<(Vec<u8>, SocketAddrV4)>>,
-    udp_send: VecDeque<(SocketAddrV4, Vec<u8>, Reply<()>)>,
+    udp_recv: Option<(usize, Reply<Vec<Datagram>>)>,
+    /// Datagrams waiting for ring space: destination, data, reply, and
+    /// how many more of the same batch follow (dropped if this one fails).
+    udp_send: VecDeque<(SocketAddrV4, Vec<u8>, Reply<()>, usize)>,
     /// Ring position after the last byte handed to the stack (grows for
     /// the socket's life; the ring offset is this modulo the ring length).
     queued: u64,
@@ -564,14 +614,21 @@ impl AppService {
                     let _ = reply.send(Err(not_connected()));
                 }
             },
-            Cmd::UdpSend(h, to, data, reply) => match self.find(h) {
-                Some(s) if s.kind == Kind::Udp => s.udp_send.push_back((to, data, reply)),
+            Cmd::UdpSend(h, to, datagrams, reply) => match self.find(h) {
+                Some(s) if s.kind == Kind::Udp => {
+                    let n = datagrams.len();
+                    for (k, d) in datagrams.into_iter().enumerate() {
+                        s.udp_send.push_back((to, d, reply.clone(), n - 1 - k));
+                    }
+                }
                 _ => {
                     let _ = reply.send(Err(not_connected()));
                 }
             },
-            Cmd::UdpRecv(h, reply) => match self.find(h) {
-                Some(s) if s.kind == Kind::Udp && s.udp_recv.is_none() => s.udp_recv = Some(reply),
+            Cmd::UdpRecv(h, max, reply) => match self.find(h) {
+                Some(s) if s.kind == Kind::Udp && s.udp_recv.is_none() => {
+                    s.udp_recv = Some((max.max(1), reply));
+                }
                 _ => {
                     let _ = reply.send(Err(not_connected()));
                 }
@@ -581,7 +638,7 @@ impl AppService {
                     if let Some((_, r)) = s.read.take() {
                         let _ = r.send(Err(would_block()));
                     }
-                    if let Some(r) = s.udp_recv.take() {
+                    if let Some((_, r)) = s.udp_recv.take() {
                         let _ = r.send(Err(would_block()));
                     }
                     for r in s.accepts.drain(..) {
@@ -636,6 +693,32 @@ impl AppService {
                 }
             }
         }
+    }
+
+    /// Up to `max` datagrams waiting on socket `h`, each copied out at its
+    /// length (through one scratch buffer per engine thread: a 64 KiB
+    /// buffer per datagram would cost more than the datagram).
+    fn take_datagrams(
+        stack: &mut Stack,
+        h: SocketHandle,
+        max: usize,
+    ) -> Result<Vec<Datagram>, HandleError> {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        SCRATCH.with_borrow_mut(|buf| {
+            buf.resize(UDP_MAX, 0);
+            let mut got = Vec::new();
+            while got.len() < max {
+                match stack.udp_recv_from(h, buf)? {
+                    Some((n, from)) => {
+                        got.push((buf.get(..n).unwrap_or(buf).to_vec(), from.into()))
+                    }
+                    None => break,
+                }
+            }
+            Ok(got)
+        })
     }
 
     /// Moves a socket's waiting calls along; returns whether any did.
@@ -729,15 +812,13 @@ impl AppService {
             }
             Kind::Udp => {
                 any |= Self::serve_udp_send(stack, mem, s);
-                if let Some(r) = s.udp_recv.take() {
-                    let mut buf = vec![0u8; UDP_MAX];
-                    match stack.udp_recv_from(s.h, &mut buf) {
-                        Ok(Some((n, from))) => {
-                            buf.truncate(n);
-                            let _ = r.send(Ok((buf, from.into())));
+                if let Some((max, r)) = s.udp_recv.take() {
+                    match Self::take_datagrams(stack, s.h, max) {
+                        Ok(got) if got.is_empty() => s.udp_recv = Some((max, r)),
+                        Ok(got) => {
+                            let _ = r.send(Ok(got));
                             any = true;
                         }
-                        Ok(None) => s.udp_recv = Some(r),
                         Err(e) => {
                             let _ = r.send(Err(handle_err(e)));
                             any = true;
@@ -836,7 +917,7 @@ impl AppService {
             s.udp_done += 1;
         }
         let mut any = false;
-        while let Some((to, data, _)) = s.udp_send.front() {
+        while let Some((to, data, _, _)) = s.udp_send.front() {
             let (to, n) = (*to, data.len() as u64);
             // Each datagram lies whole in the ring: skip the ring's tail if
             // it does not fit there.
@@ -866,7 +947,7 @@ impl AppService {
             if result == Err(UdpSendError::Full) {
                 break;
             }
-            let Some((_, _, reply)) = s.udp_send.pop_front() else {
+            let Some((_, _, reply, rest)) = s.udp_send.pop_front() else {
                 break;
             };
             any = true;
@@ -881,6 +962,10 @@ impl AppService {
                         io::ErrorKind::InvalidInput,
                         e.to_string(),
                     )));
+                    // A batch stops at its first failure, as sendmmsg(2).
+                    for _ in 0..rest {
+                        s.udp_send.pop_front();
+                    }
                 }
             }
         }

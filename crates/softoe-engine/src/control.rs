@@ -236,6 +236,13 @@ pub struct StackCounters {
     pub tcp_timeouts: u64,
     /// ICMP echo requests answered.
     pub icmp_echo: u64,
+    /// UDP datagrams delivered to a socket's queue.
+    #[serde(default)]
+    pub udp_rx: u64,
+    /// UDP datagrams dropped because their socket's queue was full (the
+    /// program did not read fast enough: Linux's `RcvbufErrors`).
+    #[serde(default)]
+    pub udp_drops: u64,
 }
 
 /// The whole answer of `softoe stat`.
@@ -477,6 +484,8 @@ impl Snapshot {
                 tcp_rst_tx: s.tcp_rst_tx,
                 tcp_timeouts: s.tcp_timeouts,
                 icmp_echo: s.icmp_echo,
+                udp_rx: s.udp_rx,
+                udp_drops: s.udp_drops,
             },
             connections,
             listeners,

@@ -394,6 +394,31 @@ fn udp_echo_both_ways() {
     // Too large for one frame: refused, not cut.
     let e = c.send_to(&[0u8; 1473], linux_addr(7)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    // A batch: sent in order up to the first that fails.
+    let server = bed
+        .linux
+        .spawn(|| {
+            let s = UdpSocket::bind(linux_addr(8)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut buf = [0u8; 2048];
+            let mut got = Vec::new();
+            while let Ok((n, _)) = s.recv_from(&mut buf) {
+                got.push(buf[..n].to_vec());
+            }
+            got
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let big = [0u8; 1473];
+    let batch: [&[u8]; 4] = [b"one", b"two", &big, b"four"];
+    assert_eq!(c.send_batch_to(&batch, linux_addr(8)).unwrap(), 2);
+    assert_eq!(c.send_batch_to(&[], linux_addr(8)).unwrap(), 0);
+    let e = c.send_batch_to(&[&big[..]], linux_addr(8)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        server.join().unwrap(),
+        vec![b"one".to_vec(), b"two".to_vec()]
+    );
 }
 
 #[test]
@@ -555,4 +580,69 @@ fn frames_dropped_before_the_engine_are_counted() {
     gate.open();
     let drops = bed.snapshot().port_drops.unwrap() - before;
     assert!((400..=500).contains(&drops), "{drops} drops");
+}
+
+/// Datagrams that arrived while the program was not reading come back in
+/// order and whole, several per trip to the engine; those past the
+/// socket's queue (256 datagrams) are dropped and counted, as Linux counts
+/// `RcvbufErrors`.
+#[test]
+fn queued_datagrams_come_back_in_order_and_overflow_is_counted() {
+    let bed = Bed::start(Options::default(), vec![]);
+    let mut sock = bed.app.udp_bind(9).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)));
+    let send = |from: u32, to: u32| {
+        bed.linux
+            .run(move || {
+                let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+                for i in from..to {
+                    let mut msg = linux_bytes(100 + i as usize % 1300, i as u8);
+                    msg[..4].copy_from_slice(&i.to_be_bytes());
+                    s.send_to(&msg, engine_addr(9)).unwrap();
+                    // Paced, so no queue before the engine overflows.
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            })
+            .unwrap()
+    };
+    // The first datagram waits for ARP: send until one gets through.
+    wait_for(10, "a first datagram", || {
+        send(0, 1);
+        let mut buf = [0u8; 2048];
+        sock.recv_from(&mut buf).is_ok()
+    });
+    let s0 = bed.snapshot().stack;
+    send(1, 151);
+    let mut buf = [0u8; 2048];
+    for i in 1..151u32 {
+        let (n, from) = sock.recv_from(&mut buf).unwrap();
+        let mut want = linux_bytes(100 + i as usize % 1300, i as u8);
+        want[..4].copy_from_slice(&i.to_be_bytes());
+        assert_eq!(&buf[..n], &want[..], "datagram {i}");
+        assert_eq!(*from.ip(), *linux_addr(9).ip());
+    }
+    let s1 = bed.snapshot().stack;
+    assert_eq!(s1.udp_rx - s0.udp_rx, 150);
+    assert_eq!(s1.udp_drops, s0.udp_drops);
+    // A datagram longer than the buffer: the rest is dropped, the next
+    // one starts where it should.
+    send(1000, 1002);
+    let mut small = [0u8; 10];
+    let (n, _) = sock.recv_from(&mut small).unwrap();
+    assert_eq!((n, &small[..4]), (10, &1000u32.to_be_bytes()[..]));
+    let (_, _) = sock.recv_from(&mut small).unwrap();
+    assert_eq!(&small[..4], &1001u32.to_be_bytes()[..]);
+    // 300 unread: the socket keeps 256.
+    send(2000, 2300);
+    wait_for(5, "the datagrams to arrive", || {
+        let s = bed.snapshot().stack;
+        s.udp_rx + s.udp_drops >= s1.udp_rx + s1.udp_drops + 302
+    });
+    assert_eq!(bed.snapshot().stack.udp_drops - s1.udp_drops, 44);
+    for i in 2000..2256u32 {
+        let (_, _) = sock.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..4], &i.to_be_bytes()[..]);
+    }
+    let e = sock.recv_from(&mut buf).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WouldBlock);
 }

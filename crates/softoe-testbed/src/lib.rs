@@ -41,10 +41,12 @@ mod bpf_drop;
 mod netns;
 mod offload;
 mod watchdog;
+pub mod wiretap;
 
 pub use bonded::{BondedBed, BondedOptions, LinuxHost};
 pub use netns::{Netns, NsThread};
 pub use watchdog::{Watchdog, test_deadline};
+pub use wiretap::{Sighting, WireTap};
 
 use std::process::Command;
 use std::sync::Mutex;

@@ -376,3 +376,65 @@ fn a_fraction_of_a_percent_drops_about_that_share() {
     let queue = tb.qdisc_dropped(&a, "eth0").unwrap() - before;
     assert!(queue > 100, "{queue} frames dropped by a full 5 ms queue");
 }
+
+/// A wire tap in the switch sees marked UDP and TCP messages where they
+/// enter the switch (from a's port) and where they leave it (to b's,
+/// `outgoing`), in that order, and nothing unmarked.
+#[test]
+fn a_wire_tap_sees_marked_messages_enter_and_leave_the_switch() {
+    let mut tb = Testbed::new().unwrap();
+    tb.deadline(softoe_testbed::test_deadline());
+    let sw = tb.netns("sw").unwrap();
+    let a = tb.netns("a").unwrap();
+    let b = tb.netns("b").unwrap();
+    tb.bridge(&sw, "br0").unwrap();
+    let pa = tb.veth_to_bridge(&a, "eth0", &sw, "br0").unwrap();
+    let pb = tb.veth_to_bridge(&b, "eth0", &sw, "br0").unwrap();
+    tb.addr(&a, "eth0", "10.9.1.1/24").unwrap();
+    tb.addr(&b, "eth0", "10.9.1.2/24").unwrap();
+    let server = b
+        .spawn(|| {
+            let u = std::net::UdpSocket::bind("10.9.1.2:7000").unwrap();
+            let l = TcpListener::bind("10.9.1.2:7001").unwrap();
+            let mut buf = [0u8; 64];
+            let mut got = Vec::new();
+            for _ in 0..2 {
+                let (n, _) = u.recv_from(&mut buf).unwrap();
+                got.push(buf[..n].to_vec());
+            }
+            let (mut s, _) = l.accept().unwrap();
+            let mut t = Vec::new();
+            s.read_to_end(&mut t).unwrap();
+            (got, t)
+        })
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let tap = softoe_testbed::WireTap::start(&sw, *b"RTMS").unwrap();
+    a.run(|| {
+        let u = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        u.send_to(b"XXXX unmarked", "10.9.1.2:7000").unwrap();
+        u.send_to(b"RTMS marked udp", "10.9.1.2:7000").unwrap();
+        let mut s = connect("10.9.1.2:7001");
+        s.write_all(b"RTMS marked tcp").unwrap();
+    })
+    .unwrap();
+    let (udp, tcp) = server.join().unwrap();
+    assert_eq!(udp.len(), 2);
+    assert_eq!(tcp, b"RTMS marked tcp");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let seen = tap.stop().unwrap();
+    for what in [&b"RTMS marked udp"[..], b"RTMS marked tcp"] {
+        let at = |dev: &str, outgoing: bool| {
+            seen.iter()
+                .find(|s| s.dev == dev && s.outgoing == outgoing && s.payload == what)
+                .map(|s| s.at)
+                .unwrap_or_else(|| panic!("{:?} on {dev}: {seen:?}", String::from_utf8_lossy(what)))
+        };
+        let (enter, leave) = (at(&pa, false), at(&pb, true));
+        assert!(enter <= leave, "entered before it left");
+    }
+    assert!(
+        seen.iter().all(|s| s.payload.starts_with(b"RTMS")),
+        "only marked frames: {seen:?}"
+    );
+}

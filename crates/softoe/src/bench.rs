@@ -91,6 +91,14 @@ pub struct BenchArgs {
     /// 100000).
     #[arg(long)]
     rt_samples: Option<usize>,
+    /// Which of `bond`'s experiments to run (default: all): e1 bandwidth
+    /// vs members, e2 real-time channel, e3 one member's overhead, e4
+    /// failover, e5 plain-ARP peer, e6 ARP+ under loss.
+    #[arg(long, value_delimiter = ',', value_parser = ["e1", "e2", "e3", "e4", "e5", "e6"])]
+    bond_exp: Vec<String>,
+    /// Member counts of `bond`'s E1 (default 1,2,3,4; 1,2 with --quick).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=16))]
+    bond_members: Vec<u8>,
     /// Drop rates of the loss sweep, percent each way on the client's link
     /// (fractions fine).
     #[arg(long, value_delimiter = ',', default_values_t = [0.1, 1.0, 2.0, 5.0, 10.0])]
@@ -458,6 +466,25 @@ pub(crate) fn thread_cpu(tid: i32) -> Result<Duration> {
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| anyhow!("odd schedstat"))?;
     Ok(Duration::from_nanos(ns))
+}
+
+/// Thread `tid`'s scheduler record (`schedstat`): time on a CPU, time
+/// waiting on a run queue, and time slices run.
+pub(crate) fn thread_sched(tid: i32) -> Result<(Duration, Duration, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+        .with_context(|| format!("reading the schedstat of thread {tid}"))?;
+    let v: Vec<u64> = s
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    match v[..] {
+        [run, wait, slices, ..] => Ok((
+            Duration::from_nanos(run),
+            Duration::from_nanos(wait),
+            slices,
+        )),
+        _ => Err(anyhow!("odd schedstat: {s:?}")),
+    }
 }
 
 /// User and system time of thread `tid` of this process, from its `stat`
@@ -879,7 +906,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             named.iter().any(|o| *o == s)
         }
     };
-    let bond = crate::bench_bond::Options::new(args.quick, args.rt_samples);
+    let mut bond = crate::bench_bond::Options::new(args.quick, args.rt_samples);
+    if !args.bond_exp.is_empty() {
+        bond.experiments = args.bond_exp.clone();
+    }
+    if !args.bond_members.is_empty() {
+        bond.members = args.bond_members.iter().map(|&n| usize::from(n)).collect();
+    }
     let loss = crate::bench_loss::Options {
         rates: args.loss.clone(),
         ms_rates: if args.no_ms_rtt {

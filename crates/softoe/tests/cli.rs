@@ -671,10 +671,28 @@ fn bench_bond_quick_runs_every_experiment() {
     }
     assert_eq!(b["linux_one_link"].as_array().unwrap().len(), 2);
     let e2 = b["e2"].as_array().unwrap();
-    assert_eq!(e2.len(), 4, "idle and the paper's three scenarios");
+    assert_eq!(
+        e2.len(),
+        8,
+        "idle and the paper's three scenarios, TCP and UDP"
+    );
+    for proto in ["tcp", "udp"] {
+        assert_eq!(e2.iter().filter(|r| r["proto"] == proto).count(), 4);
+    }
     for r in e2 {
-        assert!(r["samples"].as_u64().unwrap() >= 1000, "{r}");
+        let n = r["samples"].as_u64().unwrap();
+        assert!(n >= 1000, "{r}");
         assert!(r["p999_us"].is_null(), "no p99.9 from a quick run: {r}");
+        // The wire tap placed most messages on both ends of the switch,
+        // and the three parts add up to no more than the whole.
+        let seen = r["switch"]["n"].as_u64().unwrap();
+        assert!(seen * 10 >= n * 9, "messages seen on the wire: {r}");
+        let parts: f64 = ["app_to_wire", "switch", "wire_to_app"]
+            .iter()
+            .map(|k| r[k]["mean_us"].as_f64().unwrap())
+            .sum();
+        assert!(parts <= r["mean_us"].as_f64().unwrap() * 1.25 + 50.0, "{r}");
+        assert!(r["engines"][0]["cpu"].as_f64().unwrap() > 0.0, "{r}");
     }
     let e3 = b["e3"].as_array().unwrap();
     assert_eq!(e3.len(), 6, "three repetitions of each port");
