@@ -695,7 +695,11 @@ fn bench_bond_quick_runs_every_experiment() {
         assert!(r["engines"][0]["cpu"].as_f64().unwrap() > 0.0, "{r}");
     }
     let e3 = b["e3"].as_array().unwrap();
-    assert_eq!(e3.len(), 6, "three repetitions of each port");
+    assert_eq!(
+        e3.len(),
+        12,
+        "three repetitions of each port, shaped and not"
+    );
     assert!(e3.iter().all(|r| r["goodput_mbit"].as_f64().unwrap() > 0.0));
     let e4 = b["e4"].as_array().unwrap();
     assert!(!e4.is_empty());
