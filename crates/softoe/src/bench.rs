@@ -96,6 +96,11 @@ pub struct BenchArgs {
     /// failover, e5 plain-ARP peer, e6 ARP+ under loss.
     #[arg(long, value_delimiter = ',', value_parser = ["e1", "e2", "e3", "e4", "e5", "e6"])]
     bond_exp: Vec<String>,
+    /// Run `bond`'s E2 with both engines and the real-time stream's
+    /// threads in SCHED_FIFO, as engines on cores of their own would run
+    /// (the bulk's threads and the kernel's stay ordinary).
+    #[arg(long)]
+    bond_rt_fifo: bool,
     /// Member counts of `bond`'s E1 (default 1,2,3,4; 1,2 with --quick).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=16))]
     bond_members: Vec<u8>,
@@ -910,6 +915,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if !args.bond_exp.is_empty() {
         bond.experiments = args.bond_exp.clone();
     }
+    bond.rt_fifo = args.bond_rt_fifo;
     if !args.bond_members.is_empty() {
         bond.members = args.bond_members.iter().map(|&n| usize::from(n)).collect();
     }

@@ -68,6 +68,9 @@ pub(crate) struct Options {
     pub e6_reps: usize,
     /// Which experiments to run ("e1" … "e6").
     pub experiments: Vec<String>,
+    /// E2: both engine threads and the stream's two threads in
+    /// `SCHED_FIFO`, as an engine on a core of its own would run.
+    pub rt_fifo: bool,
 }
 
 impl Options {
@@ -82,6 +85,7 @@ impl Options {
             experiments: ["e1", "e2", "e3", "e4", "e5", "e6"]
                 .map(String::from)
                 .to_vec(),
+            rt_fifo: false,
         }
     }
 
@@ -97,6 +101,9 @@ impl Options {
         }
         if self.experiments != dflt.experiments {
             c.push_str(&format!(" --bond-exp {}", self.experiments.join(",")));
+        }
+        if self.rt_fifo {
+            c.push_str(" --bond-rt-fifo");
         }
         if self.members != dflt.members {
             let m: Vec<String> = self.members.iter().map(usize::to_string).collect();
@@ -865,6 +872,7 @@ fn rt_tcp(
     prio: u8,
     samples: usize,
     epoch: Instant,
+    fifo: bool,
 ) -> Result<Vec<RtSample>> {
     let l = b.app.tcp_listen(port, 4)?;
     let mut c = a.app.tcp_connect(SocketAddrV4::new(b.ip, port))?;
@@ -874,6 +882,9 @@ fn rt_tcp(
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_secs(5)));
     let sender = std::thread::spawn(move || -> std::io::Result<()> {
+        if fifo {
+            realtime_class(0)?;
+        }
         let t0 = Instant::now();
         for i in 0..samples as u64 {
             pace_to(t0, i);
@@ -907,6 +918,7 @@ fn rt_udp(
     prio: u8,
     samples: usize,
     epoch: Instant,
+    fifo: bool,
 ) -> Result<Vec<RtSample>> {
     let mut rx = b.app.udp_bind(port).context("binding")?;
     rx.set_read_timeout(Some(Duration::from_secs(1)));
@@ -919,6 +931,9 @@ fn rt_udp(
     let mut warm = [0u8; 2048];
     let _ = rx.recv_from(&mut warm);
     let sender = std::thread::spawn(move || -> std::io::Result<()> {
+        if fifo {
+            realtime_class(0)?;
+        }
         let t0 = Instant::now();
         for i in 0..samples as u64 {
             pace_to(t0, i);
@@ -946,6 +961,30 @@ fn rt_udp(
         .map_err(|_| anyhow!("the stream sender panicked"))?
         .context("the stream sender")?;
     Ok(out)
+}
+
+/// Puts thread `tid` (0: the caller) in `SCHED_FIFO` at priority 10: it
+/// runs as soon as it is runnable, ahead of every ordinary thread (the
+/// kernel's own ksoftirqd included, which is why only E2 asks for it).
+#[allow(unsafe_code)]
+fn realtime_class(tid: i32) -> std::io::Result<()> {
+    let p = libc::sched_param { sched_priority: 10 };
+    // SAFETY: `p` is a valid sched_param for the call; a bad tid is an
+    // error return, not undefined behaviour.
+    let r = unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &raw const p) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Back to the ordinary class (so a thread id reused later is not left
+/// real-time).
+#[allow(unsafe_code)]
+fn ordinary_class(tid: i32) {
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: as in `realtime_class`.
+    let _ = unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &raw const p) };
 }
 
 /// Sleeps until message `i` of a 1 kHz stream started at `t0` is due.
@@ -1024,14 +1063,25 @@ fn e2(o: &Options, pb: &ProgressBar) -> Result<Vec<E2Row>> {
         // The stream: 64-byte messages, 1 kHz, 1 → 2, watched on the wire.
         let tap = softoe_testbed::WireTap::start(&pair.bed.sw, RT_MAGIC.to_le_bytes())
             .context("the wire tap")?;
+        if o.rt_fifo {
+            for tid in [a.engine_tid, b.engine_tid, 0] {
+                realtime_class(tid).context("SCHED_FIFO (--bond-rt-fifo needs root)")?;
+            }
+        }
         let (epoch, wall0) = (Instant::now(), std::time::SystemTime::now());
         let sched0 = sched_of([a, b]);
         let port = 7200 + k as u16;
         let got = if proto == "tcp" {
-            rt_tcp(a, b, port, prio, o.rt_samples, epoch)?
+            rt_tcp(a, b, port, prio, o.rt_samples, epoch, o.rt_fifo)
         } else {
-            rt_udp(a, b, port, prio, o.rt_samples, epoch)?
+            rt_udp(a, b, port, prio, o.rt_samples, epoch, o.rt_fifo)
         };
+        if o.rt_fifo {
+            for tid in [a.engine_tid, b.engine_tid, 0] {
+                ordinary_class(tid);
+            }
+        }
+        let got = got?;
         let engines = load_since(sched0, sched_of([a, b]), epoch.elapsed().as_secs_f64());
         stop.store(true, Ordering::Relaxed);
         let seen = tap.stop().context("the wire tap")?;
@@ -1824,7 +1874,12 @@ fn render_rest(r: &BondReport, o: &mut String) {
         let _ = writeln!(
             o,
             "  (two members per host, prioritized policy; \"two channels\": member 2 of each host real-time;\n   \
-             bulk: one TCP flow at priority 0 in the same direction)"
+             bulk: one TCP flow at priority 0 in the same direction{})",
+            if r.command.contains("--bond-rt-fifo") {
+                ";\n   engines and the stream's threads in SCHED_FIFO (--bond-rt-fifo)"
+            } else {
+                ""
+            }
         );
         let _ = writeln!(
             o,

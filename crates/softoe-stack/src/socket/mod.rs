@@ -167,6 +167,15 @@ impl Socket {
         }
     }
 
+    /// Its `SO_PRIORITY`.
+    pub(crate) fn priority(&self) -> u8 {
+        match self {
+            Socket::Tcp(s) => s.ip_fields().priority,
+            Socket::Listener(l) => l.cfg.priority,
+            Socket::Udp(u) => u.ip.priority,
+        }
+    }
+
     pub(crate) fn poll_at(&self) -> Option<Instant> {
         match self {
             Socket::Tcp(s) => s.poll_at(),
@@ -185,6 +194,10 @@ struct Slot {
     in_ready: bool,
     in_events: bool,
 }
+
+/// The `SO_PRIORITY` from which a socket with work goes to the head of
+/// the ready queue.
+pub(crate) const URGENT_PRIORITY: u8 = 6;
 
 /// Four-tuple key of a connection: (local, remote).
 pub(crate) type ConnKey = (Endpoint, Endpoint);
@@ -382,9 +395,17 @@ impl SocketSet {
             self.events.push_back(index);
         }
         match at {
+            // Interactive traffic (`SO_PRIORITY` ≥ 6, Linux's
+            // TC_PRIO_INTERACTIVE and up, the real-time channel's class)
+            // is served ahead of bulk that was ready before it, as a
+            // pfifo_fast qdisc's first band would send it.
             Some(t) if t == Instant::ZERO && !slot.in_ready => {
                 slot.in_ready = true;
-                self.ready.push_back(index);
+                if socket.priority() >= URGENT_PRIORITY {
+                    self.ready.push_front(index);
+                } else {
+                    self.ready.push_back(index);
+                }
             }
             Some(t) if t < slot.armed => {
                 slot.armed = t;

@@ -181,6 +181,39 @@ fn a_socket_hands_its_priority_to_the_port_with_every_frame() {
     assert_eq!(h.dev.priorities, [0, 7]);
 }
 
+/// A socket at priority 6 or more with something to send is served before
+/// bulk that became ready before it (a real-time message does not wait
+/// behind a window of bulk segments in the engine); below 6, in turn.
+#[test]
+fn interactive_priority_is_served_first() {
+    let mut h = Harness::new();
+    let bind = |h: &mut Harness, port: u16, prio: u8| {
+        let u = h
+            .stack
+            .udp_bind(Endpoint::new(LOCAL_IP, port), None)
+            .unwrap();
+        h.stack.set_priority(u, prio).unwrap();
+        u
+    };
+    let (bulk, five, rt) = (
+        bind(&mut h, 5000, 0),
+        bind(&mut h, 5001, 5),
+        bind(&mut h, 5002, 6),
+    );
+    h.stack.poll(h.now, &mut h.dev);
+    h.dev.priorities.clear();
+    let send = |h: &mut Harness, u| {
+        h.stack
+            .udp_send_to(u, Endpoint::new(REMOTE_IP, 9), PayloadRef::new(0, 0, 10))
+            .unwrap();
+    };
+    send(&mut h, bulk);
+    send(&mut h, five);
+    send(&mut h, rt);
+    h.stack.poll(h.now, &mut h.dev);
+    assert_eq!(h.dev.priorities, [6, 0, 5]);
+}
+
 #[test]
 fn a_udp_socket_sends_its_whole_tos_byte() {
     let mut h = Harness::new();
