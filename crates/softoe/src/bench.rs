@@ -98,7 +98,11 @@ pub struct BenchArgs {
     bond_exp: Vec<String>,
     /// Run `bond`'s E2 with both engines and the real-time stream's
     /// threads in SCHED_FIFO, as engines on cores of their own would run
-    /// (the bulk's threads and the kernel's stay ordinary).
+    /// (the bulk's threads and the kernel's stay ordinary). A diagnostic:
+    /// it shows what the engines cost when they never wait for a CPU, but
+    /// on two cores the kernel's real-time throttling
+    /// (sched_rt_runtime_us) stalls them for tens of ms in runs of more
+    /// than a few seconds, and ksoftirqd (the links' tbf) is starved.
     #[arg(long)]
     bond_rt_fifo: bool,
     /// Member counts of `bond`'s E1 (default 1,2,3,4; 1,2 with --quick).
