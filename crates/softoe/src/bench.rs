@@ -124,6 +124,10 @@ pub struct BenchArgs {
     /// link limited to 100 Mbit/s each way by tbf with a 5 ms queue.
     #[arg(long, value_delimiter = ',', default_values_t = [1.0, 5.0])]
     loss_ms_rtt: Vec<f64>,
+    /// Rounds of the loss sweep at each rate (its summary shows the
+    /// medians; the veth's goodput moves 2–5× run to run).
+    #[arg(long, default_value_t = 1)]
+    loss_reps: usize,
     /// Skip the loss sweep's millisecond-RTT variant.
     #[arg(long)]
     no_ms_rtt: bool,
@@ -644,6 +648,8 @@ struct Report {
     engine_idle_share: Option<f64>,
     /// The loss sweep's transfers.
     loss: Vec<crate::bench_loss::LossRow>,
+    /// The loss sweep's medians by rate and transfer, over its rounds.
+    loss_summary: Vec<crate::bench_loss::LossSummary>,
     /// The command that runs the loss sweep as it ran.
     loss_command: Option<String>,
     /// BondingPlus (`bond`): E1–E6 and their targets.
@@ -924,6 +930,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         bond.members = args.bond_members.iter().map(|&n| usize::from(n)).collect();
     }
     let loss = crate::bench_loss::Options {
+        reps: args.loss_reps,
         rates: args.loss.clone(),
         ms_rates: if args.no_ms_rtt {
             Vec::new()
@@ -1016,6 +1023,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     if want("loss") {
         report.loss = crate::bench_loss::run(&base, &exe, &loss, &pb)?;
+        report.loss_summary = crate::bench_loss::summarize(&report.loss);
         report.loss_command = Some(loss.command());
     }
     if want("bond") {

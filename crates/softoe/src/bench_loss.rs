@@ -450,6 +450,8 @@ pub(crate) struct LossRow {
     pub link: String,
     /// The drop rate each way, percent.
     pub loss_percent: f64,
+    /// Which round at this rate (from 1).
+    pub rep: usize,
     /// `softoe sends`, `Linux sends`, `softoe receives`, `Linux receives`.
     pub series: &'static str,
     /// Who sent to whom.
@@ -500,6 +502,9 @@ pub(crate) struct Options {
     pub rates: Vec<f64>,
     /// Drop rates on the millisecond-RTT link (empty: skip it).
     pub ms_rates: Vec<f64>,
+    /// Rounds of the four transfers at each rate (the veth's goodput
+    /// moves 2–5× run to run: one round's ratio is noise there).
+    pub reps: usize,
     /// Bytes per transfer.
     pub bytes: u64,
     /// Longest a transfer may take.
@@ -509,7 +514,7 @@ pub(crate) struct Options {
 impl Options {
     /// How many transfers the sweep makes.
     pub fn runs(&self) -> u64 {
-        4 * (self.rates.len() + self.ms_rates.len()) as u64
+        4 * self.reps.max(1) as u64 * (self.rates.len() + self.ms_rates.len()) as u64
     }
 
     /// The command that runs this sweep.
@@ -530,8 +535,13 @@ impl Options {
         } else {
             format!(" --loss-ms-rtt {}", list(&self.ms_rates))
         };
+        let reps = if self.reps > 1 {
+            format!(" --loss-reps {}", self.reps)
+        } else {
+            String::new()
+        };
         format!(
-            "softoe bench --only loss --loss {} --loss-bytes {bytes} --loss-secs {}{ms}",
+            "softoe bench --only loss --loss {} --loss-bytes {bytes} --loss-secs {}{ms}{reps}",
             list(&self.rates),
             self.limit.as_secs_f64()
         )
@@ -544,6 +554,9 @@ impl Options {
         }
         if self.rates.is_empty() && self.ms_rates.is_empty() {
             bail!("--loss names no rate");
+        }
+        if !(1..=100).contains(&self.reps) {
+            bail!("--loss-reps must be from 1 to 100");
         }
         if self.bytes < 64 * 1024 {
             bail!("--loss-bytes must be at least 64K");
@@ -599,7 +612,9 @@ pub(crate) fn run(
     };
     let mut rows = Vec::new();
     for &rate in &opts.rates {
-        rows.extend(at.rate("veth", rate)?);
+        for rep in 1..=opts.reps {
+            rows.extend(at.rate("veth", rate, rep)?);
+        }
     }
     if !opts.ms_rates.is_empty() {
         // Every queue off the client host, in the switch: toward the
@@ -612,7 +627,9 @@ pub(crate) fn run(
         }
         let link = format!("{MS_RATE_MBIT} Mb/s, {} ms queue", MS_QUEUE.as_millis());
         for &rate in &opts.ms_rates {
-            rows.extend(at.rate(&link, rate)?);
+            for rep in 1..=opts.reps {
+                rows.extend(at.rate(&link, rate, rep)?);
+            }
         }
     }
     bed.tb.clear_drop(&bed.client)?;
@@ -633,7 +650,7 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// The four transfers at one drop rate, with softoe ÷ Linux filled in.
-    fn rate(&self, link: &str, rate: f64) -> Result<Vec<LossRow>> {
+    fn rate(&self, link: &str, rate: f64, rep: usize) -> Result<Vec<LossRow>> {
         let bed = self.bed;
         bed.tb.lossy_link(&bed.client, &bed.sw, rate)?;
         let mut rows = Vec::new();
@@ -651,6 +668,7 @@ impl Ctx<'_> {
             rows.push(LossRow {
                 link: link.to_string(),
                 loss_percent: rate,
+                rep,
                 ..row
             });
             self.pb.inc(1);
@@ -777,6 +795,7 @@ impl Measured {
         LossRow {
             link: String::new(),
             loss_percent: 0.0,
+            rep: 1,
             series: kind.series(),
             path: kind.path(),
             requested,
@@ -863,7 +882,111 @@ pub(crate) fn render(rows: &[LossRow], command: &str) -> String {
             r.vs_linux.map_or(String::new(), |x| format!("{x:.2}x")),
         );
     }
+    let summary = summarize(rows);
+    if summary.iter().any(|s| s.rounds > 1) {
+        let _ = writeln!(
+            o,
+            "\nmedians over the rounds at each rate (÷Linux: the median of each round's ratio):"
+        );
+        let _ = writeln!(
+            o,
+            "{:<20} {:>5} {:<16} {:>6} {:>9} {:>8} {:>5} {:>7} {:>6}",
+            "link", "loss", "transfer", "rounds", "Mb/s", "rtx/drop", "RTOs", "÷Linux", "intact"
+        );
+        for s in &summary {
+            let _ = writeln!(
+                o,
+                "{:<20} {:>4}% {:<16} {:>6} {:>9.1} {:>8} {:>5} {:>7} {:>6}",
+                s.link,
+                s.loss_percent,
+                s.series,
+                s.rounds,
+                s.goodput_mbps,
+                s.retrans_per_drop.map_or("-".into(), |x| format!("{x:.2}")),
+                s.timeouts,
+                s.vs_linux.map_or(String::new(), |x| format!("{x:.2}x")),
+                if s.intact { "all" } else { "NO" }
+            );
+        }
+    }
     o
+}
+
+/// One transfer kind at one rate over its rounds.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct LossSummary {
+    pub link: String,
+    pub loss_percent: f64,
+    pub series: &'static str,
+    /// Rounds that completed without an error.
+    pub rounds: usize,
+    /// Medians over those rounds.
+    pub goodput_mbps: f64,
+    pub retrans_per_drop: Option<f64>,
+    pub vs_linux: Option<f64>,
+    /// Retransmission timeouts over all rounds.
+    pub timeouts: u64,
+    /// Every round delivered every byte intact.
+    pub intact: bool,
+}
+
+/// The median; `None` if empty.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => v.get(n / 2).copied(),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// The rows by (link, rate, transfer), in the sweep's order.
+pub(crate) fn summarize(rows: &[LossRow]) -> Vec<LossSummary> {
+    let mut out: Vec<LossSummary> = Vec::new();
+    for r in rows {
+        let seen = out
+            .iter()
+            .any(|s| s.link == r.link && s.loss_percent == r.loss_percent && s.series == r.series);
+        if seen {
+            continue;
+        }
+        let same: Vec<&LossRow> = rows
+            .iter()
+            .filter(|x| {
+                x.link == r.link
+                    && x.loss_percent == r.loss_percent
+                    && x.series == r.series
+                    && x.error.is_none()
+            })
+            .collect();
+        out.push(LossSummary {
+            link: r.link.clone(),
+            loss_percent: r.loss_percent,
+            series: r.series,
+            rounds: same.len(),
+            goodput_mbps: median(same.iter().map(|x| x.goodput_mbps).collect()).unwrap_or(0.0),
+            retrans_per_drop: median(same.iter().filter_map(|x| x.retrans_per_drop).collect()),
+            vs_linux: median(same.iter().filter_map(|x| x.vs_linux).collect()),
+            timeouts: same
+                .iter()
+                .filter_map(|x| x.sender)
+                .map(|s| s.timeouts)
+                .sum(),
+            intact: !same.is_empty()
+                && same.len()
+                    == rows
+                        .iter()
+                        .filter(|x| {
+                            x.link == r.link
+                                && x.loss_percent == r.loss_percent
+                                && x.series == r.series
+                        })
+                        .count()
+                && same.iter().all(|x| x.intact),
+        });
+    }
+    out
 }
 
 /// The plots of the sweep: goodput by drop rate, one per link kind.
@@ -876,13 +999,15 @@ pub(crate) fn plots(rows: &[LossRow], dir: &Path) -> Result<Vec<PathBuf>> {
         }
     }
     for link in &links {
+        // One point per rate: the median over its rounds.
+        let summary = summarize(rows);
         let series: Vec<Series> = Kind::ALL
             .iter()
             .map(|k| Series {
                 name: k.series().to_string(),
-                points: rows
+                points: summary
                     .iter()
-                    .filter(|r| r.link == *link && r.series == k.series() && r.error.is_none())
+                    .filter(|r| r.link == *link && r.series == k.series() && r.rounds > 0)
                     .map(|r| (r.loss_percent, r.goodput_mbps))
                     .collect(),
             })
@@ -918,6 +1043,46 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn rounds_are_summarized_by_their_medians() {
+        let row = |rate: f64, rep: usize, kind: Kind, mbps: f64, vs: Option<f64>| LossRow {
+            link: "veth".into(),
+            loss_percent: rate,
+            rep,
+            goodput_mbps: mbps,
+            intact: true,
+            vs_linux: vs,
+            retrans_per_drop: Some(mbps / 100.0),
+            ..Measured::default().row(kind, 100)
+        };
+        let mut rows = vec![
+            row(1.0, 1, Kind::SoftoeSends, 100.0, Some(0.5)),
+            row(1.0, 1, Kind::LinuxSends, 200.0, None),
+            row(1.0, 2, Kind::SoftoeSends, 300.0, Some(3.0)),
+            row(1.0, 2, Kind::LinuxSends, 100.0, None),
+            row(1.0, 3, Kind::SoftoeSends, 200.0, Some(1.0)),
+            row(1.0, 3, Kind::LinuxSends, 150.0, None),
+            row(5.0, 1, Kind::SoftoeSends, 10.0, None),
+        ];
+        rows.push(LossRow {
+            error: Some("refused".into()),
+            ..row(5.0, 2, Kind::SoftoeSends, 0.0, None)
+        });
+        let s = summarize(&rows);
+        assert_eq!(s.len(), 3, "(1 %, softoe), (1 %, Linux), (5 %, softoe)");
+        assert_eq!((s[0].series, s[0].rounds), (Kind::SoftoeSends.series(), 3));
+        assert_eq!(s[0].goodput_mbps, 200.0);
+        assert_eq!(s[0].vs_linux, Some(1.0), "the median of the rounds' ratios");
+        assert_eq!(s[0].retrans_per_drop, Some(2.0));
+        assert!(s[0].intact);
+        assert_eq!(s[1].goodput_mbps, 150.0);
+        assert_eq!(s[1].vs_linux, None);
+        assert_eq!((s[2].rounds, s[2].goodput_mbps), (1, 10.0));
+        assert!(!s[2].intact, "a failed round is not intact");
+        assert_eq!(median(vec![1.0, 4.0]), Some(2.5));
+        assert_eq!(median(Vec::new()), None);
+    }
 
     #[test]
     fn the_checker_finds_misplaced_and_changed_bytes() {
@@ -1091,6 +1256,7 @@ mod tests {
         let opts = Options {
             rates: vec![0.1, 1.0],
             ms_rates: vec![],
+            reps: 1,
             bytes: 32 << 20,
             limit: Duration::from_secs(8),
         };
@@ -1120,9 +1286,18 @@ mod tests {
         let ok = Options {
             rates: vec![0.1],
             ms_rates: vec![1.0],
+            reps: 1,
             bytes: 1 << 20,
             limit: Duration::from_secs(1),
         };
+        assert!(
+            Options {
+                reps: 3,
+                ..ok.clone()
+            }
+            .command()
+            .ends_with("--loss-reps 3")
+        );
         assert!(ok.validate().is_ok());
         for bad in [
             Options {
@@ -1139,6 +1314,10 @@ mod tests {
             },
             Options {
                 limit: Duration::ZERO,
+                ..ok.clone()
+            },
+            Options {
+                reps: 0,
                 ..ok.clone()
             },
             Options {
