@@ -135,6 +135,10 @@ pub struct BenchArgs {
     /// (default: let the scheduler place it).
     #[arg(long)]
     engine_cpu: Option<usize>,
+    /// How long the real-wire engine spins for work before it sleeps, µs
+    /// (default: the engine's 50): longer trades a core for wake-up time.
+    #[arg(long)]
+    engine_spin_us: Option<u64>,
     /// Write every frame the engine sends and receives to this pcap file
     /// (tcpdump and Wireshark read it; each testbed the run builds appends
     /// its own engine's frames, so name one scenario with --only).
@@ -908,6 +912,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     pb.set_message("building the testbed and starting the softoe engine");
     let base = BedOptions {
         cpu: args.engine_cpu,
+        spin: args.engine_spin_us.map(Duration::from_micros),
         pcap: args.pcap.clone(),
         ..BedOptions::default()
     };
