@@ -36,6 +36,7 @@ use softoe_engine::{BondStat, ConnStat};
 use softoe_testbed::{BondedBed, BondedOptions};
 
 use crate::bench::{Target, thread_cpu, thread_sched};
+use crate::bench_loss::median;
 use crate::plot::{self, Series};
 
 /// ARP+'s EtherType (IEEE 802 Local Experimental EtherType 1).
@@ -881,17 +882,7 @@ fn rt_tcp(
     let (mut s, _) = l.accept_timeout(Some(T))?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_secs(5)));
-    let sender = std::thread::spawn(move || -> std::io::Result<()> {
-        if fifo {
-            realtime_class(0)?;
-        }
-        let t0 = Instant::now();
-        for i in 0..samples as u64 {
-            pace_to(t0, i);
-            c.write_all(&rt_message(i, epoch))?;
-        }
-        Ok(())
-    });
+    let sender = spawn_stream(samples, epoch, fifo, move |m| c.write_all(m));
     let mut out = Vec::with_capacity(samples);
     let mut msg = [0u8; RT_MSG];
     for _ in 0..samples {
@@ -902,10 +893,7 @@ fn rt_tcp(
             out.push(RtSample { seq, sent, read });
         }
     }
-    sender
-        .join()
-        .map_err(|_| anyhow!("the stream sender panicked"))?
-        .context("the stream sender")?;
+    join_stream(sender)?;
     Ok(out)
 }
 
@@ -930,17 +918,7 @@ fn rt_udp(
     tx.send_to(&[0u8; RT_MSG], dst)?;
     let mut warm = [0u8; 2048];
     let _ = rx.recv_from(&mut warm);
-    let sender = std::thread::spawn(move || -> std::io::Result<()> {
-        if fifo {
-            realtime_class(0)?;
-        }
-        let t0 = Instant::now();
-        for i in 0..samples as u64 {
-            pace_to(t0, i);
-            tx.send_to(&rt_message(i, epoch), dst)?;
-        }
-        Ok(())
-    });
+    let sender = spawn_stream(samples, epoch, fifo, move |m| tx.send_to(m, dst).map(drop));
     let mut out = Vec::with_capacity(samples);
     let mut buf = [0u8; 2048];
     while out.len() < samples {
@@ -956,11 +934,37 @@ fn rt_udp(
             Err(_) => {}
         }
     }
+    join_stream(sender)?;
+    Ok(out)
+}
+
+/// The stream's sender: message `i` at `i` ms, each through `send`, on a
+/// thread of its own (in `SCHED_FIFO` if `fifo`).
+fn spawn_stream(
+    samples: usize,
+    epoch: Instant,
+    fifo: bool,
+    mut send: impl FnMut(&[u8]) -> std::io::Result<()> + Send + 'static,
+) -> JoinHandle<std::io::Result<()>> {
+    std::thread::spawn(move || {
+        if fifo {
+            realtime_class(0)?;
+        }
+        let t0 = Instant::now();
+        for i in 0..samples as u64 {
+            pace_to(t0, i);
+            send(&rt_message(i, epoch))?;
+        }
+        Ok(())
+    })
+}
+
+/// Waits for the stream's sender and passes on its failure.
+fn join_stream(sender: JoinHandle<std::io::Result<()>>) -> Result<()> {
     sender
         .join()
         .map_err(|_| anyhow!("the stream sender panicked"))?
-        .context("the stream sender")?;
-    Ok(out)
+        .context("the stream sender")
 }
 
 /// Puts thread `tid` (0: the caller) in `SCHED_FIFO` at priority 10: it
@@ -1296,11 +1300,11 @@ fn e3_ratio(rows: &[E3Row], link: &str, f: fn(&E3Row) -> f64) -> f64 {
             .collect()
     };
     let plain = by("plain port");
-    let mut v: Vec<f64> = by("bond, 1 member")
+    let v: Vec<f64> = by("bond, 1 member")
         .into_iter()
         .filter_map(|(k, b)| Some(b / plain.iter().find(|p| p.0 == k)?.1))
         .collect();
-    median(&mut v)
+    median(v).unwrap_or(f64::NAN)
 }
 
 // ---- E4 --------------------------------------------------------------------------------
@@ -1579,16 +1583,6 @@ pub(crate) fn run(o: &Options, pb: &ProgressBar) -> Result<BondReport> {
     }
     r.targets = targets(&r, o);
     Ok(r)
-}
-
-/// The median (the mean of the middle two for an even count); NaN if empty.
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 fn mean(v: impl Iterator<Item = f64>) -> f64 {
@@ -2242,8 +2236,8 @@ mod tests {
         let s = shares(&[10, 10], &[60, 160]);
         assert!((s[0] - 0.25).abs() < 1e-9 && (s[1] - 0.75).abs() < 1e-9);
         assert_eq!(shares(&[1], &[1]), vec![0.0]);
-        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert!(median(&mut []).is_nan());
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(Vec::new()), None);
     }
 }

@@ -931,7 +931,7 @@ pub(crate) struct LossSummary {
 }
 
 /// The median; `None` if empty.
-fn median(mut v: Vec<f64>) -> Option<f64> {
+pub(crate) fn median(mut v: Vec<f64>) -> Option<f64> {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     match n {
@@ -951,15 +951,13 @@ pub(crate) fn summarize(rows: &[LossRow]) -> Vec<LossSummary> {
         if seen {
             continue;
         }
-        let same: Vec<&LossRow> = rows
+        let all: Vec<&LossRow> = rows
             .iter()
             .filter(|x| {
-                x.link == r.link
-                    && x.loss_percent == r.loss_percent
-                    && x.series == r.series
-                    && x.error.is_none()
+                x.link == r.link && x.loss_percent == r.loss_percent && x.series == r.series
             })
             .collect();
+        let same: Vec<&LossRow> = all.iter().copied().filter(|x| x.error.is_none()).collect();
         out.push(LossSummary {
             link: r.link.clone(),
             loss_percent: r.loss_percent,
@@ -973,17 +971,8 @@ pub(crate) fn summarize(rows: &[LossRow]) -> Vec<LossSummary> {
                 .filter_map(|x| x.sender)
                 .map(|s| s.timeouts)
                 .sum(),
-            intact: !same.is_empty()
-                && same.len()
-                    == rows
-                        .iter()
-                        .filter(|x| {
-                            x.link == r.link
-                                && x.loss_percent == r.loss_percent
-                                && x.series == r.series
-                        })
-                        .count()
-                && same.iter().all(|x| x.intact),
+            // A failed round is never intact.
+            intact: all.iter().all(|x| x.error.is_none() && x.intact),
         });
     }
     out
