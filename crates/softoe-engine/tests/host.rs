@@ -7,7 +7,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
 use std::time::Duration;
 
 use common::{Bed, ENGINE_IP, Gate, LINUX_IP, Options, sha256, wait_for};
@@ -1308,6 +1308,59 @@ fn a_session_takes_back_a_connection_a_child_took() {
     let want: Vec<u8> = [a, b, c].concat();
     assert_eq!(got.len(), want.len());
     assert_eq!(sha256(&got), sha256(&want));
+}
+
+/// A moved socket keeps saying so whatever its session does next. The
+/// engine re-published a moved socket's readiness as a fresh socket's
+/// (writable) whenever a later command touched it — one naming no socket
+/// touches socket 0 — which wiped EV_MOVED when the socket had been
+/// readable at the move: the process then used its old socket and got
+/// `EBADF` (sshd's monitor, taking the connection back after a root
+/// login: "setsockopt IP_TOS: Bad file descriptor", a CI failure).
+#[test]
+fn a_moved_socket_says_so_after_later_commands() {
+    let bed = bed();
+    let monitor = Client::attach_to(&bed.host).unwrap();
+    let child = Client::attach_to(&bed.host).unwrap();
+    let greeting = pattern(50_000, 9);
+    let server = linux_sink(&bed, 7617, greeting.clone());
+    let s = monitor
+        .tcp_connect(SocketAddrV4::new(LINUX_IP, 7617))
+        .unwrap();
+    assert_eq!(s.id(), 0, "the test needs the session's first socket");
+    // Readable when it moves: the greeting waits unread.
+    wait_for(5, "the greeting to arrive", || {
+        s.pending() >= greeting.len() as u64
+    });
+    let watch = s.watch_across_fork().unwrap();
+    let (session, id, secret) = (monitor.session(), s.id(), monitor.secret());
+    let mut t = child.adopt_stream(session, id, secret).unwrap();
+    assert!(monitor.moved_away(id));
+    // Commands of the monitor's that name no socket of theirs (a UDP
+    // socket opened and closed; an adopt refused).
+    drop(
+        monitor
+            .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+            .unwrap(),
+    );
+    let mut bad = secret;
+    bad[1] ^= 1;
+    assert!(monitor.adopt_stream(child.session(), t.id(), bad).is_err());
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        monitor.moved_away(id),
+        "a later command wiped the moved socket's EV_MOVED"
+    );
+    let mut got = vec![0u8; greeting.len()];
+    t.read_exact(&mut got).unwrap();
+    assert_eq!(sha256(&got), sha256(&greeting));
+    let mut back = monitor.adopt_stream(session, id, secret).unwrap();
+    back.write_all(b"bye").unwrap();
+    drop(t);
+    drop(back);
+    drop(s);
+    drop(watch);
+    assert_eq!(server.join().unwrap(), b"bye");
 }
 
 /// A parent that closes its socket, or dies, before the child takes the

@@ -892,7 +892,8 @@ impl Session {
             // The program's socket reads as finished from now on: its
             // unread bytes went along.
             view.set_rx_tail(head);
-            view.set_events(EV_READABLE | EV_RDHUP | EV_HUP | EV_MOVED);
+            s.events = EV_READABLE | EV_RDHUP | EV_HUP | EV_MOVED;
+            view.set_events(s.events);
             view.bump_seq();
             s.tx_wake = true;
             self.unwoken += 1;
@@ -2387,7 +2388,12 @@ impl Session {
         };
         s.dirty = false;
         let Some(h) = s.h else {
-            publish(s, &view, EV_WRITABLE, false);
+            // A socket whose connection moved keeps saying so (its process
+            // learns from EV_MOVED to take it back, never to use it); one
+            // not yet connected is writable, as Linux's.
+            if s.moved.is_none() {
+                publish(s, &view, EV_WRITABLE, false);
+            }
             return false;
         };
         let mut ev = 0;

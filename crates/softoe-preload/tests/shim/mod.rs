@@ -13,6 +13,12 @@ use std::time::{Duration, Instant};
 use crate::common::{Bed, Options, sha256};
 
 pub fn bed() -> Bed {
+    if let Ok(f) = std::env::var("SOFTOE_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(f))
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     Bed::start(
         Options {
             host: true,
@@ -83,6 +89,11 @@ pub fn on_softoe(bed: &Bed, program: &str) -> Command {
     c.env("LD_PRELOAD", shim_path())
         .env("SOFTOE_SOCKET", &bed.host)
         .env_remove("RUST_LOG");
+    // `SOFTOE_TEST_LOG=softoe_preload=debug` logs the shim in the programs
+    // under test (their stderr), and the engine in this test binary.
+    if let Some(f) = std::env::var_os("SOFTOE_TEST_LOG") {
+        c.env("RUST_LOG", f);
+    }
     c
 }
 
