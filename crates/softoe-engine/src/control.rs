@@ -234,6 +234,10 @@ pub struct StackCounters {
     /// timeout, or an orphan's zero-window probes ran out.
     #[serde(default)]
     pub tcp_timeouts: u64,
+    /// TCP retransmissions sent, closed connections' included (Linux's
+    /// `RetransSegs`).
+    #[serde(default)]
+    pub tcp_retransmits: u64,
     /// ICMP echo requests answered.
     pub icmp_echo: u64,
     /// UDP datagrams delivered to a socket's queue.
@@ -483,6 +487,7 @@ impl Snapshot {
                 rx_not_for_us: s.rx_not_for_us,
                 tcp_rst_tx: s.tcp_rst_tx,
                 tcp_timeouts: s.tcp_timeouts,
+                tcp_retransmits: s.tcp_retransmits,
                 icmp_echo: s.icmp_echo,
                 udp_rx: s.udp_rx,
                 udp_drops: s.udp_drops,

@@ -425,10 +425,14 @@ fn tcp_through_fault_port() {
             "{s:?} then {end:?}"
         );
     }
-    // The connections (in TIME-WAIT or closing now) recovered from loss,
-    // and the snapshot says how many bytes that took.
-    let retrans: u64 = snap.connections.iter().map(|c| c.bytes_retrans).sum();
-    assert!(retrans > 0, "{:?}", snap.connections);
+    // The connections recovered from loss, and the snapshot says so even
+    // when they are gone by now (CI once saw none left in its list).
+    assert!(
+        snap.stack.tcp_retransmits > 0,
+        "{:?} {:?}",
+        snap.stack,
+        snap.connections
+    );
     assert!(
         snap.stack.rx_bad_checksum > 0,
         "corrupted frames caught by checksum"

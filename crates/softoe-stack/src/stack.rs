@@ -458,6 +458,9 @@ impl Stack {
         let Some(sock) = self.sockets.tcp_mut(i) else {
             return;
         };
+        // Every dispatch ends here, before a closed socket is freed.
+        self.stats.tcp_retransmits += sock.counters.retransmits - sock.retrans_counted;
+        sock.retrans_counted = sock.counters.retransmits;
         let state = sock.state;
         let parent = sock.parent;
         let key = (sock.local, sock.remote);

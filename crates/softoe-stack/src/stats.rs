@@ -49,6 +49,9 @@ pub struct StackStats {
     /// an orphan, keepalive or user timeout), as Linux's
     /// `TCPAbortOnTimeout`.
     pub tcp_timeouts: u64,
+    /// TCP retransmissions sent, every connection's (closed ones too), as
+    /// Linux's `RetransSegs` (a TSO frame resent counts once).
+    pub tcp_retransmits: u64,
     /// SYNs dropped (SYN queue full or socket table full).
     pub tcp_syn_drops: u64,
     /// Connections accepted into the accept queue.

@@ -158,9 +158,9 @@ pub fn render(s: &Snapshot) -> String {
     }
     let _ = writeln!(
         o,
-        "tcp: {} connections timed out, {} resets for unknown connections; udp: {} datagrams \
-         received, {} dropped (socket queue full)",
-        k.tcp_timeouts, k.tcp_rst_tx, k.udp_rx, k.udp_drops
+        "tcp: {} retransmissions, {} connections timed out, {} resets for unknown connections; \
+         udp: {} datagrams received, {} dropped (socket queue full)",
+        k.tcp_retransmits, k.tcp_timeouts, k.tcp_rst_tx, k.udp_rx, k.udp_drops
     );
     let _ = writeln!(
         o,

@@ -294,6 +294,8 @@ pub(crate) struct TcpSocket {
     pub(crate) queued_for_accept: bool,
     pub(crate) events: Events,
     pub(crate) counters: Counters,
+    /// `counters.retransmits` already added to the stack's total.
+    pub(crate) retrans_counted: u64,
     pub(crate) rate: RateSample,
 }
 
@@ -392,6 +394,7 @@ impl TcpSocket {
             queued_for_accept: false,
             events: Events::empty(),
             counters: Counters::default(),
+            retrans_counted: 0,
             rate: RateSample::default(),
         }
     }

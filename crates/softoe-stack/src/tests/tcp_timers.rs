@@ -199,4 +199,9 @@ fn an_orphan_with_a_silent_peer_gives_up_sooner() {
         "no RST to a silent peer"
     );
     assert_eq!(h.stack.stats().tcp_timeouts, 1);
+    assert_eq!(
+        h.stack.stats().tcp_retransmits,
+        2,
+        "both resends counted, and kept once the connection is freed"
+    );
 }
