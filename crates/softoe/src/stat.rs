@@ -379,7 +379,7 @@ mod tests {
             !text.contains("port queue"),
             "an old engine's snapshot has no port drops"
         );
-        assert!(text.contains("tcp: 0 connections timed out, 0 resets"));
+        assert!(text.contains("tcp: 0 retransmissions, 0 connections timed out, 0 resets"));
         assert!(!text.contains("faults"), "a plain port injects none");
         assert!(!text.contains("bond"), "a plain port is no bond");
         for quiet in [
