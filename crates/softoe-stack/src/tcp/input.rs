@@ -603,10 +603,7 @@ impl TcpSocket {
             }
             let written = self.rx.write_unallocated(offset, data);
             if written > 0 && self.ooo.insert(start, start + written as u32).is_ok() {
-                self.sack_recent.rotate_right(1);
-                if let Some(first) = self.sack_recent.first_mut() {
-                    *first = Some(s);
-                }
+                self.note_sack_block(s);
             }
             self.counters.ooo_segments += 1;
             self.ack_now = true;
@@ -647,6 +644,32 @@ impl TcpSocket {
     /// (Re)arms keepalive: the first probe is due `idle` after the last
     /// received segment. (The timer checks again when it fires, so it need not
     /// be moved on every segment.)
+    /// Puts the out-of-order block holding `at` (just received) first in
+    /// the recent list, dropping older entries that name the same block
+    /// (it grew, or merged with them), so the list holds distinct blocks in
+    /// the order they last changed (RFC 2018 §4: the first SACK block holds
+    /// the newest segment, the next ones the blocks changed before it).
+    fn note_sack_block(&mut self, at: TcpSeqNumber) {
+        let (rcv_nxt, ooo) = (self.rcv_nxt, &self.ooo);
+        let block = |x: TcpSeqNumber| {
+            seq::ge(x, rcv_nxt)
+                .then(|| seq::dist(x, rcv_nxt))
+                .and_then(|off| ooo.iter().find(|&(s, e)| s <= off && off < e))
+        };
+        let mine = block(at);
+        let mut next = [None; 4];
+        next[0] = Some(at);
+        let older = self
+            .sack_recent
+            .iter()
+            .flatten()
+            .filter(|&&x| block(x).is_some_and(|b| Some(b) != mine));
+        for (slot, &x) in next.iter_mut().skip(1).zip(older) {
+            *slot = Some(x);
+        }
+        self.sack_recent = next;
+    }
+
     pub(crate) fn arm_keepalive(&mut self, _now: Instant) {
         match (self.cfg.keepalive, self.state) {
             (Some(ka), s) if s.is_synchronized() && s != State::TimeWait => {
