@@ -25,7 +25,11 @@
 //! a property test run thousands of seeds and reproduce any failure exactly.
 //!
 //! Later issues grow it into the full-system simulator (host and NIC CPUs,
-//! bus and DMA, memory) that predicts when offload pays.
+//! bus and DMA, memory) that predicts when offload pays. [`machine`] holds
+//! its foundations: resources as queued servers in virtual time, whose
+//! saturation emerges from the load offered them, and the analytic models
+//! of offload — LAWS for stream throughput, EMO for per-message latency —
+//! that every sweep will be set beside.
 //!
 //! ## Example
 //!
@@ -47,6 +51,7 @@ pub mod bonded;
 pub mod grid;
 pub mod lan;
 pub mod link;
+pub mod machine;
 pub(crate) mod nic;
 pub mod node;
 pub mod scenario;
