@@ -384,7 +384,8 @@ fn a_route_sets_the_rto_floor_for_its_peers() {
 }
 
 /// A probe that brings no answer (it, or its ACK, was lost) is followed by
-/// another at twice the interval, up to six, before the RTO.
+/// another after the same interval, then by others at twice the interval
+/// before, up to six, before the RTO.
 #[test]
 fn an_unanswered_probe_is_followed_by_another_before_the_rto() {
     let mut h = Harness::new();
@@ -404,8 +405,8 @@ fn an_unanswered_probe_is_followed_by_another_before_the_rto() {
     }
     assert_eq!(
         at,
-        [3000, 9000, 21000, 45000, 93000, 189000],
-        "a PTO of 3 ms (SRTT 1 + 4 × RTTVAR 0.5), doubling"
+        [3000, 6000, 12000, 24000, 48000, 96000],
+        "a PTO of 3 ms (SRTT 1 + 4 × RTTVAR 0.5), again, then doubling"
     );
     let rto = h.advance(Duration::from_millis(1));
     assert_eq!(starts(&rto, our), [0], "then the RTO");
