@@ -160,8 +160,19 @@ fn e4_a_member_cut_mid_transfer_loses_nothing_and_comes_back() {
             .map(|m| (&m.name, &m.state, m.left))
             .collect::<Vec<_>>()
     );
-    assert_ne!(stat.members[1].state, "up", "the cut member left");
-    assert!(stat.members[1].left >= 1);
+    // Not necessarily before the transfer ended: the `ip` command that
+    // cuts the link can itself be late under load (rtnl is shared with
+    // every other test's namespaces). CI once saw the whole transfer run
+    // at two links' rate and read the snapshot before the cut.
+    let t = Instant::now();
+    wait_for(5, "the cut member to leave", || {
+        let m = &bond_of(a).members[1];
+        m.state != "up" && m.left >= 1
+    });
+    eprintln!(
+        "E4: the cut member had left {:?} after the transfer",
+        t.elapsed()
+    );
     // The peer no longer sends to it.
     wait_for(5, "the peer to drop the member", || {
         bond_of(b)
