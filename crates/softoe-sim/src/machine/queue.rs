@@ -253,13 +253,7 @@ impl Server {
     }
 
     fn check(&self, arrival: Instant) -> Result<(), QueueError> {
-        if arrival < self.last_arrival {
-            return Err(QueueError::OutOfOrder {
-                arrival,
-                previous: self.last_arrival,
-            });
-        }
-        Ok(())
+        in_order(self.last_arrival, arrival)
     }
 
     fn admit(&mut self, arrival: Instant, service: Duration) -> Served {
@@ -274,6 +268,14 @@ impl Server {
         self.stats.record(&served);
         served
     }
+}
+
+/// Refuses a job that arrives before the previous one (`previous`).
+fn in_order(previous: Instant, arrival: Instant) -> Result<(), QueueError> {
+    if arrival < previous {
+        return Err(QueueError::OutOfOrder { arrival, previous });
+    }
+    Ok(())
 }
 
 /// `c` identical FIFO servers sharing one queue (a multi-core CPU, a
@@ -351,13 +353,7 @@ impl Pool {
     }
 
     fn check(&self, arrival: Instant) -> Result<(), QueueError> {
-        if arrival < self.last_arrival {
-            return Err(QueueError::OutOfOrder {
-                arrival,
-                previous: self.last_arrival,
-            });
-        }
-        Ok(())
+        in_order(self.last_arrival, arrival)
     }
 
     fn first_free(&mut self) -> Result<&mut Server, QueueError> {
