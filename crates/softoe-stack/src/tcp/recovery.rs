@@ -885,8 +885,13 @@ impl TcpSocket {
         let mut pto = srtt
             .saturating_mul(2)
             .max(srtt.saturating_add(self.rtt.rttvar().saturating_mul(4)));
-        // A segment carrying our FIN is acknowledged at once.
-        if self.flight() <= self.snd_mss && !self.fin_sent() {
+        // A lone segment may wait for the receiver's delayed ACK — but not
+        // one carrying our FIN (acknowledged at once), nor one sent in loss
+        // recovery: the receiver has just seen a hole and acknowledges at
+        // once (RFC 5681 §4.2 for what fills one; Linux's quick-ACK mode
+        // after out-of-order data). A spurious probe there costs a segment;
+        // waiting costs 40 ms whenever that segment or its ACK is lost.
+        if self.flight() <= self.snd_mss && !self.fin_sent() && self.rec.phase.is_none() {
             pto = pto.max(srtt * 3 / 2 + DEL_ACK_ALLOWANCE);
         }
         pto.saturating_mul(1 << self.rec.tlp_count.saturating_sub(1).min(8))

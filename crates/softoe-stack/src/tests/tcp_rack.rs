@@ -716,3 +716,42 @@ fn a_probe_overtaken_by_an_ack_gives_way_to_new_data() {
     assert!(!out.is_empty() && out.iter().all(|&k| k >= 10), "{out:?}");
     assert_eq!(h.stack.tcp_info(conn).unwrap().tlp_probes, 0);
 }
+
+/// In recovery, a lone segment left in flight is probed after the RTT-scaled
+/// timeout, not the receiver's delayed-ACK allowance: the receiver has just
+/// seen a hole (Linux answers in quick-ACK mode), and waiting 40 ms for an
+/// ACK that a 10 % loss rate takes away one time in five stalled softoe's
+/// sender (issue 15: a 40 ms gap in a 0.5 s transfer, from a capture).
+#[test]
+fn a_lone_segment_in_recovery_is_probed_at_the_rtt_scaled_time() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack_rtt(&mut h, Duration::from_micros(100));
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (5 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 5);
+    // Segment 0 is lost, 1..4 arrive: 0 is resent.
+    h.now += Duration::from_micros(100);
+    h.send(sack(our, 0, &[(1, 4)]));
+    assert_eq!(starts(&h.take(), our), [0]);
+    // The resent 0 arrives, 4 does not: 4, sent before that retransmission,
+    // is lost too (RACK) and resent, the lone segment in flight. It is lost
+    // again.
+    h.now += Duration::from_micros(100);
+    h.send(sack(our, 4, &[]));
+    assert_eq!(starts(&h.take(), our), [4]);
+    let mut t = Duration::ZERO;
+    let probe = loop {
+        h.now += Duration::from_micros(50);
+        t += Duration::from_micros(50);
+        let out = h.recv();
+        if !out.is_empty() || t > Duration::from_millis(100) {
+            break out;
+        }
+    };
+    assert_eq!(starts(&probe, our), [4]);
+    assert!(
+        t <= Duration::from_millis(2),
+        "probed after {t:?}: a lone segment in recovery waited for a delayed ACK"
+    );
+}
