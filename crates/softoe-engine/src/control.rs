@@ -734,4 +734,29 @@ mod tests {
         let back: Snapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
         assert_eq!(back, snap);
     }
+
+    /// Engine counters from before the emulation knobs and stage timing
+    /// parse (those read zero); new ones round-trip.
+    #[test]
+    fn engine_counters_without_emulation_fields_parse() {
+        let old = serde_json::json!({
+            "frames_in": 10, "frames_out": 12, "bytes_in": 1000, "bytes_out": 2000,
+            "tx_busy": 0, "port_errors": 0, "turns": 50, "rx_batches": 5, "sleeps": 3,
+            "idle_nanos": 7, "run_nanos": 99
+        });
+        let c: EngineCounters = serde_json::from_value(old).unwrap();
+        assert_eq!((c.frames_in, c.run_nanos), (10, 99));
+        assert_eq!((c.work_nanos, c.slowdown_nanos, c.ring_accesses), (0, 0, 0));
+        assert_eq!(c.stages, StageCounters::default());
+        // A stage from an engine that knows fewer of them.
+        let s: StageCounters = serde_json::from_str(r#"{"rx": {"count": 2}}"#).unwrap();
+        assert_eq!((s.rx.count, s.rx.nanos, s.tx.count), (2, 0, 0));
+        let mut c = c;
+        c.ring_accesses = 400;
+        c.stages.cmd.add(1500, 64);
+        c.stages.wake.by_timeout = 3;
+        let back: EngineCounters =
+            serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+    }
 }

@@ -2,15 +2,19 @@
 //! the machines the simulator models, and measured the way the simulator
 //! counts, so the two can be checked against each other.
 //!
-//! - **A slower engine core** (`EngineConfig::speed`): after each turn
+//! - **A slower engine core** ([`EngineConfig::speed`]): after each turn
 //!   that did work the engine busy-waits in proportion to the work it
 //!   measured, so it runs as a core `speed` times as fast as this one.
-//! - **Slower memory** (`EngineConfig::access_delay`): a busy-wait at every
-//!   access to a program's shared memory through the host interface
-//!   ([`AccessMeter`] counts them where they happen).
-//! - **Stage timing** (`EngineConfig::profile_stages`): time and bytes per
-//!   stage ([`StageCounters`](crate::control::StageCounters)), for fitting
-//!   `c0 + c1·bytes` per stage.
+//! - **Slower memory** ([`EngineConfig::access_delay`]): a busy-wait at
+//!   every access to a program's shared memory through the host interface,
+//!   counted where it happens (the host sessions' meters, collected by the
+//!   engine after every turn through [`Service::drain_counters`]).
+//! - **Stage timing** ([`EngineConfig::profile_stages`]): time and bytes
+//!   per stage ([`StageCounters`](crate::control::StageCounters)), for
+//!   fitting `c0 + c1·bytes` per stage.
+//!
+//! In `softoe stat` they show as [`EngineCounters`]' `work_nanos`,
+//! `slowdown_nanos`, `ring_accesses`, `access_delay_nanos` and `stages`.
 //!
 //! Busy-waits, not sleeps: a sleep ends tens of microseconds late and
 //! gives the core away, which is not what a slower core does.
@@ -18,9 +22,11 @@
 use std::time::{Duration, Instant};
 
 use crate::control::{EngineCounters, StageStat};
+#[cfg(doc)]
+use crate::{EngineConfig, services::Service};
 
 /// What the engine tells its services of its emulation settings
-/// ([`Service::emulate`](crate::services::Service::emulate)), before they
+/// ([`Service::emulate`]), before they
 /// start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -135,8 +141,14 @@ impl AccessMeter {
         self.accesses
     }
 
-    /// Adds the counts to `c` and starts again from zero.
+    /// Adds the counts to `c` and starts again from zero. Called for
+    /// every session every turn: one that did nothing costs three
+    /// comparisons.
     pub(crate) fn drain_into(&mut self, c: &mut EngineCounters) {
+        if self.accesses == 0 && self.cmd.count == 0 && self.serve.count == 0 {
+            // Nothing counted means nothing waited either.
+            return;
+        }
         c.ring_accesses += std::mem::take(&mut self.accesses);
         c.access_delay_nanos += std::mem::take(&mut self.delay_nanos);
         c.stages.cmd.merge(&std::mem::take(&mut self.cmd));
@@ -319,6 +331,75 @@ mod tests {
         for c in [t.client, t.server] {
             assert_eq!((c.work_nanos, c.slowdown_nanos), (0, 0));
         }
+    }
+
+    /// A service that touches a program's memory twice a step, `left`
+    /// more steps.
+    struct Toucher {
+        meter: AccessMeter,
+        left: u32,
+    }
+
+    impl Service for Toucher {
+        fn name(&self) -> &str {
+            "toucher"
+        }
+        fn start(
+            &mut self,
+            _: softoe_stack::Instant,
+            _: &mut Stack,
+            _: &mut Memory,
+        ) -> Result<(), String> {
+            Ok(())
+        }
+        fn step(&mut self, _: softoe_stack::Instant, _: &mut Stack, _: &mut Memory) -> bool {
+            if self.left == 0 {
+                return false;
+            }
+            self.left -= 1;
+            self.meter.access();
+            self.meter.access();
+            true
+        }
+        fn emulate(&mut self, e: &Emulation) {
+            self.meter.set(e);
+        }
+        fn drain_counters(&mut self, c: &mut EngineCounters) {
+            self.meter.drain_into(c);
+        }
+    }
+
+    /// The engine tells its services the access delay and collects their
+    /// counts every turn; the delays are not work, so they are neither in
+    /// `work_nanos` nor slowed down: work, delays and slowdown are
+    /// disjoint parts of the turns' time, which must hold all three (a
+    /// delay counted as work too would overrun it by the delays).
+    #[test]
+    fn access_delays_are_collected_and_not_taken_for_work() {
+        let delay = Duration::from_micros(20);
+        let cfg = EngineConfig::default()
+            .with_speed(0.5)
+            .unwrap()
+            .with_access_delay(delay)
+            .unwrap();
+        let mut e = Engine::new(stack_cfg(1), Null, cfg).unwrap();
+        let t = Toucher {
+            meter: AccessMeter::default(),
+            left: 50,
+        };
+        assert!(e.stop_handle().add_service(Box::new(t)).is_ok());
+        let mut turns_nanos = 0;
+        for _ in 0..60 {
+            let t0 = Instant::now();
+            e.turn().unwrap();
+            turns_nanos += nanos(t0.elapsed());
+        }
+        let c = *e.counters();
+        assert_eq!(c.ring_accesses, 100);
+        assert!(c.access_delay_nanos >= 100 * nanos(delay));
+        assert!(c.work_nanos > 0);
+        assert!(c.slowdown_nanos.abs_diff(c.work_nanos) as f64 <= 0.05 * c.work_nanos as f64);
+        assert!(turns_nanos >= c.work_nanos + c.access_delay_nanos + c.slowdown_nanos);
     }
 
     /// Profiling off leaves every stage at zero; on, receive and transmit

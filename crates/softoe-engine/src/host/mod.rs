@@ -10,6 +10,12 @@
 //! every region `ENGINE_SLEEPING` and looks at the rings once more, so a
 //! command posted in between is never missed.
 //!
+//! Every access the engine makes to a program's memory — a command taken,
+//! a completion or socket event published, a doorbell rung — is counted
+//! (`ring_accesses` in `softoe stat`) and, when the engine emulates slower
+//! memory (`EngineConfig::access_delay`), delayed; with
+//! `EngineConfig::profile_stages` commands and served sockets are timed.
+//!
 //! Nothing a program writes is trusted: commands go through
 //! [`softoe_abi::decode`], socket ids index only the session's own table,
 //! ring indices are range-checked, and a broken ring ends that session
