@@ -38,6 +38,103 @@ pub struct EngineCounters {
     pub spin_nanos: u64,
     /// Nanoseconds the loop has run.
     pub run_nanos: u64,
+    /// Nanoseconds of work measured in the turns that did work, less the
+    /// waits inside them that emulate something else (`access_delay`,
+    /// receive coalescing). Measured only when the engine is slowed
+    /// (`EngineConfig::speed` below 1) or profiles its stages; 0 otherwise.
+    #[serde(default)]
+    pub work_nanos: u64,
+    /// Nanoseconds of busy-waiting added after working turns to emulate a
+    /// slower core: `work × (1/speed − 1)`, summed as asked for (each wait
+    /// lasts at least that long).
+    #[serde(default)]
+    pub slowdown_nanos: u64,
+    /// Accesses to programs' shared memory through the host interface: a
+    /// command taken, a completion or socket event published, a program's
+    /// doorbell rung. Always counted.
+    #[serde(default)]
+    pub ring_accesses: u64,
+    /// Nanoseconds busy-waited at those accesses (`EngineConfig::
+    /// access_delay`), as measured (each wait lasts at least the delay).
+    #[serde(default)]
+    pub access_delay_nanos: u64,
+    /// Time per stage of the engine's work, for calibrating the simulator
+    /// (`EngineConfig::profile_stages`; all zero when it is off).
+    #[serde(default)]
+    pub stages: StageCounters,
+}
+
+/// One stage of the engine's work: how often it ran, how long it took in
+/// all, and the bytes it handled, so that a calibration can fit
+/// `c0 + c1·bytes` per run of the stage.
+///
+/// Time is net: a stage that transmits (receiving a segment answers it)
+/// does not count the port writes, which are the `tx` stage's, nor the
+/// emulated memory delays, which are `access_delay_nanos`.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct StageStat {
+    /// Times the stage ran.
+    pub count: u64,
+    /// Nanoseconds it took, in all.
+    pub nanos: u64,
+    /// Bytes it handled, in all (0 for a stage without payload).
+    pub bytes: u64,
+}
+
+impl StageStat {
+    /// Counts one run of `nanos` over `bytes`.
+    pub fn add(&mut self, nanos: u64, bytes: u64) {
+        self.count += 1;
+        self.nanos += nanos;
+        self.bytes += bytes;
+    }
+
+    /// Adds `other`'s runs.
+    pub fn merge(&mut self, other: &StageStat) {
+        self.count += other.count;
+        self.nanos += other.nanos;
+        self.bytes += other.bytes;
+    }
+}
+
+/// How the engine's sleeps ended (`EngineConfig::profile_stages`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct WakeStat {
+    /// Sleeps a descriptor ended: a frame, a doorbell, a control request.
+    pub by_fd: u64,
+    /// Sleeps that ran to their deadline.
+    pub by_timeout: u64,
+    /// For those, nanoseconds from the deadline the sleep asked for to
+    /// when the loop ran again, in all: the wake-up latency.
+    pub late_nanos: u64,
+    /// The largest of them.
+    pub max_late_nanos: u64,
+}
+
+/// The engine's stages, timed (`EngineConfig::profile_stages`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct StageCounters {
+    /// Frames received: each read from the port and handed to the stack
+    /// (per frame; bytes: the frame), plus the batch's answers
+    /// (`Stack::end_batch`) in time only.
+    pub rx: StageStat,
+    /// Frames written to the port (per frame sent; bytes: the frame). The
+    /// time of attempts the port refused (busy) is included.
+    pub tx: StageStat,
+    /// Host-interface commands carried out (per command; bytes: the
+    /// payload a `SEND` handed over, 0 for other commands).
+    pub cmd: StageStat,
+    /// Host-interface sockets served: received bytes moved into a
+    /// program's ring or posted buffer, acknowledged sends released,
+    /// readiness published (per socket served; bytes: those received).
+    pub serve: StageStat,
+    /// The stack's timers and pending output (`Stack::poll`, per call).
+    pub poll: StageStat,
+    /// The engine's sleeps.
+    pub wake: WakeStat,
 }
 
 impl EngineCounters {
@@ -636,5 +733,30 @@ mod tests {
         });
         let back: Snapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
         assert_eq!(back, snap);
+    }
+
+    /// Engine counters from before the emulation knobs and stage timing
+    /// parse (those read zero); new ones round-trip.
+    #[test]
+    fn engine_counters_without_emulation_fields_parse() {
+        let old = serde_json::json!({
+            "frames_in": 10, "frames_out": 12, "bytes_in": 1000, "bytes_out": 2000,
+            "tx_busy": 0, "port_errors": 0, "turns": 50, "rx_batches": 5, "sleeps": 3,
+            "idle_nanos": 7, "run_nanos": 99
+        });
+        let c: EngineCounters = serde_json::from_value(old).unwrap();
+        assert_eq!((c.frames_in, c.run_nanos), (10, 99));
+        assert_eq!((c.work_nanos, c.slowdown_nanos, c.ring_accesses), (0, 0, 0));
+        assert_eq!(c.stages, StageCounters::default());
+        // A stage from an engine that knows fewer of them.
+        let s: StageCounters = serde_json::from_str(r#"{"rx": {"count": 2}}"#).unwrap();
+        assert_eq!((s.rx.count, s.rx.nanos, s.tx.count), (2, 0, 0));
+        let mut c = c;
+        c.ring_accesses = 400;
+        c.stages.cmd.add(1500, 64);
+        c.stages.wake.by_timeout = 3;
+        let back: EngineCounters =
+            serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
     }
 }

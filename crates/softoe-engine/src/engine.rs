@@ -20,6 +20,7 @@ use softoe_stack::{Device, Instant, PayloadRef, Stack, StackConfig, TxBusy, TxFr
 use tracing::{debug, info, warn};
 
 use crate::control::{Control, EngineCounters};
+use crate::emulate::{self, Emulation};
 use crate::memory::{self, Memory};
 use crate::pcap::Pcap;
 use crate::port::Port;
@@ -49,6 +50,76 @@ pub struct EngineConfig {
     /// Pin the engine's thread to this core (the engine core); `None`:
     /// wherever the scheduler puts it.
     pub cpu: Option<usize>,
+    /// Emulate an engine core `speed` times as fast as this one (the
+    /// simulator's `engine.speed`): after each turn that did work, lasting
+    /// `w`, busy-wait `w·(1/speed − 1)`. `0 < speed ≤ 1`; 1 (the default):
+    /// full speed, nothing measured or added. Emulated waits inside the
+    /// turn (`access_delay`, `rx_coalesce`) are not work and are not
+    /// scaled: memory and the wire are no slower on a slower core.
+    pub speed: f64,
+    /// Emulate slower memory between the engine and the programs:
+    /// busy-wait this long at every access the engine makes to a program's
+    /// shared memory through the host interface (a command taken, a
+    /// completion or socket event published, a doorbell rung). The
+    /// simulator's `memory.delay` multiplies the cost of those accesses: at
+    /// a measured cost `a` per access on this machine, a multiplier `m` is
+    /// `access_delay = (m − 1)·a`. Zero (the default): no delay. At most
+    /// [`MAX_ACCESS_DELAY`].
+    pub access_delay: Duration,
+    /// Time each stage of the engine's work (receive, transmit, commands,
+    /// serving sockets, the stack's poll, wake-ups) into
+    /// [`EngineCounters::stages`], for calibrating the simulator. Off (the
+    /// default), a turn pays a branch per stage and nothing more.
+    pub profile_stages: bool,
+}
+
+/// The longest [`EngineConfig::access_delay`]: past it the engine would
+/// spend its life waiting (a command and its completion at a millisecond
+/// each answer 500 commands a second).
+pub const MAX_ACCESS_DELAY: Duration = Duration::from_millis(1);
+
+/// An [`EngineConfig`] the engine cannot run with.
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineConfigError {
+    /// The speed is not in `(0, 1]` (or not a number).
+    #[error("engine speed {0} is not in (0, 1]: the engine can be slowed, not sped up")]
+    Speed(f64),
+    /// The access delay is above [`MAX_ACCESS_DELAY`].
+    #[error("access delay {0:?} is above the most allowed, {max:?}", max = MAX_ACCESS_DELAY)]
+    AccessDelay(Duration),
+}
+
+impl EngineConfig {
+    /// Checks the settings that have a range.
+    pub fn validate(&self) -> Result<(), EngineConfigError> {
+        if !(self.speed > 0.0 && self.speed <= 1.0) {
+            return Err(EngineConfigError::Speed(self.speed));
+        }
+        if self.access_delay > MAX_ACCESS_DELAY {
+            return Err(EngineConfigError::AccessDelay(self.access_delay));
+        }
+        Ok(())
+    }
+
+    /// This configuration at `speed` (see [`EngineConfig::speed`]), or
+    /// why not.
+    pub fn with_speed(mut self, speed: f64) -> Result<EngineConfig, EngineConfigError> {
+        self.speed = speed;
+        self.validate().map(|()| self)
+    }
+
+    /// This configuration with `delay` per shared-memory access (see
+    /// [`EngineConfig::access_delay`]), or why not.
+    pub fn with_access_delay(mut self, delay: Duration) -> Result<EngineConfig, EngineConfigError> {
+        self.access_delay = delay;
+        self.validate().map(|()| self)
+    }
+
+    /// What the services are told ([`Service::emulate`]).
+    pub fn emulation(&self) -> Emulation {
+        Emulation::new(self.access_delay, self.profile_stages)
+    }
 }
 
 impl Default for EngineConfig {
@@ -62,6 +133,9 @@ impl Default for EngineConfig {
             pcap: None,
             control: None,
             cpu: None,
+            speed: 1.0,
+            access_delay: Duration::ZERO,
+            profile_stages: false,
         }
     }
 }
@@ -73,6 +147,9 @@ pub enum EngineError {
     /// The stack rejected its configuration.
     #[error("stack configuration: {0}")]
     Stack(softoe_stack::ConfigError),
+    /// The engine's configuration is out of range.
+    #[error("engine configuration: {0}")]
+    Config(#[from] EngineConfigError),
     /// A service could not start.
     #[error("service {name}: {why}")]
     Service {
@@ -121,6 +198,8 @@ struct PortDev<'a, P: Port> {
     mem: &'a Memory,
     pcap: Option<&'a mut Pcap>,
     counters: &'a mut EngineCounters,
+    /// Time port writes (`profile_stages`).
+    profile: bool,
 }
 
 /// Pins the calling thread to core `cpu`.
@@ -160,7 +239,20 @@ impl<P: Port> Device for PortDev<'_, P> {
     }
 
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
-        match self.port.send(f, self.mem) {
+        let sent = if self.profile {
+            let t0 = std::time::Instant::now();
+            let r = self.port.send(f, self.mem);
+            let tx = &mut self.counters.stages.tx;
+            tx.nanos += emulate::nanos(t0.elapsed());
+            if matches!(r, Ok(true)) {
+                tx.count += 1;
+                tx.bytes += f.len() as u64;
+            }
+            r
+        } else {
+            self.port.send(f, self.mem)
+        };
+        match sent {
             Ok(true) => {
                 self.counters.frames_out += 1;
                 self.counters.bytes_out += f.len() as u64;
@@ -214,6 +306,14 @@ pub struct Engine<P: Port> {
     /// `port.describe()`, made once: the control socket is served every
     /// millisecond, and formatting it each time allocated.
     port_desc: String,
+    /// `1/speed − 1`: nanoseconds of busy-wait added per nanosecond of
+    /// work (0 at full speed).
+    slowdown: f64,
+    /// Whether turns are timed (the engine is slowed or profiles stages).
+    timed: bool,
+    /// Nanoseconds of the current turn spent waiting for frames to
+    /// coalesce: emulated interrupt delay, not work.
+    coalesce_waited: u64,
 }
 
 impl<P: Port> std::fmt::Debug for Engine<P> {
@@ -232,6 +332,7 @@ impl<P: Port> Engine<P> {
         port: P,
         cfg: EngineConfig,
     ) -> Result<Engine<P>, EngineError> {
+        cfg.validate()?;
         stack_cfg.caps = port.caps();
         let stack = Stack::new(stack_cfg).map_err(EngineError::Stack)?;
         let mut mem = Memory::new();
@@ -252,6 +353,9 @@ impl<P: Port> Engine<P> {
         };
         let (tx, inbox) = mpsc::channel();
         let port_desc = port.describe();
+        // Exactly 0 at speed 1: nothing is measured or added.
+        let slowdown = 1.0 / cfg.speed - 1.0;
+        let timed = slowdown > 0.0 || cfg.profile_stages;
         Ok(Engine {
             stack,
             port,
@@ -273,11 +377,15 @@ impl<P: Port> Engine<P> {
             inbox,
             pollfds: Vec::new(),
             port_desc,
+            slowdown,
+            timed,
+            coalesce_waited: 0,
         })
     }
 
     /// Adds a service (before [`run`](Self::run)).
-    pub fn add_service(&mut self, s: Box<dyn Service>) {
+    pub fn add_service(&mut self, mut s: Box<dyn Service>) {
+        s.emulate(&self.cfg.emulation());
         self.services.push(s);
     }
 
@@ -323,7 +431,7 @@ impl<P: Port> Engine<P> {
         let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
         let now = self.now();
         while let Ok(s) = self.inbox.try_recv() {
-            self.services.push(s);
+            self.add_service(s);
         }
         for s in &mut self.services {
             s.start(now, &mut self.stack, &mut self.mem)
@@ -338,6 +446,7 @@ impl<P: Port> Engine<P> {
                 mem: &self.mem,
                 pcap: self.pcap.as_mut(),
                 counters: &mut self.counters,
+                profile: self.cfg.profile_stages,
             };
             self.stack.announce(now, &mut dev);
         }
@@ -372,11 +481,56 @@ impl<P: Port> Engine<P> {
     }
 
     /// One turn of the loop; returns whether anything happened.
+    ///
+    /// A turn that did work is timed when the engine is slowed or profiles
+    /// its stages, and a slowed engine then busy-waits in proportion
+    /// ([`EngineConfig::speed`]).
     pub fn turn(&mut self) -> Result<bool, EngineError> {
+        if !self.timed {
+            let busy = self.turn_work()?;
+            self.drain_services();
+            return Ok(busy);
+        }
+        let t0 = std::time::Instant::now();
+        let delayed = self.counters.access_delay_nanos;
+        self.coalesce_waited = 0;
+        let busy = self.turn_work()?;
+        self.drain_services();
+        if busy {
+            // The emulated waits are not work: a slower core does not make
+            // memory or the wire slower.
+            let waited = self
+                .counters
+                .access_delay_nanos
+                .saturating_sub(delayed)
+                .saturating_add(self.coalesce_waited);
+            let work = emulate::nanos(t0.elapsed()).saturating_sub(waited);
+            self.counters.work_nanos += work;
+            if self.slowdown > 0.0 {
+                // `as` saturates; speed > 0 keeps the product finite.
+                let extra = (work as f64 * self.slowdown).round() as u64;
+                emulate::spin_for(Duration::from_nanos(extra));
+                self.counters.slowdown_nanos += extra;
+            }
+        }
+        Ok(busy)
+    }
+
+    /// Collects what the services counted this turn.
+    fn drain_services(&mut self) {
+        for s in &mut self.services {
+            s.drain_counters(&mut self.counters);
+        }
+    }
+
+    /// The turn's work.
+    fn turn_work(&mut self) -> Result<bool, EngineError> {
         self.counters.turns += 1;
+        let profile = self.cfg.profile_stages;
         let mut busy = false;
         while let Ok(mut s) = self.inbox.try_recv() {
             let now = self.now();
+            s.emulate(&self.cfg.emulation());
             match s.start(now, &mut self.stack, &mut self.mem) {
                 Ok(()) => self.services.push(s),
                 Err(why) => warn!(service = s.name(), %why, "service failed to start"),
@@ -390,9 +544,15 @@ impl<P: Port> Engine<P> {
         if self.cfg.batch_acks {
             self.stack.begin_batch();
         }
+        // Since when this batch has waited for more frames (timed turns).
+        let mut coalescing: Option<std::time::Instant> = None;
         while got < self.cfg.rx_batch {
+            let t_rx = profile.then(std::time::Instant::now);
             match self.port.recv(&mut self.rx_buf) {
                 Ok(Some(f)) => {
+                    if let Some(t) = coalescing.take() {
+                        self.coalesce_waited += emulate::nanos(t.elapsed());
+                    }
                     got += 1;
                     let now = self.now();
                     let frame = self.rx_buf.get(f.start..f.start + f.len).unwrap_or(&[]);
@@ -406,14 +566,29 @@ impl<P: Port> Engine<P> {
                         mem: &self.mem,
                         pcap: self.pcap.as_mut(),
                         counters: &mut self.counters,
+                        profile,
                     };
+                    let tx0 = dev.counters.stages.tx.nanos;
                     self.stack.receive(now, frame, f.meta, &mut dev);
+                    if let Some(t) = t_rx {
+                        let stages = &mut self.counters.stages;
+                        let tx = stages.tx.nanos.saturating_sub(tx0);
+                        let took = emulate::nanos(t.elapsed()).saturating_sub(tx);
+                        stages.rx.add(took, f.len as u64);
+                    }
                 }
                 Ok(None) => {
                     // Interrupt coalescing: give more frames a moment.
                     match coalesce_until {
-                        Some(t) if got > 0 && std::time::Instant::now() < t => {
-                            std::hint::spin_loop()
+                        Some(t) if got > 0 => {
+                            let n = std::time::Instant::now();
+                            if n >= t {
+                                break;
+                            }
+                            if self.timed {
+                                coalescing.get_or_insert(n);
+                            }
+                            std::hint::spin_loop();
                         }
                         _ => break,
                     }
@@ -425,15 +600,28 @@ impl<P: Port> Engine<P> {
                 }
             }
         }
+        if let Some(t) = coalescing {
+            self.coalesce_waited += emulate::nanos(t.elapsed());
+        }
         if self.cfg.batch_acks {
             let now = self.now();
+            let t_end = (profile && got > 0).then(std::time::Instant::now);
             let mut dev = PortDev {
                 port: &mut self.port,
                 mem: &self.mem,
                 pcap: self.pcap.as_mut(),
                 counters: &mut self.counters,
+                profile,
             };
+            let tx0 = dev.counters.stages.tx.nanos;
             self.stack.end_batch(now, &mut dev);
+            // The batch's answers are receive work: their time goes with
+            // the frames' (no count of its own).
+            if let Some(t) = t_end {
+                let stages = &mut self.counters.stages;
+                let tx = stages.tx.nanos.saturating_sub(tx0);
+                stages.rx.nanos += emulate::nanos(t.elapsed()).saturating_sub(tx);
+            }
         }
         if got > 0 {
             self.counters.rx_batches += 1;
@@ -461,13 +649,23 @@ impl<P: Port> Engine<P> {
             for s in &mut self.services {
                 acted |= s.step(now, &mut self.stack, &mut self.mem);
             }
+            let t_poll = profile.then(std::time::Instant::now);
             let mut dev = PortDev {
                 port: &mut self.port,
                 mem: &self.mem,
                 pcap: self.pcap.as_mut(),
                 counters: &mut self.counters,
+                profile,
             };
+            let tx0 = dev.counters.stages.tx.nanos;
             self.stack.poll(now, &mut dev);
+            if let Some(t) = t_poll {
+                let stages = &mut self.counters.stages;
+                let tx = stages.tx.nanos.saturating_sub(tx0);
+                stages
+                    .poll
+                    .add(emulate::nanos(t.elapsed()).saturating_sub(tx), 0);
+            }
             busy |= acted || events > 0;
             if !acted && events == 0 {
                 break;
@@ -507,15 +705,25 @@ impl<P: Port> Engine<P> {
         for s in &mut self.services {
             woke |= s.before_sleep();
         }
+        let mut deadline = None;
         if !woke {
-            self.sleep_for(timeout);
+            deadline = self.sleep_for(timeout);
         }
         for s in &mut self.services {
             s.after_sleep();
         }
+        // The loop runs again now: how late after the deadline it asked for.
+        if let Some(d) = deadline {
+            let late = emulate::nanos(std::time::Instant::now().saturating_duration_since(d));
+            let wake = &mut self.counters.stages.wake;
+            wake.late_nanos += late;
+            wake.max_late_nanos = wake.max_late_nanos.max(late);
+        }
     }
 
-    fn sleep_for(&mut self, timeout: Duration) {
+    /// Sleeps in `ppoll`; returns the deadline it asked for when the sleep
+    /// ran to it and stages are profiled.
+    fn sleep_for(&mut self, timeout: Duration) -> Option<std::time::Instant> {
         let fds = &mut self.pollfds;
         fds.clear();
         fds.extend(
@@ -539,7 +747,7 @@ impl<P: Port> Engine<P> {
         // SAFETY: `fds` is a valid array of `fds.len()` pollfds and `ts` a
         // valid timespec, both live for the call; a null signal mask leaves
         // the thread's mask as it is.
-        let _ = unsafe {
+        let r = unsafe {
             libc::ppoll(
                 fds.as_mut_ptr(),
                 fds.len() as libc::nfds_t,
@@ -549,6 +757,20 @@ impl<P: Port> Engine<P> {
         };
         self.counters.sleeps += 1;
         self.counters.idle_nanos += t0.elapsed().as_nanos() as u64;
+        if !self.cfg.profile_stages {
+            return None;
+        }
+        // Above zero: descriptors ready; zero: the timeout; below: a
+        // signal, neither.
+        match r {
+            1.. => self.counters.stages.wake.by_fd += 1,
+            0 => {
+                self.counters.stages.wake.by_timeout += 1;
+                return t0.checked_add(timeout);
+            }
+            _ => {}
+        }
+        None
     }
 
     /// Shows the host interface's sessions in `softoe stat`.

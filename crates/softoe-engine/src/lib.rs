@@ -11,6 +11,9 @@
 //!   engine sends from them by `writev`, never copying payload itself.
 //! - **Services** ([`services`]): built-in servers and clients (discard,
 //!   source, echo, bulk client) for tests, the demo and benchmarks.
+//! - **Emulation** ([`emulate`]): the engine slowed to a fraction of its
+//!   core's speed, a delay per access to programs' shared memory, and time
+//!   per stage, so the simulator's predictions can be checked against it.
 //! - **Observability**: a pcap of every frame ([`pcap`]), and a control
 //!   socket answering `softoe stat` with a JSON snapshot ([`control`]).
 
@@ -18,6 +21,7 @@ pub mod afpacket;
 pub mod app;
 pub mod bond;
 pub mod control;
+pub mod emulate;
 pub mod engine;
 pub mod fault;
 pub mod host;
@@ -36,8 +40,10 @@ pub use app::App;
 pub use bond::{BondMember, BondPort};
 pub use control::{
     BondMemberStat, BondPeerStat, BondStat, ConnStat, EngineCounters, ListenerStat, Snapshot,
+    StageCounters, StageStat, WakeStat,
 };
-pub use engine::{Engine, EngineConfig, EngineError, StopHandle};
+pub use emulate::Emulation;
+pub use engine::{Engine, EngineConfig, EngineConfigError, EngineError, StopHandle};
 pub use fault::{
     DirectionCounters, DirectionFaults, FaultConfig, FaultConfigError, FaultCounters, FaultPort,
 };

@@ -42,6 +42,14 @@ pub trait Service: Send {
     }
     /// The engine is awake again (after `before_sleep`).
     fn after_sleep(&mut self) {}
+    /// The engine's emulation settings, given once before `start` (a
+    /// service that touches programs' shared memory delays and counts its
+    /// accesses by them).
+    fn emulate(&mut self, _e: &crate::emulate::Emulation) {}
+    /// Adds what the service counted since the last call (accesses to
+    /// programs' shared memory, its stages' times) to `c`, and starts
+    /// again from zero. Called after every turn.
+    fn drain_counters(&mut self, _c: &mut crate::control::EngineCounters) {}
 }
 
 /// What a server saw on one connection.

@@ -10,6 +10,12 @@
 //! every region `ENGINE_SLEEPING` and looks at the rings once more, so a
 //! command posted in between is never missed.
 //!
+//! Every access the engine makes to a program's memory — a command taken,
+//! a completion or socket event published, a doorbell rung — is counted
+//! (`ring_accesses` in `softoe stat`) and, when the engine emulates slower
+//! memory (`EngineConfig::access_delay`), delayed; with
+//! `EngineConfig::profile_stages` commands and served sockets are timed.
+//!
 //! Nothing a program writes is trusted: commands go through
 //! [`softoe_abi::decode`], socket ids index only the session's own table,
 //! ring indices are range-checked, and a broken ring ends that session
@@ -32,6 +38,8 @@ use softoe_abi::{ATTACH_MAGIC, Hello, Layout, VERSION, Welcome, errno};
 use softoe_stack::{Algorithm, Events, Instant, SocketHandle, Stack};
 use tracing::{debug, info, warn};
 
+use crate::control::EngineCounters;
+use crate::emulate::{AccessMeter, Emulation};
 use crate::memory::Memory;
 use crate::services::Service;
 use session::Session;
@@ -146,6 +154,10 @@ pub struct HostService {
     /// The stack's default congestion control algorithm, told to every
     /// program at attach (`TCP_CONGESTION` of a socket that chose none).
     congestion: Algorithm,
+    /// The engine's emulation settings, given to every session.
+    emulation: Emulation,
+    /// What reclaimed sessions counted and the engine has not collected.
+    meter: AccessMeter,
 }
 
 const LISTENER: u64 = u64::MAX;
@@ -183,6 +195,8 @@ impl HostService {
             scratch: vec![0u8; 65_536],
             ready: Vec::new(),
             congestion: Algorithm::default(),
+            emulation: Emulation::default(),
+            meter: AccessMeter::default(),
         })
     }
 
@@ -269,7 +283,7 @@ impl HostService {
             }
         };
         // The header is written before the program can see the region.
-        let session = match Session::new(
+        let mut session = match Session::new(
             id,
             pid,
             uid,
@@ -287,6 +301,7 @@ impl HostService {
                 return;
             }
         };
+        session.meter.set(&self.emulation);
         session.tell(self.cfg.device.as_deref(), self.congestion);
         let w = Welcome {
             magic: ATTACH_MAGIC,
@@ -395,6 +410,7 @@ impl HostService {
                 && let Some(s) = slot.take()
             {
                 info!(session = s.id, pid = s.pid, "session reclaimed");
+                self.meter.absorb(&s.meter);
                 // Only what it still owns: a connection it gave to another
                 // session is that one's now.
                 for h in s.handles() {
@@ -682,6 +698,21 @@ impl Service for HostService {
         self.woke = true;
         for s in self.sessions.iter_mut().flatten() {
             s.after_sleep();
+        }
+    }
+
+    fn emulate(&mut self, e: &Emulation) {
+        self.emulation = *e;
+        self.meter.set(e);
+        for s in self.sessions.iter_mut().flatten() {
+            s.meter.set(e);
+        }
+    }
+
+    fn drain_counters(&mut self, c: &mut EngineCounters) {
+        self.meter.drain_into(c);
+        for s in self.sessions.iter_mut().flatten() {
+            s.meter.drain_into(c);
         }
     }
 }

@@ -22,6 +22,7 @@ use tracing::{debug, trace, warn};
 
 use super::sys::{self, EventFd, Mapping};
 use super::{HostConfig, SessionStat};
+use crate::emulate::{AccessMeter, nanos};
 use crate::memory::Memory;
 
 /// Commands taken from one session per step, so one program cannot starve
@@ -308,6 +309,10 @@ pub(super) struct Session {
     /// allocation per release or placed read; made with room for as many
     /// releases at once as a socket has sends in flight, `HOLDS`).
     done_buf: Vec<Completion>,
+    /// Counts (and delays, when memory is emulated slower) every access to
+    /// the program's memory: commands taken, completions and events
+    /// published, doorbells rung; times commands and served sockets.
+    pub(super) meter: AccessMeter,
 }
 
 /// An `ADOPT` as the host service resolves it.
@@ -441,6 +446,7 @@ impl Session {
             acking: Vec::new(),
             draining: Vec::new(),
             done_buf: Vec::with_capacity(HOLDS),
+            meter: AccessMeter::default(),
         })
     }
 
@@ -1114,7 +1120,9 @@ impl Session {
 
     fn complete(&mut self, c: Completion) {
         self.unwoken += 1;
-        if (!self.overflow.is_empty() || self.cmps.push(&c).is_err()) && !self.dead {
+        if self.overflow.is_empty() && self.cmps.push(&c).is_ok() {
+            self.meter.access();
+        } else if !self.dead {
             self.overflow.push_back(c);
         }
     }
@@ -1191,6 +1199,7 @@ impl Session {
             if self.cmps.push(c).is_err() {
                 break;
             }
+            self.meter.access();
             self.overflow.pop_front();
         }
         match self.run_commands(CMD_BUDGET, now, stack, cfg, slot, owner, scratch, mem) {
@@ -1224,7 +1233,17 @@ impl Session {
             match self.cmds.read() {
                 Ok(Some(c)) => {
                     taken += 1;
-                    self.command(now, stack, cfg, slot, owner, scratch, mem, &c);
+                    self.meter.access();
+                    if self.meter.profiling() {
+                        let t0 = std::time::Instant::now();
+                        let d0 = self.meter.delay_nanos();
+                        let bytes = self.command(now, stack, cfg, slot, owner, scratch, mem, &c);
+                        let delayed = self.meter.delay_nanos().saturating_sub(d0);
+                        let took = nanos(t0.elapsed()).saturating_sub(delayed);
+                        self.meter.command(took, bytes);
+                    } else {
+                        self.command(now, stack, cfg, slot, owner, scratch, mem, &c);
+                    }
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -1285,7 +1304,21 @@ impl Session {
         }
         let dirty = std::mem::take(&mut self.dirty);
         for &id in &dirty {
-            if self.serve(stack, id, scratch) {
+            let profiled = self.meter.profiling().then(|| {
+                (
+                    std::time::Instant::now(),
+                    self.meter.delay_nanos(),
+                    self.received(id),
+                )
+            });
+            let served = self.serve(stack, id, scratch);
+            if let Some((t0, d0, r0)) = profiled {
+                let delayed = self.meter.delay_nanos().saturating_sub(d0);
+                let took = nanos(t0.elapsed()).saturating_sub(delayed);
+                let bytes = self.received(id).saturating_sub(r0);
+                self.meter.served(took, bytes);
+            }
+            if served {
                 any = true;
                 self.ring_waiters(id);
             }
@@ -1305,6 +1338,17 @@ impl Session {
             self.wake(now, cfg);
         }
         any
+    }
+
+    /// Bytes received for the program so far on socket `id` (into its ring,
+    /// UDP headers included) and into its posted buffers (all sockets'):
+    /// the difference across a `serve` is what that served.
+    fn received(&self, id: u32) -> u64 {
+        let ring = match self.socks.get(id as usize) {
+            Some(Some(s)) => s.rx_tail,
+            _ => 0,
+        };
+        ring.wrapping_add(self.direct)
     }
 
     /// Rings the bells of the threads asleep on socket `id` (its slot just
@@ -1335,6 +1379,7 @@ impl Session {
             let bell = waiter_bell(w).and_then(|b| self.bells.get(b as usize));
             if let Some(Some(b)) = bell {
                 b.signal();
+                self.meter.access();
                 s.rang[i] = w;
                 self.wakeups += 1;
             }
@@ -1361,11 +1406,13 @@ impl Session {
                 armed &= armed - 1;
                 if let Some(Some(b)) = self.bells.get(i) {
                     b.signal();
+                    self.meter.access();
                     own += 1;
                 }
             }
             if waiting > own {
                 self.bell_app.signal();
+                self.meter.access();
             }
             self.wakeups += 1;
         }
@@ -1373,6 +1420,9 @@ impl Session {
         self.first_unwoken = None;
     }
 
+    /// Carries out one command; returns the payload bytes it handed over
+    /// (a `SEND`'s: its result, or its length when the answer comes
+    /// later), for the `cmd` stage's timing.
     #[allow(clippy::too_many_arguments)]
     fn command(
         &mut self,
@@ -1384,16 +1434,29 @@ impl Session {
         scratch: &mut Vec<u8>,
         mem: &mut Memory,
         c: &Command,
-    ) {
+    ) -> u64 {
         let quiet = c.flags & CMD_QUIET != 0;
         let mut done = Completion {
             tag: c.tag,
             sock: c.sock,
             ..Completion::default()
         };
+        let rejected = self.rejected;
+        let mut send_len = None;
         let r = match decode(c, self.region.layout()) {
-            Ok(req) => self.request(now, stack, cfg, slot, owner, scratch, mem, req, &mut done),
+            Ok(req) => {
+                if let Request::Send { len, .. } = req {
+                    send_len = Some(len);
+                }
+                self.request(now, stack, cfg, slot, owner, scratch, mem, req, &mut done)
+            }
             Err(e) => Err(e),
+        };
+        let bytes = match (send_len, &r) {
+            (Some(_), Ok(Some(n))) => u64::try_from(*n).unwrap_or(0),
+            // Answered later (a zero-copy send's release), unless refused.
+            (Some(len), Ok(None)) if self.rejected == rejected => len,
+            _ => 0,
         };
         self.mark(c.sock);
         self.mark(done.sock);
@@ -1421,6 +1484,7 @@ impl Session {
                 self.complete(done);
             }
         }
+        bytes
     }
 
     /// A free socket id: the lowest one from `free_hint` on (wrapping), so
@@ -2392,7 +2456,7 @@ impl Session {
             // learns from EV_MOVED to take it back, never to use it); one
             // not yet connected is writable, as Linux's.
             if s.moved.is_none() {
-                publish(s, &view, EV_WRITABLE, false);
+                publish(s, &view, EV_WRITABLE, false, &mut self.meter);
             }
             return false;
         };
@@ -2404,7 +2468,7 @@ impl Session {
             {
                 ev |= EV_ACCEPT | EV_READABLE;
             }
-            let changed = publish(s, &view, ev, false);
+            let changed = publish(s, &view, ev, false, &mut self.meter);
             if changed {
                 // A waiting program must hear of it (a sleeping `poll`).
                 self.unwoken += 1;
@@ -2465,7 +2529,7 @@ impl Session {
             if s.rx_tail != s.rx_head {
                 ev |= EV_READABLE;
             }
-            let any = publish(s, &view, ev, moved) || moved;
+            let any = publish(s, &view, ev, moved, &mut self.meter) || moved;
             if any {
                 self.unwoken += 1;
             }
@@ -2656,7 +2720,7 @@ impl Session {
             ev |= EV_HUP;
         }
         let before = s.events;
-        let changed = publish(s, &view, ev, moved);
+        let changed = publish(s, &view, ev, moved, &mut self.meter);
         // A blocked writer is woken when half its ring is free again (or
         // all of it, or something else changed), not at every ACK: as
         // Linux wakes a writer when a third of its buffer is free, so that
@@ -2680,14 +2744,6 @@ impl Session {
     }
 }
 
-/// Writes `ev` to the slot if it changed, and bumps the slot's sequence
-/// when it did or when the socket `moved` (bytes placed, space freed).
-///
-/// A program that saw a send refused waits for the sequence to move past
-/// the value it read *before* sending; space freed after that read must
-/// bump it even when the events stay the same (`EV_WRITABLE` may never
-/// have been cleared), or the program would wait for a change that never
-/// comes. Returns whether the events changed.
 /// What became of a posted receive this turn.
 enum Placed {
     /// The stack has nothing for it yet.
@@ -2739,7 +2795,23 @@ fn place(stack: &mut Stack, h: SocketHandle, p: &Posted, pid: i32, region: Regio
     }
 }
 
-fn publish(s: &mut HSock, view: &SlotView<'_>, ev: u32, moved: bool) -> bool {
+/// Writes `ev` to the slot if it changed, and bumps the slot's sequence
+/// when it did or when the socket `moved` (bytes placed, space freed).
+///
+/// A program that saw a send refused waits for the sequence to move past
+/// the value it read *before* sending; space freed after that read must
+/// bump it even when the events stay the same (`EV_WRITABLE` may never
+/// have been cleared), or the program would wait for a change that never
+/// comes. Returns whether the events changed.
+///
+/// A write to the slot is one access to the program's memory (`meter`).
+fn publish(
+    s: &mut HSock,
+    view: &SlotView<'_>,
+    ev: u32,
+    moved: bool,
+    meter: &mut AccessMeter,
+) -> bool {
     let changed = s.events != ev;
     if changed {
         s.events = ev;
@@ -2747,6 +2819,7 @@ fn publish(s: &mut HSock, view: &SlotView<'_>, ev: u32, moved: bool) -> bool {
     }
     if changed || moved {
         view.bump_seq();
+        meter.access();
     }
     changed
 }
@@ -2879,6 +2952,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::emulate::Emulation;
     use softoe_abi::Layout;
 
     /// Regression (CI hang): an overlap send was refused, the peer's ACK
@@ -2896,14 +2970,161 @@ mod tests {
         let view = region.slot(0).unwrap();
         let span = RingSpan { offset: 0, len: 0 };
         let mut s = HSock::new(SockKind::Tcp, span, span);
-        assert!(publish(&mut s, &view, EV_WRITABLE, false));
+        let mut m = AccessMeter::default();
+        assert!(publish(&mut s, &view, EV_WRITABLE, false, &mut m));
         let seq = view.seq();
-        // Nothing new: nothing moves.
-        assert!(!publish(&mut s, &view, EV_WRITABLE, false));
+        // Nothing new: nothing moves, and the program's memory is not
+        // written (no access counted).
+        assert!(!publish(&mut s, &view, EV_WRITABLE, false, &mut m));
         assert_eq!(view.seq(), seq);
+        assert_eq!(m.accesses(), 1);
         // Space freed, same events: the sequence moves, the events stay.
-        assert!(!publish(&mut s, &view, EV_WRITABLE, true));
+        assert!(!publish(&mut s, &view, EV_WRITABLE, true, &mut m));
         assert_ne!(view.seq(), seq);
         assert_eq!(view.events(), EV_WRITABLE);
+        assert_eq!(m.accesses(), 2);
+    }
+
+    /// A session on a fresh region, as `attach` makes one (without the
+    /// program), and what its steps need.
+    struct Rig {
+        s: Session,
+        stack: Stack,
+        cfg: HostConfig,
+        owner: HashMap<SocketHandle, usize>,
+        scratch: Vec<u8>,
+        mem: Memory,
+    }
+
+    impl Rig {
+        fn new(layout: Layout, e: &Emulation) -> Rig {
+            let (memfd, map) = Mapping::memfd("softoe-test", layout.region_len() as usize).unwrap();
+            let (conn, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+            let mut s = Session::new(
+                1,
+                std::process::id() as i32,
+                0,
+                conn.into(),
+                memfd,
+                map,
+                layout,
+                EventFd::new().unwrap(),
+                EventFd::new().unwrap(),
+            )
+            .unwrap();
+            s.meter.set(e);
+            let cfg = softoe_stack::StackConfig::new(
+                softoe_wire::EthernetAddress([2, 0, 0, 0, 0, 1]),
+                softoe_wire::Ipv4Cidr::new(Ipv4Address([10, 9, 0, 1]), 24).unwrap(),
+            );
+            Rig {
+                s,
+                stack: Stack::new(cfg).unwrap(),
+                cfg: HostConfig::default(),
+                owner: HashMap::new(),
+                scratch: Vec::new(),
+                mem: Memory::new(),
+            }
+        }
+
+        /// The program posts `cmds`; the engine takes a step.
+        fn step(&mut self, cmds: &[Command]) {
+            let mut p = self.s.region.command_producer();
+            for c in cmds {
+                p.push(c).unwrap();
+            }
+            let now = Instant::from_nanos(1_000_000);
+            self.s.step(
+                now,
+                &mut self.stack,
+                &self.cfg,
+                0,
+                &mut self.owner,
+                &mut self.scratch,
+                &mut self.mem,
+            );
+        }
+
+        /// The program reads its completions; how many.
+        fn reap(&self) -> usize {
+            let mut c = self.s.region.completion_consumer();
+            let mut n = 0;
+            while c.pop().unwrap().is_some() {
+                n += 1;
+            }
+            n
+        }
+    }
+
+    /// Every access to the program's memory is counted where it happens,
+    /// and only when it happens: a command taken, a completion published
+    /// (not one held back while the ring is full: that one counts when it
+    /// gets in), a socket's events written, a doorbell rung (only for a
+    /// program that waits). With a delay, each waits at least that long.
+    #[test]
+    fn every_ring_access_is_counted_once() {
+        let delay = std::time::Duration::from_micros(1);
+        let layout = Layout::new(16, 4, 4, 1 << 16).unwrap();
+        let mut r = Rig::new(layout, &Emulation::new(delay, false));
+        let nops: Vec<Command> = (0..10).map(Command::nop).collect();
+        // Ten commands; four completions fit, six wait.
+        r.step(&nops);
+        assert_eq!(r.s.meter.accesses(), 10 + 4);
+        assert_eq!(r.s.overflow.len(), 6);
+        assert_eq!(r.reap(), 4);
+        // The waiting ones go in as room comes.
+        r.step(&[]);
+        assert_eq!(r.s.meter.accesses(), 14 + 4);
+        assert_eq!(r.reap(), 4);
+        r.step(&[]);
+        assert_eq!(r.s.meter.accesses(), 18 + 2);
+        assert_eq!(r.reap(), 2);
+        // A waiting program is woken: its doorbell is one more.
+        r.s.region.app_waiting().store(1, Ordering::SeqCst);
+        r.step(&[Command::nop(10)]);
+        assert_eq!(r.s.meter.accesses(), 20 + 2 + 1);
+        assert_eq!(r.reap(), 1);
+        r.s.region.app_waiting().store(0, Ordering::SeqCst);
+        // A socket: the command, its completion, and its slot's events.
+        r.step(&[Command::socket(11, SockKind::Udp, (0, 4096), (0, 0))]);
+        assert_eq!(r.s.meter.accesses(), 23 + 3);
+        assert_eq!(r.reap(), 1);
+        assert!(r.s.meter.delay_nanos() >= 26 * delay.as_nanos() as u64);
+        // The engine collects the counts; the meter starts again.
+        let mut c = crate::control::EngineCounters::default();
+        r.s.meter.drain_into(&mut c);
+        assert_eq!(c.ring_accesses, 26);
+        assert!(c.access_delay_nanos >= 26 * delay.as_nanos() as u64);
+        assert_eq!(c.stages, Default::default(), "stages are not timed");
+        assert_eq!(r.s.meter.accesses(), 0);
+    }
+
+    /// With stages profiled, each command is one run of `cmd` (its bytes:
+    /// what a send handed over) and each socket served one run of `serve`.
+    #[test]
+    fn commands_and_serves_are_timed_when_profiled() {
+        let layout = Layout::new(16, 16, 4, 1 << 16).unwrap();
+        let mut r = Rig::new(layout, &Emulation::new(std::time::Duration::ZERO, true));
+        r.step(&[Command::socket(1, SockKind::Udp, (0, 4096), (0, 0))]);
+        // A datagram of 1000 bytes from the data area (`overlap`: the
+        // engine copies it) to a peer on the subnet.
+        let to = u64::from(u32::from_be_bytes([10, 9, 0, 2]).to_be());
+        let send = Command::new(
+            softoe_abi::Opcode::Send,
+            softoe_abi::SEND_OVERLAP,
+            0,
+            2,
+            [8192, 1000, to, 9, 0, 0],
+        );
+        r.step(&[send, Command::nop(3)]);
+        let mut c = crate::control::EngineCounters::default();
+        r.s.meter.drain_into(&mut c);
+        assert_eq!(r.reap(), 3);
+        assert_eq!((c.stages.cmd.count, c.stages.cmd.bytes), (3, 1000));
+        // Once after the socket was made, once after the send (the NOP
+        // names the same socket: served once a step).
+        assert_eq!(c.stages.serve.count, 2, "{:?}", c.stages);
+        assert_eq!(c.stages.serve.bytes, 0, "nothing was received");
+        assert_eq!(c.access_delay_nanos, 0);
     }
 }
