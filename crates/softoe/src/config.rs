@@ -290,6 +290,18 @@ pub struct EngineSection {
     /// Pin the engine to this core, its own (none: let the scheduler
     /// place it). Programs then run best on the other cores.
     pub cpu: Option<usize>,
+    /// Emulate an engine core this fraction as fast as this one (0–1]:
+    /// after each turn of work the engine busy-waits in proportion. For
+    /// checking the simulator's `engine.speed` against the real engine.
+    pub speed: f64,
+    /// Emulate slower memory: busy-wait this many nanoseconds at every
+    /// access to a program's shared memory (command taken, completion or
+    /// event published, doorbell). The simulator's `memory.delay`.
+    pub access_delay_ns: u64,
+    /// Time each stage of the engine's work (receive, transmit, commands,
+    /// serving sockets, timers, wake-ups) for `softoe stat --json`: what
+    /// the simulator's calibration reads.
+    pub profile_stages: bool,
 }
 
 /// Where `softoe engine` and `softoe stat` meet by default.
@@ -307,6 +319,9 @@ impl Default for EngineSection {
             control: DEFAULT_CONTROL.into(),
             host: None,
             cpu: None,
+            speed: d.speed,
+            access_delay_ns: d.access_delay.as_nanos() as u64,
+            profile_stages: d.profile_stages,
         }
     }
 }
@@ -594,6 +609,11 @@ impl FileConfig {
         engine.pcap = e.pcap.clone();
         engine.cpu = e.cpu;
         engine.control = Some(e.control.clone());
+        engine.profile_stages = e.profile_stages;
+        let engine = engine
+            .with_speed(e.speed)
+            .and_then(|c| c.with_access_delay(Duration::from_nanos(e.access_delay_ns)))
+            .map_err(|why| anyhow::anyhow!("[engine]: {why}"))?;
         match self.port.kind {
             PortKind::Tap if self.port.tap.is_empty() || self.port.tap.len() > 15 => {
                 bail!("port.tap must be 1–15 bytes, got '{}'", self.port.tap);
@@ -836,6 +856,15 @@ mod tests {
             tcp("[[tcp.route]]\nto = \"10.1.0.0/16\"\nrto_min = \"20s\"")
                 .contains("tcp.route 10.1.0.0/16: rto_min must be between 10us and 10s, got 20s")
         );
+        let engine = |t: &str| {
+            err(&format!(
+                "[interface]\naddress = \"10.0.0.1/24\"\n[engine]\n{t}"
+            ))
+        };
+        assert!(engine("speed = 0.0").contains("[engine]: engine speed 0 is not in (0, 1]"));
+        assert!(engine("speed = 1.5").contains("not in (0, 1]"));
+        assert!(engine("access_delay_ns = 5000000").contains("access delay"));
+        assert!(engine("speed = 0.25\naccess_delay_ns = 200\nprofile_stages = true").is_empty());
         assert!(parse_mac("01:00:5e:00:00:01").is_err());
         assert!(parse_mac("02:00:00:00:00").is_err());
         assert!(parse_mac("02:00:00:00:00:0g").is_err());

@@ -107,6 +107,19 @@ pub struct EngineArgs {
     /// run best on the others.
     #[arg(long)]
     cpu: Option<usize>,
+    /// Emulate an engine core this fraction (0–1] as fast as this one: after
+    /// each turn of work the engine busy-waits in proportion (the
+    /// simulator's `engine.speed`, for checking it against the real engine).
+    #[arg(long, value_name = "FRACTION")]
+    engine_speed: Option<f64>,
+    /// Emulate slower memory: busy-wait this many nanoseconds at every
+    /// access to a program's shared memory (the simulator's `memory.delay`).
+    #[arg(long, value_name = "NS")]
+    access_delay_ns: Option<u64>,
+    /// Time each stage of the engine's work into `softoe stat --json`
+    /// (`engine.stages`): what `softoe sim` calibrates from.
+    #[arg(long)]
+    profile_stages: bool,
     /// Answer every received segment at once instead of once per receive
     /// batch (more ACKs; for ablations).
     #[arg(long)]
@@ -223,6 +236,9 @@ impl EngineArgs {
         }
         e.rx_batch = self.rx_batch.unwrap_or(e.rx_batch);
         e.batch_acks &= !self.no_batch_acks;
+        e.speed = self.engine_speed.unwrap_or(e.speed);
+        e.access_delay_ns = self.access_delay_ns.unwrap_or(e.access_delay_ns);
+        e.profile_stages |= self.profile_stages;
         e.pcap = self.pcap.clone().or(e.pcap.take());
         if let Some(ctl) = &self.control {
             e.control = ctl.clone();

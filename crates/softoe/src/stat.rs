@@ -60,6 +60,47 @@ pub fn run(args: &StatArgs) -> Result<()> {
 }
 
 /// A bond's members, ARP+ peers and plain peers.
+/// The timed stages (`softoe engine --profile-stages`): count, mean cost
+/// and bytes per run of each, as the simulator's calibration reads them.
+fn render_stages(o: &mut String, st: &softoe_engine::StageCounters) {
+    use std::fmt::Write;
+    let stages = [
+        ("rx", &st.rx),
+        ("tx", &st.tx),
+        ("cmd", &st.cmd),
+        ("serve", &st.serve),
+        ("poll", &st.poll),
+    ];
+    if stages.iter().all(|(_, s)| s.count == 0) {
+        return;
+    }
+    let _ = write!(o, "stages:");
+    for (name, s) in stages {
+        if s.count > 0 {
+            let _ = write!(
+                o,
+                " {name} {} × {:.0} ns ({:.0} B)",
+                s.count,
+                s.nanos as f64 / s.count as f64,
+                s.bytes as f64 / s.count as f64
+            );
+        }
+    }
+    let w = &st.wake;
+    let _ = writeln!(
+        o,
+        "; sleeps ended by an event {}, by their deadline {} (late {:.1} µs on average, {:.1} at most)",
+        w.by_fd,
+        w.by_timeout,
+        if w.by_timeout > 0 {
+            w.late_nanos as f64 / w.by_timeout as f64 / 1e3
+        } else {
+            0.0
+        },
+        w.max_late_nanos as f64 / 1e3
+    );
+}
+
 fn render_bond(o: &mut String, b: &softoe_engine::BondStat) {
     use std::fmt::Write;
     let _ = writeln!(
@@ -150,6 +191,18 @@ pub fn render(s: &Snapshot) -> String {
         e.tx_busy,
         e.idle_share() * 100.0
     );
+    if e.slowdown_nanos > 0 || e.access_delay_nanos > 0 {
+        let _ = writeln!(
+            o,
+            "emulation: {:.3} s of work, {:.3} s of slowdown added, {} shared-memory accesses \
+             ({:.3} s of access delay)",
+            e.work_nanos as f64 / 1e9,
+            e.slowdown_nanos as f64 / 1e9,
+            e.ring_accesses,
+            e.access_delay_nanos as f64 / 1e9
+        );
+    }
+    render_stages(&mut o, &e.stages);
     if let Some(f) = &s.faults {
         let _ = writeln!(o, "faults injected at the port: {f}");
     }
@@ -313,6 +366,42 @@ fn rate(bps: u64) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn renders_the_stages_and_the_emulation_only_when_there() {
+        let mut engine = softoe_engine::EngineCounters::default();
+        let snap = |engine: &softoe_engine::EngineCounters| -> Snapshot {
+            serde_json::from_value(serde_json::json!({
+                "port": "tap t0",
+                "engine": engine,
+                "stack": softoe_engine::control::StackCounters::default(),
+                "connections": [],
+            }))
+            .unwrap()
+        };
+        let plain = render(&snap(&engine));
+        assert!(
+            !plain.contains("stages:") && !plain.contains("emulation:"),
+            "{plain}"
+        );
+        engine.stages.rx.count = 4;
+        engine.stages.rx.nanos = 2_000;
+        engine.stages.rx.bytes = 6_000;
+        engine.stages.wake.by_timeout = 2;
+        engine.stages.wake.late_nanos = 9_000;
+        engine.slowdown_nanos = 1_500_000_000;
+        engine.ring_accesses = 12;
+        let text = render(&snap(&engine));
+        assert!(text.contains("stages: rx 4 × 500 ns (1500 B)"), "{text}");
+        assert!(
+            text.contains("by their deadline 2 (late 4.5 µs on average"),
+            "{text}"
+        );
+        assert!(
+            text.contains("1.500 s of slowdown added, 12 shared-memory accesses"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn renders_a_bond() {
