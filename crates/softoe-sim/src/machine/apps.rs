@@ -167,6 +167,18 @@ impl Program {
         })
     }
 
+    /// Bytes the program still has to write before it next reads: the rest
+    /// of a source's stream, or of an rr message.
+    pub(crate) fn write_need(&self) -> u64 {
+        if !self.writing || self.finished() {
+            return 0;
+        }
+        match self.role {
+            Role::Source => self.total.saturating_sub(self.result.sent),
+            _ => self.left,
+        }
+    }
+
     /// `n` bytes were written by a call that began at `s`.
     pub(crate) fn wrote(&mut self, n: u64, s: Instant) -> Progress {
         if n == 0 {

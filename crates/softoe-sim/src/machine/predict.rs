@@ -277,14 +277,14 @@ pub fn build(cfg: &MachineConfig, cal: &Calibration) -> Result<MachineWorld, Pre
         peer_spec,
         &apps(None, !host_sends),
     )?;
-    // The NIC's GRO and interrupt moderation are the nodes' own (they
-    // happen on the receiving CPU's time); the world's NIC only cuts TSO
-    // frames, completes and verifies checksums.
+    // The NIC's GRO, receive checksum and interrupt moderation are the
+    // nodes' own (they happen on the receiving CPU's time); the world's NIC
+    // only cuts TSO frames and completes checksums.
     let nic = NicConfig {
         mtu: cfg.link.mtu,
         tso: cfg.nic.tso,
         tx_csum: cfg.nic.csum,
-        rx_csum: cfg.nic.csum || cfg.nic.gro,
+        rx_csum: false,
         gro: false,
         rx_coalesce: Duration::ZERO,
     };
