@@ -132,8 +132,13 @@ pub struct Prediction {
     pub host_cpu: f64,
     /// The engine core: busy over the window, 0 to 1.
     pub engine_cpu: f64,
-    /// The modelled host's interrupts per second.
+    /// NIC interrupts per second, taken by the CPU that runs the stack
+    /// (the engine with offload).
     pub interrupts_per_sec: f64,
+    /// Interrupts per second the host CPU takes: the NIC's without
+    /// offload; with offload, the completions that wake a sleeping program
+    /// (the paper's Fig. 4 counts these on CPU0).
+    pub host_interrupts_per_sec: f64,
     /// The modelled host's bus: busy over the window.
     pub bus_utilisation: f64,
     /// The peer's CPU (a `host` peer), busy over the window.
@@ -205,6 +210,15 @@ impl MachineWorld {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    fn last_done(&self) -> Option<Instant> {
+        [self.host_node(), self.peer_node()]
+            .into_iter()
+            .flatten()
+            .flat_map(|n| n.results())
+            .filter_map(|r| r.done_at)
+            .max()
     }
 
     fn stalled(&self) -> bool {
@@ -317,23 +331,53 @@ pub fn predict_with(
         at(h).is_some() || at(p).is_some()
     };
     let started = mw.world.run_while(end, data_flows);
-    let snapshot = |mw: &MachineWorld| {
-        (
-            mw.host_node().map(MachineNode::busy).unwrap_or_default(),
-            mw.peer_node().map(MachineNode::busy).unwrap_or_default(),
-            mw.host_node().map_or(0, |n| n.counters().interrupts),
-        )
-    };
-    let before = snapshot(&mw);
+    let start = mw.first_data().unwrap_or(mw.world.now());
+    let before = Snapshot::at(&mw, start);
     let complete = started
         && mw.world.run_while(end, |w| {
             let done = |n| w.node::<MachineNode>(n).is_none_or(MachineNode::finished);
             done(h) && done(p)
         })
         && mw.finished();
-    let after = snapshot(&mw);
+    // The window ends when the last call that read ends; jobs that start
+    // before then are part of it.
+    let stop = if complete {
+        mw.last_done().unwrap_or(mw.world.now()).max(mw.world.now())
+    } else {
+        mw.world.now()
+    };
+    mw.world.run_until(stop);
+    let after = Snapshot::at(&mw, stop);
     let wall_seconds = wall.elapsed().as_secs_f64();
-    Ok(report(cfg, &mw, complete, before, after, wall_seconds))
+    Ok(report(
+        cfg,
+        &mw,
+        complete,
+        (start, stop),
+        (before, after),
+        wall_seconds,
+    ))
+}
+
+/// The modelled host's and the peer's resources at an instant.
+#[derive(Clone, Copy, Debug, Default)]
+struct Snapshot {
+    host: Busy,
+    peer: Busy,
+    interrupts: u64,
+    host_interrupts: u64,
+}
+
+impl Snapshot {
+    fn at(mw: &MachineWorld, t: Instant) -> Snapshot {
+        let h = mw.host_node();
+        Snapshot {
+            host: h.map(|n| n.busy_at(t)).unwrap_or_default(),
+            peer: mw.peer_node().map(|n| n.busy_at(t)).unwrap_or_default(),
+            interrupts: h.map_or(0, |n| n.counters().interrupts),
+            host_interrupts: h.map_or(0, MachineNode::host_interrupts),
+        }
+    }
 }
 
 /// The `q` quantile (0..=1) of sorted `v`, nearest rank.
@@ -345,28 +389,16 @@ fn quantile(v: &[Duration], q: f64) -> Option<Duration> {
     v.get(rank - 1).copied()
 }
 
-type Snapshot = (Busy, Busy, u64);
-
 fn report(
     cfg: &MachineConfig,
     mw: &MachineWorld,
     complete: bool,
-    before: Snapshot,
-    after: Snapshot,
+    (start, end): (Instant, Instant),
+    (before, after): (Snapshot, Snapshot),
     wall_seconds: f64,
 ) -> Prediction {
     let nodes = [mw.host_node(), mw.peer_node()];
     let results = || nodes.iter().flatten().flat_map(|n| n.results());
-    let start = mw.first_data().unwrap_or(mw.world.now());
-    let end = if complete {
-        results()
-            .filter_map(|r| r.done_at)
-            .max()
-            .unwrap_or(mw.world.now())
-            .max(mw.world.now())
-    } else {
-        mw.world.now()
-    };
     let window = end.saturating_duration_since(start).as_secs_f64();
     let per_sec = |x: f64| if window > 0.0 { x / window } else { 0.0 };
     let w = &cfg.workload;
@@ -381,7 +413,10 @@ fn report(
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     let rtt_p50 = quantile(&rtts, 0.5).map(us);
     let rtt_p99 = quantile(&rtts, 0.99).map(us);
-    let (host_busy, peer_busy) = (after.0.since(&before.0), after.1.since(&before.1));
+    let (host_busy, peer_busy) = (
+        after.host.since(&before.host),
+        after.peer.since(&before.peer),
+    );
     let busy = BusySeconds::from(host_busy);
     let share = |s: f64| per_sec(s);
     let intact = complete && results().all(|r| !r.corrupt && !r.failed);
@@ -409,7 +444,10 @@ fn report(
         rtt_p99_us: rtt_p99,
         host_cpu: share(busy.host),
         engine_cpu: share(busy.engine),
-        interrupts_per_sec: per_sec(after.2.saturating_sub(before.2) as f64),
+        interrupts_per_sec: per_sec(after.interrupts.saturating_sub(before.interrupts) as f64),
+        host_interrupts_per_sec: per_sec(
+            after.host_interrupts.saturating_sub(before.host_interrupts) as f64,
+        ),
         bus_utilisation: share(busy.bus),
         peer_cpu: (cfg.peer.model == PeerModel::Host).then(|| share(peer_busy.host.as_secs_f64())),
         busy,

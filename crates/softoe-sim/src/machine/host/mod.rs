@@ -714,6 +714,34 @@ impl MachineNode {
         }
     }
 
+    /// Busy time of each resource up to `t`: the work accepted, less the
+    /// part of it that lies after `t`. Exact for any `t` no earlier than
+    /// the start of the last job accepted (a job is accepted when it
+    /// starts on a CPU, when it arrives at the bus).
+    pub fn busy_at(&self, t: Instant) -> Busy {
+        let upto = |s: &Server| {
+            s.stats()
+                .busy
+                .saturating_sub(s.free_at().saturating_duration_since(t))
+        };
+        Busy {
+            host: upto(&self.host.server),
+            engine: upto(&self.engine.server),
+            bus: upto(&self.bus),
+        }
+    }
+
+    /// Interrupts the host CPU has taken: the NIC's without offload; with
+    /// offload the NIC interrupts the engine, and the host is interrupted
+    /// only by the completions that wake a sleeping program.
+    pub fn host_interrupts(&self) -> u64 {
+        if self.spec.offload {
+            self.counters.completions
+        } else {
+            self.counters.interrupts
+        }
+    }
+
     /// Each resource's job counts and waits.
     pub fn server_stats(&self) -> [(&'static str, ServerStats); 3] {
         [
