@@ -1,78 +1,74 @@
 //! One machine prediction, with LAWS beside it:
-//! `cargo run -p softoe-sim --release --example predict -- [CONFIG.toml] [CALIBRATION.toml] [key=value…]`.
 //!
-//! `key=value` overrides a field of the configuration, as `section.field`
-//! (`engine.speed=0.25`, `workload.message=1024`, `host.offload=false`).
+//! ```text
+//! cargo run -p softoe-sim --release --example predict -- \
+//!     [CONFIG.toml] [--calibration CALIBRATION.toml] [section.field=value…]
+//! ```
+//!
+//! `section.field=value` overrides one field of the configuration
+//! (`engine.speed=0.25`, `workload.message=1024`, `host.offload=false`,
+//! `workload.kind='"rr"'`). This is a tool for exploring the model until
+//! `softoe sim predict` exists; it is not that command.
 
 use softoe_sim::machine::{Calibration, LawsEstimate, MachineConfig, predict};
 
-fn main() {
+fn value(v: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("x = {v}"))
+        .ok()
+        .and_then(|mut t| t.remove("x"))
+        .unwrap_or_else(|| toml::Value::String(v.to_string()))
+}
+
+fn read<T: serde::de::DeserializeOwned>(path: &str) -> Result<T, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    toml::from_str(&text).map_err(|e| format!("{path}: {e}"))
+}
+
+fn run() -> Result<(), String> {
     let mut cfg = toml::Table::new();
     let mut cal = Calibration::default();
-    for a in std::env::args().skip(1) {
-        if let Some((k, v)) = a.split_once('=') {
-            let Some((section, field)) = k.split_once('.') else {
-                eprintln!("{k}: expected section.field");
-                return;
-            };
-            let value: toml::Value = match toml::from_str::<toml::Table>(&format!("x = {v}")) {
-                Ok(mut t) => t.remove("x").unwrap_or(toml::Value::String(v.to_string())),
-                Err(_) => toml::Value::String(v.to_string()),
-            };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--calibration" || a == "-c" {
+            let path = args.next().ok_or("--calibration needs a file")?;
+            cal = read(&path)?;
+        } else if let Some((k, v)) = a.split_once('=') {
+            let (section, field) = k
+                .split_once('.')
+                .ok_or(format!("{k}: expected section.field"))?;
             let entry = cfg
                 .entry(section.to_string())
                 .or_insert_with(|| toml::Value::Table(toml::Table::new()));
             if let toml::Value::Table(t) = entry {
-                t.insert(field.to_string(), value);
-            }
-        } else if a.contains("calib") {
-            let text = std::fs::read_to_string(&a).unwrap_or_default();
-            match toml::from_str(&text) {
-                Ok(c) => cal = c,
-                Err(e) => {
-                    eprintln!("{a}: {e}");
-                    return;
-                }
+                t.insert(field.to_string(), value(v));
             }
         } else {
-            let text = std::fs::read_to_string(&a).unwrap_or_default();
-            match toml::from_str::<toml::Table>(&text) {
-                Ok(t) => cfg.extend(t),
-                Err(e) => {
-                    eprintln!("{a}: {e}");
-                    return;
-                }
+            let file: toml::Table = read(&a)?;
+            for (k, v) in file {
+                cfg.insert(k, v);
             }
         }
     }
-    let cfg: MachineConfig = match cfg.try_into() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return;
-        }
-    };
-    match predict(&cfg, &cal) {
-        Ok(p) => {
-            println!("{p:#?}");
-            println!("speed: {:.1}x real time", p.speed_ratio());
-            if let Ok(l) = LawsEstimate::new(&cfg, &cal) {
-                println!(
-                    "LAWS: {:.3} Gb/s ({} bound; before {:.3} Gb/s {}, after {:.3} Gb/s {}); simulated {:.3} Gb/s",
-                    l.for_config(&cfg) / 1e9,
-                    if cfg.host.offload {
-                        l.after_limit
-                    } else {
-                        l.before_limit
-                    },
-                    l.before_bps / 1e9,
-                    l.before_limit,
-                    l.after_bps / 1e9,
-                    l.after_limit,
-                    p.throughput_bps / 1e9
-                );
-            }
-        }
-        Err(e) => eprintln!("{e}"),
+    let cfg: MachineConfig = cfg.try_into().map_err(|e| format!("{e}"))?;
+    let p = predict(&cfg, &cal).map_err(|e| e.to_string())?;
+    println!("{p:#?}");
+    println!("speed: {:.1}x real time", p.speed_ratio());
+    let l = LawsEstimate::new(&cfg, &cal).map_err(|e| e.to_string())?;
+    println!(
+        "LAWS: {:.3} Gb/s (before {:.3} Gb/s, {} bound; after {:.3} Gb/s, {} bound); simulated {:.3} Gb/s",
+        l.for_config(&cfg) / 1e9,
+        l.before_bps / 1e9,
+        l.before_limit,
+        l.after_bps / 1e9,
+        l.after_limit,
+        p.throughput_bps / 1e9
+    );
+    Ok(())
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("{e}");
+        std::process::exit(2);
     }
 }

@@ -6,6 +6,8 @@
 //! -- --nocapture`), so a change to the model shows in numbers, not only in
 //! a pass or a fail.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use softoe_sim::machine::{
     Calibration, FlowDirection, LawsEstimate, MachineConfig, Prediction, StageCost, WorkloadKind,
     predict,
@@ -48,7 +50,10 @@ fn same_seed_same_event_log_and_figures() {
         assert_eq!(figures(a.clone()), figures(b), "{kind:?} replays");
         cfg.workload.seed = 8;
         let c = run(&cfg, &cal);
-        assert_ne!(a.event_hash, c.event_hash, "{kind:?}: another seed, other losses");
+        assert_ne!(
+            a.event_hash, c.event_hash,
+            "{kind:?}: another seed, other losses"
+        );
         println!(
             "{kind:?}: seed 7 hash {:016x}, seed 8 hash {:016x}",
             a.event_hash, c.event_hash
@@ -107,10 +112,10 @@ fn a_quarter_speed_engine_saturates_where_a_full_speed_one_does_not() {
     cfg.engine.speed = 0.25;
     let quarter = run(&cfg, &cal);
     cfg.engine.speed = 1.0;
-    let engine_bound = LawsEstimate::new(&cfg, &cal).unwrap().laws;
+    let est = LawsEstimate::new(&cfg, &cal).unwrap();
     // LAWS's NIC bound at full speed: σ/(p·α) of the wire.
-    let nic_bound_bps = engine_bound.wire / (engine_bound.offloaded * engine_bound.lag)
-        * LawsEstimate::new(&cfg, &cal).unwrap().wire_bps;
+    let l = est.laws;
+    let nic_bound_bps = l.wire / (l.offloaded * l.lag) * est.wire_bps;
     println!(
         "engine 1.0: {:.3} Gb/s, engine busy {:.3}; engine 0.25: {:.3} Gb/s, engine busy {:.3}; \
          a quarter of the full-speed engine's bound: {:.3} Gb/s",
@@ -122,7 +127,11 @@ fn a_quarter_speed_engine_saturates_where_a_full_speed_one_does_not() {
     );
     assert!(full.engine_cpu < 0.8, "not saturated: {}", full.engine_cpu);
     assert!(within(full.throughput_bps, 2.83e9, 0.01), "the wire's pace");
-    assert!(quarter.engine_cpu > 0.98, "saturated: {}", quarter.engine_cpu);
+    assert!(
+        quarter.engine_cpu > 0.98,
+        "saturated: {}",
+        quarter.engine_cpu
+    );
     assert!(quarter.throughput_bps < 0.8 * full.throughput_bps);
     assert!(
         within(quarter.throughput_bps, nic_bound_bps / 4.0, 0.10),
@@ -323,14 +332,22 @@ fn config_and_calibration_round_trip_through_toml() {
     cfg.peer.model = softoe_sim::machine::PeerModel::Host;
     cfg.nic.coalesce_us = 13.31;
     let text = toml::to_string(&cfg).unwrap();
-    assert!(text.contains("kind = \"rr\"") && text.contains("model = \"host\""), "{text}");
+    assert!(
+        text.contains("kind = \"rr\"") && text.contains("model = \"host\""),
+        "{text}"
+    );
     assert_eq!(toml::from_str::<MachineConfig>(&text).unwrap(), cfg);
 
-    let mut cal = Calibration::default();
-    cal.note = "softoe sim calibrate (test)".into();
-    cal.copy = StageCost::new(12.5, 0.0625);
+    let cal = Calibration {
+        note: "softoe sim calibrate (test)".into(),
+        copy: StageCost::new(12.5, 0.0625),
+        ..Calibration::default()
+    };
     let text = toml::to_string(&cal).unwrap();
-    assert!(text.contains("[copy]") && text.contains("c1 = 0.0625"), "{text}");
+    assert!(
+        text.contains("[copy]") && text.contains("c1 = 0.0625"),
+        "{text}"
+    );
     assert_eq!(toml::from_str::<Calibration>(&text).unwrap(), cal);
     // A calibration file may name only what it measured.
     let some: Calibration = toml::from_str("[wakeup]\nc0 = 4000\n").unwrap();
@@ -343,17 +360,31 @@ fn bad_configs_give_clear_errors() {
     let parse = |text: &str| -> String {
         match toml::from_str::<MachineConfig>(text) {
             Err(e) => e.to_string(),
-            Ok(c) => c.validate().map_or_else(|e| e.to_string(), |()| String::new()),
+            Ok(c) => c
+                .validate()
+                .map_or_else(|e| e.to_string(), |()| String::new()),
         }
     };
     let cases = [
-        ("[engine]\nspeed = 0\n", "[engine] speed must be within 0.05..=8, got 0"),
-        ("[memory]\ndelay = 0.5\n", "[memory] delay must be at least 1"),
-        ("[link]\nloss = 2\n", "[link] loss must be within 0..1 (1 excluded), got 2"),
+        (
+            "[engine]\nspeed = 0\n",
+            "[engine] speed must be within 0.05..=8, got 0",
+        ),
+        (
+            "[memory]\ndelay = 0.5\n",
+            "[memory] delay must be at least 1",
+        ),
+        (
+            "[link]\nloss = 2\n",
+            "[link] loss must be within 0..1 (1 excluded), got 2",
+        ),
         ("[engine]\nsped = 1.0\n", "unknown field `sped`"),
         ("[enigne]\nspeed = 1.0\n", "unknown field `enigne`"),
         ("[workload]\nkind = \"bulk\"\n", "unknown variant `bulk`"),
-        ("[workload]\nmessage = 0\n", "[workload] message must be within 1..=16777216, got 0"),
+        (
+            "[workload]\nmessage = 0\n",
+            "[workload] message must be within 1..=16777216, got 0",
+        ),
     ];
     for (text, want) in cases {
         let got = parse(text);

@@ -20,7 +20,7 @@
 //!   time, with the model written down in its docs;
 //! - [`apps`]: the programs on it (stream source and sink, rr client and
 //!   server);
-//! - [`predict`](mod@predict): [`predict`], which builds the host and its
+//! - [`predict`](mod@predict): [`predict()`], which builds the host and its
 //!   peer, runs the workload and reports a [`Prediction`];
 //! - [`estimate`]: LAWS computed from the same configuration and
 //!   calibration ([`LawsEstimate`], [`Laws::from_config`]);

@@ -95,7 +95,20 @@
 //!   doorbell (a command) when it frees room.
 //! - The bus carries only the NIC's DMA; the engine and the host share
 //!   memory (this machine's engine is a core of the same machine), whose
-//!   cost is `memory.delay`'s to model.
+//!   cost is `memory.delay`'s to model. Without offload `memory.delay`
+//!   changes nothing (as in the paper, whose no-offload row is one
+//!   figure); the stack's and driver's own per-byte costs are never
+//!   scaled by it.
+//! - Completions are not coalesced, and a program does not spin before it
+//!   sleeps: a receiver kept waiting by a busy engine is woken (and pays a
+//!   `wakeup`) for each placement that finds it asleep. The configuration
+//!   has no knob for either yet.
+//! - Timers a receive job's `poll` finds due run inside that job without a
+//!   `timer` charge; only a job queued for a deadline pays it.
+//! - A node whose every event is free and immediate (the `ideal` peer)
+//!   handles each frame as it arrives instead of as zero-length jobs
+//!   ([`NodeSpec::is_free`]): the same calls in the same order, at a
+//!   fraction of the wall-clock time.
 
 use core::time::Duration;
 use std::collections::{HashMap, VecDeque};
