@@ -107,3 +107,48 @@ impl MachineNode {
         self.stack.poll_at()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::config::{MachineConfig, PeerModel};
+    use crate::machine::predict::build;
+
+    /// The short path is a shortcut, not another model: the ideal peer run
+    /// through the agenda as zero-length jobs gives the same run.
+    #[test]
+    fn the_short_path_runs_as_the_agenda_would() {
+        for kind in [WorkloadKind::Stream, WorkloadKind::Rr] {
+            let mut cfg = MachineConfig::default();
+            cfg.peer.model = PeerModel::Ideal;
+            cfg.workload.kind = kind;
+            cfg.workload.bytes = 1 << 20;
+            cfg.workload.requests = 100;
+            cfg.workload.message = 3000;
+            cfg.workload.connections = 2;
+            cfg.link.loss = 0.01;
+            let run = |free: bool| {
+                let mut mw = build(&cfg, &Calibration::default()).unwrap();
+                let peer = mw.world.node_mut::<MachineNode>(mw.peer).unwrap();
+                assert!(peer.free, "the ideal peer takes the short path");
+                peer.free = free;
+                let (h, p) = (mw.host, mw.peer);
+                let done = mw.world.run_while(Instant::from_secs(60), |w| {
+                    let f = |n| w.node::<MachineNode>(n).unwrap().finished();
+                    f(h) && f(p)
+                });
+                assert!(done);
+                let results: Vec<ConnResult> = [h, p]
+                    .iter()
+                    .flat_map(|&n| mw.world.node::<MachineNode>(n).unwrap().results().cloned())
+                    .collect();
+                let host = mw.world.node::<MachineNode>(h).unwrap();
+                (results, host.event_hash(), mw.world.trace_hash())
+            };
+            let short = run(true);
+            let long = run(false);
+            assert_eq!(short, long, "{kind:?}");
+            assert!(short.0.iter().all(|r| !r.corrupt && !r.failed));
+        }
+    }
+}
