@@ -24,14 +24,21 @@
 //! seed, same trace, bit for bit** ([`World::trace_hash`]). That is what lets
 //! a property test run thousands of seeds and reproduce any failure exactly.
 //!
-//! Later issues grow it into the full-system simulator (host and NIC CPUs,
-//! bus and DMA, memory) that predicts when offload pays. [`machine`] holds
-//! its foundations: resources as queued servers in virtual time, whose
-//! saturation emerges from the load offered them, and the analytic models
-//! of offload — LAWS for stream throughput, EMO for per-message latency —
-//! that every sweep will be set beside.
+//! It is also the **full-system simulator** that predicts when offload
+//! pays ([`machine`]). Around the same stack code, a
+//! [`MachineNode`](machine::MachineNode) makes every piece of work take
+//! virtual time on queued resources — the host CPU, the engine core at a
+//! fraction (or a multiple) of the host's speed, the I/O bus and its DMA,
+//! the NIC's interrupt moderation — priced per counted event by a
+//! calibration measured from the real engine. Nothing saturates by
+//! assumption: offer a resource more work than it can do and its queue
+//! grows while throughput settles at its rate, which is how a slow engine
+//! or a slow memory turns offload from a gain into a loss.
+//! [`machine::predict()`] reads the same configuration file as the real
+//! engine's emulation and answers with throughput, latency and CPU, with
+//! LAWS beside it ([`machine::LawsEstimate`]).
 //!
-//! ## Example
+//! ## Examples
 //!
 //! ```
 //! use softoe_sim::scenario::Transfer;
@@ -42,6 +49,18 @@
 //! let r = t.run().unwrap();
 //! assert!(r.intact);
 //! assert!(r.sender.unwrap().retransmits > 0);
+//! ```
+//!
+//! ```
+//! use softoe_sim::machine::{Calibration, MachineConfig, predict};
+//!
+//! // The default machine (offload, engine as fast as the host) sending
+//! // 1 MiB in 64 KiB writes over 10 Gb/s, priced by the default calibration.
+//! let mut cfg = MachineConfig::default();
+//! cfg.workload.bytes = 1 << 20;
+//! let p = predict(&cfg, &Calibration::default()).unwrap();
+//! assert!(p.intact && p.throughput_bps > 1e9);
+//! assert!(p.engine_cpu > p.host_cpu);
 //! ```
 
 #![deny(unsafe_code)]

@@ -191,8 +191,14 @@ pub(crate) fn coalesce(frames: Vec<Vec<u8>>) -> Vec<(Vec<u8>, Option<u16>)> {
         });
     }
     out.into_iter()
-        .map(|a| {
+        .map(|mut a| {
             let gso = (a.count > 1).then(|| a.seg.min(usize::from(u16::MAX)) as u16);
+            if a.count > 1
+                && let Some(l) = tcp_layout(&a.frame)
+            {
+                // Once per merged frame, not once per segment merged in.
+                fill_tcp_checksums(&mut a.frame, &l);
+            }
             (a.frame, gso)
         })
         .collect()
@@ -231,11 +237,7 @@ fn try_merge(acc: &mut Vec<u8>, next: &[u8]) -> bool {
     if let Some(x) = acc.get_mut(a.tcp + 13) {
         *x = b_flags;
     }
-    let l = TcpLayout {
-        end: a.end + b_len,
-        ..a
-    };
-    fill_tcp_checksums(acc, &l);
+    // The checksums are filled once the run is merged (`coalesce`).
     true
 }
 

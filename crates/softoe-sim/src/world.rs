@@ -200,7 +200,11 @@ pub struct World {
     nodes: Vec<NodeSlot>,
     links: Vec<Link>,
     switches: Vec<Switch>,
-    queue: BinaryHeap<Reverse<(Instant, u64, Ev)>>,
+    /// Pending events as (time, sequence, slot): the heap sifts these
+    /// small keys, and the events wait in `slots`.
+    queue: BinaryHeap<Reverse<(Instant, u64, u32)>>,
+    slots: Vec<Option<Ev>>,
+    free_slots: Vec<u32>,
     seq: u64,
     in_flight: usize,
     trace: u64,
@@ -209,6 +213,8 @@ pub struct World {
     stalled: bool,
     scratch: Vec<SimFrame>,
     tap: Option<Tap>,
+    /// Hash every byte of every frame (true) or only its headers and length.
+    trace_payload: bool,
 }
 
 impl core::fmt::Debug for World {
@@ -234,6 +240,20 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     h
 }
 
+/// FNV-1a over the first 64 bytes of `frame`, eight at a time, then its
+/// length: the headers-only trace ([`World::set_trace_payload`]).
+fn fnv_head(mut h: u64, frame: &[u8]) -> u64 {
+    let head = frame.get(..frame.len().min(64)).unwrap_or(&[]);
+    for chunk in head.chunks(8) {
+        let mut w = [0u8; 8];
+        if let Some(d) = w.get_mut(..chunk.len()) {
+            d.copy_from_slice(chunk);
+        }
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h ^ frame.len() as u64).wrapping_mul(0x0100_0000_01b3)
+}
+
 impl World {
     /// An empty world whose randomness all derives from `seed`.
     pub fn new(seed: u64) -> World {
@@ -244,6 +264,8 @@ impl World {
             links: Vec::new(),
             switches: Vec::new(),
             queue: BinaryHeap::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
             seq: 0,
             in_flight: 0,
             trace: 0xcbf2_9ce4_8422_2325,
@@ -252,7 +274,19 @@ impl World {
             stalled: false,
             scratch: Vec::new(),
             tap: None,
+            trace_payload: true,
         }
+    }
+
+    /// Whether [`trace_hash`](World::trace_hash) folds in every byte of
+    /// every frame (the default) or only each frame's first 64 bytes — its
+    /// Ethernet, IP and TCP headers, which carry every sequence number,
+    /// acknowledgement and window — and its length. Hashing payload byte by
+    /// byte is most of the wall time of a fast bulk transfer; where the
+    /// payload is checked some other way (the workloads compare every byte
+    /// with the sender's pattern) the headers are trace enough.
+    pub fn set_trace_payload(&mut self, on: bool) {
+        self.trace_payload = on;
     }
 
     /// Installs (or removes) a tap that sees every frame put on a wire.
@@ -487,7 +521,19 @@ impl World {
             self.in_flight += 1;
         }
         self.seq += 1;
-        self.queue.push(Reverse((at, self.seq, ev)));
+        let slot = match self.free_slots.pop() {
+            Some(i) => {
+                if let Some(x) = self.slots.get_mut(i as usize) {
+                    *x = Some(ev);
+                }
+                i
+            }
+            None => {
+                self.slots.push(Some(ev));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.queue.push(Reverse((at, self.seq, slot)));
     }
 
     fn reschedule(&mut self, id: NodeId) {
@@ -543,11 +589,14 @@ impl World {
                 }
                 continue;
             }
-            self.put_on_link(link, side, &mut b);
+            self.put_on_link(link, side, &mut b, true);
         }
     }
 
-    fn put_on_link(&mut self, link: LinkId, dir: usize, frame: &mut Vec<u8>) {
+    /// Puts `frame` on `link` in direction `dir`. With `last_use` the
+    /// caller has no more use for the frame, and its last delivery takes it
+    /// rather than a copy.
+    fn put_on_link(&mut self, link: LinkId, dir: usize, frame: &mut Vec<u8>, last_use: bool) {
         let now = self.now;
         let Some(l) = self.links.get_mut(link) else {
             return;
@@ -569,7 +618,11 @@ impl World {
         };
         self.trace = fnv(self.trace, &now.total_nanos().to_le_bytes());
         self.trace = fnv(self.trace, &[link as u8, (link >> 8) as u8, dir as u8]);
-        self.trace = fnv(self.trace, frame);
+        if self.trace_payload {
+            self.trace = fnv(self.trace, frame);
+        } else {
+            self.trace = fnv_head(self.trace, frame);
+        }
         if let Some(tap) = self.tap.as_mut() {
             let arrivals = match &fate {
                 Fate::Dropped => &[][..],
@@ -586,16 +639,15 @@ impl World {
         match fate {
             Fate::Dropped => self.trace = fnv(self.trace, b"drop"),
             Fate::Deliver(times) => {
-                for t in times {
+                let n = times.len();
+                for (i, t) in times.into_iter().enumerate() {
                     self.trace = fnv(self.trace, &t.total_nanos().to_le_bytes());
-                    self.push(
-                        t,
-                        Ev::Arrive {
-                            link,
-                            dir,
-                            frame: frame.clone(),
-                        },
-                    );
+                    let frame = if last_use && i + 1 == n {
+                        core::mem::take(frame)
+                    } else {
+                        frame.clone()
+                    };
+                    self.push(t, Ev::Arrive { link, dir, frame });
                 }
             }
         }
@@ -666,9 +718,10 @@ impl World {
                 .map(|(_, &x)| x)
                 .collect(),
         };
-        for (link, side) in out {
+        let n = out.len();
+        for (i, (link, side)) in out.into_iter().enumerate() {
             // The switch sits on `side`; frames leave it in that direction.
-            self.put_on_link(link, side, &mut frame);
+            self.put_on_link(link, side, &mut frame, i + 1 == n);
         }
     }
 
@@ -767,7 +820,9 @@ impl World {
         if self.stalled {
             return None;
         }
-        let Reverse((at, _, ev)) = self.queue.pop()?;
+        let Reverse((at, _, slot)) = self.queue.pop()?;
+        let ev = self.slots.get_mut(slot as usize).and_then(Option::take);
+        self.free_slots.push(slot);
         if at == self.now {
             self.same_instant += 1;
             if self.same_instant > STALL_LIMIT {
@@ -780,15 +835,16 @@ impl World {
         self.now = self.now.max(at);
         self.stats.events += 1;
         match ev {
-            Ev::Arrive { link, dir, frame } => {
+            None => {}
+            Some(Ev::Arrive { link, dir, frame }) => {
                 self.in_flight -= 1;
                 self.arrive(link, dir, frame);
             }
-            Ev::RxFlush { node, port } => {
+            Some(Ev::RxFlush { node, port }) => {
                 self.in_flight -= 1;
                 self.flush_rx(node, port);
             }
-            Ev::Timer { node, at } => self.timer(node, at),
+            Some(Ev::Timer { node, at }) => self.timer(node, at),
         }
         Some(at)
     }
