@@ -21,6 +21,7 @@ mod report;
 mod run;
 mod scale;
 mod sim;
+mod sim_machine;
 mod stat;
 
 use anyhow::Result;

@@ -167,6 +167,10 @@ pub enum SimCommand {
     /// Mathis bound 1.22·MSS/(RTT·√p), with retransmissions, RTOs and
     /// tail-loss probes; a table, JSON, CSV and an SVG plot.
     Grid(GridArgs),
+    /// The full-system model: what a machine (host and engine CPUs, memory,
+    /// bus, NIC, link) moves for a workload with offload or without —
+    /// throughput, latency, host and engine CPU — with LAWS beside it.
+    Predict(crate::sim_machine::PredictArgs),
 }
 
 /// Parses `64M`, `1G`, `4096`.
@@ -270,6 +274,7 @@ pub fn run(cmd: SimCommand) -> Result<()> {
     match cmd {
         SimCommand::Demo(a) => demo(&a),
         SimCommand::Grid(a) => grid(&a),
+        SimCommand::Predict(a) => crate::sim_machine::predict_cmd(&a),
         SimCommand::Sweep(a) => {
             if a.loss.is_empty() || a.loss.iter().any(|l| !(0.0..=100.0).contains(l)) {
                 bail!("--loss takes percentages between 0 and 100, e.g. --loss 0,0.1,1");

@@ -895,3 +895,40 @@ fn a_second_engine_leaves_the_first_ones_sockets_alone() {
         assert!(!p.exists(), "{} left behind", p.display());
     }
 }
+
+/// `softoe sim predict`, the machine model's smoke test (no root): the same
+/// configuration twice gives the same event log; offload takes the stack's
+/// work off the host CPU; a bad field is refused by name.
+#[test]
+fn sim_predict_is_deterministic_and_shows_offload() {
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "sim",
+            "predict",
+            "--json",
+            "--set",
+            "workload.bytes=1048576",
+        ];
+        args.extend_from_slice(extra);
+        let out = softoe(&args);
+        assert!(
+            out.status.success(),
+            "softoe sim predict: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let a = run(&[]);
+    let b = run(&[]);
+    assert_eq!(a["prediction"]["event_hash"], b["prediction"]["event_hash"]);
+    assert!(a["prediction"]["intact"].as_bool().unwrap());
+    let without = run(&["--set", "host.offload=false"]);
+    let host = |v: &serde_json::Value| v["prediction"]["host_cpu"].as_f64().unwrap();
+    assert!(host(&a) < host(&without), "{a}\n{without}");
+    assert!(a["laws"]["after_bps"].as_f64().unwrap() > 0.0);
+    let bad = softoe(&["sim", "predict", "--set", "engine.sped=1"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("sped"));
+    let printed = softoe(&["sim", "predict", "--print-config"]);
+    assert!(String::from_utf8_lossy(&printed.stdout).contains("[workload]"));
+}
