@@ -509,7 +509,15 @@ pub(crate) struct Options {
     pub bytes: u64,
     /// Longest a transfer may take.
     pub limit: Duration,
+    /// The congestion control of the Linux sender beside softoe's (the
+    /// peer's source): softoe's own by default, so that the sweep compares
+    /// loss recovery, not two congestion controllers. The client that sends
+    /// into both receivers keeps its namespace's default.
+    pub linux_cc: String,
 }
+
+/// softoe's congestion control, and so the Linux senders' by default.
+pub(crate) const DEFAULT_LINUX_CC: &str = "cubic";
 
 impl Options {
     /// How many transfers the sweep makes.
@@ -541,9 +549,11 @@ impl Options {
             String::new()
         };
         format!(
-            "softoe bench --only loss --loss {} --loss-bytes {bytes} --loss-secs {}{ms}{reps}",
+            "softoe bench --only loss --loss {} --loss-bytes {bytes} --loss-secs {}{ms}{reps} \
+             --linux-cc {}",
             list(&self.rates),
-            self.limit.as_secs_f64()
+            self.limit.as_secs_f64(),
+            self.linux_cc
         )
     }
 
@@ -563,6 +573,20 @@ impl Options {
         }
         if self.limit < Duration::from_millis(100) || self.limit > Duration::from_secs(3600) {
             bail!("--loss-secs must be from 0.1 to 3600");
+        }
+        let available =
+            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+                .unwrap_or_default();
+        if !available.split_whitespace().any(|a| a == self.linux_cc) {
+            bail!(
+                "--linux-cc {}: this kernel offers {}",
+                self.linux_cc,
+                if available.trim().is_empty() {
+                    "none it names"
+                } else {
+                    available.trim()
+                }
+            );
         }
         Ok(())
     }
@@ -590,9 +614,15 @@ pub(crate) fn run(
         ENGINE,
         "overlap",
     ))?;
-    let _linux = crate::bench::Servers::start(crate::bench::servers_cmd(
-        exe, None, &bed.peer, PEER, "overlap",
-    ))?;
+    // The congestion control of the Linux sender that softoe's sender is
+    // set beside is named (TCP_CONGESTION on the peer's listeners): this
+    // machine's default is BBR, which does not slow down for random loss,
+    // and beside softoe's CUBIC it would measure the congestion controller,
+    // not the loss recovery. The client that sends into both receivers
+    // keeps its namespace's default: one sender for both, fair either way.
+    let mut linux = crate::bench::servers_cmd(exe, None, &bed.peer, PEER, "overlap");
+    linux.args(["--cc", &opts.linux_cc]);
+    let _linux = crate::bench::Servers::start(linux)?;
     // Wire-sized segments both ways on the client's link: its own veth
     // neither builds nor coalesces super-packets, and its bridge port cuts
     // softoe's and Linux's into segments.
@@ -838,7 +868,9 @@ pub(crate) fn render(rows: &[LossRow], command: &str) -> String {
          data direction / the ACK direction (a tbf queue's overflows included); retrans, RTO,\n\
          TLP: the sender's (Linux: its namespace's RetransSegs, TCPTimeouts, TCPLossProbes;\n\
          softoe: the engine's counters for the connection); ÷Linux: softoe's goodput ÷ Linux's\n\
-         in the same role. * stopped at the time limit (bytes and seconds as moved)."
+         in the same role. * stopped at the time limit (bytes and seconds as moved).\n\
+         Linux sends with the congestion control --linux-cc names (softoe: CUBIC); the client\n\
+         sends into both receivers with its namespace's default."
     );
     let _ = writeln!(
         o,
@@ -1248,11 +1280,13 @@ mod tests {
             reps: 1,
             bytes: 32 << 20,
             limit: Duration::from_secs(8),
+            linux_cc: DEFAULT_LINUX_CC.into(),
         };
         let cmd = opts.command();
         assert_eq!(
             cmd,
-            "softoe bench --only loss --loss 0.1,1 --loss-bytes 32M --loss-secs 8 --no-ms-rtt"
+            "softoe bench --only loss --loss 0.1,1 --loss-bytes 32M --loss-secs 8 --no-ms-rtt \
+             --linux-cc cubic"
         );
         let text = render(&rows, &cmd);
         assert!(text.contains(&cmd), "{text}");
@@ -1278,6 +1312,7 @@ mod tests {
             reps: 1,
             bytes: 1 << 20,
             limit: Duration::from_secs(1),
+            linux_cc: DEFAULT_LINUX_CC.into(),
         };
         assert!(
             Options {
@@ -1285,7 +1320,7 @@ mod tests {
                 ..ok.clone()
             }
             .command()
-            .ends_with("--loss-reps 3")
+            .contains("--loss-reps 3 --linux-cc cubic")
         );
         assert!(ok.validate().is_ok());
         for bad in [
@@ -1316,6 +1351,10 @@ mod tests {
             Options {
                 rates: vec![],
                 ms_rates: vec![],
+                ..ok.clone()
+            },
+            Options {
+                linux_cc: "vegas-but-not-here".into(),
                 ..ok.clone()
             },
         ] {

@@ -9,6 +9,32 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+/// Sets a kernel TCP socket's congestion control (`TCP_CONGESTION`), e.g.
+/// `cubic`: as root any algorithm the kernel offers, where a namespace's
+/// default may only be one of `tcp_allowed_congestion_control`. A listener's
+/// passes to the connections it accepts.
+#[allow(unsafe_code)]
+pub fn set_congestion(sock: &impl std::os::fd::AsRawFd, name: &str) -> Result<()> {
+    let len = libc::socklen_t::try_from(name.len()).context("congestion control name")?;
+    // SAFETY: the descriptor is a live socket borrowed for the call;
+    // `name` points at `len` readable bytes, which the kernel copies (it
+    // needs no terminating NUL) and does not keep.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            len,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("setting TCP congestion control {name}"));
+    }
+    Ok(())
+}
+
 /// Writes `bytes` to `addr`, shuts down, reads to the end. Returns the time
 /// from connect to end of stream.
 pub fn send_bulk(addr: SocketAddrV4, bytes: u64) -> Result<Duration> {
