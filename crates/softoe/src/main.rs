@@ -11,6 +11,7 @@
 mod bed;
 mod bench;
 mod bench_bond;
+mod bench_emulate;
 mod bench_loss;
 mod config;
 mod demo;
