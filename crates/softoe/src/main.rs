@@ -12,6 +12,7 @@ mod bed;
 mod bench;
 mod bench_bond;
 mod bench_emulate;
+mod calibrate;
 mod bench_loss;
 mod config;
 mod demo;
