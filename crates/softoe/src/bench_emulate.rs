@@ -245,7 +245,12 @@ pub(crate) fn plan(cfg: &MachineConfig, a: f64) -> Result<Plan> {
     EngineConfig::default()
         .with_speed(p.speed)
         .and_then(|c| c.with_access_delay(Duration::from_nanos(p.access_delay_ns)))
-        .map_err(|e| anyhow!("memory.delay = {} with ring_access {a} ns: {e}", cfg.memory.delay))?;
+        .map_err(|e| {
+            anyhow!(
+                "memory.delay = {} with ring_access {a} ns: {e}",
+                cfg.memory.delay
+            )
+        })?;
     if n.polling {
         p.spin_us = POLL_FOREVER.as_secs_f64() * 1e6;
         p.notes
@@ -711,14 +716,13 @@ mod tests {
         assert!(refused(&["link.mtu=9000"]).starts_with("link.mtu = 9000"));
         assert!(refused(&["bus.gbps=4"]).starts_with("bus.gbps = 4"));
         assert!(refused(&["bus.transaction_ns=10"]).starts_with("bus.transaction_ns = 10"));
-        assert!(
-            refused(&["host.offload=false", "nic.gro=false"]).starts_with("nic.gro = false")
-        );
-        assert!(
-            refused(&["host.offload=false", "nic.polling=true"]).starts_with("nic.polling")
-        );
+        assert!(refused(&["host.offload=false", "nic.gro=false"]).starts_with("nic.gro = false"));
+        assert!(refused(&["host.offload=false", "nic.polling=true"]).starts_with("nic.polling"));
         // 1 ms per access is the engine's limit.
-        let e = format!("{:#}", plan(&cfg(&["memory.delay=100"]), 20_000.0).unwrap_err());
+        let e = format!(
+            "{:#}",
+            plan(&cfg(&["memory.delay=100"]), 20_000.0).unwrap_err()
+        );
         assert!(e.contains("memory.delay = 100"), "{e}");
         // Without offload the engine's knobs mean nothing, as in the model.
         let p = plan(&cfg(&["host.offload=false", "engine.speed=2"]), 80.0).unwrap();
@@ -735,7 +739,11 @@ mod tests {
         let w = Work::of(&c, false);
         assert_eq!((w.payload(), w.messages()), (200_000, 200));
         assert_eq!(w.payload(), c.payload_bytes());
-        let c = cfg(&["workload.kind=rr", "workload.message=64", "workload.requests=50000"]);
+        let c = cfg(&[
+            "workload.kind=rr",
+            "workload.message=64",
+            "workload.requests=50000",
+        ]);
         let w = Work::of(&c, true);
         assert_eq!(w.requests, QUICK_REQUESTS);
         assert_eq!(w.payload(), QUICK_REQUESTS * 64 * 2);

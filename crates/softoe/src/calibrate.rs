@@ -42,9 +42,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use softoe_sim::machine::{
-    Calibration, FlowDirection, MachineConfig, StageCost, WorkloadKind,
-};
+use softoe_sim::machine::{Calibration, FlowDirection, MachineConfig, StageCost, WorkloadKind};
 
 use crate::bench_emulate::{Measured, Work, measure, plan};
 
@@ -135,7 +133,11 @@ fn fit_line(points: &[(f64, f64)]) -> Option<StageCost> {
         let sx2: f64 = pts.iter().map(|p| p.0 * p.0).sum();
         let sxy0: f64 = pts.iter().map(|p| p.0 * p.1).sum();
         c0 = 0.0;
-        c1 = if sx2 > 0.0 { (sxy0 / sx2).max(0.0) } else { 0.0 };
+        c1 = if sx2 > 0.0 {
+            (sxy0 / sx2).max(0.0)
+        } else {
+            0.0
+        };
     }
     Some(StageCost::new(c0.max(0.0), c1.max(0.0)))
 }
@@ -177,7 +179,7 @@ fn ring_access_ns() -> Option<f64> {
             let mut spins = 0u32;
             while flag.load(Ordering::Acquire) != v {
                 spins = spins.wrapping_add(1);
-                if spins % 4096 == 0 && t.elapsed() > Duration::from_millis(500) {
+                if spins.is_multiple_of(4096) && t.elapsed() > Duration::from_millis(500) {
                     break 'batches;
                 }
                 std::hint::spin_loop();
@@ -287,7 +289,12 @@ fn fit_all(rows: &[RunRow], ring: Option<f64>, base: &Calibration) -> (Calibrati
         .collect();
     if let Some(c) = fit_line(&rx) {
         cal.stack_rx = record("stack_rx", c, rx.len(), "engine rx stage, per frame read");
-        cal.port_rx = record("port_rx", StageCost::ZERO, 0, "inside stack_rx (the TAP read)");
+        cal.port_rx = record(
+            "port_rx",
+            StageCost::ZERO,
+            0,
+            "inside stack_rx (the TAP read)",
+        );
     }
     let tx: Vec<(f64, f64)> = offload
         .iter()
@@ -565,7 +572,10 @@ mod tests {
     #[test]
     fn a_line_is_fitted_and_negative_parts_are_clamped() {
         let c = fit_line(&[(0.0, 100.0), (1000.0, 600.0), (2000.0, 1100.0)]).unwrap();
-        assert!((c.c0 - 100.0).abs() < 1e-9 && (c.c1 - 0.5).abs() < 1e-12, "{c:?}");
+        assert!(
+            (c.c0 - 100.0).abs() < 1e-9 && (c.c1 - 0.5).abs() < 1e-12,
+            "{c:?}"
+        );
         // Falling with size: the mean, no slope.
         let c = fit_line(&[(0.0, 300.0), (1000.0, 100.0)]).unwrap();
         assert_eq!((c.c0, c.c1), (200.0, 0.0));

@@ -983,7 +983,10 @@ fn bench_emulate_measures_with_and_without_offload() {
         assert_eq!(m["payload_bytes"], 16u64 << 20, "{m}");
         assert_eq!(m["messages"], 1024, "{m}");
         // A stream has no round trips to report.
-        assert!(m["latency_p50_us"].is_null() && m["rtt_p50_us"].is_null(), "{m}");
+        assert!(
+            m["latency_p50_us"].is_null() && m["rtt_p50_us"].is_null(),
+            "{m}"
+        );
         assert_eq!(v["config"]["host"]["offload"], offload);
         assert_eq!(v["emulation"]["offload"], offload);
         if offload {
@@ -1009,7 +1012,11 @@ fn bench_emulate_measures_with_and_without_offload() {
         "workload.requests=200",
         "--json",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let m = &v["measured"];
     let (p50, rtt) = (
@@ -1071,14 +1078,24 @@ fn sim_calibrate_round_trip() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let note = v["calibration"]["note"].as_str().unwrap();
-    assert!(note.starts_with("softoe sim calibrate --quick, 20"), "{note}");
+    assert!(
+        note.starts_with("softoe sim calibrate --quick, 20"),
+        "{note}"
+    );
     let fitted: Vec<&str> = v["fits"]
         .as_array()
         .unwrap()
         .iter()
         .map(|f| f["stage"].as_str().unwrap())
         .collect();
-    for stage in ["stack_rx", "port_tx", "stack_tx", "completion", "copy", "syscall"] {
+    for stage in [
+        "stack_rx",
+        "port_tx",
+        "stack_tx",
+        "completion",
+        "copy",
+        "syscall",
+    ] {
         assert!(fitted.contains(&stage), "{stage} not fitted: {fitted:?}");
     }
     assert_eq!(v["runs"].as_array().unwrap().len(), 13);
