@@ -176,8 +176,8 @@ pub enum SimCommand {
     /// 1, 16 and 64 KiB and a 64-byte request/response, with the engine's
     /// stages timed (and the streams again on Linux's TCP), fits each
     /// stage's `c0 + c1·bytes` by least squares and writes the calibration
-    /// `softoe sim predict --calibration` reads. Needs root; a few minutes
-    /// (`--quick`: seconds).
+    /// `softoe sim predict --calibration` reads. Needs root; 13 runs of
+    /// 128 MiB or 10,000 round trips (`--quick`: 16 MiB or 1,000).
     Calibrate(crate::calibrate::CalibrateArgs),
 }
 
