@@ -45,6 +45,14 @@ pub struct BedOptions {
     pub cpu: Option<usize>,
     /// Serve `softoe stat` snapshots on this control socket.
     pub control: Option<PathBuf>,
+    /// Emulate a slower engine core (`EngineConfig::speed`, `0 < s ≤ 1`;
+    /// `None`: full speed).
+    pub speed: Option<f64>,
+    /// Emulate slower memory: a busy-wait per shared-memory access
+    /// (`EngineConfig::access_delay`).
+    pub access_delay: Duration,
+    /// Time the engine's stages (`EngineConfig::profile_stages`).
+    pub profile_stages: bool,
 }
 
 /// What the engine's thread reports when it starts.
@@ -132,6 +140,15 @@ impl RealBed {
             }
             ecfg.cpu = opts.cpu;
             ecfg.control = opts.control;
+            ecfg.profile_stages = opts.profile_stages;
+            if let Some(speed) = opts.speed {
+                ecfg = ecfg
+                    .with_speed(speed)
+                    .map_err(|e| anyhow!("the engine's speed: {e}"))?;
+            }
+            ecfg = ecfg
+                .with_access_delay(opts.access_delay)
+                .map_err(|e| anyhow!("the engine's memory delay: {e}"))?;
             let mut e = Engine::new(cfg, port, ecfg)?;
             e.watch_sessions(host_service.stats());
             e.add_service(Box::new(host_service));

@@ -39,7 +39,15 @@ use crate::plot::{self, Series};
 
 const DISCARD: u16 = 9;
 const SOURCE: u16 = 19;
-const ECHO: u16 = 7;
+pub(crate) const ECHO: u16 = 7;
+/// The sink that reads in sizes the client chooses: an 8-byte read size
+/// (little-endian) first, then it discards to the end.
+pub(crate) const SIZED_SINK: u16 = 11;
+/// The source that writes in sizes the client chooses: a length and a
+/// write size (8 bytes each, little-endian), then that many bytes.
+pub(crate) const SIZED_SOURCE: u16 = 21;
+/// The largest read or write the sized sink and source make.
+const MAX_IO: u64 = 16 << 20;
 /// The application's write size in bulk runs.
 const WRITE: usize = 64 * 1024;
 
@@ -57,6 +65,31 @@ const SCENARIOS: [&str; 7] = [
 /// Options of `softoe bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// Measure the real engine configured as a machine file says — the
+    /// file `softoe sim predict` reads — and print the figures the model
+    /// predicts for it (throughput, latency, host and engine CPU), under
+    /// the same names. `host.offload`: the program on softoe's engine or
+    /// on Linux's TCP; `engine.speed` slows the engine (it cannot be made
+    /// faster: above 1 is refused); `memory.delay` m becomes a busy-wait of
+    /// (m − 1)·a per shared-memory access, `a` being the calibration's
+    /// `ring_access` cost; `nic.tso/csum/gro` the TAP's offloads;
+    /// `nic.coalesce_us` the engine's receive coalescing; `engine.spin_us`
+    /// its spin; `link.gbps` below 10 a `tbf` on the path. What this
+    /// machine cannot do is refused by name (`link.loss`, `link.mtu`,
+    /// `bus.*`); `link.delay_us` is not emulated but reported: the real
+    /// path's round trip is what it is. The other scenarios' options do not
+    /// apply.
+    #[arg(long, value_name = "CONFIG")]
+    emulate: Option<PathBuf>,
+    /// With --emulate: change one field of the machine file, e.g. `--set
+    /// engine.speed=0.5 --set workload.kind=rr` (after the file).
+    #[arg(long = "set", value_name = "SECTION.FIELD=VALUE", requires = "emulate")]
+    set: Vec<String>,
+    /// With --emulate: the calibration whose `ring_access` cost turns
+    /// `memory.delay` into a delay per access (TOML, as `softoe sim
+    /// calibrate` writes it; default: the built-in costs).
+    #[arg(long, value_name = "FILE", requires = "emulate")]
+    calibration: Option<PathBuf>,
     /// A one-minute version: smaller transfers, fewer rounds and sizes.
     #[arg(long)]
     quick: bool,
@@ -184,21 +217,62 @@ pub struct ServersArgs {
 }
 
 /// Discards what it reads.
-fn discard(mut c: impl Read) -> std::io::Result<()> {
-    let mut buf = vec![0u8; 1 << 20];
+fn discard(c: impl Read) -> std::io::Result<()> {
+    discard_in(c, 1 << 20)
+}
+
+/// Discards what it reads, `size` bytes per read at most.
+fn discard_in(mut c: impl Read, size: usize) -> std::io::Result<()> {
+    let mut buf = vec![0u8; size];
     while c.read(&mut buf)? > 0 {}
     Ok(())
+}
+
+/// An 8-byte little-endian number from the client.
+fn read_u64(c: &mut impl Read) -> std::io::Result<u64> {
+    let mut n = [0u8; 8];
+    c.read_exact(&mut n)?;
+    Ok(u64::from_le_bytes(n))
+}
+
+/// A read or write size the client asked for, checked.
+fn io_size(n: u64) -> std::io::Result<usize> {
+    if (1..=MAX_IO).contains(&n) {
+        Ok(n as usize)
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("a read or write size must be 1 to {MAX_IO} bytes, got {n}"),
+        ))
+    }
+}
+
+/// The sized sink: a read size, then discard in reads of that size.
+fn sized_sink(mut c: impl Read) -> std::io::Result<()> {
+    let size = io_size(read_u64(&mut c)?)?;
+    discard_in(c, size)
 }
 
 /// Reads a length (8 bytes, little-endian), sends that many bytes in
 /// 64 KiB writes, and closes.
 fn source(mut c: impl Read + Write) -> std::io::Result<()> {
-    let mut n = [0u8; 8];
-    c.read_exact(&mut n)?;
-    let mut left = u64::from_le_bytes(n);
-    let buf = vec![0x3cu8; WRITE];
+    let left = read_u64(&mut c)?;
+    send_in_writes(c, left, WRITE)
+}
+
+/// The sized source: a length and a write size, then that many bytes in
+/// writes of that size.
+fn sized_source(mut c: impl Read + Write) -> std::io::Result<()> {
+    let left = read_u64(&mut c)?;
+    let write = io_size(read_u64(&mut c)?)?;
+    send_in_writes(c, left, write)
+}
+
+/// Sends `left` bytes in `write`-byte writes.
+fn send_in_writes(mut c: impl Write, mut left: u64, write: usize) -> std::io::Result<()> {
+    let buf = vec![0x3cu8; write];
     while left > 0 {
-        let k = left.min(WRITE as u64) as usize;
+        let k = left.min(write as u64) as usize;
         c.write_all(&buf[..k])?;
         left -= k as u64;
     }
@@ -339,6 +413,7 @@ fn serve_all(args: &ServersArgs, at: impl Fn(u16) -> SocketAddrV4) -> Result<()>
             };
             let (d, s, e) = (listen(DISCARD)?, listen(SOURCE)?, listen(ECHO)?);
             let (ps, cs) = (listen(PATTERN_SOURCE)?, listen(CHECKED_SINK)?);
+            let (zs, zk) = (listen(SIZED_SOURCE)?, listen(SIZED_SINK)?);
             let prepare: fn(&mut softoe_host::TcpStream) = match args.policy.as_str() {
                 "copy" => |c| c.set_send_policy(SendPolicy::Copy),
                 "overlap" | "zerocopy" => |c| c.set_send_policy(SendPolicy::Overlap),
@@ -353,6 +428,8 @@ fn serve_all(args: &ServersArgs, at: impl Fn(u16) -> SocketAddrV4) -> Result<()>
             serve(e, |c| drop(c.set_nodelay(true)), echo);
             serve(ps, prepare, pattern_source);
             serve(cs, prepare, checked_sink);
+            serve(zs, prepare, sized_source);
+            serve(zk, prepare, sized_sink);
         }
         None => {
             let listen = |port| -> Result<std::net::TcpListener> {
@@ -365,6 +442,9 @@ fn serve_all(args: &ServersArgs, at: impl Fn(u16) -> SocketAddrV4) -> Result<()>
             };
             let (d, s, e) = (listen(DISCARD)?, listen(SOURCE)?, listen(ECHO)?);
             let (ps, cs) = (listen(PATTERN_SOURCE)?, listen(CHECKED_SINK)?);
+            let (zs, zk) = (listen(SIZED_SOURCE)?, listen(SIZED_SINK)?);
+            serve(zs, |_| {}, sized_source);
+            serve(zk, |_| {}, sized_sink);
             serve(d, |_| {}, discard);
             serve(s, |_| {}, source);
             serve(e, |c| drop(c.set_nodelay(true)), echo);
@@ -470,7 +550,7 @@ impl Servers {
     }
 
     /// The servers' CPU time so far.
-    fn cpu(&mut self) -> Result<Duration> {
+    pub(crate) fn cpu(&mut self) -> Result<Duration> {
         writeln!(self.ask, "cpu").context("asking the servers for their CPU time")?;
         self.ask.flush()?;
         let line = self
@@ -680,6 +760,18 @@ struct Report {
 
 /// Sends `bytes` over `conns` connections at once to a discard server.
 fn bulk_in(addr: SocketAddrV4, bytes: u64, conns: usize) -> Result<Duration> {
+    bulk_in_with(addr, bytes, conns, WRITE, None)
+}
+
+/// Sends `bytes` over `conns` connections at once in `write`-byte writes;
+/// with `read_size`, to the sized sink, which reads that much per call.
+pub(crate) fn bulk_in_with(
+    addr: SocketAddrV4,
+    bytes: u64,
+    conns: usize,
+    write: usize,
+    read_size: Option<u64>,
+) -> Result<Duration> {
     let each = bytes / conns as u64;
     let t = Instant::now();
     let hs: Vec<_> = (0..conns)
@@ -687,10 +779,13 @@ fn bulk_in(addr: SocketAddrV4, bytes: u64, conns: usize) -> Result<Duration> {
             std::thread::spawn(move || -> Result<()> {
                 let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
                     .with_context(|| format!("connect {addr}"))?;
-                let buf = vec![0x5au8; WRITE];
+                if let Some(r) = read_size {
+                    s.write_all(&r.to_le_bytes())?;
+                }
+                let buf = vec![0x5au8; write];
                 let mut left = each;
                 while left > 0 {
-                    let k = left.min(WRITE as u64) as usize;
+                    let k = left.min(write as u64) as usize;
                     s.write_all(&buf[..k]).context("write")?;
                     left -= k as u64;
                 }
@@ -710,6 +805,17 @@ fn bulk_in(addr: SocketAddrV4, bytes: u64, conns: usize) -> Result<Duration> {
 
 /// Receives `bytes` over `conns` connections at once from a source server.
 fn bulk_out(addr: SocketAddrV4, bytes: u64, conns: usize) -> Result<Duration> {
+    bulk_out_with(addr, bytes, conns, None)
+}
+
+/// Receives `bytes` over `conns` connections at once; with `write`, from
+/// the sized source, which writes that much per call.
+pub(crate) fn bulk_out_with(
+    addr: SocketAddrV4,
+    bytes: u64,
+    conns: usize,
+    write: Option<u64>,
+) -> Result<Duration> {
     let each = bytes / conns as u64;
     let t = Instant::now();
     let hs: Vec<_> = (0..conns)
@@ -718,6 +824,9 @@ fn bulk_out(addr: SocketAddrV4, bytes: u64, conns: usize) -> Result<Duration> {
                 let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
                     .with_context(|| format!("connect {addr}"))?;
                 s.write_all(&each.to_le_bytes())?;
+                if let Some(w) = write {
+                    s.write_all(&w.to_le_bytes())?;
+                }
                 let mut buf = vec![0u8; 1 << 20];
                 let mut n = 0u64;
                 loop {
@@ -905,6 +1014,16 @@ struct System {
 
 /// `softoe bench`.
 pub fn run(args: &BenchArgs) -> Result<()> {
+    if let Some(config) = &args.emulate {
+        return crate::bench_emulate::run(&crate::bench_emulate::EmulateArgs {
+            config,
+            set: &args.set,
+            calibration: args.calibration.as_deref(),
+            quick: args.quick,
+            json: args.json,
+            engine_cpu: args.engine_cpu,
+        });
+    }
     let bytes = args
         .bytes
         .unwrap_or(if args.quick { 256 << 20 } else { 1 << 30 });

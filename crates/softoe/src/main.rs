@@ -11,7 +11,9 @@
 mod bed;
 mod bench;
 mod bench_bond;
+mod bench_emulate;
 mod bench_loss;
+mod calibrate;
 mod config;
 mod demo;
 mod engine;
@@ -79,7 +81,7 @@ enum Command {
     ///
     /// Needs root (namespaces, a bridge, a TAP). `--quick` takes about a
     /// minute; `--json` prints the figures for machines.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Runs the deterministic simulator.
     #[command(subcommand)]
     Sim(sim::SimCommand),

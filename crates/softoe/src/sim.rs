@@ -171,6 +171,14 @@ pub enum SimCommand {
     /// bus, NIC, link) moves for a workload with offload or without —
     /// throughput, latency, host and engine CPU — with LAWS beside it.
     Predict(crate::sim_machine::PredictArgs),
+    /// Measures the model's costs on this machine's real engine: runs the
+    /// `softoe bench --emulate` testbed through stream send and receive at
+    /// 1, 16 and 64 KiB and a 64-byte request/response, with the engine's
+    /// stages timed (and the streams again on Linux's TCP), fits each
+    /// stage's `c0 + c1·bytes` by least squares and writes the calibration
+    /// `softoe sim predict --calibration` reads. Needs root; 13 runs of
+    /// 128 MiB or 10,000 round trips (`--quick`: 16 MiB or 1,000).
+    Calibrate(crate::calibrate::CalibrateArgs),
 }
 
 /// Parses `64M`, `1G`, `4096`.
@@ -275,6 +283,7 @@ pub fn run(cmd: SimCommand) -> Result<()> {
         SimCommand::Demo(a) => demo(&a),
         SimCommand::Grid(a) => grid(&a),
         SimCommand::Predict(a) => crate::sim_machine::predict_cmd(&a),
+        SimCommand::Calibrate(a) => crate::calibrate::calibrate_cmd(&a),
         SimCommand::Sweep(a) => {
             if a.loss.is_empty() || a.loss.iter().any(|l| !(0.0..=100.0).contains(l)) {
                 bail!("--loss takes percentages between 0 and 100, e.g. --loss 0,0.1,1");

@@ -932,3 +932,208 @@ fn sim_predict_is_deterministic_and_shows_offload() {
     let printed = softoe(&["sim", "predict", "--print-config"]);
     assert!(String::from_utf8_lossy(&printed.stdout).contains("[workload]"));
 }
+
+/// A machine file for the emulation tests: the documented defaults but a
+/// small stream, written where only this test looks.
+fn machine_file(tag: &str, body: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("softoe-machine-{tag}-{}.toml", std::process::id()));
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+/// `softoe bench --emulate --quick --json` with offload and without (CI,
+/// root): the real engine, and Linux's TCP, move the file's workload, and
+/// the JSON carries the model's names with the run's own figures and, with
+/// offload, the engine's counters. (The figures are printed, not judged.)
+#[test]
+fn bench_emulate_measures_with_and_without_offload() {
+    let cfg = machine_file(
+        "emulate",
+        "[workload]\nkind = \"stream\"\ndirection = \"send\"\nmessage = 16384\n",
+    );
+    for offload in [true, false] {
+        let set = format!("host.offload={offload}");
+        let out = softoe(&[
+            "bench",
+            "--emulate",
+            cfg.to_str().unwrap(),
+            "--set",
+            &set,
+            "--quick",
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "softoe bench --emulate ({set}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let m = &v["measured"];
+        eprintln!(
+            "{set}: {:.3} Gb/s, host CPU {:.3}, engine CPU {:.3}",
+            m["throughput_bps"].as_f64().unwrap() / 1e9,
+            m["host_cpu"].as_f64().unwrap(),
+            m["engine_cpu"].as_f64().unwrap()
+        );
+        assert!(m["throughput_bps"].as_f64().unwrap() > 0.0, "{m}");
+        assert!(m["messages_per_sec"].as_f64().unwrap() > 0.0, "{m}");
+        assert!(m["host_cpu"].as_f64().unwrap() > 0.0, "{m}");
+        assert!(m["window_seconds"].as_f64().unwrap() > 0.0, "{m}");
+        // --quick: 16 MiB of the file's 64 MiB, in 16 KiB writes.
+        assert_eq!(m["payload_bytes"], 16u64 << 20, "{m}");
+        assert_eq!(m["messages"], 1024, "{m}");
+        // A stream has no round trips to report.
+        assert!(
+            m["latency_p50_us"].is_null() && m["rtt_p50_us"].is_null(),
+            "{m}"
+        );
+        assert_eq!(v["config"]["host"]["offload"], offload);
+        assert_eq!(v["emulation"]["offload"], offload);
+        if offload {
+            assert!(m["engine_cpu"].as_f64().unwrap() > 0.0, "{m}");
+            let e = &m["engine"];
+            assert!(e["frames_out"].as_u64().unwrap() > 0, "{e}");
+            assert!(e["ring_accesses"].as_u64().unwrap() > 0, "{e}");
+        } else {
+            assert_eq!(m["engine_cpu"], 0.0, "{m}");
+            assert!(m["engine"].is_null(), "{m}");
+        }
+    }
+    // Request/response reports half the round trip as one-way latency.
+    let out = softoe(&[
+        "bench",
+        "--emulate",
+        cfg.to_str().unwrap(),
+        "--set",
+        "workload.kind=rr",
+        "--set",
+        "workload.message=64",
+        "--set",
+        "workload.requests=200",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let m = &v["measured"];
+    let (p50, rtt) = (
+        m["latency_p50_us"].as_f64().unwrap(),
+        m["rtt_p50_us"].as_f64().unwrap(),
+    );
+    assert!(p50 > 0.0 && (rtt - 2.0 * p50).abs() < 1e-6, "{m}");
+    assert_eq!(m["messages"], 200, "{m}");
+    let _ = std::fs::remove_file(&cfg);
+}
+
+/// What this machine cannot emulate is refused by name, before anything
+/// is built (no root needed).
+#[test]
+fn bench_emulate_refuses_what_it_cannot_emulate() {
+    let cfg = machine_file("refuse", "");
+    for (set, want) in [
+        ("link.loss=0.01", "link.loss = 0.01 cannot be emulated"),
+        ("link.mtu=9000", "link.mtu = 9000 cannot be emulated"),
+        ("bus.gbps=4", "bus.gbps = 4 cannot be emulated"),
+        ("engine.speed=2", "can only be slowed"),
+        ("engine.sped=1", "sped"),
+    ] {
+        let out = softoe(&["bench", "--emulate", cfg.to_str().unwrap(), "--set", set]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{set} was accepted");
+        assert!(err.contains(want), "{set}: {err}");
+    }
+    let out = softoe(&["bench", "--emulate", "/nonexistent/machine.toml"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/machine.toml"));
+    // --set belongs to --emulate.
+    let out = softoe(&["bench", "--set", "engine.speed=0.5"]);
+    assert!(!out.status.success());
+    let _ = std::fs::remove_file(&cfg);
+}
+
+/// The calibration round trip (CI, root): `softoe sim calibrate --quick`
+/// writes a calibration `softoe sim predict` reads, fitted from every run;
+/// predicting the calibration's own 64 KiB stream send with it is set
+/// beside the throughput measured in that run. The issue's target is 5 %;
+/// the gap is printed, and only structure is asserted (see the README: the
+/// unshaped veth runs faster than the model's 10 Gb/s link).
+#[test]
+fn sim_calibrate_round_trip() {
+    let cal = std::env::temp_dir().join(format!("softoe-cal-{}.toml", std::process::id()));
+    let out = softoe(&[
+        "sim",
+        "calibrate",
+        "--quick",
+        "--json",
+        "--out",
+        cal.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "softoe sim calibrate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let note = v["calibration"]["note"].as_str().unwrap();
+    assert!(
+        note.starts_with("softoe sim calibrate --quick, 20"),
+        "{note}"
+    );
+    let fitted: Vec<&str> = v["fits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["stage"].as_str().unwrap())
+        .collect();
+    for stage in [
+        "stack_rx",
+        "port_tx",
+        "stack_tx",
+        "completion",
+        "copy",
+        "syscall",
+    ] {
+        assert!(fitted.contains(&stage), "{stage} not fitted: {fitted:?}");
+    }
+    assert_eq!(v["runs"].as_array().unwrap().len(), 13);
+    let run = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["label"] == "stream send 65536 offload")
+        .unwrap();
+    let measured = run["measured"]["throughput_bps"].as_f64().unwrap();
+    let mut args = vec![
+        "sim".to_string(),
+        "predict".into(),
+        "--json".into(),
+        "--calibration".into(),
+        cal.to_str().unwrap().into(),
+    ];
+    for s in run["set"].as_array().unwrap() {
+        args.push("--set".into());
+        args.push(s.as_str().unwrap().into());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = softoe(&args);
+    assert!(
+        out.status.success(),
+        "softoe sim predict with the calibration: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let predicted = p["prediction"]["throughput_bps"].as_f64().unwrap();
+    eprintln!(
+        "calibration round trip, 64 KiB stream send: measured {:.3} Gb/s, predicted {:.3} Gb/s \
+         ({:+.1} %)",
+        measured / 1e9,
+        predicted / 1e9,
+        (predicted / measured - 1.0) * 100.0
+    );
+    assert!(measured > 0.0 && predicted > 0.0);
+    assert_eq!(p["calibration"].as_str().unwrap(), note);
+    let _ = std::fs::remove_file(&cal);
+}

@@ -1,0 +1,752 @@
+//! `softoe bench --emulate CONFIG`: the real engine, configured as a
+//! machine file says, measured the way `softoe sim predict` reports.
+//!
+//! The file is the simulator's (`softoe_sim::machine::MachineConfig`), so a
+//! prediction and the measurement that checks it describe one machine. The
+//! run is the `softoe bench` testbed (`crate::bed::RealBed`): the modelled
+//! host's program is `softoe bench-servers` — on softoe's engine over shared
+//! memory with `host.offload = true`, on Linux's TCP in the peer namespace
+//! without — and the far end is the Linux client that drives every `softoe
+//! bench` workload. The program uses the `copy` send policy, as the model
+//! does (the host copies a write into the send ring).
+//!
+//! ## What each field becomes
+//!
+//! | field | on this machine |
+//! |---|---|
+//! | `host.offload` | the program on the engine, or on Linux's TCP |
+//! | `engine.speed` | `EngineConfig::speed` (≤ 1: the engine can only be slowed; above 1 is refused) |
+//! | `engine.spin_us` | the engine's spin before it sleeps |
+//! | `memory.delay` m | `EngineConfig::access_delay = (m − 1)·a`, `a` the calibration's `ring_access` c0 |
+//! | `nic.tso/csum/gro` | the TAP's offloads (offload only) |
+//! | `nic.coalesce_us` | `EngineConfig::rx_coalesce` (offload only) |
+//! | `nic.polling` | the engine never sleeps (offload only) |
+//! | `link.gbps` | below 10: `tbf` both ways on the program's path; otherwise unshaped |
+//! | `link.delay_us` | not emulated: reported; the real path's round trip is what it is |
+//! | `link.loss`, `link.mtu`, `bus.*` | refused unless at their defaults (0, 1500, 16 Gb/s and 300 ns) |
+//! | `workload` | stream: the sized source (`send`) or sink (`receive`) with `message`-byte writes or reads; rr: the echo, `message` bytes each way |
+//!
+//! Rr always has the host program serve (the echo): a round trip costs each
+//! end one read and one write of `message` bytes, so `direction` changes
+//! who speaks first, not what is measured; it is reported as given.
+//!
+//! ## What is measured
+//!
+//! Over the client's run (connect to last byte, or every round trip):
+//! goodput (both ways for rr, as the model counts it), messages per second,
+//! for rr the round trip and half of it as one-way latency, the program's
+//! CPU time (every thread, user and system) ÷ wall time as `host_cpu`, the
+//! engine thread's run time ÷ wall time as `engine_cpu` (spinning
+//! included: the model counts work only, see `engine_busy`), and the
+//! engine's counters.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use softoe_engine::{EngineConfig, EngineCounters, TapOffloads};
+use softoe_sim::machine::{
+    BusSpec, FlowDirection, LinkSpec, MachineConfig, PeerModel, WorkloadKind,
+};
+
+use crate::bed::{BedOptions, ENGINE, PEER, RealBed};
+use crate::bench::{
+    ECHO, SIZED_SINK, SIZED_SOURCE, Servers, bulk_in_with, bulk_out_with, servers_cmd, thread_cpu,
+};
+use crate::linux;
+
+/// At and above this rate the path is left unshaped: the veth and the CPUs
+/// set its rate.
+pub(crate) const UNSHAPED_GBPS: f64 = 10.0;
+/// `--quick`: at most this many bytes per stream connection…
+const QUICK_BYTES: u64 = 16 << 20;
+/// …and this many round trips per rr connection.
+const QUICK_REQUESTS: u64 = 1000;
+/// A spin no run outlasts: `nic.polling`'s engine never sleeps.
+const POLL_FOREVER: Duration = Duration::from_secs(3600);
+
+/// What `softoe bench --emulate` was given.
+pub(crate) struct EmulateArgs<'a> {
+    pub config: &'a Path,
+    pub set: &'a [String],
+    pub calibration: Option<&'a Path>,
+    pub quick: bool,
+    pub json: bool,
+    pub engine_cpu: Option<usize>,
+}
+
+/// How the real machine is set up for a configuration.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Plan {
+    /// The program on the engine (true) or on Linux's TCP.
+    pub offload: bool,
+    /// The engine's speed (1: full).
+    pub speed: f64,
+    /// Busy-wait per shared-memory access, ns.
+    pub access_delay_ns: u64,
+    /// The `ring_access` cost it was derived from, ns.
+    pub ring_access_ns: f64,
+    /// The TAP's offloads.
+    pub tso: bool,
+    pub csum: bool,
+    pub gro: bool,
+    /// The engine's receive coalescing, µs.
+    pub rx_coalesce_us: f64,
+    /// The engine's spin before it sleeps, µs.
+    pub spin_us: f64,
+    /// `tbf` on the path, Mbit/s (none: unshaped).
+    pub shape_mbit: Option<u64>,
+    /// What is reported rather than emulated, and how fields were read.
+    pub notes: Vec<String>,
+}
+
+/// Non-default values of what this machine cannot emulate are errors that
+/// name the field.
+fn refuse(field: &str, value: impl std::fmt::Display, default: &str, why: &str) -> anyhow::Error {
+    anyhow!(
+        "{field} = {value} cannot be emulated on this machine ({why}); \
+         leave it at {default}, or use `softoe sim predict` for it"
+    )
+}
+
+/// The real machine's settings for `cfg`, or why it cannot be run; `a` is
+/// the calibration's cost of a ring access (ns).
+pub(crate) fn plan(cfg: &MachineConfig, a: f64) -> Result<Plan> {
+    let mut notes = Vec::new();
+    let bus = BusSpec::default();
+    if cfg.bus.gbps != bus.gbps {
+        return Err(refuse(
+            "bus.gbps",
+            cfg.bus.gbps,
+            "16",
+            "the engine's NIC is a TAP device: there is no I/O bus to slow",
+        ));
+    }
+    if cfg.bus.transaction_ns != bus.transaction_ns {
+        return Err(refuse(
+            "bus.transaction_ns",
+            cfg.bus.transaction_ns,
+            "300",
+            "the engine's NIC is a TAP device: there is no DMA to delay",
+        ));
+    }
+    let link = LinkSpec::default();
+    if cfg.link.loss != link.loss {
+        return Err(refuse(
+            "link.loss",
+            cfg.link.loss,
+            "0",
+            "the emulation runs on the testbed's lossless veths; `softoe bench --only loss` \
+             measures loss",
+        ));
+    }
+    if cfg.link.mtu != link.mtu {
+        return Err(refuse(
+            "link.mtu",
+            cfg.link.mtu,
+            "1500",
+            "the engine's TAP and the testbed's veths run at 1500",
+        ));
+    }
+    notes.push(format!(
+        "link.delay_us = {} is not emulated: the real path's round trip (rtt_p50_us) is what \
+         this machine's veths and CPUs make it",
+        cfg.link.delay_us
+    ));
+    let shape_mbit = if cfg.link.gbps < UNSHAPED_GBPS {
+        Some(((cfg.link.gbps * 1e3).round() as u64).max(1))
+    } else {
+        notes.push(format!(
+            "link.gbps = {}: unshaped (at {UNSHAPED_GBPS} Gb/s and above the path carries what \
+             the veths and CPUs manage)",
+            cfg.link.gbps
+        ));
+        None
+    };
+    if cfg.peer.model == PeerModel::Ideal {
+        notes.push(
+            "peer.model = \"ideal\": the real peer is Linux's TCP in a namespace on this \
+             machine, sharing its cores, not a free one"
+                .into(),
+        );
+    }
+    let n = &cfg.nic;
+    let mut p = Plan {
+        offload: cfg.host.offload,
+        speed: 1.0,
+        access_delay_ns: 0,
+        ring_access_ns: a,
+        tso: n.tso,
+        csum: n.csum,
+        gro: n.gro,
+        rx_coalesce_us: n.coalesce_us,
+        spin_us: cfg.engine.spin_us,
+        shape_mbit,
+        notes,
+    };
+    if !cfg.host.offload {
+        let d = softoe_sim::machine::NicSpec::default();
+        let nic_fields = [
+            ("nic.tso", n.tso != d.tso, n.tso.to_string(), "true"),
+            ("nic.csum", n.csum != d.csum, n.csum.to_string(), "true"),
+            ("nic.gro", n.gro != d.gro, n.gro.to_string(), "true"),
+            (
+                "nic.coalesce_us",
+                n.coalesce_us != d.coalesce_us,
+                n.coalesce_us.to_string(),
+                "0",
+            ),
+            (
+                "nic.coalesce_frames",
+                n.coalesce_frames != d.coalesce_frames,
+                n.coalesce_frames.to_string(),
+                "1",
+            ),
+            (
+                "nic.polling",
+                n.polling != d.polling,
+                n.polling.to_string(),
+                "false",
+            ),
+        ];
+        for (field, changed, value, default) in nic_fields {
+            if changed {
+                return Err(refuse(
+                    field,
+                    value,
+                    default,
+                    "without offload the NIC is Linux's veth, whose offloads and interrupt \
+                     moderation this testbed does not change",
+                ));
+            }
+        }
+        p.notes.push(
+            "host.offload = false: engine.*, memory.delay and nic.* do not apply (the model \
+             ignores them too)"
+                .into(),
+        );
+        p.rx_coalesce_us = 0.0;
+        return Ok(p);
+    }
+    if cfg.engine.speed > 1.0 {
+        bail!(
+            "engine.speed = {}: the real engine can only be slowed (0 < speed ≤ 1) — it busy-waits \
+             in proportion to its work; a faster engine core can only be predicted (`softoe sim \
+             predict`)",
+            cfg.engine.speed
+        );
+    }
+    p.speed = cfg.engine.speed;
+    let delay_ns = (cfg.memory.delay - 1.0) * a;
+    p.access_delay_ns = delay_ns.round().max(0.0) as u64;
+    EngineConfig::default()
+        .with_speed(p.speed)
+        .and_then(|c| c.with_access_delay(Duration::from_nanos(p.access_delay_ns)))
+        .map_err(|e| {
+            anyhow!(
+                "memory.delay = {} with ring_access {a} ns: {e}",
+                cfg.memory.delay
+            )
+        })?;
+    if n.polling {
+        p.spin_us = POLL_FOREVER.as_secs_f64() * 1e6;
+        p.notes
+            .push("nic.polling = true: the engine spins and never sleeps".into());
+    }
+    if n.coalesce_us > 0.0 && n.coalesce_frames != 64 {
+        p.notes.push(format!(
+            "nic.coalesce_us = {}: the engine waits that long after a turn's first frame for up \
+             to 64 frames — the model's coalesce_frames = 64, not {}",
+            n.coalesce_us, n.coalesce_frames
+        ));
+    }
+    if n.coalesce_us == 0.0 && n.coalesce_frames > 1 {
+        p.notes.push(format!(
+            "nic.coalesce_frames = {} without a timer: the polling engine takes what has \
+             arrived, up to 64 frames a turn",
+            n.coalesce_frames
+        ));
+    }
+    Ok(p)
+}
+
+/// What one real run measured, under `Prediction`'s names where they mean
+/// the same.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Measured {
+    /// Goodput: application payload bits per second over the run (both
+    /// ways for rr).
+    pub throughput_bps: f64,
+    /// Writes per second (stream), round trips per second (rr).
+    pub messages_per_sec: f64,
+    /// Rr: half the round trip, median, µs.
+    pub latency_p50_us: Option<f64>,
+    /// Rr: half the round trip, 99th percentile, µs.
+    pub latency_p99_us: Option<f64>,
+    /// Rr: round trip, median, µs.
+    pub rtt_p50_us: Option<f64>,
+    /// Rr: round trip, 99th percentile, µs.
+    pub rtt_p99_us: Option<f64>,
+    /// The program's CPU time ÷ wall time (a share of one core).
+    pub host_cpu: f64,
+    /// The engine thread's run time ÷ wall time, spinning included (0
+    /// without offload).
+    pub engine_cpu: f64,
+    /// The engine's measured work (with its emulated waits) ÷ wall time,
+    /// when it measured it (slowed or profiling), as the model counts busy
+    /// time.
+    pub engine_busy: Option<f64>,
+    /// Application payload bytes moved.
+    pub payload_bytes: u64,
+    /// Messages: writes (stream) or round trips (rr).
+    pub messages: u64,
+    /// The run, wall-clock seconds (the model's measurement window).
+    pub window_seconds: f64,
+    /// The program's CPU seconds in the run.
+    pub host_cpu_seconds: f64,
+    /// The engine thread's CPU seconds in the run.
+    pub engine_cpu_seconds: f64,
+    /// The engine's counters over its whole life (this run's testbed);
+    /// none without offload.
+    pub engine: Option<EngineCounters>,
+}
+
+/// The workload as the real run does it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Work {
+    pub kind: WorkloadKind,
+    pub direction: FlowDirection,
+    pub message: u32,
+    pub connections: u32,
+    /// Per connection (stream).
+    pub bytes: u64,
+    /// Per connection (rr).
+    pub requests: u64,
+}
+
+impl Work {
+    /// `cfg`'s workload, made small with `quick`.
+    pub(crate) fn of(cfg: &MachineConfig, quick: bool) -> Work {
+        let w = &cfg.workload;
+        Work {
+            kind: w.kind,
+            direction: w.direction,
+            message: w.message,
+            connections: w.connections,
+            bytes: if quick {
+                w.bytes.min(QUICK_BYTES)
+            } else {
+                w.bytes
+            },
+            requests: if quick {
+                w.requests.min(QUICK_REQUESTS)
+            } else {
+                w.requests
+            },
+        }
+    }
+
+    /// Payload bytes in all (both ways for rr).
+    fn payload(&self) -> u64 {
+        let per = match self.kind {
+            WorkloadKind::Stream => self.bytes,
+            WorkloadKind::Rr => self
+                .requests
+                .saturating_mul(u64::from(self.message))
+                .saturating_mul(2),
+        };
+        per.saturating_mul(u64::from(self.connections))
+    }
+
+    /// Writes (stream) or round trips (rr), in all.
+    fn messages(&self) -> u64 {
+        let per = match self.kind {
+            WorkloadKind::Stream => self.bytes.div_ceil(u64::from(self.message.max(1))),
+            WorkloadKind::Rr => self.requests,
+        };
+        per.saturating_mul(u64::from(self.connections))
+    }
+}
+
+/// Runs `work` on a fresh testbed set up as `plan` says (with the engine's
+/// stages timed if `profile`) and measures it.
+pub(crate) fn measure(
+    plan: &Plan,
+    work: Work,
+    profile: bool,
+    engine_cpu: Option<usize>,
+    exe: &Path,
+) -> Result<Measured> {
+    let mut bed = RealBed::start(BedOptions {
+        offloads: TapOffloads {
+            tso: plan.tso,
+            csum: plan.csum,
+            gro: plan.gro,
+        },
+        rx_coalesce: Duration::from_nanos((plan.rx_coalesce_us * 1e3).round() as u64),
+        spin: Some(Duration::from_nanos((plan.spin_us * 1e3).round() as u64)),
+        cpu: engine_cpu,
+        speed: (plan.speed < 1.0).then_some(plan.speed),
+        access_delay: Duration::from_nanos(plan.access_delay_ns),
+        profile_stages: profile,
+        ..BedOptions::default()
+    })?;
+    let ip: Ipv4Addr = if plan.offload { ENGINE } else { PEER };
+    if let Some(mbit) = plan.shape_mbit {
+        let far = if plan.offload {
+            bed.tap.clone()
+        } else {
+            bed.tb
+                .veth_to_bridge_port(&bed.peer)
+                .ok_or_else(|| anyhow!("no bridge port found for the Linux peer"))?
+        };
+        for dev in [&bed.client_port, &far] {
+            bed.tb
+                .tbf(&bed.sw, dev, mbit)
+                .with_context(|| format!("shaping {dev} to {mbit} Mbit/s"))?;
+        }
+    }
+    let mut servers = Servers::start(servers_cmd(
+        exe,
+        plan.offload.then(|| bed.host()),
+        &bed.peer,
+        ip,
+        "copy",
+    ))?;
+    let host0 = servers.cpu()?;
+    let eng0 = thread_cpu(bed.engine_tid)?;
+    let conns = work.connections as usize;
+    let message = u64::from(work.message);
+    let total = work.bytes.saturating_mul(u64::from(work.connections));
+    let (wall, rtts) = match (work.kind, work.direction) {
+        (WorkloadKind::Stream, FlowDirection::Send) => {
+            let to = SocketAddrV4::new(ip, SIZED_SOURCE);
+            let t = bed
+                .client
+                .run(move || bulk_out_with(to, total, conns, Some(message)))??;
+            (t, Vec::new())
+        }
+        (WorkloadKind::Stream, FlowDirection::Receive) => {
+            let to = SocketAddrV4::new(ip, SIZED_SINK);
+            let write = work.message as usize;
+            let t = bed
+                .client
+                .run(move || bulk_in_with(to, total, conns, write, Some(message)))??;
+            (t, Vec::new())
+        }
+        (WorkloadKind::Rr, _) => {
+            let to = SocketAddrV4::new(ip, ECHO);
+            let (size, count) = (work.message as usize, work.requests as usize);
+            bed.client.run(move || rr(to, size, count, conns))??
+        }
+    };
+    let host1 = servers.cpu()?;
+    let eng1 = thread_cpu(bed.engine_tid)?;
+    drop(servers);
+    let counters = bed.stop()?;
+    let secs = wall.as_secs_f64().max(1e-9);
+    let host_s = host1.saturating_sub(host0).as_secs_f64();
+    let eng_s = if plan.offload {
+        eng1.saturating_sub(eng0).as_secs_f64()
+    } else {
+        0.0
+    };
+    let pct = |q: f64| linux::percentile_us(&rtts, q);
+    let rr = !rtts.is_empty();
+    let busy = counters.work_nanos + counters.slowdown_nanos + counters.access_delay_nanos;
+    let payload = work.payload();
+    let messages = work.messages();
+    Ok(Measured {
+        throughput_bps: payload as f64 * 8.0 / secs,
+        messages_per_sec: messages as f64 / secs,
+        latency_p50_us: rr.then(|| pct(50.0) / 2.0),
+        latency_p99_us: rr.then(|| pct(99.0) / 2.0),
+        rtt_p50_us: rr.then(|| pct(50.0)),
+        rtt_p99_us: rr.then(|| pct(99.0)),
+        host_cpu: host_s / secs,
+        engine_cpu: eng_s / secs,
+        engine_busy: (plan.offload && counters.work_nanos > 0).then(|| busy as f64 / 1e9 / secs),
+        payload_bytes: payload,
+        messages,
+        window_seconds: secs,
+        host_cpu_seconds: host_s,
+        engine_cpu_seconds: eng_s,
+        engine: plan.offload.then_some(counters),
+    })
+}
+
+/// `conns` ping-pongs of `count` round trips of `size` bytes at once with
+/// the echo at `to`: the wall time of all, and every round trip, sorted.
+fn rr(
+    to: SocketAddrV4,
+    size: usize,
+    count: usize,
+    conns: usize,
+) -> Result<(Duration, Vec<Duration>)> {
+    let t = Instant::now();
+    let hs: Vec<_> = (0..conns)
+        .map(|_| std::thread::spawn(move || linux::ping_pong(to, size, count)))
+        .collect();
+    let mut all = Vec::with_capacity(count.saturating_mul(conns));
+    for h in hs {
+        all.extend(h.join().map_err(|_| anyhow!("a client panicked"))??);
+    }
+    let wall = t.elapsed();
+    all.sort();
+    Ok((wall, all))
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    config: &'a MachineConfig,
+    calibration: &'a str,
+    quick: bool,
+    emulation: &'a Plan,
+    measured: &'a Measured,
+}
+
+/// `softoe bench --emulate`.
+pub(crate) fn run(a: &EmulateArgs<'_>) -> Result<()> {
+    let cfg = crate::sim_machine::load_config(Some(a.config), a.set)?;
+    let cal = crate::sim_machine::load_calibration(a.calibration)?;
+    let plan = plan(&cfg, cal.ring_access.c0)?;
+    if !crate::bed::is_root() {
+        bail!(
+            "softoe bench --emulate runs the real engine on a testbed of network namespaces, \
+             a bridge and a TAP device, which needs root: run it with sudo \
+             (`softoe sim predict` needs no root)"
+        );
+    }
+    let exe = std::env::current_exe().context("where is this binary?")?;
+    let work = Work::of(&cfg, a.quick);
+    let pb = if a.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new_spinner()
+    };
+    if let Ok(st) = ProgressStyle::with_template("{spinner} {elapsed} {msg}") {
+        pb.set_style(st);
+    }
+    pb.enable_steady_tick(Duration::from_millis(200));
+    pb.set_message(format!(
+        "softoe bench --emulate: {} on {}",
+        describe(&work),
+        if plan.offload {
+            "softoe's engine"
+        } else {
+            "Linux's TCP"
+        }
+    ));
+    let m = measure(&plan, work, false, a.engine_cpu, &exe);
+    pb.finish_and_clear();
+    let m = m?;
+    let source = if cal.note.is_empty() {
+        "built-in defaults"
+    } else {
+        cal.note.as_str()
+    };
+    if a.json {
+        let r = Report {
+            config: &cfg,
+            calibration: source,
+            quick: a.quick,
+            emulation: &plan,
+            measured: &m,
+        };
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", render(&cfg, &plan, &work, &m, a.quick));
+    }
+    Ok(())
+}
+
+fn describe(w: &Work) -> String {
+    let kind = format!("{:?} {:?}", w.kind, w.direction).to_lowercase();
+    match w.kind {
+        WorkloadKind::Stream => format!(
+            "{kind} of {} B per connection in {} B writes, {} connection(s)",
+            w.bytes, w.message, w.connections
+        ),
+        WorkloadKind::Rr => format!(
+            "{kind}, {} round trips of {} B each way per connection, {} connection(s)",
+            w.requests, w.message, w.connections
+        ),
+    }
+}
+
+fn gbps(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.3} Gb/s", bps / 1e9)
+    } else {
+        format!("{:.1} Mb/s", bps / 1e6)
+    }
+}
+
+fn render(cfg: &MachineConfig, p: &Plan, w: &Work, m: &Measured, quick: bool) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "softoe bench --emulate{}: {}; {}",
+        if quick { " --quick" } else { "" },
+        describe(w),
+        if p.offload {
+            format!(
+                "softoe's engine at {} × its speed, {} ns per ring access (memory delay × {})",
+                p.speed, p.access_delay_ns, cfg.memory.delay
+            )
+        } else {
+            "the program on Linux's TCP (no offload)".to_string()
+        }
+    );
+    let _ = writeln!(
+        o,
+        "  TAP tso {} csum {} gro {}, receive coalescing {} µs, spin {} µs; path {}",
+        p.tso,
+        p.csum,
+        p.gro,
+        p.rx_coalesce_us,
+        if p.spin_us >= POLL_FOREVER.as_secs_f64() * 1e6 {
+            "for ever".to_string()
+        } else {
+            p.spin_us.to_string()
+        },
+        match p.shape_mbit {
+            Some(r) => format!("shaped to {r} Mbit/s by tbf"),
+            None => "unshaped".into(),
+        }
+    );
+    let _ = writeln!(
+        o,
+        "  throughput   {} ({:.0} messages/s; {} B in {:.3} s)",
+        gbps(m.throughput_bps),
+        m.messages_per_sec,
+        m.payload_bytes,
+        m.window_seconds
+    );
+    if let (Some(p50), Some(p99), Some(r50)) = (m.latency_p50_us, m.latency_p99_us, m.rtt_p50_us) {
+        let _ = writeln!(
+            o,
+            "  latency      one way p50 {p50:.2} µs, p99 {p99:.2} µs (round trip p50 {r50:.2} µs)"
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  host CPU     {:.1} %   engine CPU {:.1} %{}",
+        m.host_cpu * 100.0,
+        m.engine_cpu * 100.0,
+        m.engine_busy
+            .map(|b| format!(" (busy {:.1} %)", b * 100.0))
+            .unwrap_or_default()
+    );
+    if let Some(c) = &m.engine {
+        let _ = writeln!(
+            o,
+            "  engine       {} frames in, {} out; {} ring accesses ({:.3} ms delayed); slowed {:.3} ms; asleep {:.0} %",
+            c.frames_in,
+            c.frames_out,
+            c.ring_accesses,
+            c.access_delay_nanos as f64 / 1e6,
+            c.slowdown_nanos as f64 / 1e6,
+            c.idle_share() * 100.0
+        );
+    }
+    for n in &p.notes {
+        let _ = writeln!(o, "  note: {n}");
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::sim_machine::load_config;
+
+    fn cfg(set: &[&str]) -> MachineConfig {
+        let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+        load_config(None, &set).unwrap()
+    }
+
+    fn refused(set: &[&str]) -> String {
+        format!("{:#}", plan(&cfg(set), 80.0).unwrap_err())
+    }
+
+    #[test]
+    fn the_defaults_run_unshaped_at_full_speed() {
+        let p = plan(&cfg(&[]), 80.0).unwrap();
+        assert!(p.offload && p.tso && p.csum && p.gro);
+        assert_eq!((p.speed, p.access_delay_ns, p.shape_mbit), (1.0, 0, None));
+        assert_eq!(p.spin_us, 50.0);
+        assert!(p.notes.iter().any(|n| n.contains("link.delay_us")));
+    }
+
+    #[test]
+    fn each_knob_maps_to_the_engine() {
+        let p = plan(
+            &cfg(&[
+                "engine.speed=0.5",
+                "memory.delay=4",
+                "nic.tso=false",
+                "nic.coalesce_us=13",
+                "engine.spin_us=10",
+                "link.gbps=1",
+            ]),
+            80.0,
+        )
+        .unwrap();
+        assert_eq!(p.speed, 0.5);
+        // (m − 1)·a = 3 × 80 ns.
+        assert_eq!(p.access_delay_ns, 240);
+        assert!(!p.tso && p.csum);
+        assert_eq!((p.rx_coalesce_us, p.spin_us), (13.0, 10.0));
+        assert_eq!(p.shape_mbit, Some(1000));
+        assert!(p.notes.iter().any(|n| n.contains("coalesce_frames = 64")));
+        let p = plan(&cfg(&["nic.polling=true"]), 80.0).unwrap();
+        assert!(p.spin_us >= 3.6e9);
+    }
+
+    #[test]
+    fn what_cannot_be_emulated_is_refused_by_name() {
+        assert!(refused(&["engine.speed=2"]).contains("can only be slowed"));
+        assert!(refused(&["link.loss=0.01"]).starts_with("link.loss = 0.01 cannot be emulated"));
+        assert!(refused(&["link.mtu=9000"]).starts_with("link.mtu = 9000"));
+        assert!(refused(&["bus.gbps=4"]).starts_with("bus.gbps = 4"));
+        assert!(refused(&["bus.transaction_ns=10"]).starts_with("bus.transaction_ns = 10"));
+        assert!(refused(&["host.offload=false", "nic.gro=false"]).starts_with("nic.gro = false"));
+        assert!(refused(&["host.offload=false", "nic.polling=true"]).starts_with("nic.polling"));
+        // 1 ms per access is the engine's limit.
+        let e = format!(
+            "{:#}",
+            plan(&cfg(&["memory.delay=100"]), 20_000.0).unwrap_err()
+        );
+        assert!(e.contains("memory.delay = 100"), "{e}");
+        // Without offload the engine's knobs mean nothing, as in the model.
+        let p = plan(&cfg(&["host.offload=false", "engine.speed=2"]), 80.0).unwrap();
+        assert!(!p.offload);
+    }
+
+    #[test]
+    fn work_counts_messages_and_payload_as_the_model_does() {
+        let c = cfg(&[
+            "workload.connections=2",
+            "workload.bytes=100000",
+            "workload.message=1000",
+        ]);
+        let w = Work::of(&c, false);
+        assert_eq!((w.payload(), w.messages()), (200_000, 200));
+        assert_eq!(w.payload(), c.payload_bytes());
+        let c = cfg(&[
+            "workload.kind=rr",
+            "workload.message=64",
+            "workload.requests=50000",
+        ]);
+        let w = Work::of(&c, true);
+        assert_eq!(w.requests, QUICK_REQUESTS);
+        assert_eq!(w.payload(), QUICK_REQUESTS * 64 * 2);
+        assert_eq!(Work::of(&c, false).payload(), c.payload_bytes());
+    }
+}
