@@ -171,6 +171,11 @@ pub enum SimCommand {
     /// bus, NIC, link) moves for a workload with offload or without —
     /// throughput, latency, host and engine CPU — with LAWS beside it.
     Predict(crate::sim_machine::PredictArgs),
+    /// The papers' offload experiments on the machine model — Table I
+    /// (latency by memory delay), Fig. 8 (throughput by engine speed),
+    /// Fig. 3/4 (host load and interrupts), HL-TCP Fig. 7 (interrupt
+    /// delay) and the break-even map — with LAWS and EMO beside each row.
+    Offload(crate::sim_offload::OffloadArgs),
 }
 
 /// Parses `64M`, `1G`, `4096`.
@@ -275,6 +280,7 @@ pub fn run(cmd: SimCommand) -> Result<()> {
         SimCommand::Demo(a) => demo(&a),
         SimCommand::Grid(a) => grid(&a),
         SimCommand::Predict(a) => crate::sim_machine::predict_cmd(&a),
+        SimCommand::Offload(a) => crate::sim_offload::offload_cmd(&a),
         SimCommand::Sweep(a) => {
             if a.loss.is_empty() || a.loss.iter().any(|l| !(0.0..=100.0).contains(l)) {
                 bail!("--loss takes percentages between 0 and 100, e.g. --loss 0,0.1,1");
