@@ -24,6 +24,7 @@ mod run;
 mod scale;
 mod sim;
 mod sim_machine;
+mod sim_offload;
 mod stat;
 
 use anyhow::Result;

@@ -179,6 +179,11 @@ pub enum SimCommand {
     /// `softoe sim predict --calibration` reads. Needs root; 13 runs of
     /// 128 MiB or 10,000 round trips (`--quick`: 16 MiB or 1,000).
     Calibrate(crate::calibrate::CalibrateArgs),
+    /// The papers' offload experiments on the machine model — Table I
+    /// (latency by memory delay), Fig. 8 (throughput by engine speed),
+    /// Fig. 3/4 (host load and interrupts), HL-TCP Fig. 7 (interrupt
+    /// delay) and the break-even map — with LAWS and EMO beside each row.
+    Offload(crate::sim_offload::OffloadArgs),
 }
 
 /// Parses `64M`, `1G`, `4096`.
@@ -284,6 +289,7 @@ pub fn run(cmd: SimCommand) -> Result<()> {
         SimCommand::Grid(a) => grid(&a),
         SimCommand::Predict(a) => crate::sim_machine::predict_cmd(&a),
         SimCommand::Calibrate(a) => crate::calibrate::calibrate_cmd(&a),
+        SimCommand::Offload(a) => crate::sim_offload::offload_cmd(&a),
         SimCommand::Sweep(a) => {
             if a.loss.is_empty() || a.loss.iter().any(|l| !(0.0..=100.0).contains(l)) {
                 bail!("--loss takes percentages between 0 and 100, e.g. --loss 0,0.1,1");

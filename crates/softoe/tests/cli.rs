@@ -1137,3 +1137,59 @@ fn sim_calibrate_round_trip() {
     assert_eq!(p["calibration"].as_str().unwrap(), note);
     let _ = std::fs::remove_file(&cal);
 }
+
+/// `softoe sim offload`, the scenarios' smoke test (no root): Table I's
+/// quick sweep as JSON has a row per memory delay and the kernel path, each
+/// with its event hash, EMO and LAWS beside it; the same sweep twice gives
+/// the same hash; the map's quick sweep has a row per size; a bad scenario
+/// is refused with the choices.
+#[test]
+fn sim_offload_scenarios_run_and_are_deterministic() {
+    let run = |args: &[&str]| -> serde_json::Value {
+        let out = softoe(args);
+        assert!(
+            out.status.success(),
+            "softoe {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let t1 = [
+        "sim",
+        "offload",
+        "table1",
+        "--quick",
+        "--json",
+        "--connections",
+        "1",
+    ];
+    let a = run(&t1);
+    let b = run(&t1);
+    assert_eq!(a["sweep_hash"], b["sweep_hash"]);
+    assert_eq!(a["scenario"], "table1");
+    let rows = a["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6, "{a}");
+    let delays: Vec<f64> = rows.iter().map(|r| r["x"].as_f64().unwrap()).collect();
+    assert_eq!(delays, [1.0, 2.0, 4.0, 6.0, 10.0, 0.0]);
+    for r in rows {
+        assert_eq!(
+            r["runs"][0]["event_hash"].as_str().unwrap().len(),
+            16,
+            "{r}"
+        );
+        assert!(r["runs"][0]["intact"].as_bool().unwrap(), "{r}");
+        assert!(r["latency_p50_us"]["mean"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["emo"]["latency_us"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["laws"]["bps"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(!rows[5]["offload"].as_bool().unwrap());
+    assert!(a["calibration"].as_str().unwrap().contains("defaults"));
+    let m = run(&["sim", "offload", "map", "--quick", "--json"]);
+    assert_eq!(m["rows"].as_array().unwrap().len(), 4, "{m}");
+    let bad = softoe(&["sim", "offload", "table2"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("hltcp-fig7"));
+    let bad = softoe(&["sim", "offload", "fig8", "--plot", "x.png"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains(".svg"));
+}

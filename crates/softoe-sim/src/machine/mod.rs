@@ -27,7 +27,10 @@
 //! - [`queue`]: the queued servers ([`Server`], [`Pool`]) and the cost of an
 //!   event ([`Cost`]), checked against queueing theory's closed forms;
 //! - [`analytic`]: the LAWS model of stream throughput ([`Laws`]) and the
-//!   EMO model of per-message latency and host overhead ([`EmoPath`]).
+//!   EMO model of per-message latency and host overhead ([`EmoPath`]);
+//! - [`scenarios`]: the papers' sweeps (Table I, Fig. 8, Fig. 3/4, HL-TCP
+//!   Fig. 7, the break-even map) as functions returning rows, LAWS and EMO
+//!   beside each.
 //!
 //! ## Example
 //!
@@ -53,6 +56,7 @@ pub mod estimate;
 pub mod host;
 pub mod predict;
 pub mod queue;
+pub mod scenarios;
 
 pub use analytic::{EmoPath, EmoRates, Laws, ModelError};
 pub use apps::{ConnResult, Role};
@@ -67,3 +71,4 @@ pub use predict::{
     BusySeconds, Limits, MachineWorld, PredictError, Prediction, build, predict, predict_with,
 };
 pub use queue::{Cost, Pool, QueueError, Served, Server, ServerStats};
+pub use scenarios::{MapRow, Row, Scenario, SweepOptions};
