@@ -87,7 +87,8 @@ pub struct BenchArgs {
     set: Vec<String>,
     /// With --emulate: the calibration whose `ring_access` cost turns
     /// `memory.delay` into a delay per access (TOML, as `softoe sim
-    /// calibrate` writes it; default: the built-in costs).
+    /// calibrate` writes it; default: the shipped docs/sim/calibration.toml;
+    /// `builtin`: the model's order-of-magnitude costs).
     #[arg(long, value_name = "FILE", requires = "emulate")]
     calibration: Option<PathBuf>,
     /// A one-minute version: smaller transfers, fewer rounds and sizes.

@@ -23,7 +23,9 @@ pub struct PredictArgs {
     /// [peer]. Every field has a default; `--print-config` shows them.
     config: Option<PathBuf>,
     /// What each counted event costs (TOML, as `softoe sim calibrate`
-    /// writes it). Without it, built-in order-of-magnitude costs.
+    /// writes it). Without it, the calibration measured on the project's
+    /// test machine (docs/sim/calibration.toml); `builtin`: the model's
+    /// order-of-magnitude costs.
     #[arg(long, short, value_name = "FILE")]
     calibration: Option<PathBuf>,
     /// Change one field, e.g. `--set engine.speed=0.25 --set
@@ -85,15 +87,22 @@ pub fn load_config(file: Option<&Path>, set: &[String]) -> Result<MachineConfig>
     Ok(cfg)
 }
 
-/// The calibration from `file`, or the built-in one.
+/// The calibration measured on this project's test machine by `softoe sim
+/// calibrate` (its `note` says the command, date and machine): what the
+/// model prices events with unless told otherwise.
+pub const SHIPPED_CALIBRATION: &str = include_str!("../../../docs/sim/calibration.toml");
+
+/// The calibration from `file`; `builtin` names the model's
+/// order-of-magnitude costs; none: the shipped, measured one.
 pub fn load_calibration(file: Option<&Path>) -> Result<Calibration> {
     let cal = match file {
+        Some(p) if p == Path::new("builtin") && !p.exists() => Calibration::default(),
+        None => toml::from_str(SHIPPED_CALIBRATION).context("the shipped calibration")?,
         Some(p) => {
             let text =
                 std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
             toml::from_str(&text).with_context(|| format!("calibration {}", p.display()))?
         }
-        None => Calibration::default(),
     };
     cal.validate().map_err(|e| anyhow!("calibration: {e}"))?;
     Ok(cal)
@@ -155,6 +164,9 @@ pub fn predict_cmd(a: &PredictArgs) -> Result<()> {
     } else {
         cal.note.as_str()
     };
+    // The table names the calibration by its first sentence (the command,
+    // date and machine); the JSON carries the whole note.
+    let short = source.split_once(". ").map_or(source, |(first, _)| first);
     if a.json {
         let r = Report {
             config: &cfg,
@@ -164,7 +176,7 @@ pub fn predict_cmd(a: &PredictArgs) -> Result<()> {
         };
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{}", render(&cfg, source, &p, laws.as_ref()));
+        print!("{}", render(&cfg, short, &p, laws.as_ref()));
     }
     if !p.complete {
         bail!(
@@ -298,6 +310,27 @@ mod tests {
         let text = toml::to_string(&c).unwrap();
         let back: MachineConfig = toml::from_str(&text).unwrap();
         assert_eq!(format!("{c:?}"), format!("{back:?}"));
+    }
+
+    #[test]
+    fn the_shipped_calibration_is_the_default_and_builtin_is_there() {
+        let shipped = load_calibration(None).unwrap();
+        assert!(
+            shipped.note.contains("softoe sim calibrate"),
+            "{}",
+            shipped.note
+        );
+        assert_ne!(
+            format!("{shipped:?}"),
+            format!("{:?}", Calibration::default())
+        );
+        let builtin = load_calibration(Some(Path::new("builtin"))).unwrap();
+        assert_eq!(
+            format!("{builtin:?}"),
+            format!("{:?}", Calibration::default())
+        );
+        let missing = load_calibration(Some(Path::new("/nonexistent/cal.toml"))).unwrap_err();
+        assert!(format!("{missing:#}").contains("/nonexistent/cal.toml"));
     }
 
     #[test]

@@ -34,7 +34,9 @@ pub struct OffloadArgs {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// What each counted event costs (TOML, as `softoe sim calibrate`
-    /// writes it). Without it, built-in order-of-magnitude costs.
+    /// writes it). Without it, the calibration measured on the project's
+    /// test machine (docs/sim/calibration.toml); `builtin`: the model's
+    /// order-of-magnitude costs.
     #[arg(long, short, value_name = "FILE")]
     calibration: Option<PathBuf>,
     /// Change one field of the base machine, e.g. `--set link.loss=0.001
@@ -420,7 +422,11 @@ fn heading(s: Scenario, r: &Report<'_>, c: &MachineConfig) -> String {
         } else {
             String::new()
         },
+        // The calibration by its first sentence (command, date, machine);
+        // the JSON carries the whole note.
         r.calibration
+            .split_once(". ")
+            .map_or(r.calibration, |(first, _)| first)
     )
 }
 
