@@ -16,11 +16,11 @@ use softoe_sim::machine::{Calibration, LawsEstimate, MachineConfig, Prediction, 
 /// Options of `softoe sim predict`.
 #[derive(Debug, Args)]
 pub struct PredictArgs {
-    /// The machine: a TOML file with sections [host] (offload), [engine]
-    /// (speed relative to the host, spin), [memory] (delay multiplier),
-    /// [bus], [nic] (offloads, interrupt coalescing, polling), [link],
-    /// [workload] (stream or rr, direction, message size, connections) and
-    /// [peer]. Every field has a default; `--print-config` shows them.
+    /// The machine: a TOML file with sections `[host]` (offload), `[engine]`
+    /// (speed relative to the host, spin), `[memory]` (delay multiplier),
+    /// `[bus]`, `[nic]` (offloads, interrupt coalescing, polling), `[link]`,
+    /// `[workload]` (stream or rr, direction, message size, connections) and
+    /// `[peer]`. Every field has a default; `--print-config` shows them.
     config: Option<PathBuf>,
     /// What each counted event costs (TOML, as `softoe sim calibrate`
     /// writes it). Without it, the calibration measured on the project's
