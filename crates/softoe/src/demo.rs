@@ -66,6 +66,9 @@ pub struct ServersArgs {
     /// Bytes the source for the drop test sends.
     #[arg(long)]
     drop_bytes: u64,
+    /// On the kernel's TCP: this congestion control on every listener.
+    #[arg(long)]
+    cc: Option<String>,
 }
 
 /// The demo's servers, on the engine from this process over shared memory
@@ -85,8 +88,13 @@ pub fn servers(args: &ServersArgs) -> Result<()> {
             serve_all(args, [listen(9)?, listen(19)?, listen(20)?, listen(7)?])
         }
         None => {
-            let listen = |port| {
-                TcpListener::bind(at(port)).with_context(|| format!("listening on port {port}"))
+            let listen = |port| -> Result<TcpListener> {
+                let l = TcpListener::bind(at(port))
+                    .with_context(|| format!("listening on port {port}"))?;
+                if let Some(cc) = &args.cc {
+                    linux::set_congestion(&l, cc)?;
+                }
+                Ok(l)
             };
             serve_all(args, [listen(9)?, listen(19)?, listen(20)?, listen(7)?])
         }
@@ -142,8 +150,13 @@ fn start_servers(
             c
         }
         None => {
+            // Linux's sender runs softoe's congestion control (CUBIC), not
+            // the machine's default (BBR on many, this one's too), so that
+            // the 1 % rows compare loss recovery, not two controllers.
             let mut c = ns.command(&exe.to_string_lossy());
-            c.arg("demo-servers").args(["--addr", &PEER.to_string()]);
+            c.arg("demo-servers")
+                .args(["--addr", &PEER.to_string()])
+                .args(["--cc", crate::bench_loss::DEFAULT_LINUX_CC]);
             c
         }
     };
@@ -369,7 +382,8 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         "memory; the engine on a TAP with TSO, checksum offload, GRO) and the same servers on"
     );
     println!(
-        "Linux's TCP, each serving a Linux client across one Linux bridge. ratio = softoe ÷ Linux.\n"
+        "Linux's TCP (CUBIC, softoe's congestion control), each serving a Linux client across\n\
+         one Linux bridge. ratio = softoe ÷ Linux.\n"
     );
     println!(
         "{:<32} {:>10} {:>10} {:>7}",
