@@ -357,6 +357,7 @@ pub fn random_world(seed: u64) -> TwoStacks {
             } else {
                 Duration::ZERO
             },
+            gso_wire: false,
         };
         let nic = NicConfig {
             tx_csum: nic.tso || rng.random_bool(0.5),

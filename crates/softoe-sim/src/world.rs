@@ -72,7 +72,16 @@ pub struct NicConfig {
     /// Interrupt coalescing: hold received frames this long and deliver them
     /// together (zero: deliver each at once).
     pub rx_coalesce: Duration,
+    /// The wire carries TSO super-segments whole, as a veth, a bridge and a
+    /// TAP with GSO do (the real testbed's path): `tso` no longer cuts
+    /// them, frames up to 64 KiB pass, and the receiver takes each as one.
+    /// False: a physical wire, where every frame fits the MTU.
+    pub gso_wire: bool,
 }
+
+/// The largest frame a GSO wire carries: a 64 KiB IP packet and its
+/// Ethernet header.
+const GSO_WIRE_MAX: usize = 65_535 + 18;
 
 impl Default for NicConfig {
     fn default() -> NicConfig {
@@ -83,6 +92,7 @@ impl Default for NicConfig {
             rx_csum: false,
             gro: false,
             rx_coalesce: Duration::ZERO,
+            gso_wire: false,
         }
     }
 }
@@ -567,7 +577,7 @@ impl World {
                 .and_then(|s| s.ports.get(f.port))
                 .and_then(|p| p.link);
             match (f.gso_size, nic.tso) {
-                (Some(mss), true) => {
+                (Some(mss), true) if !nic.gso_wire => {
                     self.stats.tso_frames += 1;
                     nic::segment(&f.bytes, mss, &mut cut);
                     wire.extend(cut.drain(..).map(|b| (b, link)));
@@ -583,7 +593,12 @@ impl World {
         }
         for (mut b, link) in wire {
             let Some((link, side)) = link else { continue };
-            if b.len() > nic.mtu + 18 {
+            let max = if nic.gso_wire {
+                GSO_WIRE_MAX
+            } else {
+                nic.mtu + 18
+            };
+            if b.len() > max {
                 if let Some(d) = self.links.get_mut(link).and_then(|l| l.dirs.get_mut(side)) {
                     d.stats.oversize += 1;
                 }

@@ -109,6 +109,7 @@ fn random_lan(seed: u64) -> LanSpec {
             } else {
                 Duration::ZERO
             },
+            gso_wire: false,
         };
         let n = if bonded { rng.random_range(2..=4) } else { 1 };
         let alike = rng.random_bool(0.6);

@@ -1036,7 +1036,6 @@ fn bench_emulate_refuses_what_it_cannot_emulate() {
     for (set, want) in [
         ("link.loss=0.01", "link.loss = 0.01 cannot be emulated"),
         ("link.mtu=9000", "link.mtu = 9000 cannot be emulated"),
-        ("bus.gbps=4", "bus.gbps = 4 cannot be emulated"),
         ("engine.speed=2", "can only be slowed"),
         ("engine.sped=1", "sped"),
     ] {

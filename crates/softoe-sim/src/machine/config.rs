@@ -30,6 +30,7 @@
 //! delay_us = 5.0
 //! mtu = 1500
 //! loss = 0.0              # per frame, each way
+//! gso = false             # true: the wire carries TSO super-segments whole (veth/TAP GSO)
 //! [workload]
 //! kind = "stream"         # or "rr"
 //! direction = "send"      # or "receive"
@@ -225,6 +226,12 @@ pub struct LinkSpec {
     pub mtu: usize,
     /// Probability a frame is lost, per frame, each way, in [0, 1).
     pub loss: f64,
+    /// The wire carries TSO super-segments whole (a veth, a bridge and a
+    /// TAP with GSO: the real testbed's path), so the peer receives, and
+    /// acknowledges, a super-segment at a time; false: a physical wire
+    /// that carries MTU frames. A lost frame on a GSO wire is a whole
+    /// super-segment.
+    pub gso: bool,
 }
 
 impl Default for LinkSpec {
@@ -234,6 +241,7 @@ impl Default for LinkSpec {
             delay_us: 5.0,
             mtu: 1500,
             loss: 0.0,
+            gso: false,
         }
     }
 }

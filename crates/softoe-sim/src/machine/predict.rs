@@ -301,6 +301,7 @@ pub fn build(cfg: &MachineConfig, cal: &Calibration) -> Result<MachineWorld, Pre
         rx_csum: false,
         gro: false,
         rx_coalesce: Duration::ZERO,
+        gso_wire: cfg.link.gso,
     };
     let mut world = World::new(w.seed);
     world.set_trace_payload(false);
