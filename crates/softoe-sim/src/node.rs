@@ -70,8 +70,8 @@ impl Pattern {
 /// The port a simulated stack writes to: resolves payload from the pattern
 /// and copies whole frames out (the simulated DMA).
 pub struct SimDev<'a> {
-    mem: &'a [u8],
-    out: &'a mut Vec<SimFrame>,
+    pub(crate) mem: &'a [u8],
+    pub(crate) out: &'a mut Vec<SimFrame>,
 }
 
 impl core::fmt::Debug for SimDev<'_> {

@@ -24,7 +24,7 @@ impl MachineNode {
                     }
                     Err(_) => c.program.fail(),
                 }
-                let mut dev = JobDev {
+                let mut dev = SimDev {
                     mem: self.pattern.bytes(),
                     out: &mut job.out,
                 };
@@ -80,7 +80,7 @@ impl MachineNode {
             if !acted {
                 break;
             }
-            let mut dev = JobDev {
+            let mut dev = SimDev {
                 mem: self.pattern.bytes(),
                 out: &mut job.out,
             };

@@ -47,7 +47,7 @@ impl MachineNode {
             gso_size: info.gso_size,
         };
         let mut job = Job::new();
-        let mut dev = JobDev {
+        let mut dev = SimDev {
             mem: self.pattern.bytes(),
             out: &mut job.out,
         };
@@ -60,7 +60,7 @@ impl MachineNode {
     pub(super) fn free_poll(&mut self, now: Instant, out: &mut Vec<SimFrame>) {
         let mut job = Job::new();
         if self.stack.poll_at().is_some_and(|t| t <= now) {
-            let mut dev = JobDev {
+            let mut dev = SimDev {
                 mem: self.pattern.bytes(),
                 out: &mut job.out,
             };

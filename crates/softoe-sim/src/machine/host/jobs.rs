@@ -210,13 +210,13 @@ impl MachineNode {
         for (f, meta) in &delivered {
             self.counters.rx_segments += 1;
             job.ns += cal.stack_rx.ns(1, f.len() as u64, 1.0);
-            let mut dev = JobDev {
+            let mut dev = SimDev {
                 mem: self.pattern.bytes(),
                 out: &mut job.out,
             };
             self.stack.receive(s, f, *meta, &mut dev);
         }
-        let mut dev = JobDev {
+        let mut dev = SimDev {
             mem: self.pattern.bytes(),
             out: &mut job.out,
         };
@@ -234,7 +234,7 @@ impl MachineNode {
             self.counters.timers += 1;
             job.ns += self.prices.cal.timer.ns(1, 0, 1.0);
         }
-        let mut dev = JobDev {
+        let mut dev = SimDev {
             mem: self.pattern.bytes(),
             out: &mut job.out,
         };

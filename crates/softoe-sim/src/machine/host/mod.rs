@@ -114,10 +114,7 @@ use core::time::Duration;
 use std::collections::{HashMap, VecDeque};
 
 use serde::Serialize;
-use softoe_stack::{
-    Device, Endpoint, Events, Instant, PayloadRef, RecvError, RxMeta, SendError, SocketHandle,
-    Stack, TxBusy, TxFrame,
-};
+use softoe_stack::{Endpoint, Events, Instant, RecvError, RxMeta, SendError, SocketHandle, Stack};
 use softoe_wire::Ipv4Address;
 
 use super::apps::{
@@ -127,7 +124,7 @@ use super::config::{MachineConfig, NicSpec, WorkloadKind};
 use super::costs::Calibration;
 use super::queue::{QueueError, Server, ServerStats};
 use crate::nic;
-use crate::node::Pattern;
+use crate::node::{Pattern, SimDev};
 use crate::world::{Node, RxInfo, SimFrame};
 
 mod agenda;
@@ -497,36 +494,6 @@ impl Job {
             after: Vec::new(),
             progress: None,
         }
-    }
-}
-
-/// The port a node's stack writes to: payload from the pattern, frames
-/// into the job.
-struct JobDev<'a> {
-    mem: &'a [u8],
-    out: &'a mut Vec<SimFrame>,
-}
-
-impl Device for JobDev<'_> {
-    fn payload(&self, r: &PayloadRef) -> &[u8] {
-        let s = usize::try_from(r.offset).unwrap_or(usize::MAX);
-        self.mem.get(s..s.saturating_add(r.len())).unwrap_or(&[])
-    }
-
-    fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
-        let mut bytes = Vec::with_capacity(f.len());
-        bytes.extend_from_slice(f.header);
-        for r in f.payload {
-            bytes.extend_from_slice(self.payload(r));
-        }
-        self.out.push(SimFrame {
-            bytes,
-            gso_size: f.offload.gso_size,
-            csum: f.offload.csum.map(|c| (c.start, c.offset)),
-            port: 0,
-            priority: f.priority,
-        });
-        Ok(())
     }
 }
 

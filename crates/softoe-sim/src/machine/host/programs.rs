@@ -78,7 +78,7 @@ impl MachineNode {
                         return Next::Finished;
                     }
                 }
-                let mut dev = JobDev {
+                let mut dev = SimDev {
                     mem: self.pattern.bytes(),
                     out: &mut job.out,
                 };
@@ -147,7 +147,7 @@ impl MachineNode {
         self.counters.syscalls += 1;
         job.ns += self.prices.cal.syscall.ns(1, 0, 1.0);
         self.charge_call(job, n, p);
-        let mut dev = JobDev {
+        let mut dev = SimDev {
             mem: self.pattern.bytes(),
             out: &mut job.out,
         };
