@@ -1792,7 +1792,10 @@ mod tests {
         while thread_cpu(tid).unwrap() < Duration::from_millis(20)
             && t.elapsed() < Duration::from_secs(10)
         {
-            for _ in 0..100_000 {
+            // 5 ms of pure user time between looks at /proc (reading it is
+            // system time, and looking too often left no user time to see).
+            let chunk = Instant::now();
+            while chunk.elapsed() < Duration::from_millis(5) {
                 x = std::hint::black_box(x.wrapping_add(1));
             }
         }

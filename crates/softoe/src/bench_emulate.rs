@@ -50,7 +50,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use softoe_engine::{EngineConfig, EngineCounters, TapOffloads};
 use softoe_sim::machine::{
-    BusSpec, FlowDirection, LinkSpec, MachineConfig, PeerModel, WorkloadKind,
+    BusSpec, FlowDirection, LinkSpec, MachineConfig, PeerModel, WorkloadKind, WorkloadSpec,
 };
 
 use crate::bed::{BedOptions, ENGINE, PEER, RealBed};
@@ -317,60 +317,20 @@ pub(crate) struct Measured {
     pub engine: Option<EngineCounters>,
 }
 
-/// The workload as the real run does it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Work {
-    pub kind: WorkloadKind,
-    pub direction: FlowDirection,
-    pub message: u32,
-    pub connections: u32,
-    /// Per connection (stream).
-    pub bytes: u64,
-    /// Per connection (rr).
-    pub requests: u64,
-}
+/// The workload as the real run does it: the file's, made small with
+/// `--quick`.
+pub(crate) type Work = WorkloadSpec;
 
-impl Work {
-    /// `cfg`'s workload, made small with `quick`.
-    pub(crate) fn of(cfg: &MachineConfig, quick: bool) -> Work {
-        let w = &cfg.workload;
-        Work {
-            kind: w.kind,
-            direction: w.direction,
-            message: w.message,
-            connections: w.connections,
-            bytes: if quick {
-                w.bytes.min(QUICK_BYTES)
-            } else {
-                w.bytes
-            },
-            requests: if quick {
-                w.requests.min(QUICK_REQUESTS)
-            } else {
-                w.requests
-            },
-        }
+/// `cfg`'s workload, made small with `quick`.
+pub(crate) fn work_of(cfg: &MachineConfig, quick: bool) -> Work {
+    let w = cfg.workload;
+    if !quick {
+        return w;
     }
-
-    /// Payload bytes in all (both ways for rr).
-    fn payload(&self) -> u64 {
-        let per = match self.kind {
-            WorkloadKind::Stream => self.bytes,
-            WorkloadKind::Rr => self
-                .requests
-                .saturating_mul(u64::from(self.message))
-                .saturating_mul(2),
-        };
-        per.saturating_mul(u64::from(self.connections))
-    }
-
-    /// Writes (stream) or round trips (rr), in all.
-    fn messages(&self) -> u64 {
-        let per = match self.kind {
-            WorkloadKind::Stream => self.bytes.div_ceil(u64::from(self.message.max(1))),
-            WorkloadKind::Rr => self.requests,
-        };
-        per.saturating_mul(u64::from(self.connections))
+    WorkloadSpec {
+        bytes: w.bytes.min(QUICK_BYTES),
+        requests: w.requests.min(QUICK_REQUESTS),
+        ..w
     }
 }
 
@@ -460,7 +420,7 @@ pub(crate) fn measure(
     let pct = |q: f64| linux::percentile_us(&rtts, q);
     let rr = !rtts.is_empty();
     let busy = counters.work_nanos + counters.slowdown_nanos + counters.access_delay_nanos;
-    let payload = work.payload();
+    let payload = work.payload_bytes();
     let messages = work.messages();
     Ok(Measured {
         throughput_bps: payload as f64 * 8.0 / secs,
@@ -524,7 +484,7 @@ pub(crate) fn run(a: &EmulateArgs<'_>) -> Result<()> {
         );
     }
     let exe = std::env::current_exe().context("where is this binary?")?;
-    let work = Work::of(&cfg, a.quick);
+    let work = work_of(&cfg, a.quick);
     let pb = if a.json {
         ProgressBar::hidden()
     } else {
@@ -740,17 +700,17 @@ mod tests {
             "workload.bytes=100000",
             "workload.message=1000",
         ]);
-        let w = Work::of(&c, false);
-        assert_eq!((w.payload(), w.messages()), (200_000, 200));
-        assert_eq!(w.payload(), c.payload_bytes());
+        let w = work_of(&c, false);
+        assert_eq!((w.payload_bytes(), w.messages()), (200_000, 200));
+        assert_eq!(w.payload_bytes(), c.payload_bytes());
         let c = cfg(&[
             "workload.kind=rr",
             "workload.message=64",
             "workload.requests=50000",
         ]);
-        let w = Work::of(&c, true);
+        let w = work_of(&c, true);
         assert_eq!(w.requests, QUICK_REQUESTS);
-        assert_eq!(w.payload(), QUICK_REQUESTS * 64 * 2);
-        assert_eq!(Work::of(&c, false).payload(), c.payload_bytes());
+        assert_eq!(w.payload_bytes(), QUICK_REQUESTS * 64 * 2);
+        assert_eq!(work_of(&c, false).payload_bytes(), c.payload_bytes());
     }
 }

@@ -44,7 +44,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use softoe_sim::machine::{Calibration, FlowDirection, MachineConfig, StageCost, WorkloadKind};
 
-use crate::bench_emulate::{Measured, Work, measure, plan};
+use crate::bench_emulate::{Measured, measure, plan, work_of};
 
 /// Options of `softoe sim calibrate`.
 #[derive(Debug, Args)]
@@ -475,7 +475,7 @@ pub fn calibrate_cmd(a: &CalibrateArgs) -> Result<()> {
         pb.set_message(label.clone());
         let cfg: MachineConfig = crate::sim_machine::load_config(None, &set)?;
         let p = plan(&cfg, base.ring_access.c0)?;
-        let m = measure(&p, Work::of(&cfg, false), true, a.engine_cpu, &exe)
+        let m = measure(&p, work_of(&cfg, false), true, a.engine_cpu, &exe)
             .with_context(|| format!("the run {label}"))?;
         rows.push(RunRow {
             label,

@@ -463,15 +463,32 @@ impl MachineConfig {
     /// Application payload bytes the workload moves in all (both ways for
     /// rr).
     pub fn payload_bytes(&self) -> u64 {
-        let w = &self.workload;
-        let per_conn = match w.kind {
-            WorkloadKind::Stream => w.bytes,
-            WorkloadKind::Rr => w
+        self.workload.payload_bytes()
+    }
+}
+
+impl WorkloadSpec {
+    /// Application payload bytes the workload moves in all: every
+    /// connection's stream, or its requests and responses (both ways).
+    pub fn payload_bytes(&self) -> u64 {
+        let per_conn = match self.kind {
+            WorkloadKind::Stream => self.bytes,
+            WorkloadKind::Rr => self
                 .requests
-                .saturating_mul(u64::from(w.message))
+                .saturating_mul(u64::from(self.message))
                 .saturating_mul(2),
         };
-        per_conn.saturating_mul(u64::from(w.connections))
+        per_conn.saturating_mul(u64::from(self.connections))
+    }
+
+    /// Application messages in all: writes of `message` bytes (stream) or
+    /// round trips (rr).
+    pub fn messages(&self) -> u64 {
+        let per_conn = match self.kind {
+            WorkloadKind::Stream => self.bytes.div_ceil(u64::from(self.message.max(1))),
+            WorkloadKind::Rr => self.requests,
+        };
+        per_conn.saturating_mul(u64::from(self.connections))
     }
 }
 
