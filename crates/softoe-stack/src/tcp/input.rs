@@ -514,9 +514,6 @@ impl TcpSocket {
         let mut s = seg_seq;
         let mut data = payload;
         let mut fin = fin;
-        if !payload.is_empty() {
-            self.run_end = Some(seq::add(seg_seq, payload.len() as u32));
-        }
         // Trim what we already have.
         if seq::lt(s, self.rcv_nxt) {
             let skip = seq::dist(self.rcv_nxt, s) as usize;

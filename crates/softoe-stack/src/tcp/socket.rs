@@ -219,9 +219,6 @@ pub(crate) struct TcpSocket {
     /// Turns with every ACK sent: which older SACK block takes the last
     /// slot (see `sack_blocks`).
     pub(crate) sack_rotor: u32,
-    /// End of the last data segment received: a segment that does not
-    /// continue it starts a new run (see [`TcpSocket::ack_before`]).
-    pub(crate) run_end: Option<TcpSeqNumber>,
 
     // Negotiated options.
     /// Payload bytes per segment we send.
@@ -351,7 +348,6 @@ impl TcpSocket {
             sack_recent: [None; 4],
             dsack: None,
             sack_rotor: 0,
-            run_end: None,
             snd_mss,
             rcv_mss: snd_mss,
             adv_mss,
@@ -450,18 +446,28 @@ impl TcpSocket {
     }
 
     /// Inside a receive batch, whether the ACK owed must go before `seg` is
-    /// taken: out-of-order data is queued and `seg` starts a new run (a new
-    /// hole, or a repair). As a GRO receiver does — GRO merges only a
-    /// contiguous run, and Linux ACKs each run at once while it holds
-    /// out-of-order data — every SACK block that changed is reported before
-    /// the next one changes, instead of only the newest three per batch; a
-    /// sender that misses SACK blocks resends data that arrived.
+    /// taken: out-of-order data is queued and `seg` starts beyond all of
+    /// it — a new hole, so data was lost. As a GRO receiver does (GRO merges
+    /// only a contiguous run, and Linux ACKs each run at once while it holds
+    /// out-of-order data), every new SACK block is reported before the next
+    /// one appears, instead of only the newest three per batch; a sender
+    /// that misses SACK blocks resends data that arrived.
+    ///
+    /// A segment that fills a gap (a repair, or one the path reordered)
+    /// sends nothing ahead of itself: the ACK owed would report the
+    /// segments after the gap without it, and a sender in recovery, whose
+    /// RACK reordering window is zero until it has seen reordering, resends
+    /// what arrives a few microseconds later. Its ACK goes at the batch's
+    /// end, when the gap may be closed.
     pub(crate) fn ack_before(&self, seg: &softoe_wire::TcpRepr<'_>) -> bool {
         self.sack_ok
             && self.ack_now
-            && !self.ooo.is_empty()
             && !seg.payload.is_empty()
-            && self.run_end.is_some_and(|e| e != seg.seq_number)
+            && self
+                .ooo
+                .iter()
+                .next_back()
+                .is_some_and(|(_, end)| seq::lt(seq::add(self.rcv_nxt, end), seg.seq_number))
     }
 
     /// Payload bytes per segment right now: the MSS less any SACK blocks the
