@@ -145,6 +145,26 @@ pub fn drop_ppm(percent: f64) -> std::result::Result<u32, String> {
     Ok((percent * 10_000.0).round() as u32)
 }
 
+/// The `rps_cpus` mask naming CPUs `0..cpus`: hexadecimal, in comma-separated
+/// groups of 32 bits, most significant first, as the kernel prints masks.
+pub fn rps_mask(cpus: usize) -> String {
+    let cpus = cpus.max(1);
+    let groups = cpus.div_ceil(32);
+    (0..groups)
+        .rev()
+        .map(|g| {
+            let bits = (cpus - g * 32).min(32);
+            let word = if bits == 32 {
+                u32::MAX
+            } else {
+                (1u32 << bits) - 1
+            };
+            format!("{word:08x}")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Whether this process runs as root (namespaces and TAP devices need it).
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
@@ -347,6 +367,35 @@ impl Testbed {
     pub fn mtu(&self, ns: &Netns, dev: &str, mtu: usize) -> Result<()> {
         ns.ip(&["link", "set", dev, "mtu", &mtu.to_string()])
             .map(|_| ())
+    }
+
+    /// Keeps each flow's frames in order through `dev`'s receive side, as a
+    /// wire and a NIC's receive queue do: receive packet steering over all
+    /// CPUs, so the kernel hands each flow to one CPU's backlog.
+    ///
+    /// Without it a veth delivers each frame into the backlog of the CPU
+    /// that sent it, and a TCP sender transmits from two places (its
+    /// program's `send` and the softirq that takes its ACKs), often on
+    /// different CPUs: with a busy CPU's backlog drained late, a flow's
+    /// frames arrive reordered by hundreds of microseconds. A loss
+    /// measurement then counts the sender's answers to reordering as
+    /// answers to loss.
+    pub fn flow_order(&self, ns: &Netns, dev: &str) -> Result<()> {
+        let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+        if dev.is_empty() || dev.len() > 15 || !dev.chars().all(ok) || dev.starts_with('.') {
+            return Err(Error::Command {
+                cmd: format!("flow_order {dev}"),
+                stderr: "not an interface name".into(),
+            });
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mask = rps_mask(cpus);
+        // sysfs shows a namespace's devices only where it is mounted from
+        // inside it, as `ip netns exec` does.
+        let script = format!(
+            "set -e; for q in /sys/class/net/{dev}/queues/rx-*; do echo {mask} > \"$q/rps_cpus\"; done"
+        );
+        run(ns.command("sh").args(["-c", &script])).map(|_| ())
     }
 
     /// Limits `dev`'s egress to `rate_mbit` with `tbf` (burst sized for
@@ -681,6 +730,16 @@ mod tests {
             let e = drop_ppm(bad).unwrap_err();
             assert!(e.contains("0 to 100"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn rps_masks_name_every_cpu_in_32_bit_groups() {
+        assert_eq!(rps_mask(1), "00000001");
+        assert_eq!(rps_mask(2), "00000003");
+        assert_eq!(rps_mask(0), "00000001", "at least the first CPU");
+        assert_eq!(rps_mask(32), "ffffffff");
+        assert_eq!(rps_mask(33), "00000001,ffffffff");
+        assert_eq!(rps_mask(72), "000000ff,ffffffff,ffffffff");
     }
 
     #[test]

@@ -263,6 +263,28 @@ fn drops_offloads_and_sysctls_need_no_tools() {
     assert!(tb.sysctl(&b, "net.ipv4.tcp_sack").is_err());
     assert!(tb.sysctl(&b, "net...ipv4=1").is_err());
 
+    // Each flow steered to one CPU (RPS over every CPU), read back where
+    // the namespace's sysfs shows it; a name that is not one is refused.
+    tb.flow_order(&b, "eth0").unwrap();
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let shown = b
+        .command("cat")
+        .arg("/sys/class/net/eth0/queues/rx-0/rps_cpus")
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout)
+        .trim()
+        .replace(',', "");
+    let want = softoe_testbed::rps_mask(cpus).replace(',', "");
+    assert_eq!(
+        shown.trim_start_matches('0'),
+        want.trim_start_matches('0'),
+        "rps_cpus"
+    );
+    for bad in ["", "eth0; true", "../eth0", "nosuch0"] {
+        assert!(tb.flow_order(&b, bad).is_err(), "{bad:?} accepted");
+    }
+
     // Bad rates and devices say so.
     for bad in [101.0, -1.0, f64::NAN] {
         let e = tb.random_drop(&b, "eth0", bad).unwrap_err();

@@ -143,7 +143,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=16))]
     bond_members: Vec<u8>,
     /// Drop rates of the loss sweep, percent each way on the client's link
-    /// (fractions fine).
+    /// (fractions fine), comma-separated: `--loss 0.1,1,5`.
     #[arg(long, value_delimiter = ',', default_values_t = [0.1, 1.0, 2.0, 5.0, 10.0])]
     loss: Vec<f64>,
     /// Bytes per transfer of the loss sweep (suffixes K, M, G; default
@@ -173,6 +173,15 @@ pub struct BenchArgs {
     /// sending into both receivers keeps its namespace's default.
     #[arg(long, default_value = crate::bench_loss::DEFAULT_LINUX_CC)]
     linux_cc: String,
+    /// Keep each flow in order on the loss sweep's veths (receive packet
+    /// steering: one CPU per flow, as a wire and a NIC's queue keep a flow
+    /// in order). Left alone, a veth puts each frame in the backlog of the
+    /// CPU that sent it, and a TCP sender transmits from two CPUs (its
+    /// program and the softirq taking its ACKs), so a busy CPU delivers its
+    /// share hundreds of µs late: the sweep then also measures how each
+    /// receiver and sender take that reordering.
+    #[arg(long)]
+    loss_flow_order: bool,
     /// Pin the engine to this core, its own, as a dedicated engine core
     /// (default: let the scheduler place it).
     #[arg(long)]
@@ -1089,6 +1098,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }))
         .map_err(|_| anyhow!("--loss-secs must be a number of seconds"))?,
         linux_cc: args.linux_cc.clone(),
+        flow_order: args.loss_flow_order,
     };
     if want("loss") {
         loss.validate()?;

@@ -5,8 +5,11 @@
 //! probability, both ways (the testbed's eBPF programs at ingress, so
 //! drops are loss on the wire, invisible to the sender), with segmentation
 //! offloads off on that link so a drop loses one segment, not a
-//! super-packet — as `softoe demo`'s 1 % rows do. At each rate four
-//! transfers cross that link:
+//! super-packet — as `softoe demo`'s 1 % rows do. The veths also reorder
+//! a flow now and then (each frame enters the backlog of the CPU that sent
+//! it, and a TCP sender sends from two CPUs); `--loss-flow-order` steers
+//! each flow to one CPU (`Testbed::flow_order`) to measure loss alone. At
+//! each rate four transfers cross that link:
 //!
 //! - **softoe sends**: softoe's source (the benchmark's servers, a separate
 //!   program on the engine) to the Linux client;
@@ -514,6 +517,11 @@ pub(crate) struct Options {
     /// loss recovery, not two congestion controllers. The client that sends
     /// into both receivers keeps its namespace's default.
     pub linux_cc: String,
+    /// Keep each flow in order on the veths ([`Testbed::flow_order`]):
+    /// left alone, they reorder a flow whose sender runs on two CPUs.
+    ///
+    /// [`Testbed::flow_order`]: softoe_testbed::Testbed::flow_order
+    pub flow_order: bool,
 }
 
 /// softoe's congestion control, and so the Linux senders' by default.
@@ -550,10 +558,15 @@ impl Options {
         };
         format!(
             "softoe bench --only loss --loss {} --loss-bytes {bytes} --loss-secs {}{ms}{reps} \
-             --linux-cc {}",
+             --linux-cc {}{}",
             list(&self.rates),
             self.limit.as_secs_f64(),
-            self.linux_cc
+            self.linux_cc,
+            if self.flow_order {
+                " --loss-flow-order"
+            } else {
+                ""
+            }
         )
     }
 
@@ -607,12 +620,14 @@ pub(crate) fn run(
         control: Some(control.clone()),
         ..base.clone()
     })?;
+    // softoe's servers send with the policy `softoe run` gives programs by
+    // default (`copy`): the sweep measures the engine a user gets.
     let _softoe = crate::bench::Servers::start(crate::bench::servers_cmd(
         exe,
         Some(bed.host()),
         &bed.peer,
         ENGINE,
-        "overlap",
+        "copy",
     ))?;
     // The congestion control of the Linux sender that softoe's sender is
     // set beside is named (TCP_CONGESTION on the peer's listeners): this
@@ -633,6 +648,23 @@ pub(crate) fn run(
         .tb
         .veth_to_bridge_port(&bed.peer)
         .ok_or_else(|| anyhow!("no bridge port found for the Linux peer"))?;
+    if opts.flow_order {
+        // Every veth end that takes a flow's frames in: the client's, and
+        // the bridge ports of the client and the Linux peer (the peer's
+        // own takes only from the bridge, which one CPU feeds per flow
+        // once its ports are steered, but steer it too).
+        let ends = [
+            (&bed.client, "eth0"),
+            (&bed.sw, bed.client_port.as_str()),
+            (&bed.peer, "eth0"),
+            (&bed.sw, peer_port.as_str()),
+        ];
+        for (ns, dev) in ends {
+            bed.tb
+                .flow_order(ns, dev)
+                .with_context(|| format!("keeping flows in order on {dev}"))?;
+        }
+    }
     let at = Ctx {
         bed: &bed,
         control: &control,
@@ -1281,6 +1313,7 @@ mod tests {
             bytes: 32 << 20,
             limit: Duration::from_secs(8),
             linux_cc: DEFAULT_LINUX_CC.into(),
+            flow_order: false,
         };
         let cmd = opts.command();
         assert_eq!(
@@ -1313,6 +1346,7 @@ mod tests {
             bytes: 1 << 20,
             limit: Duration::from_secs(1),
             linux_cc: DEFAULT_LINUX_CC.into(),
+            flow_order: false,
         };
         assert!(
             Options {

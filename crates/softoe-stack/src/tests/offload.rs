@@ -251,10 +251,7 @@ fn reordering_inside_a_batch_is_not_reported_as_holes() {
                     && start(k + 1) <= softoe_wire::TcpSeqNumber(b)
             })
         };
-        assert!(
-            has(4) || !has(5),
-            "segment 4 reported missing: {blocks:?}"
-        );
+        assert!(has(4) || !has(5), "segment 4 reported missing: {blocks:?}");
     }
     let last = out.last().map(|s| s.repr.sack_ranges[0]);
     assert_eq!(last, Some(Some((start(1).0, start(8).0))), "{out:?}");
