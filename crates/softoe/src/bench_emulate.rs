@@ -506,11 +506,7 @@ pub(crate) fn run(a: &EmulateArgs<'_>) -> Result<()> {
     let m = measure(&plan, work, false, a.engine_cpu, &exe);
     pb.finish_and_clear();
     let m = m?;
-    let source = if cal.note.is_empty() {
-        "built-in defaults"
-    } else {
-        cal.note.as_str()
-    };
+    let source = crate::sim_machine::calibration_source(&cal);
     if a.json {
         let r = Report {
             config: &cfg,

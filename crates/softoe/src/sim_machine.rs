@@ -22,16 +22,8 @@ pub struct PredictArgs {
     /// `[workload]` (stream or rr, direction, message size, connections) and
     /// `[peer]`. Every field has a default; `--print-config` shows them.
     config: Option<PathBuf>,
-    /// What each counted event costs (TOML, as `softoe sim calibrate`
-    /// writes it). Without it, the calibration measured on the project's
-    /// test machine (docs/sim/calibration.toml); `builtin`: the model's
-    /// order-of-magnitude costs.
-    #[arg(long, short, value_name = "FILE")]
-    calibration: Option<PathBuf>,
-    /// Change one field, e.g. `--set engine.speed=0.25 --set
-    /// workload.kind=rr --set host.offload=false` (after the file).
-    #[arg(long = "set", value_name = "SECTION.FIELD=VALUE")]
-    set: Vec<String>,
+    #[command(flatten)]
+    machine: MachineArgs,
     /// Print the configuration that would run (the file, the changes and
     /// the defaults) as TOML, and stop.
     #[arg(long)]
@@ -39,6 +31,32 @@ pub struct PredictArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// The options of every `softoe sim` command that models a machine: the
+/// calibration and changes to the machine file.
+#[derive(Debug, Args)]
+pub struct MachineArgs {
+    /// What each counted event costs (TOML, as `softoe sim calibrate`
+    /// writes it). Without it, the calibration measured on the project's
+    /// test machine (docs/sim/calibration.toml); `builtin`: the model's
+    /// order-of-magnitude costs.
+    #[arg(long, short, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
+    /// Change one field of the machine, e.g. `--set engine.speed=0.25
+    /// --set workload.kind=rr --set link.loss=0.001` (after the file).
+    #[arg(long = "set", value_name = "SECTION.FIELD=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// Where a calibration came from, for a report: its note (the command,
+/// date and machine that made it), or the built-in defaults.
+pub fn calibration_source(cal: &Calibration) -> &str {
+    if cal.note.is_empty() {
+        "built-in defaults"
+    } else {
+        cal.note.as_str()
+    }
 }
 
 /// A TOML value from the command line: a number, a boolean or a quoted
@@ -145,12 +163,12 @@ fn gbps(bps: f64) -> String {
 
 /// Runs `softoe sim predict`.
 pub fn predict_cmd(a: &PredictArgs) -> Result<()> {
-    let cfg = load_config(a.config.as_deref(), &a.set)?;
+    let cfg = load_config(a.config.as_deref(), &a.machine.set)?;
     if a.print_config {
         print!("{}", toml::to_string(&cfg)?);
         return Ok(());
     }
-    let cal = load_calibration(a.calibration.as_deref())?;
+    let cal = load_calibration(a.machine.calibration.as_deref())?;
     let p = predict(&cfg, &cal).map_err(|e| anyhow!("simulating: {e}"))?;
     let laws = LawsEstimate::new(&cfg, &cal).ok().map(|l| LawsRow {
         before_bps: l.before_bps,
@@ -159,11 +177,7 @@ pub fn predict_cmd(a: &PredictArgs) -> Result<()> {
         after_limit: l.after_limit,
         this_bps: l.for_config(&cfg),
     });
-    let source = if cal.note.is_empty() {
-        "built-in defaults"
-    } else {
-        cal.note.as_str()
-    };
+    let source = calibration_source(&cal);
     // The table names the calibration by its first sentence (the command,
     // date and machine); the JSON carries the whole note.
     let short = source.split_once(". ").map_or(source, |(first, _)| first);

@@ -20,7 +20,7 @@ use softoe_sim::machine::scenarios::{
 use softoe_sim::machine::{Calibration, MachineConfig};
 
 use crate::plot::{self, Series};
-use crate::sim_machine::load_calibration;
+use crate::sim_machine::{MachineArgs, calibration_source, load_calibration};
 
 /// Options of `softoe sim offload`.
 #[derive(Debug, Args)]
@@ -33,16 +33,8 @@ pub struct OffloadArgs {
     /// the scenario's paper setup; the sweep still sets its own fields.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// What each counted event costs (TOML, as `softoe sim calibrate`
-    /// writes it). Without it, the calibration measured on the project's
-    /// test machine (docs/sim/calibration.toml); `builtin`: the model's
-    /// order-of-magnitude costs.
-    #[arg(long, short, value_name = "FILE")]
-    calibration: Option<PathBuf>,
-    /// Change one field of the base machine, e.g. `--set link.loss=0.001
-    /// --set engine.spin_us=0` (after the file).
-    #[arg(long = "set", value_name = "SECTION.FIELD=VALUE")]
-    set: Vec<String>,
+    #[command(flatten)]
+    machine: MachineArgs,
     /// Fewer points, shorter runs: seconds in all.
     #[arg(long)]
     quick: bool,
@@ -230,8 +222,8 @@ pub fn offload_cmd(a: &OffloadArgs) -> Result<()> {
             p.display()
         );
     }
-    let base = base_config(a.scenario, a.config.as_deref(), &a.set)?;
-    let cal = load_calibration(a.calibration.as_deref())?;
+    let base = base_config(a.scenario, a.config.as_deref(), &a.machine.set)?;
+    let cal = load_calibration(a.machine.calibration.as_deref())?;
     let opts = SweepOptions {
         quick: a.quick,
         reps: a.reps,
@@ -241,11 +233,7 @@ pub fn offload_cmd(a: &OffloadArgs) -> Result<()> {
     let wall = std::time::Instant::now();
     let rows = run(a.scenario, &base, &cal, &opts, a.json)?;
     let wall = wall.elapsed().as_secs_f64();
-    let note = if cal.note.is_empty() {
-        "built-in defaults"
-    } else {
-        cal.note.as_str()
-    };
+    let note = calibration_source(&cal);
     let hashes = rows.hashes();
     let report = Report {
         scenario: a.scenario.name(),
