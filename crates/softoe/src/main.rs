@@ -25,6 +25,7 @@ mod scale;
 mod sim;
 mod sim_machine;
 mod sim_offload;
+mod sim_validate;
 mod stat;
 
 use anyhow::Result;

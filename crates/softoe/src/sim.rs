@@ -184,6 +184,13 @@ pub enum SimCommand {
     /// Fig. 3/4 (host load and interrupts), HL-TCP Fig. 7 (interrupt
     /// delay) and the break-even map — with LAWS and EMO beside each row.
     Offload(crate::sim_offload::OffloadArgs),
+    /// The model's predictions beside the real engine's measurements: each
+    /// machine file predicted, then measured `--reps` times on the engine
+    /// configured the same way (as `softoe bench --emulate`), with an
+    /// error table — throughput, p50 latency, host CPU, and whether the
+    /// model picks the measured winner for each offload/Linux pair. Needs
+    /// root. docs/sim/validate/ holds the blind set.
+    Validate(crate::sim_validate::ValidateArgs),
 }
 
 /// Parses `64M`, `1G`, `4096`.
@@ -290,6 +297,7 @@ pub fn run(cmd: SimCommand) -> Result<()> {
         SimCommand::Predict(a) => crate::sim_machine::predict_cmd(&a),
         SimCommand::Calibrate(a) => crate::calibrate::calibrate_cmd(&a),
         SimCommand::Offload(a) => crate::sim_offload::offload_cmd(&a),
+        SimCommand::Validate(a) => crate::sim_validate::validate_cmd(&a),
         SimCommand::Sweep(a) => {
             if a.loss.is_empty() || a.loss.iter().any(|l| !(0.0..=100.0).contains(l)) {
                 bail!("--loss takes percentages between 0 and 100, e.g. --loss 0,0.1,1");

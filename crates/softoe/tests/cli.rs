@@ -1028,6 +1028,69 @@ fn bench_emulate_measures_with_and_without_offload() {
     let _ = std::fs::remove_file(&cfg);
 }
 
+/// `softoe sim validate --quick --reps 1 --json` over an offload/Linux pair
+/// (CI, root): each file is predicted and measured, the rows carry both
+/// and their error, and the pair is found. A file that cannot be emulated
+/// is refused before anything runs. (Figures printed, not judged.)
+#[test]
+fn sim_validate_predicts_and_measures_each_file() {
+    let dir = std::env::temp_dir().join(format!("softoe-validate-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let body = |offload: bool| {
+        format!(
+            "[host]\noffload = {offload}\n[link]\ngso = true\ngbps = 100.0\n\
+             [workload]\nkind = \"rr\"\nmessage = 64\nrequests = 300\n"
+        )
+    };
+    std::fs::write(dir.join("a-offload.toml"), body(true)).unwrap();
+    std::fs::write(dir.join("b-linux.toml"), body(false)).unwrap();
+    let out = softoe(&[
+        "sim",
+        "validate",
+        dir.to_str().unwrap(),
+        "--quick",
+        "--reps",
+        "1",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "softoe sim validate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{v}");
+    for r in rows {
+        eprintln!(
+            "{}: predicted {:.3} Gb/s, measured {:.3}, p50 {} / {} µs",
+            r["name"],
+            r["predicted_bps"].as_f64().unwrap() / 1e9,
+            r["measured_bps"].as_f64().unwrap() / 1e9,
+            r["predicted_p50_us"],
+            r["measured_p50_us"]
+        );
+        assert!(r["measured_bps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["predicted_bps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["measured_p50_us"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["measured"]["messages"], 300, "{r}");
+    }
+    let pairs = v["summary"]["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 1, "{v}");
+    assert_eq!(pairs[0]["offload"], "a-offload");
+    assert_eq!(pairs[0]["linux"], "b-linux");
+    // Refused before any run: a rate the machine cannot emulate.
+    std::fs::write(dir.join("c-lossy.toml"), "[link]\nloss = 0.01\n").unwrap();
+    let out = softoe(&["sim", "validate", dir.to_str().unwrap(), "--quick"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("c-lossy") && err.contains("cannot be emulated"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// What this machine cannot emulate is refused by name, before anything
 /// is built (no root needed).
 #[test]

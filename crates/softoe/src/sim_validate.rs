@@ -1,0 +1,581 @@
+//! `softoe sim validate`: the model's predictions beside the real engine's
+//! measurements, configuration by configuration, with the error table
+//! issue 17's blind validation asks for.
+//!
+//! Each machine file is predicted by `softoe sim predict`'s model with the
+//! chosen calibration, then measured on the real engine configured the same
+//! way (`softoe bench --emulate`'s testbed and emulation), `--reps` times.
+//! The table gives, per configuration, predicted and measured throughput,
+//! p50 latency (request/response) and host CPU, and their errors; the
+//! summary gives the mean and worst throughput errors, the p50 errors, the
+//! largest host-CPU difference, and whether the model picks the same
+//! winner (offload or not) as the measurement for every pair of files that
+//! differ only in `host.offload` — judged where the measured gap exceeds
+//! twice the run-to-run spread. Configurations used to calibrate should not
+//! be among them: the point is to predict what the calibration did not see.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use softoe_sim::machine::{MachineConfig, WorkloadKind, predict};
+
+use crate::bench_emulate::{Measured, measure, plan, work_of};
+use crate::sim_machine::{MachineArgs, calibration_source, load_calibration, load_config};
+
+/// Options of `softoe sim validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Machine files (as `softoe sim predict` reads), or directories whose
+    /// `*.toml` files are taken in name order.
+    #[arg(required = true, value_name = "CONFIG")]
+    configs: Vec<PathBuf>,
+    #[command(flatten)]
+    machine: MachineArgs,
+    /// Measurements of each configuration; the table shows their median,
+    /// and their spread decides where a winner can be called.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=20))]
+    reps: u32,
+    /// Small workloads (16 MiB streams, 1,000 round trips), predicted the
+    /// same size: a smoke run, not a validation.
+    #[arg(long)]
+    quick: bool,
+    /// Pin the real engine to this core.
+    #[arg(long)]
+    engine_cpu: Option<usize>,
+    /// Print JSON (every row and the summary) instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The targets of issue 17's validation.
+const THROUGHPUT_MAE: f64 = 0.10;
+const THROUGHPUT_WORST: f64 = 0.20;
+const P50_MAE: f64 = 0.15;
+const HOST_CPU_POINTS: f64 = 5.0;
+
+/// One configuration, predicted and measured.
+#[derive(Debug, Serialize)]
+struct Row {
+    /// The file's name without `.toml`.
+    name: String,
+    file: PathBuf,
+    /// What it runs, in a few words.
+    what: String,
+    offload: bool,
+    predicted_bps: f64,
+    /// The measurements' median.
+    measured_bps: f64,
+    /// Each measurement's throughput, in order.
+    measured_runs_bps: Vec<f64>,
+    /// (max − min) ÷ median of the measured throughputs.
+    spread: f64,
+    /// (predicted − measured) ÷ measured.
+    throughput_error: f64,
+    predicted_p50_us: Option<f64>,
+    measured_p50_us: Option<f64>,
+    p50_error: Option<f64>,
+    /// Host CPU, percent of one core.
+    predicted_host_cpu: f64,
+    measured_host_cpu: f64,
+    /// Predicted − measured, percentage points.
+    host_cpu_points: f64,
+    /// The measurement as `softoe bench --emulate --json` gives it (the
+    /// median-throughput run).
+    measured: Measured,
+}
+
+/// A pair of files that differ only in `host.offload`.
+#[derive(Debug, Serialize)]
+struct Pair {
+    offload: String,
+    linux: String,
+    /// Measured offload ÷ Linux throughput.
+    measured_ratio: f64,
+    predicted_ratio: f64,
+    /// Whether the measured gap exceeds twice the larger spread.
+    decided: bool,
+    agree: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Summary {
+    configurations: usize,
+    throughput_mae: f64,
+    throughput_worst: f64,
+    p50_mae: Option<f64>,
+    host_cpu_worst_points: f64,
+    pairs: Vec<Pair>,
+    throughput_mae_met: bool,
+    throughput_worst_met: bool,
+    p50_mae_met: Option<bool>,
+    host_cpu_met: bool,
+    winners_met: bool,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    calibration: &'a str,
+    quick: bool,
+    reps: u32,
+    rows: &'a [Row],
+    summary: &'a Summary,
+}
+
+/// The machine files `paths` name (directories: their `*.toml`, sorted).
+fn files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("reading {}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "toml"))
+                .collect();
+            if v.is_empty() {
+                bail!("{} holds no .toml machine file", p.display());
+            }
+            v.sort();
+            out.extend(v);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn name_of(p: &Path) -> String {
+    p.file_stem()
+        .map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into())
+}
+
+fn what(cfg: &MachineConfig) -> String {
+    let w = &cfg.workload;
+    let side = if cfg.host.offload {
+        let mut s = format!("engine ×{}", cfg.engine.speed);
+        if cfg.memory.delay != 1.0 {
+            s.push_str(&format!(", memory ×{}", cfg.memory.delay));
+        }
+        if cfg.nic.coalesce_us > 0.0 {
+            s.push_str(&format!(", coalesce {} µs", cfg.nic.coalesce_us));
+        }
+        s
+    } else {
+        "Linux".to_string()
+    };
+    let kind = match w.kind {
+        WorkloadKind::Stream => format!(
+            "stream {} {} B",
+            format!("{:?}", w.direction).to_lowercase(),
+            w.message
+        ),
+        WorkloadKind::Rr => format!("rr {} B", w.message),
+    };
+    let conns = if w.connections > 1 {
+        format!(" ×{}", w.connections)
+    } else {
+        String::new()
+    };
+    format!("{kind}{conns}, {side}")
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// The configuration with everything that does not matter without offload
+/// (the engine, memory delay, the engine's coalescing) set to defaults, and
+/// `host.offload` off: two files are a pair if these agree.
+fn without_offload(cfg: &MachineConfig) -> MachineConfig {
+    let d = MachineConfig::default();
+    let mut c = *cfg;
+    c.host.offload = false;
+    c.engine = d.engine;
+    c.memory = d.memory;
+    c
+}
+
+/// The offload/Linux pairs among `rows` (by their configurations).
+fn pairs(rows: &[Row], cfgs: &[MachineConfig]) -> Vec<Pair> {
+    let mut out = Vec::new();
+    for (i, a) in rows.iter().enumerate() {
+        if !a.offload {
+            continue;
+        }
+        for (j, b) in rows.iter().enumerate() {
+            if b.offload || without_offload(&cfgs[i]) != without_offload(&cfgs[j]) {
+                continue;
+            }
+            let measured_ratio = a.measured_bps / b.measured_bps.max(1.0);
+            let predicted_ratio = a.predicted_bps / b.predicted_bps.max(1.0);
+            let noise = a.spread.max(b.spread);
+            let decided = (measured_ratio - 1.0).abs() > 2.0 * noise;
+            out.push(Pair {
+                offload: a.name.clone(),
+                linux: b.name.clone(),
+                measured_ratio,
+                predicted_ratio,
+                decided,
+                agree: (measured_ratio > 1.0) == (predicted_ratio > 1.0),
+            });
+        }
+    }
+    out
+}
+
+fn summarize(rows: &[Row], cfgs: &[MachineConfig]) -> Summary {
+    let n = rows.len().max(1) as f64;
+    let throughput_mae = rows.iter().map(|r| r.throughput_error.abs()).sum::<f64>() / n;
+    let throughput_worst = rows
+        .iter()
+        .map(|r| r.throughput_error.abs())
+        .fold(0.0, f64::max);
+    let p50: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| r.p50_error.map(f64::abs))
+        .collect();
+    let p50_mae = (!p50.is_empty()).then(|| p50.iter().sum::<f64>() / p50.len() as f64);
+    let host_cpu_worst_points = rows
+        .iter()
+        .map(|r| r.host_cpu_points.abs())
+        .fold(0.0, f64::max);
+    let pairs = pairs(rows, cfgs);
+    Summary {
+        configurations: rows.len(),
+        throughput_mae,
+        throughput_worst,
+        p50_mae,
+        host_cpu_worst_points,
+        throughput_mae_met: throughput_mae <= THROUGHPUT_MAE,
+        throughput_worst_met: throughput_worst <= THROUGHPUT_WORST,
+        p50_mae_met: p50_mae.map(|e| e <= P50_MAE),
+        host_cpu_met: host_cpu_worst_points <= HOST_CPU_POINTS,
+        winners_met: pairs.iter().all(|p| !p.decided || p.agree),
+        pairs,
+    }
+}
+
+/// `softoe sim validate`.
+pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
+    let cal = load_calibration(a.machine.calibration.as_deref())?;
+    let files = files(&a.configs)?;
+    // Everything is read and planned before the first run: a bad file is
+    // an error now, not after minutes of measuring.
+    let mut cfgs = Vec::with_capacity(files.len());
+    let mut plans = Vec::with_capacity(files.len());
+    for f in &files {
+        let mut cfg = load_config(Some(f), &a.machine.set)
+            .with_context(|| format!("machine file {}", f.display()))?;
+        cfg.workload = work_of(&cfg, a.quick);
+        plans.push(plan(&cfg, cal.ring_access.c0).with_context(|| f.display().to_string())?);
+        cfgs.push(cfg);
+    }
+    if !crate::bed::is_root() {
+        bail!(
+            "softoe sim validate measures each configuration on the real engine (a testbed of \
+             network namespaces, a bridge and a TAP device), which needs root: run it with sudo"
+        );
+    }
+    let exe = std::env::current_exe().context("where is this binary?")?;
+    let pb = if a.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(files.len() as u64 * u64::from(a.reps))
+    };
+    if let Ok(st) = ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}") {
+        pb.set_style(st);
+    }
+    let mut rows = Vec::with_capacity(files.len());
+    for ((file, cfg), plan) in files.iter().zip(&cfgs).zip(&plans) {
+        let name = name_of(file);
+        pb.set_message(format!("{name}: predicting"));
+        let p = predict(cfg, &cal).map_err(|e| anyhow!("{name}: simulating: {e}"))?;
+        let mut runs = Vec::with_capacity(a.reps as usize);
+        for rep in 1..=a.reps {
+            pb.set_message(format!("{name}: measuring ({rep}/{})", a.reps));
+            let m = measure(plan, cfg.workload, false, a.engine_cpu, &exe)
+                .with_context(|| format!("{name}: measuring"))?;
+            runs.push(m);
+            pb.inc(1);
+        }
+        let measured_runs_bps: Vec<f64> = runs.iter().map(|m| m.throughput_bps).collect();
+        let mut sorted = measured_runs_bps.clone();
+        let measured_bps = median(&mut sorted);
+        let spread = sorted
+            .last()
+            .zip(sorted.first())
+            .map_or(0.0, |(hi, lo)| (hi - lo) / measured_bps.max(1.0));
+        // The run whose throughput is nearest the median stands for the
+        // configuration's other figures.
+        let Some(rep) = runs.into_iter().min_by(|x, y| {
+            (x.throughput_bps - measured_bps)
+                .abs()
+                .total_cmp(&(y.throughput_bps - measured_bps).abs())
+        }) else {
+            bail!("{name}: no measurement");
+        };
+        let measured_p50_us = rep.latency_p50_us;
+        let err = |pred: f64, meas: f64| (pred - meas) / meas.abs().max(1e-9);
+        rows.push(Row {
+            name,
+            file: file.clone(),
+            what: what(cfg),
+            offload: cfg.host.offload,
+            predicted_bps: p.throughput_bps,
+            measured_bps,
+            measured_runs_bps,
+            spread,
+            throughput_error: err(p.throughput_bps, measured_bps),
+            predicted_p50_us: p.latency_p50_us,
+            measured_p50_us,
+            p50_error: p
+                .latency_p50_us
+                .zip(measured_p50_us)
+                .map(|(x, y)| err(x, y)),
+            predicted_host_cpu: p.host_cpu * 100.0,
+            measured_host_cpu: rep.host_cpu * 100.0,
+            host_cpu_points: (p.host_cpu - rep.host_cpu) * 100.0,
+            measured: rep,
+        });
+    }
+    pb.finish_and_clear();
+    let summary = summarize(&rows, &cfgs);
+    let source = calibration_source(&cal);
+    if a.json {
+        let r = Report {
+            calibration: source,
+            quick: a.quick,
+            reps: a.reps,
+            rows: &rows,
+            summary: &summary,
+        };
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", render(&rows, &summary, source, a.reps, a.quick));
+    }
+    Ok(())
+}
+
+fn gbps(bps: f64) -> String {
+    format!("{:.3}", bps / 1e9)
+}
+
+fn pct(e: f64) -> String {
+    format!("{:+.0}%", e * 100.0)
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok { "met" } else { "MISSED" }
+}
+
+fn render(rows: &[Row], s: &Summary, calibration: &str, reps: u32, quick: bool) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let short = calibration
+        .split_once(". ")
+        .map_or(calibration, |(first, _)| first);
+    let _ = writeln!(
+        o,
+        "softoe sim validate{}: the model's prediction beside the real engine, measured {reps} \
+         time(s) each (median); calibration: {short}",
+        if quick { " --quick" } else { "" }
+    );
+    let _ = writeln!(
+        o,
+        "{:<26} {:<40} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>6} {:>6} {:>6} {:>6}",
+        "config",
+        "what",
+        "Gb/s sim",
+        "real",
+        "err",
+        "spread",
+        "p50 sim",
+        "real",
+        "err",
+        "CPU%sim",
+        "real",
+        "Δpts"
+    );
+    for r in rows {
+        let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.1}"));
+        let _ = writeln!(
+            o,
+            "{:<26} {:<40} {:>8} {:>8} {:>6} {:>5.0}% {:>8} {:>8} {:>6} {:>6.0} {:>6.0} {:>+6.1}",
+            r.name,
+            r.what,
+            gbps(r.predicted_bps),
+            gbps(r.measured_bps),
+            pct(r.throughput_error),
+            r.spread * 100.0,
+            opt(r.predicted_p50_us),
+            opt(r.measured_p50_us),
+            r.p50_error.map_or_else(|| "-".to_string(), pct),
+            r.predicted_host_cpu,
+            r.measured_host_cpu,
+            r.host_cpu_points
+        );
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "throughput: mean absolute error {:.0}% (target ≤ {:.0}%: {}), worst {:.0}% (≤ {:.0}%: {})",
+        s.throughput_mae * 100.0,
+        THROUGHPUT_MAE * 100.0,
+        met(s.throughput_mae_met),
+        s.throughput_worst * 100.0,
+        THROUGHPUT_WORST * 100.0,
+        met(s.throughput_worst_met)
+    );
+    match (s.p50_mae, s.p50_mae_met) {
+        (Some(e), Some(ok)) => {
+            let _ = writeln!(
+                o,
+                "p50 latency: mean absolute error {:.0}% (target ≤ {:.0}%: {})",
+                e * 100.0,
+                P50_MAE * 100.0,
+                met(ok)
+            );
+        }
+        _ => {
+            let _ = writeln!(o, "p50 latency: no request/response configuration");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "host CPU: worst difference {:.1} points (target ≤ {HOST_CPU_POINTS}: {})",
+        s.host_cpu_worst_points,
+        met(s.host_cpu_met)
+    );
+    if s.pairs.is_empty() {
+        let _ = writeln!(
+            o,
+            "offload or not: no pair of files differing only in host.offload"
+        );
+    }
+    for p in &s.pairs {
+        let _ = writeln!(
+            o,
+            "offload or not, {} vs {}: measured {:.2}×, predicted {:.2}× — {}",
+            p.offload,
+            p.linux,
+            p.measured_ratio,
+            p.predicted_ratio,
+            match (p.decided, p.agree) {
+                (false, _) => "within twice the spread: not called",
+                (true, true) => "same winner",
+                (true, false) => "WRONG winner",
+            }
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn row(name: &str, offload: bool, pred: f64, meas: f64, spread: f64) -> Row {
+        Row {
+            name: name.into(),
+            file: PathBuf::from(format!("{name}.toml")),
+            what: String::new(),
+            offload,
+            predicted_bps: pred,
+            measured_bps: meas,
+            measured_runs_bps: vec![meas],
+            spread,
+            throughput_error: (pred - meas) / meas,
+            predicted_p50_us: None,
+            measured_p50_us: None,
+            p50_error: None,
+            predicted_host_cpu: 50.0,
+            measured_host_cpu: 47.0,
+            host_cpu_points: 3.0,
+            measured: Measured {
+                throughput_bps: meas,
+                messages_per_sec: 0.0,
+                latency_p50_us: None,
+                latency_p99_us: None,
+                rtt_p50_us: None,
+                rtt_p99_us: None,
+                host_cpu: 0.47,
+                engine_cpu: 0.0,
+                engine_busy: None,
+                payload_bytes: 0,
+                messages: 0,
+                window_seconds: 1.0,
+                host_cpu_seconds: 0.47,
+                engine_cpu_seconds: 0.0,
+                engine: None,
+            },
+        }
+    }
+
+    #[test]
+    fn errors_winners_and_targets_are_summarized() {
+        let mut off = MachineConfig::default();
+        off.host.offload = true;
+        off.engine.speed = 0.5;
+        let mut linux = MachineConfig::default();
+        linux.host.offload = false;
+        let mut other = MachineConfig::default();
+        other.host.offload = false;
+        other.workload.message = 7;
+        let cfgs = [off, linux, other];
+        // Offload measured 2× Linux, predicted 0.8×: a wrong winner, and
+        // the gap is far outside a 10 % spread. `other` pairs with nothing.
+        let rows = [
+            row("a", true, 8e8, 2e9, 0.1),
+            row("b", false, 1e9, 1e9, 0.1),
+            row("c", false, 1.05e9, 1e9, 0.1),
+        ];
+        let s = summarize(&rows, &cfgs);
+        assert_eq!(s.pairs.len(), 1);
+        let p = &s.pairs[0];
+        assert_eq!((p.offload.as_str(), p.linux.as_str()), ("a", "b"));
+        assert!(p.decided && !p.agree);
+        assert!(!s.winners_met);
+        assert!((s.throughput_worst - 0.6).abs() < 1e-9);
+        assert!((s.throughput_mae - (0.6 + 0.0 + 0.05) / 3.0).abs() < 1e-9);
+        assert!(!s.throughput_mae_met && !s.throughput_worst_met);
+        assert!(s.host_cpu_met);
+        assert_eq!(s.p50_mae, None);
+        // A gap inside twice the spread is not called.
+        let rows = [
+            row("a", true, 8e8, 1.1e9, 0.1),
+            row("b", false, 1e9, 1e9, 0.1),
+        ];
+        let s = summarize(&rows, &cfgs[..2]);
+        assert!(!s.pairs[0].decided);
+        assert!(s.winners_met);
+        let text = render(&rows, &s, "note. more", 2, false);
+        assert!(text.contains("not called"), "{text}");
+        assert!(text.contains("calibration: note\n"), "{text}");
+    }
+
+    #[test]
+    fn directories_give_their_machine_files_in_order_and_empty_ones_are_refused() {
+        let dir = std::env::temp_dir().join(format!("softoe-validate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in ["b.toml", "a.toml", "notes.txt"] {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+        let got = files(std::slice::from_ref(&dir)).unwrap();
+        let names: Vec<String> = got.iter().map(|p| name_of(p)).collect();
+        assert_eq!(names, ["a", "b"]);
+        let empty = dir.join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        let e = files(&[empty]).unwrap_err().to_string();
+        assert!(e.contains("no .toml"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
