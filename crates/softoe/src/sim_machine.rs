@@ -68,6 +68,18 @@ fn value(v: &str) -> toml::Value {
         .unwrap_or_else(|| toml::Value::String(v.to_string()))
 }
 
+/// Puts every field of `over` into `base`, section by section.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
 fn read_table(path: &Path) -> Result<toml::Table> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -77,10 +89,19 @@ fn read_table(path: &Path) -> Result<toml::Table> {
 /// The configuration from the file, the `--set` changes and the defaults,
 /// validated.
 pub fn load_config(file: Option<&Path>, set: &[String]) -> Result<MachineConfig> {
-    let mut table = match file {
-        Some(p) => read_table(p)?,
-        None => toml::Table::new(),
-    };
+    load_config_over(toml::Table::new(), file, set)
+}
+
+/// As [`load_config`], with the file's fields laid over `base` (a
+/// scenario's own setup) before the `--set` changes.
+pub fn load_config_over(
+    mut table: toml::Table,
+    file: Option<&Path>,
+    set: &[String],
+) -> Result<MachineConfig> {
+    if let Some(p) = file {
+        merge(&mut table, read_table(p)?);
+    }
     for s in set {
         let (key, v) = s
             .split_once('=')

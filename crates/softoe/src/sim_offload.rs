@@ -20,7 +20,7 @@ use softoe_sim::machine::scenarios::{
 use softoe_sim::machine::{Calibration, MachineConfig};
 
 use crate::plot::{self, Series};
-use crate::sim_machine::{MachineArgs, calibration_source, load_calibration};
+use crate::sim_machine::{MachineArgs, calibration_source, load_calibration, load_config_over};
 
 /// Options of `softoe sim offload`.
 #[derive(Debug, Args)]
@@ -94,58 +94,11 @@ fn parse_scenario(s: &str) -> Result<Scenario, String> {
     })
 }
 
-/// A TOML value from the command line: a number, a boolean or a quoted
-/// string as TOML reads it, else the text as a string (`rr`, `send`).
-fn toml_value(v: &str) -> toml::Value {
-    toml::from_str::<toml::Table>(&format!("x = {v}"))
-        .ok()
-        .and_then(|mut t| t.remove("x"))
-        .unwrap_or_else(|| toml::Value::String(v.to_string()))
-}
-
-/// Puts every field of `over` into `base`, section by section.
-fn merge(base: &mut toml::Table, over: toml::Table) {
-    for (k, v) in over {
-        match (base.get_mut(&k), v) {
-            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
-            (_, v) => {
-                base.insert(k, v);
-            }
-        }
-    }
-}
-
 /// The scenario's paper setup, then the file's fields, then the `--set`
 /// changes, validated.
 fn base_config(s: Scenario, file: Option<&Path>, set: &[String]) -> Result<MachineConfig> {
-    let mut table = toml::Table::try_from(s.paper_base()).context("the scenario's setup")?;
-    if let Some(p) = file {
-        let text =
-            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-        let t: toml::Table =
-            toml::from_str(&text).with_context(|| format!("{} is not valid TOML", p.display()))?;
-        merge(&mut table, t);
-    }
-    for c in set {
-        let (key, v) = c
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--set {c}: expected SECTION.FIELD=VALUE"))?;
-        let (section, field) = key
-            .trim()
-            .split_once('.')
-            .ok_or_else(|| anyhow!("--set {c}: expected SECTION.FIELD=VALUE"))?;
-        let mut one = toml::Table::new();
-        let mut inner = toml::Table::new();
-        inner.insert(field.to_string(), toml_value(v.trim()));
-        one.insert(section.to_string(), toml::Value::Table(inner));
-        merge(&mut table, one);
-    }
-    let cfg: MachineConfig = table
-        .try_into()
-        .map_err(|e| anyhow!("machine configuration: {e}"))?;
-    cfg.validate()
-        .map_err(|e| anyhow!("machine configuration: {e}"))?;
-    Ok(cfg)
+    let base = toml::Table::try_from(s.paper_base()).context("the scenario's setup")?;
+    load_config_over(base, file, set)
 }
 
 /// What a scenario produced.
