@@ -173,14 +173,19 @@ pub struct BenchArgs {
     /// sending into both receivers keeps its namespace's default.
     #[arg(long, default_value = crate::bench_loss::DEFAULT_LINUX_CC)]
     linux_cc: String,
-    /// Keep each flow in order on the loss sweep's veths (receive packet
-    /// steering: one CPU per flow, as a wire and a NIC's queue keep a flow
-    /// in order). Left alone, a veth puts each frame in the backlog of the
-    /// CPU that sent it, and a TCP sender transmits from two CPUs (its
-    /// program and the softirq taking its ACKs), so a busy CPU delivers its
-    /// share hundreds of µs late: the sweep then also measures how each
-    /// receiver and sender take that reordering.
+    /// Leave the loss sweep's veths reordering flows, as a veth does by
+    /// itself: it puts each frame in the backlog of the CPU that sent it,
+    /// and a TCP sender transmits from two CPUs (its program and the
+    /// softirq taking its ACKs), so a busy CPU delivers its share hundreds
+    /// of µs late and the sweep also measures how each receiver and sender
+    /// take that reordering. By default the bridge's ports steer each flow
+    /// to one CPU (receive packet steering), keeping it in order as a wire
+    /// and a NIC's queue do, so the sweep measures loss alone.
     #[arg(long)]
+    loss_veth_reorder: bool,
+    /// Accepted for earlier commands: keeping flows in order is the default
+    /// now (see --loss-veth-reorder).
+    #[arg(long, hide = true, conflicts_with = "loss_veth_reorder")]
     loss_flow_order: bool,
     /// Pin the engine to this core, its own, as a dedicated engine core
     /// (default: let the scheduler place it).
@@ -1098,7 +1103,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }))
         .map_err(|_| anyhow!("--loss-secs must be a number of seconds"))?,
         linux_cc: args.linux_cc.clone(),
-        flow_order: args.loss_flow_order,
+        flow_order: !args.loss_veth_reorder,
     };
     if want("loss") {
         loss.validate()?;
