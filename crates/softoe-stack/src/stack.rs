@@ -807,6 +807,12 @@ impl Stack {
         if reply == Reply::Reopen {
             return reply;
         }
+        if core::mem::take(&mut sock.gap_filled) && self.batching {
+            // A repair's ACK goes now, not at the batch's end (see
+            // `TcpSocket::gap_filled`).
+            let mut eg = egress!(self, now, dev);
+            let _ = sock.dispatch(now, &mut eg, &mut self.refs);
+        }
         if self.batching {
             // Answer at the end of the batch (begin_batch).
             self.after_tcp(now, i, prev);

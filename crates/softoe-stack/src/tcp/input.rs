@@ -576,6 +576,7 @@ impl TcpSocket {
                 // Filling a hole: acknowledge at once (RFC 5681 §4.2), and
                 // the segments after it too: the sender is repairing.
                 self.ack_now = true;
+                self.gap_filled |= advanced > 0;
                 self.quick_acks = super::socket::QUICK_ACKS;
             } else if n > 0 && self.quick_acks > 0 {
                 self.quick_acks -= 1;
@@ -598,7 +599,11 @@ impl TcpSocket {
                 // All of it is queued already: a duplicate (RFC 2883 §4.2).
                 self.dsack = Some((s, seq::add(s, data.len() as u32)));
             }
+            // Below the end of what is queued: it fills a gap between
+            // out-of-order blocks (a repair, or a segment the path held).
+            let inside = self.ooo.iter().next_back().is_some_and(|(_, e)| start < e);
             let written = self.rx.write_unallocated(offset, data);
+            self.gap_filled |= inside && written > 0;
             if written > 0 && self.ooo.insert(start, start + written as u32).is_ok() {
                 self.note_sack_block(s);
             }

@@ -259,6 +259,12 @@ pub(crate) struct TcpSocket {
     /// sender in slow start (a window of one segment after a timeout) is
     /// not held by our delayed ACK.
     pub(crate) quick_acks: u8,
+    /// The last segment taken filled all or part of a gap in the
+    /// sequence space. Inside a receive batch its ACK goes at once, not at
+    /// the batch's end (RFC 5681 §4.2): a sender in recovery learns of
+    /// each repair from an ACK of its own, so one lost ACK does not leave
+    /// it waiting for a timeout.
+    pub(crate) gap_filled: bool,
     pub(crate) challenge_pending: bool,
     pub(crate) probe_pending: bool,
     /// The tail-loss probe timer fired: send one probe segment.
@@ -372,6 +378,7 @@ impl TcpSocket {
             ack_now: false,
             unacked_bytes: 0,
             quick_acks: 0,
+            gap_filled: false,
             challenge_pending: false,
             probe_pending: false,
             tlp_pending: false,
@@ -457,8 +464,8 @@ impl TcpSocket {
     /// sends nothing ahead of itself: the ACK owed would report the
     /// segments after the gap without it, and a sender in recovery, whose
     /// RACK reordering window is zero until it has seen reordering, resends
-    /// what arrives a few microseconds later. Its ACK goes at the batch's
-    /// end, when the gap may be closed.
+    /// what arrives a few microseconds later. Its ACK goes right after it
+    /// (`gap_filled`), reporting the gap closed or smaller.
     pub(crate) fn ack_before(&self, seg: &softoe_wire::TcpRepr<'_>) -> bool {
         self.sack_ok
             && self.ack_now
