@@ -17,6 +17,7 @@
 //! | `host.offload` | the program on the engine, or on Linux's TCP |
 //! | `engine.speed` | `EngineConfig::speed` (≤ 1: the engine can only be slowed; above 1 is refused) |
 //! | `engine.spin_us` | the engine's spin before it sleeps |
+//! | `host.spin_us` | the program's longest spin before it sleeps (`SOFTOE_SPIN_US`, whole µs; offload only) |
 //! | `memory.delay` m | `EngineConfig::access_delay = (m − 1)·a`, `a` the calibration's `ring_access` c0 |
 //! | `nic.tso/csum/gro` | the TAP's offloads (offload only) |
 //! | `nic.coalesce_us` | `EngineConfig::rx_coalesce` (offload only) |
@@ -98,6 +99,8 @@ pub(crate) struct Plan {
     pub rx_coalesce_us: f64,
     /// The engine's spin before it sleeps, µs.
     pub spin_us: f64,
+    /// The program's longest spin before it sleeps, whole µs (offload).
+    pub host_spin_us: u64,
     /// `tbf` on the path, Mbit/s (none: unshaped).
     pub shape_mbit: Option<u64>,
     /// What is reported rather than emulated, and how fields were read.
@@ -187,6 +190,7 @@ pub(crate) fn plan(cfg: &MachineConfig, a: f64) -> Result<Plan> {
         gro: n.gro,
         rx_coalesce_us: n.coalesce_us,
         spin_us: cfg.engine.spin_us,
+        host_spin_us: cfg.host.spin_us.round() as u64,
         shape_mbit,
         notes,
     };
@@ -372,13 +376,11 @@ pub(crate) fn measure(
                 .with_context(|| format!("shaping {dev} to {mbit} Mbit/s"))?;
         }
     }
-    let mut servers = Servers::start(servers_cmd(
-        exe,
-        plan.offload.then(|| bed.host()),
-        &bed.peer,
-        ip,
-        "copy",
-    ))?;
+    let mut cmd = servers_cmd(exe, plan.offload.then(|| bed.host()), &bed.peer, ip, "copy");
+    if plan.offload {
+        cmd.env("SOFTOE_SPIN_US", plan.host_spin_us.to_string());
+    }
+    let mut servers = Servers::start(cmd)?;
     let host0 = servers.cpu()?;
     let eng0 = thread_cpu(bed.engine_tid)?;
     let conns = work.connections as usize;

@@ -10,6 +10,7 @@
 //! ```toml
 //! [host]
 //! offload = true          # the stack on the engine core, behind shared-memory rings; false: on the host CPU behind system calls
+//! spin_us = 30            # with offload, a waiting program polls its rings at most this long, then sleeps (learnt per wait, as softoe-host's)
 //! [engine]
 //! speed = 1.0             # engine core speed ÷ host core speed, 0.05..=8
 //! spin_us = 50            # the engine polls this long after its last work, then sleeps
@@ -118,11 +119,24 @@ pub struct HostSpec {
     /// it over shared-memory rings; `false`: the stack runs on the host CPU
     /// behind system calls (the kernel path).
     pub offload: bool,
+    /// With offload, the longest a waiting program polls its rings before
+    /// it sleeps, microseconds (`SOFTOE_SPIN_US` of the real client).
+    /// Each kind of wait learns its own budget up to this, as the real
+    /// client does: a wait the spin caught raises it to twice that wait,
+    /// three in a row that outlasted it halve it. A wait caught spinning
+    /// costs no completion and no wake-up, but its spin is host CPU.
+    pub spin_us: f64,
 }
+
+/// The real client's default longest spin (`SOFTOE_SPIN_US`), µs.
+pub const HOST_SPIN_US: f64 = 30.0;
 
 impl Default for HostSpec {
     fn default() -> HostSpec {
-        HostSpec { offload: true }
+        HostSpec {
+            offload: true,
+            spin_us: HOST_SPIN_US,
+        }
     }
 }
 
@@ -353,6 +367,13 @@ pub const MAX_CONNECTIONS: u32 = 1024;
 impl MachineConfig {
     /// Checks every number against its range; the error names the field.
     pub fn validate(&self) -> Result<(), MachineConfigError> {
+        check_f64(
+            "host",
+            "spin_us",
+            "finite and within 0..=1000000",
+            self.host.spin_us,
+            |v| (0.0..=1e6).contains(&v),
+        )?;
         let e = &self.engine;
         check_f64("engine", "speed", "within 0.05..=8", e.speed, |v| {
             (0.05..=8.0).contains(&v)
@@ -443,6 +464,11 @@ impl MachineConfig {
     /// The engine's spin before it sleeps.
     pub fn spin(&self) -> Duration {
         micros(self.engine.spin_us)
+    }
+
+    /// The longest a waiting program spins (with offload).
+    pub fn host_spin(&self) -> Duration {
+        micros(self.host.spin_us)
     }
 
     /// The NIC's coalescing timer (zero: none).

@@ -111,6 +111,9 @@ impl Scenario {
     ///   interrupts, and coalescing has nothing left to save).
     pub fn paper_base(self) -> MachineConfig {
         let mut c = MachineConfig::default();
+        // The papers' hosts block in their calls and are woken (EMO counts
+        // the wake-ups); softoe's client spins first (`host.spin_us`).
+        c.host.spin_us = 0.0;
         match self {
             Scenario::Table1 => {
                 c.link.gbps = 1.0;

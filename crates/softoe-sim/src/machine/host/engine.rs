@@ -38,8 +38,8 @@ impl MachineNode {
     /// Offload: the engine's side of the rings for every connection the
     /// job touched — send what was posted, copy what arrived into the
     /// receive ring, note what was acknowledged — then publish.
-    pub(super) fn engine_pass(&mut self, s: Instant, command_conn: Option<usize>, job: &mut Job) {
-        let mut touched: Vec<usize> = command_conn.into_iter().collect();
+    pub(super) fn engine_pass(&mut self, s: Instant, command_conns: Vec<usize>, job: &mut Job) {
+        let mut touched = command_conns;
         let mut published: Vec<usize> = Vec::new();
         for _ in 0..8 {
             while let Some((h, ev)) = self.stack.poll_event() {
@@ -202,9 +202,52 @@ impl MachineNode {
             }
             Thread::Queued | Thread::Finished => false,
         };
-        if ready && !c.notify_pending {
-            c.notify_pending = true;
-            self.arrive(at, Cpu::Engine, Work::Notify { conn: i });
+        if !ready || c.notify_pending {
+            return;
         }
+        if let (Thread::Asleep(w), Some(sp)) = (c.thread, c.spinning.take()) {
+            // The program spun while it waited: it sees the ring itself if
+            // its spin still runs, and then needs no completion.
+            let max = self.spec.host_spin;
+            let waited = at.saturating_duration_since(sp.since);
+            let caught = at <= sp.until && !sp.budget.is_zero();
+            if let Some(b) = c.spins.get_mut(w.index()) {
+                b.ended(waited, sp.budget, max);
+            }
+            let spun = if caught { waited } else { sp.budget };
+            self.counters.spin_ns += spun.as_nanos() as u64;
+            if caught {
+                self.counters.spin_caught += 1;
+                c.thread = Thread::Queued;
+                self.arrive(at, Cpu::Host, Work::Thread { t: i, woken: false });
+                return;
+            }
+        }
+        c.notify_pending = true;
+        self.arrive(at, Cpu::Engine, Work::Notify { conn: i });
+    }
+
+    /// A program thread's job ended at `finish`: if it went to sleep (with
+    /// offload), it spins first, for the budget its kind of wait has
+    /// learnt.
+    pub(super) fn start_spin(&mut self, t: usize, finish: Instant) {
+        if !self.spec.offload || self.spec.host_spin.is_zero() {
+            return;
+        }
+        let max = self.spec.host_spin;
+        let Some(c) = self.conns.get_mut(t) else {
+            return;
+        };
+        c.spinning = match c.thread {
+            Thread::Asleep(w) => c.spins.get_mut(w.index()).map(|b| {
+                let budget = b.next(max);
+                Spinning {
+                    since: finish,
+                    until: finish + budget,
+                    budget,
+                }
+            }),
+            _ => None,
+        };
     }
 }

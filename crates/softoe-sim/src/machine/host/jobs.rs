@@ -107,7 +107,7 @@ impl MachineNode {
             job.ns += self.prices.cal.wakeup.ns(1, 0, 1.0);
         }
         let mut runs_stack = true;
-        let mut command_conn = None;
+        let mut command_conns = Vec::new();
         match work {
             Work::Rx { irq } => self.job_rx(s, irq, &mut job),
             Work::Timer => self.job_timer(s, &mut job),
@@ -116,8 +116,27 @@ impl MachineNode {
                 self.job_thread(s, t, woken, &mut job);
             }
             Work::Command { conn, cmd } => {
-                command_conn = Some(conn);
-                self.job_command(s, conn, cmd, &mut job);
+                // The engine drains its command rings in one pass, as the
+                // real one does each turn: every command queued by now is
+                // taken by this job, and the stack then sends what they
+                // posted together (a TSO frame of many small writes, not a
+                // frame per write).
+                let mut cmds = vec![(conn, cmd)];
+                let queue = &mut self.cpu_mut(cpu).queue;
+                let mut i = 0;
+                while i < queue.len() {
+                    match queue.get(i) {
+                        Some(&(_, Work::Command { conn, cmd })) => {
+                            queue.remove(i);
+                            cmds.push((conn, cmd));
+                        }
+                        _ => i += 1,
+                    }
+                }
+                for (conn, cmd) in cmds {
+                    command_conns.push(conn);
+                    self.job_command(s, conn, cmd, &mut job);
+                }
             }
             Work::Notify { conn } => {
                 runs_stack = false;
@@ -130,7 +149,7 @@ impl MachineNode {
             }
         }
         if runs_stack {
-            self.after_stack(s, command_conn, &mut job);
+            self.after_stack(s, command_conns, &mut job);
         }
         let served = match self.cpu_mut(cpu).server.serve(arrival, dur(job.ns)) {
             Ok(x) => x,
@@ -143,6 +162,9 @@ impl MachineNode {
         };
         let finish = served.finish;
         self.counters.jobs += 1;
+        if let Work::Thread { t, .. } = work {
+            self.start_spin(t, finish);
+        }
         self.fold(s, work.code(), job.bytes, served.service());
         if let Some((t, p)) = job.progress
             && let Some(c) = self.conns.get_mut(t)
@@ -243,9 +265,9 @@ impl MachineNode {
 
     /// After the stack ran in a job: its events, the engine's rings, the
     /// frames it emitted, its next deadline.
-    pub(super) fn after_stack(&mut self, s: Instant, command_conn: Option<usize>, job: &mut Job) {
+    pub(super) fn after_stack(&mut self, s: Instant, command_conns: Vec<usize>, job: &mut Job) {
         if self.spec.offload {
-            self.engine_pass(s, command_conn, job);
+            self.engine_pass(s, command_conns, job);
         } else {
             self.kernel_events(job);
         }

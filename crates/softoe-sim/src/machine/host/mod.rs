@@ -99,10 +99,16 @@
 //!   changes nothing (as in the paper, whose no-offload row is one
 //!   figure); the stack's and driver's own per-byte costs are never
 //!   scaled by it.
-//! - Completions are not coalesced, and a program does not spin before it
-//!   sleeps: a receiver kept waiting by a busy engine is woken (and pays a
-//!   `wakeup`) for each placement that finds it asleep. The configuration
-//!   has no knob for either yet.
+//! - Completions are not coalesced. With offload a waiting program spins
+//!   first (`host.spin_us`, learnt per kind of wait as the real client
+//!   learns it, `host/spin.rs`): what arrives within its spin costs no completion
+//!   and no `wakeup`, and the spin counts as host CPU; what comes later is
+//!   a completion and a `wakeup`. A spin does not hold the host core
+//!   against other programs' jobs (one core, no scheduler).
+//! - The engine takes every command queued by the start of a command job
+//!   in that job, as the real engine drains its command rings each turn,
+//!   so writes posted while it was busy leave together (TSO frames of
+//!   many writes).
 //! - Timers a receive job's `poll` finds due run inside that job without a
 //!   `timer` charge; only a job queued for a deadline pays it.
 //! - A node whose every event is free and immediate (the `ideal` peer)
@@ -132,8 +138,10 @@ mod engine;
 mod free;
 mod jobs;
 mod programs;
+mod spin;
 
 use agenda::Agenda;
+use spin::SpinBudget;
 
 /// Most frames one receive job takes (NAPI's budget, the engine's batch).
 pub const RX_BUDGET: usize = 64;
@@ -166,6 +174,8 @@ pub struct NodeSpec {
     pub engine_speed: f64,
     /// How long the engine (and a polling host CPU) spins before it sleeps.
     pub spin: Duration,
+    /// With offload, the longest a waiting program spins before it sleeps.
+    pub host_spin: Duration,
     /// The memory delay multiplier (with offload).
     pub memory_delay: f64,
     /// The bus (`None`: DMA is free and instant).
@@ -185,6 +195,7 @@ impl NodeSpec {
             offload: cfg.host.offload,
             engine_speed: cfg.engine.speed,
             spin: cfg.spin(),
+            host_spin: cfg.host_spin(),
             memory_delay: cfg.memory.delay,
             bus: Some(BusModel {
                 gbps: cfg.bus.gbps,
@@ -211,6 +222,7 @@ impl NodeSpec {
             offload: false,
             engine_speed: 1.0,
             spin: Duration::ZERO,
+            host_spin: Duration::ZERO,
             memory_delay: 1.0,
             bus: None,
             nic: NicSpec {
@@ -276,6 +288,10 @@ pub struct MachineCounters {
     pub thread_wakeups: u64,
     /// Sleeping cores woken (the engine, or the host CPU).
     pub core_wakeups: u64,
+    /// Waits a spinning program caught (no completion, no wake-up).
+    pub spin_caught: u64,
+    /// Nanoseconds programs spent spinning (host CPU).
+    pub spin_ns: u64,
     /// Commands posted to the engine.
     pub commands: u64,
     /// Completions posted to the host.
@@ -375,6 +391,26 @@ enum Want {
     Data,
 }
 
+impl Want {
+    /// Index of its spin budget.
+    fn index(self) -> usize {
+        match self {
+            Want::Connect => 0,
+            Want::Space => 1,
+            Want::Data => 2,
+        }
+    }
+}
+
+/// A program that went to sleep spinning: the spin runs from `since` to
+/// `until`.
+#[derive(Clone, Copy, Debug)]
+struct Spinning {
+    since: Instant,
+    until: Instant,
+    budget: Duration,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Thread {
     /// A job for it is queued or in service.
@@ -463,6 +499,10 @@ struct Conn {
     connect_posted: bool,
     /// A completion for the sleeping program is on its way.
     notify_pending: bool,
+    /// Spin budgets of its kinds of wait ([`Want::index`]).
+    spins: [SpinBudget; 3],
+    /// The spin of its current wait, if it spins.
+    spinning: Option<Spinning>,
 }
 
 /// The price list of one node, memory delay applied.
@@ -619,6 +659,8 @@ impl MachineNode {
                 rx_blocked: false,
                 connect_posted: false,
                 notify_pending: false,
+                spins: [SpinBudget::new(spec.host_spin); 3],
+                spinning: None,
             });
         }
         let mut node = MachineNode {
@@ -705,7 +747,8 @@ impl MachineNode {
                 .saturating_sub(s.free_at().saturating_duration_since(t))
         };
         Busy {
-            host: upto(&self.host.server),
+            host: upto(&self.host.server)
+                .saturating_add(Duration::from_nanos(self.counters.spin_ns)),
             engine: upto(&self.engine.server),
             bus: upto(&self.bus),
         }
