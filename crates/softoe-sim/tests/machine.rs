@@ -454,10 +454,12 @@ fn a_gso_wire_carries_super_segments_whole_and_the_acks_fall() {
 /// what the engine does, blind validation row 01).
 #[test]
 fn queued_small_writes_leave_as_large_frames() {
-    let mut cal = Calibration::default();
     // A port write as dear as this machine's (a TAP write runs Linux's
     // receive path): the engine, not the program, is the bottleneck.
-    cal.port_tx = StageCost::new(12_000.0, 0.0);
+    let cal = Calibration {
+        port_tx: StageCost::new(12_000.0, 0.0),
+        ..Calibration::default()
+    };
     let mut cfg = MachineConfig::default();
     cfg.link.gbps = 100.0;
     cfg.link.gso = true;
@@ -482,8 +484,10 @@ fn queued_small_writes_leave_as_large_frames() {
 /// wake-up.
 #[test]
 fn a_spinning_program_catches_short_waits_and_pays_for_them_in_cpu() {
-    let mut cal = Calibration::default();
-    cal.wakeup = StageCost::new(20_000.0, 0.0);
+    let cal = Calibration {
+        wakeup: StageCost::new(20_000.0, 0.0),
+        ..Calibration::default()
+    };
     let mut cfg = MachineConfig::default();
     cfg.workload.kind = WorkloadKind::Rr;
     cfg.workload.message = 64;

@@ -325,7 +325,9 @@ pub enum PeerModel {
     /// The far end costs nothing: only the modelled host is measured.
     #[default]
     Ideal,
-    /// The far end is a host like this one, without offload.
+    /// The far end is a host like this one, without offload, on a CPU of
+    /// its own. Sinking a stream, it reads what has arrived up to 1 MiB per
+    /// call, as a bulk receiver does.
     Host,
 }
 

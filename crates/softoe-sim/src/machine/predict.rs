@@ -257,6 +257,9 @@ fn stack_for(cfg: &MachineConfig, n: u8, ip: Ipv4Address) -> Result<Stack, Predi
     Stack::new(sc).map_err(PredictError::Stack)
 }
 
+/// The most a `host` peer that sinks a stream reads per call.
+pub const PEER_SINK_READ: u32 = 1 << 20;
+
 /// Builds the world of `cfg`: the modelled host (node 0, which connects)
 /// and its peer (node 1), on one link.
 pub fn build(cfg: &MachineConfig, cal: &Calibration) -> Result<MachineWorld, PredictError> {
@@ -285,12 +288,15 @@ pub fn build(cfg: &MachineConfig, cal: &Calibration) -> Result<MachineWorld, Pre
         PeerModel::Ideal => NodeSpec::ideal(cfg),
         PeerModel::Host => NodeSpec::kernel_peer(cfg, cal),
     };
-    let peer = MachineNode::new(
-        stack_for(cfg, 2, PEER_IP)?,
-        pattern,
-        peer_spec,
-        &apps(None, !host_sends),
-    )?;
+    let mut peer_apps = apps(None, !host_sends);
+    if cfg.peer.model == PeerModel::Host && w.kind == WorkloadKind::Stream && host_sends {
+        // A host peer sinking the stream reads what has arrived, up to a
+        // large buffer, as a bulk receiver does (the testbed's client reads
+        // 1 MiB per call): `message` is the modelled host's write size,
+        // not the far end's read size.
+        peer_apps.message = PEER_SINK_READ;
+    }
+    let peer = MachineNode::new(stack_for(cfg, 2, PEER_IP)?, pattern, peer_spec, &peer_apps)?;
     // The NIC's GRO, receive checksum and interrupt moderation are the
     // nodes' own (they happen on the receiving CPU's time); the world's NIC
     // only cuts TSO frames and completes checksums.
