@@ -517,3 +517,56 @@ fn a_spinning_program_catches_short_waits_and_pays_for_them_in_cpu() {
     assert!(a + 8.0 < b, "{a} vs {b} µs");
     assert!(spun.host_cpu > slept.host_cpu);
 }
+
+/// The testbed's far end (`peer.model = "testbed"`): its program's calls
+/// cost (a round trip's read and write, and their wake-ups), its stack's
+/// work does not (on the testbed the sender's port write or system call
+/// runs it). So a round trip costs more than with the free `ideal` peer and
+/// less than with a `host` peer, whose stack is priced as well; and a
+/// stream it sinks is read in large calls, so it does not slow the sender.
+#[test]
+fn the_testbed_peer_pays_for_its_calls_not_its_stack() {
+    use softoe_sim::machine::PeerModel;
+    let cal = Calibration {
+        syscall: StageCost::new(5_000.0, 0.0),
+        wakeup: StageCost::new(3_000.0, 0.0),
+        ..Calibration::default()
+    };
+    let mut cfg = MachineConfig::default();
+    cfg.link.delay_us = 0.0;
+    cfg.workload.kind = WorkloadKind::Rr;
+    cfg.workload.message = 256;
+    cfg.workload.requests = 1000;
+    let p50 = |cfg: &MachineConfig, peer| {
+        let mut c = *cfg;
+        c.peer.model = peer;
+        let p = run(&c, &cal);
+        assert_eq!(p.peer_cpu.is_some(), peer != PeerModel::Ideal);
+        p.latency_p50_us.unwrap()
+    };
+    let (ideal, testbed, host) = (
+        p50(&cfg, PeerModel::Ideal),
+        p50(&cfg, PeerModel::Testbed),
+        p50(&cfg, PeerModel::Host),
+    );
+    println!("rr p50: ideal {ideal:.1} µs, testbed {testbed:.1}, host {host:.1}");
+    // Two calls of 5 µs and a wake-up of 3 µs a round trip: half of it
+    // one way.
+    assert!(testbed > ideal + 5.0, "{ideal} {testbed}");
+    assert!(host > testbed, "{testbed} {host}");
+    cfg.workload.kind = WorkloadKind::Stream;
+    cfg.workload.message = 4096;
+    cfg.workload.bytes = 8 << 20;
+    let rate = |peer| {
+        let mut c = cfg;
+        c.peer.model = peer;
+        run(&c, &cal).throughput_bps
+    };
+    let (ideal, testbed) = (rate(PeerModel::Ideal), rate(PeerModel::Testbed));
+    println!(
+        "4 KiB stream: ideal {:.2} Gb/s, testbed {:.2}",
+        gbps(ideal),
+        gbps(testbed)
+    );
+    assert!(testbed > 0.9 * ideal, "{ideal} {testbed}");
+}

@@ -41,7 +41,7 @@
 //! requests = 10000        # rr: round trips per connection
 //! seed = 1
 //! [peer]
-//! model = "ideal"         # or "host"
+//! model = "ideal"         # or "host", or "testbed" (a Linux program on the same machine: its calls cost, its stack's work is in the sender's)
 //! ```
 //!
 //! Every section and every field may be left out (it takes the default
@@ -329,6 +329,15 @@ pub enum PeerModel {
     /// its own. Sinking a stream, it reads what has arrived up to 1 MiB per
     /// call, as a bulk receiver does.
     Host,
+    /// The far end as on this project's testbed: a Linux program on the
+    /// same machine. Its calls cost what a Linux program's do (`syscall`,
+    /// `copy`, `wakeup`, `app`, on a CPU of its own), but its TCP stack's
+    /// work is free here, because on the testbed the kernel's receive path
+    /// runs in the softirq of whoever sends: inside the engine's port write
+    /// (which `port_tx` is calibrated with) or inside the Linux sender's
+    /// system call (which `syscall` is). It reads a stream up to 1 MiB per
+    /// call, as the testbed's client does.
+    Testbed,
 }
 
 /// `[peer]`.

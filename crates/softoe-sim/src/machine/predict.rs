@@ -287,9 +287,10 @@ pub fn build(cfg: &MachineConfig, cal: &Calibration) -> Result<MachineWorld, Pre
     let peer_spec = match cfg.peer.model {
         PeerModel::Ideal => NodeSpec::ideal(cfg),
         PeerModel::Host => NodeSpec::kernel_peer(cfg, cal),
+        PeerModel::Testbed => NodeSpec::testbed_peer(cfg, cal),
     };
     let mut peer_apps = apps(None, !host_sends);
-    if cfg.peer.model == PeerModel::Host && w.kind == WorkloadKind::Stream && host_sends {
+    if cfg.peer.model != PeerModel::Ideal && w.kind == WorkloadKind::Stream && host_sends {
         // A host peer sinking the stream reads what has arrived, up to a
         // large buffer, as a bulk receiver does (the testbed's client reads
         // 1 MiB per call): `message` is the modelled host's write size,
@@ -459,7 +460,7 @@ fn report(
             after.host_interrupts.saturating_sub(before.host_interrupts) as f64,
         ),
         bus_utilisation: share(busy.bus),
-        peer_cpu: (cfg.peer.model == PeerModel::Host).then(|| share(peer_busy.host.as_secs_f64())),
+        peer_cpu: (cfg.peer.model != PeerModel::Ideal).then(|| share(peer_busy.host.as_secs_f64())),
         busy,
         payload_bytes,
         window_seconds: window,
@@ -504,7 +505,7 @@ mod tests {
     fn a_small_stream_completes_intact_both_ways_and_with_either_peer() {
         for offload in [false, true] {
             for direction in [FlowDirection::Send, FlowDirection::Receive] {
-                for peer in [PeerModel::Ideal, PeerModel::Host] {
+                for peer in [PeerModel::Ideal, PeerModel::Host, PeerModel::Testbed] {
                     let mut cfg = MachineConfig::default();
                     cfg.host.offload = offload;
                     cfg.workload.direction = direction;
@@ -518,7 +519,7 @@ mod tests {
                     assert!(p.throughput_bps > 1e8, "{what}");
                     assert!(p.host_cpu > 0.0 && p.host_cpu <= 1.0 + 1e-9, "{what}");
                     assert_eq!(p.engine_cpu > 0.0, offload, "{what}");
-                    assert_eq!(p.peer_cpu.is_some(), peer == PeerModel::Host, "{what}");
+                    assert_eq!(p.peer_cpu.is_some(), peer != PeerModel::Ideal, "{what}");
                 }
             }
         }

@@ -215,6 +215,35 @@ impl NodeSpec {
         }
     }
 
+    /// The testbed's far end (the `testbed` peer): a Linux program whose
+    /// calls cost what the calibration says and whose stack's work is free
+    /// (on the testbed it runs in the softirq of the sender's port write or
+    /// system call, whose calibrated costs include it).
+    pub fn testbed_peer(cfg: &MachineConfig, cal: &Calibration) -> NodeSpec {
+        let calls = Calibration {
+            syscall: cal.syscall,
+            copy: cal.copy,
+            wakeup: cal.wakeup,
+            app: cal.app,
+            ..Calibration::zero()
+        };
+        NodeSpec {
+            offload: false,
+            // Its receive path is not woken: it runs in the sender's softirq.
+            spin: Duration::from_secs(3600),
+            bus: None,
+            nic: NicSpec {
+                coalesce_frames: 1,
+                coalesce_us: 0.0,
+                polling: true,
+                ..cfg.nic
+            },
+            coalesce: Duration::ZERO,
+            calibration: calls,
+            ..NodeSpec::host(cfg, cal)
+        }
+    }
+
     /// A far end that costs nothing (the `ideal` peer): no bus, every event
     /// free, each frame taken as it arrives; the same NIC offloads.
     pub fn ideal(cfg: &MachineConfig) -> NodeSpec {
