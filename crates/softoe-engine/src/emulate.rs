@@ -2,9 +2,12 @@
 //! the machines the simulator models, and measured the way the simulator
 //! counts, so the two can be checked against each other.
 //!
-//! - **A slower engine core** ([`EngineConfig::speed`]): after each turn
-//!   that did work the engine busy-waits in proportion to the work it
-//!   measured, so it runs as a core `speed` times as fast as this one.
+//! - **A slower engine core** ([`EngineConfig::speed`]): the engine
+//!   busy-waits in proportion to the work it measured, so it runs as a
+//!   core `speed` times as fast as this one. It pays as it goes
+//!   ([`SlowClock`]): before each frame leaves, what it owes for the turn's
+//!   work so far, so the frame leaves when the slower core would have made
+//!   it; the rest at the turn's end.
 //! - **Slower memory** ([`EngineConfig::access_delay`]): a busy-wait at
 //!   every access to a program's shared memory through the host interface,
 //!   counted where it happens (the host sessions' meters, collected by the
@@ -57,6 +60,91 @@ pub(crate) fn spin_for(d: Duration) -> Duration {
             return e;
         }
         std::hint::spin_loop();
+    }
+}
+
+/// A slowed engine's busy-wait for one turn, paid as it goes: before each
+/// frame leaves and at the turn's end the engine waits `slowdown` × the
+/// turn's work so far, less what it has waited already.
+///
+/// Paid only at the turn's end, the wait came after the turn's frames had
+/// left at full speed, and slowed only the next turn: a request/response
+/// through a half-speed engine measured no slower than through a
+/// full-speed one (22 against 23 µs), where a slower core delays its
+/// answer. Work is the turn's time less the emulated waits (coalescing,
+/// and the memory delay, which the services report only at the turn's
+/// end: a payment inside the turn counts the memory delay so far as work,
+/// and the turn's end pays nothing more until the debt catches up).
+#[derive(Debug, Default)]
+pub(crate) struct SlowClock {
+    slowdown: f64,
+    t0: Option<Instant>,
+    /// Emulated waits of the turn (not work).
+    waited: u64,
+    /// Busy-waits asked for this turn (what the slowness cost).
+    paid: u64,
+    /// Their wall time (a preempted wait lasts longer than asked; neither
+    /// is work).
+    spun: u64,
+}
+
+impl SlowClock {
+    /// A clock adding `slowdown` ns of wait per ns of work (0: none).
+    pub(crate) fn new(slowdown: f64) -> SlowClock {
+        SlowClock {
+            slowdown,
+            ..SlowClock::default()
+        }
+    }
+
+    /// A turn starts.
+    pub(crate) fn start(&mut self) {
+        self.t0 = Some(Instant::now());
+        self.waited = 0;
+        self.paid = 0;
+        self.spun = 0;
+    }
+
+    /// `n` ns of this turn were an emulated wait, not work.
+    pub(crate) fn waited(&mut self, n: u64) {
+        self.waited = self.waited.saturating_add(n);
+    }
+
+    /// The turn's work so far, less `more_waited` ns of waits reported
+    /// late.
+    pub(crate) fn work(&self, more_waited: u64) -> u64 {
+        self.t0.map_or(0, |t| {
+            nanos(t.elapsed())
+                .saturating_sub(self.waited)
+                .saturating_sub(more_waited)
+                .saturating_sub(self.spun)
+        })
+    }
+
+    /// Pays what the turn's work owes so far (`more_waited` as in
+    /// [`work`](Self::work)).
+    pub(crate) fn pay(&mut self, more_waited: u64) {
+        if self.slowdown <= 0.0 || self.t0.is_none() {
+            return;
+        }
+        // `as` saturates; slowdown is finite (speed > 0).
+        let owed = (self.work(more_waited) as f64 * self.slowdown).round() as u64;
+        let due = owed.saturating_sub(self.paid);
+        if due > 0 {
+            let w = nanos(spin_for(Duration::from_nanos(due)));
+            self.paid = self.paid.saturating_add(due);
+            self.spun = self.spun.saturating_add(w);
+        }
+    }
+
+    /// The busy-wait this turn has asked for its slowness.
+    pub(crate) fn paid(&self) -> u64 {
+        self.paid
+    }
+
+    /// Its wall time so far.
+    pub(crate) fn spun(&self) -> u64 {
+        self.spun
     }
 }
 
@@ -302,6 +390,31 @@ mod tests {
     /// (the same measurements on both sides, so within rounding, not a
     /// timing test), and really waits it: its turns took at least work and
     /// slowdown together. At full speed it adds exactly nothing.
+    #[test]
+    fn a_slow_clock_pays_for_the_work_so_far_before_a_frame() {
+        // Full speed pays nothing.
+        let mut c = SlowClock::new(0.0);
+        c.start();
+        spin_for(Duration::from_micros(50));
+        c.pay(0);
+        assert_eq!(c.paid(), 0);
+        // Half speed: a frame waits for the work before it.
+        let mut c = SlowClock::new(1.0);
+        c.pay(0);
+        assert_eq!(c.paid(), 0, "no turn yet");
+        c.start();
+        spin_for(Duration::from_micros(200));
+        c.pay(0);
+        let first = c.paid();
+        assert!(first >= 200_000, "{first}");
+        assert!(c.spun() >= first);
+        // Its own wait and the emulated ones are not work: nothing more is
+        // owed for them.
+        c.waited(1_000_000_000);
+        c.pay(0);
+        assert_eq!(c.paid(), first);
+    }
+
     #[test]
     fn a_slowed_engine_waits_in_proportion_to_its_work() {
         for speed in [0.5, 0.25] {

@@ -20,7 +20,7 @@ use softoe_stack::{Device, Instant, PayloadRef, Stack, StackConfig, TxBusy, TxFr
 use tracing::{debug, info, warn};
 
 use crate::control::{Control, EngineCounters};
-use crate::emulate::{self, Emulation};
+use crate::emulate::{self, Emulation, SlowClock};
 use crate::memory::{self, Memory};
 use crate::pcap::Pcap;
 use crate::port::Port;
@@ -200,6 +200,8 @@ struct PortDev<'a, P: Port> {
     counters: &'a mut EngineCounters,
     /// Time port writes (`profile_stages`).
     profile: bool,
+    /// A slowed engine pays its wait before each frame leaves.
+    slow: &'a mut SlowClock,
 }
 
 /// Pins the calling thread to core `cpu`.
@@ -239,6 +241,8 @@ impl<P: Port> Device for PortDev<'_, P> {
     }
 
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
+        // The frame leaves when a slower core would have made it.
+        self.slow.pay(0);
         let sent = if self.profile {
             let t0 = std::time::Instant::now();
             let r = self.port.send(f, self.mem);
@@ -306,14 +310,11 @@ pub struct Engine<P: Port> {
     /// `port.describe()`, made once: the control socket is served every
     /// millisecond, and formatting it each time allocated.
     port_desc: String,
-    /// `1/speed − 1`: nanoseconds of busy-wait added per nanosecond of
-    /// work (0 at full speed).
-    slowdown: f64,
+    /// The slowed engine's busy-wait (`1/speed − 1` ns per ns of work, 0
+    /// at full speed), paid as the turn goes.
+    slow: SlowClock,
     /// Whether turns are timed (the engine is slowed or profiles stages).
     timed: bool,
-    /// Nanoseconds of the current turn spent waiting for frames to
-    /// coalesce: emulated interrupt delay, not work.
-    coalesce_waited: u64,
 }
 
 impl<P: Port> std::fmt::Debug for Engine<P> {
@@ -377,9 +378,8 @@ impl<P: Port> Engine<P> {
             inbox,
             pollfds: Vec::new(),
             port_desc,
-            slowdown,
+            slow: SlowClock::new(slowdown),
             timed,
-            coalesce_waited: 0,
         })
     }
 
@@ -447,6 +447,7 @@ impl<P: Port> Engine<P> {
                 pcap: self.pcap.as_mut(),
                 counters: &mut self.counters,
                 profile: self.cfg.profile_stages,
+                slow: &mut self.slow,
             };
             self.stack.announce(now, &mut dev);
         }
@@ -491,28 +492,20 @@ impl<P: Port> Engine<P> {
             self.drain_services();
             return Ok(busy);
         }
-        let t0 = std::time::Instant::now();
         let delayed = self.counters.access_delay_nanos;
-        self.coalesce_waited = 0;
+        self.slow.start();
         let busy = self.turn_work()?;
         self.drain_services();
-        if busy {
-            // The emulated waits are not work: a slower core does not make
-            // memory or the wire slower.
-            let waited = self
-                .counters
-                .access_delay_nanos
-                .saturating_sub(delayed)
-                .saturating_add(self.coalesce_waited);
-            let work = emulate::nanos(t0.elapsed()).saturating_sub(waited);
-            self.counters.work_nanos += work;
-            if self.slowdown > 0.0 {
-                // `as` saturates; speed > 0 keeps the product finite.
-                let extra = (work as f64 * self.slowdown).round() as u64;
-                emulate::spin_for(Duration::from_nanos(extra));
-                self.counters.slowdown_nanos += extra;
-            }
+        // The memory delay is known now (the services report it after the
+        // turn): it is an emulated wait, not work; a slower core does not
+        // make memory or the wire slower.
+        let mem = self.counters.access_delay_nanos.saturating_sub(delayed);
+        // A turn that sent a frame worked, even if it reports no work.
+        if busy || self.slow.paid() > 0 {
+            self.counters.work_nanos += self.slow.work(mem);
+            self.slow.pay(mem);
         }
+        self.counters.slowdown_nanos += self.slow.paid();
         Ok(busy)
     }
 
@@ -551,7 +544,7 @@ impl<P: Port> Engine<P> {
             match self.port.recv(&mut self.rx_buf) {
                 Ok(Some(f)) => {
                     if let Some(t) = coalescing.take() {
-                        self.coalesce_waited += emulate::nanos(t.elapsed());
+                        self.slow.waited(emulate::nanos(t.elapsed()));
                     }
                     got += 1;
                     let now = self.now();
@@ -567,12 +560,16 @@ impl<P: Port> Engine<P> {
                         pcap: self.pcap.as_mut(),
                         counters: &mut self.counters,
                         profile,
+                        slow: &mut self.slow,
                     };
-                    let tx0 = dev.counters.stages.tx.nanos;
+                    let (tx0, spun0) = (dev.counters.stages.tx.nanos, dev.slow.spun());
                     self.stack.receive(now, frame, f.meta, &mut dev);
                     if let Some(t) = t_rx {
                         let stages = &mut self.counters.stages;
-                        let tx = stages.tx.nanos.saturating_sub(tx0);
+                        // Port writes and the slowed engine's waits before them are
+                        // not this stage's.
+                        let tx = stages.tx.nanos.saturating_sub(tx0)
+                            + self.slow.spun().saturating_sub(spun0);
                         let took = emulate::nanos(t.elapsed()).saturating_sub(tx);
                         stages.rx.add(took, f.len as u64);
                     }
@@ -601,7 +598,7 @@ impl<P: Port> Engine<P> {
             }
         }
         if let Some(t) = coalescing {
-            self.coalesce_waited += emulate::nanos(t.elapsed());
+            self.slow.waited(emulate::nanos(t.elapsed()));
         }
         if self.cfg.batch_acks {
             let now = self.now();
@@ -612,14 +609,18 @@ impl<P: Port> Engine<P> {
                 pcap: self.pcap.as_mut(),
                 counters: &mut self.counters,
                 profile,
+                slow: &mut self.slow,
             };
-            let tx0 = dev.counters.stages.tx.nanos;
+            let (tx0, spun0) = (dev.counters.stages.tx.nanos, dev.slow.spun());
             self.stack.end_batch(now, &mut dev);
             // The batch's answers are receive work: their time goes with
             // the frames' (no count of its own).
             if let Some(t) = t_end {
                 let stages = &mut self.counters.stages;
-                let tx = stages.tx.nanos.saturating_sub(tx0);
+                // Port writes and the slowed engine's waits before them are
+                // not this stage's.
+                let tx =
+                    stages.tx.nanos.saturating_sub(tx0) + self.slow.spun().saturating_sub(spun0);
                 stages.rx.nanos += emulate::nanos(t.elapsed()).saturating_sub(tx);
             }
         }
@@ -656,12 +657,16 @@ impl<P: Port> Engine<P> {
                 pcap: self.pcap.as_mut(),
                 counters: &mut self.counters,
                 profile,
+                slow: &mut self.slow,
             };
-            let tx0 = dev.counters.stages.tx.nanos;
+            let (tx0, spun0) = (dev.counters.stages.tx.nanos, dev.slow.spun());
             self.stack.poll(now, &mut dev);
             if let Some(t) = t_poll {
                 let stages = &mut self.counters.stages;
-                let tx = stages.tx.nanos.saturating_sub(tx0);
+                // Port writes and the slowed engine's waits before them are
+                // not this stage's.
+                let tx =
+                    stages.tx.nanos.saturating_sub(tx0) + self.slow.spun().saturating_sub(spun0);
                 stages
                     .poll
                     .add(emulate::nanos(t.elapsed()).saturating_sub(tx), 0);
