@@ -331,11 +331,7 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
     for ((file, cfg), plan) in files.iter().zip(&cfgs).zip(&plans) {
         let name = name_of(file);
         pb.set_message(format!("{name}: predicting"));
-        let predicted = if a.as_written {
-            *cfg
-        } else {
-            as_testbed(cfg)
-        };
+        let predicted = if a.as_written { *cfg } else { as_testbed(cfg) };
         let p = predict(&predicted, &cal).map_err(|e| anyhow!("{name}: simulating: {e}"))?;
         let mut runs = Vec::with_capacity(a.reps as usize);
         for rep in 1..=a.reps {
