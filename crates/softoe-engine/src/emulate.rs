@@ -5,7 +5,7 @@
 //! - **A slower engine core** ([`EngineConfig::speed`]): the engine
 //!   busy-waits in proportion to the work it measured, so it runs as a
 //!   core `speed` times as fast as this one. It pays as it goes
-//!   ([`SlowClock`]): before each frame leaves, what it owes for the turn's
+//!   (`SlowClock`): before each frame leaves, what it owes for the turn's
 //!   work so far, so the frame leaves when the slower core would have made
 //!   it; the rest at the turn's end.
 //! - **Slower memory** ([`EngineConfig::access_delay`]): a busy-wait at
