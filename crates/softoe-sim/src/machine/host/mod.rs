@@ -228,19 +228,10 @@ impl NodeSpec {
             ..Calibration::zero()
         };
         NodeSpec {
-            offload: false,
             // Its receive path is not woken: it runs in the sender's softirq.
             spin: Duration::from_secs(3600),
-            bus: None,
-            nic: NicSpec {
-                coalesce_frames: 1,
-                coalesce_us: 0.0,
-                polling: true,
-                ..cfg.nic
-            },
-            coalesce: Duration::ZERO,
             calibration: calls,
-            ..NodeSpec::host(cfg, cal)
+            ..NodeSpec::ideal(cfg)
         }
     }
 
