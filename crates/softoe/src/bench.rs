@@ -775,7 +775,46 @@ struct Report {
 
 /// Sends `bytes` over `conns` connections at once to a discard server.
 fn bulk_in(addr: SocketAddrV4, bytes: u64, conns: usize) -> Result<Duration> {
-    bulk_in_with(addr, bytes, conns, WRITE, None)
+    bulk_in_with(addr, bytes, conns, WRITE, None).map(|r| r.wall)
+}
+
+/// What a bulk client's run took: the wall time of all its connections,
+/// and the CPU its threads ran (with the kernel's work on them: softirqs
+/// that ran in their system calls) in how many data calls.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClientRun {
+    pub wall: Duration,
+    pub cpu: Duration,
+    pub calls: u64,
+}
+
+/// The calling thread's run time, from `/proc/thread-self/schedstat`.
+fn own_thread_cpu() -> Result<Duration> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .context("reading this thread's schedstat")?;
+    s.split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_nanos)
+        .ok_or_else(|| anyhow!("odd schedstat: {s:?}"))
+}
+
+/// Joins client threads that each return their CPU and calls.
+fn join_clients(
+    t: Instant,
+    hs: Vec<std::thread::JoinHandle<Result<(Duration, u64)>>>,
+) -> Result<ClientRun> {
+    let (mut cpu, mut calls) = (Duration::ZERO, 0);
+    for h in hs {
+        let (c, n) = h.join().map_err(|_| anyhow!("a client panicked"))??;
+        cpu += c;
+        calls += n;
+    }
+    Ok(ClientRun {
+        wall: t.elapsed(),
+        cpu,
+        calls,
+    })
 }
 
 /// Sends `bytes` over `conns` connections at once in `write`-byte writes;
@@ -786,12 +825,12 @@ pub(crate) fn bulk_in_with(
     conns: usize,
     write: usize,
     read_size: Option<u64>,
-) -> Result<Duration> {
+) -> Result<ClientRun> {
     let each = bytes / conns as u64;
     let t = Instant::now();
     let hs: Vec<_> = (0..conns)
         .map(|_| {
-            std::thread::spawn(move || -> Result<()> {
+            std::thread::spawn(move || -> Result<(Duration, u64)> {
                 let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
                     .with_context(|| format!("connect {addr}"))?;
                 if let Some(r) = read_size {
@@ -799,28 +838,28 @@ pub(crate) fn bulk_in_with(
                 }
                 let buf = vec![0x5au8; write];
                 let mut left = each;
+                let (cpu0, mut calls) = (own_thread_cpu()?, 0);
                 while left > 0 {
                     let k = left.min(write as u64) as usize;
                     s.write_all(&buf[..k]).context("write")?;
                     left -= k as u64;
+                    calls += 1;
                 }
+                let cpu = own_thread_cpu()?.saturating_sub(cpu0);
                 s.shutdown(Shutdown::Write)?;
                 let mut rest = Vec::new();
                 s.read_to_end(&mut rest)
                     .context("waiting for the server to close")?;
-                Ok(())
+                Ok((cpu, calls))
             })
         })
         .collect();
-    for h in hs {
-        h.join().map_err(|_| anyhow!("a client panicked"))??;
-    }
-    Ok(t.elapsed())
+    join_clients(t, hs)
 }
 
 /// Receives `bytes` over `conns` connections at once from a source server.
 fn bulk_out(addr: SocketAddrV4, bytes: u64, conns: usize) -> Result<Duration> {
-    bulk_out_with(addr, bytes, conns, None)
+    bulk_out_with(addr, bytes, conns, None).map(|r| r.wall)
 }
 
 /// Receives `bytes` over `conns` connections at once; with `write`, from
@@ -830,12 +869,12 @@ pub(crate) fn bulk_out_with(
     bytes: u64,
     conns: usize,
     write: Option<u64>,
-) -> Result<Duration> {
+) -> Result<ClientRun> {
     let each = bytes / conns as u64;
     let t = Instant::now();
     let hs: Vec<_> = (0..conns)
         .map(|_| {
-            std::thread::spawn(move || -> Result<()> {
+            std::thread::spawn(move || -> Result<(Duration, u64)> {
                 let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
                     .with_context(|| format!("connect {addr}"))?;
                 s.write_all(&each.to_le_bytes())?;
@@ -844,24 +883,24 @@ pub(crate) fn bulk_out_with(
                 }
                 let mut buf = vec![0u8; 1 << 20];
                 let mut n = 0u64;
+                let (cpu0, mut calls) = (own_thread_cpu()?, 0);
                 loop {
                     let k = s.read(&mut buf).context("read")?;
                     if k == 0 {
                         break;
                     }
                     n += k as u64;
+                    calls += 1;
                 }
+                let cpu = own_thread_cpu()?.saturating_sub(cpu0);
                 if n != each {
                     bail!("received {n} of {each} bytes");
                 }
-                Ok(())
+                Ok((cpu, calls))
             })
         })
         .collect();
-    for h in hs {
-        h.join().map_err(|_| anyhow!("a client panicked"))??;
-    }
-    Ok(t.elapsed())
+    join_clients(t, hs)
 }
 
 fn per_gib(d: Duration, bytes: u64) -> f64 {

@@ -316,6 +316,12 @@ pub(crate) struct Measured {
     pub host_cpu_seconds: f64,
     /// The engine thread's CPU seconds in the run.
     pub engine_cpu_seconds: f64,
+    /// Stream: the far end's (the testbed client's) CPU seconds in its
+    /// data calls, the kernel's work on its threads included.
+    pub peer_cpu_seconds: Option<f64>,
+    /// Stream: the far end's data calls (writes into a receiving program,
+    /// reads from a sending one).
+    pub peer_calls: Option<u64>,
     /// The engine's counters over its whole life (this run's testbed);
     /// none without offload.
     pub engine: Option<EngineCounters>,
@@ -386,26 +392,27 @@ pub(crate) fn measure(
     let conns = work.connections as usize;
     let message = u64::from(work.message);
     let total = work.bytes.saturating_mul(u64::from(work.connections));
-    let (wall, rtts) = match (work.kind, work.direction) {
+    let (wall, rtts, peer) = match (work.kind, work.direction) {
         (WorkloadKind::Stream, FlowDirection::Send) => {
             let to = SocketAddrV4::new(ip, SIZED_SOURCE);
-            let t = bed
+            let r = bed
                 .client
                 .run(move || bulk_out_with(to, total, conns, Some(message)))??;
-            (t, Vec::new())
+            (r.wall, Vec::new(), Some(r))
         }
         (WorkloadKind::Stream, FlowDirection::Receive) => {
             let to = SocketAddrV4::new(ip, SIZED_SINK);
             let write = work.message as usize;
-            let t = bed
+            let r = bed
                 .client
                 .run(move || bulk_in_with(to, total, conns, write, Some(message)))??;
-            (t, Vec::new())
+            (r.wall, Vec::new(), Some(r))
         }
         (WorkloadKind::Rr, _) => {
             let to = SocketAddrV4::new(ip, ECHO);
             let (size, count) = (work.message as usize, work.requests as usize);
-            bed.client.run(move || rr(to, size, count, conns))??
+            let (wall, rtts) = bed.client.run(move || rr(to, size, count, conns))??;
+            (wall, rtts, None)
         }
     };
     let host1 = servers.cpu()?;
@@ -439,6 +446,8 @@ pub(crate) fn measure(
         window_seconds: secs,
         host_cpu_seconds: host_s,
         engine_cpu_seconds: eng_s,
+        peer_cpu_seconds: peer.map(|r| r.cpu.as_secs_f64()),
+        peer_calls: peer.map(|r| r.calls),
         engine: plan.offload.then_some(counters),
     })
 }
@@ -603,6 +612,20 @@ fn render(cfg: &MachineConfig, p: &Plan, w: &Work, m: &Measured, quick: bool) ->
             .map(|b| format!(" (busy {:.1} %)", b * 100.0))
             .unwrap_or_default()
     );
+    if let (Some(cpu), Some(calls)) = (m.peer_cpu_seconds, m.peer_calls.filter(|&n| n > 0)) {
+        let _ = writeln!(
+            o,
+            "  far end      {:.1} µs CPU per {} ({:.0} % of a core; the Linux client, with the \
+             kernel's work on its thread)",
+            cpu * 1e6 / calls as f64,
+            if w.direction == FlowDirection::Receive {
+                "write"
+            } else {
+                "read"
+            },
+            cpu / m.window_seconds.max(1e-9) * 100.0
+        );
+    }
     if let Some(c) = &m.engine {
         let _ = writeln!(
             o,

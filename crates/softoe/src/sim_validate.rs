@@ -561,6 +561,8 @@ mod tests {
                 window_seconds: 1.0,
                 host_cpu_seconds: 0.47,
                 engine_cpu_seconds: 0.0,
+                peer_cpu_seconds: None,
+                peer_calls: None,
                 engine: None,
             },
         }

@@ -490,22 +490,29 @@ impl TcpSocket {
             }
             return None;
         }
+        // Nagle, with Minshall's refinement (as Linux): a small segment
+        // waits only while another small one is unacknowledged, so the tail
+        // of a large write goes at once unless the last one's is in flight.
+        let nagle_holds = !(self.cfg.nodelay
+            || self.fin_queued
+            || resending
+            || !seq::gt(self.snd_sml, self.snd_una));
         if len < mss && !resending {
             if len < queued {
                 // Sender-side SWS avoidance (RFC 9293 §3.8.6.2.1).
                 if (len < self.max_snd_wnd / 2 || self.max_snd_wnd == 0) && !self.sws_override {
                     return None;
                 }
-            } else if !(self.cfg.nodelay || self.fin_queued || !seq::gt(self.snd_sml, self.snd_una))
-            {
-                // Nagle, with Minshall's refinement (as Linux): a small
-                // segment waits only while another small one is unacknowledged,
-                // so the tail of a large write goes at once.
+            } else if nagle_holds {
                 return None;
             }
         }
-        // A TSO frame carries whole segments unless it ends the queued data.
-        let len = if len > mss && !all_sent_after {
+        // A TSO frame carries whole segments unless it ends the queued data;
+        // even then its sub-MSS tail is a small segment on the wire, and
+        // Nagle holds it back as it would on its own (Linux's
+        // tcp_mss_split_point): the tail joins the next write or goes when
+        // the small segment before it is acknowledged.
+        let len = if len > mss && (!all_sent_after || nagle_holds) {
             len / mss * mss
         } else {
             len
@@ -571,7 +578,8 @@ impl TcpSocket {
         }
         if plan.len > 0 {
             self.sws_override = false;
-            if plan.len < self.seg_mss() {
+            // A frame whose last segment is short sent a small segment.
+            if !plan.len.is_multiple_of(self.seg_mss()) {
                 self.snd_sml = end;
             }
         }

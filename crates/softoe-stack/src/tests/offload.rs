@@ -327,3 +327,54 @@ fn handshakes_and_resets_are_not_held_by_a_batch() {
     assert_eq!(out[0].repr.control, softoe_wire::TcpControl::Rst);
     h.stack.end_batch(h.now, &mut h.dev);
 }
+
+#[test]
+fn a_super_segments_short_tail_waits_like_any_small_segment() {
+    let mut h = Harness::with_config(offload_config());
+    let (conn, our, _) = open_passive(
+        &mut h,
+        TcpRepr {
+            max_seg_size: Some(1460),
+            window_scale: Some(7),
+            timestamp: Some(TcpTimestamp { tsval: 1, tsecr: 0 }),
+            ..SEND_TEMPL
+        },
+    );
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(our),
+        window_len: 8192,
+        timestamp: Some(TcpTimestamp { tsval: 2, tsecr: 0 }),
+        ..SEND_TEMPL
+    });
+    let lens = |out: &[Sent]| out.iter().map(|s| s.len()).collect::<Vec<_>>();
+    // No small segment in flight: the write goes whole, its 552-byte tail
+    // inside the super-segment.
+    h.stack.tcp_send(conn, PayloadRef::new(0, 0, 2000)).unwrap();
+    assert_eq!(lens(&h.recv()), [2000]);
+    // That tail is unacknowledged: the next write's whole segments go, and
+    // its own short tail waits (Nagle, as Linux's TSO split point).
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 2000, 2000))
+        .unwrap();
+    assert_eq!(lens(&h.recv()), [1448]);
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(add(our, 3448)),
+        window_len: 8192,
+        timestamp: Some(TcpTimestamp { tsval: 3, tsecr: 0 }),
+        ..SEND_TEMPL
+    });
+    let out = h.take();
+    assert_eq!(lens(&out), [552], "the ACK releases the tail");
+    assert_eq!(out[0].payload, h.dev.mem[3448..4000].to_vec());
+    // With TCP_NODELAY every write goes whole.
+    h.stack.tcp_set_nodelay(conn, true).unwrap();
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 4000, 2000))
+        .unwrap();
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 6000, 2000))
+        .unwrap();
+    assert_eq!(lens(&h.recv()).iter().sum::<usize>(), 4000);
+}
