@@ -149,6 +149,14 @@ pub(crate) fn plan(cfg: &MachineConfig, a: f64) -> Result<Plan> {
              measures loss",
         ));
     }
+    if let Some(b) = cfg.workload.buffer {
+        return Err(refuse(
+            "workload.buffer",
+            b,
+            "unset",
+            "the testbed's programs keep their stacks' socket buffers",
+        ));
+    }
     if cfg.link.mtu != link.mtu {
         return Err(refuse(
             "link.mtu",
@@ -218,6 +226,7 @@ pub(crate) fn plan(cfg: &MachineConfig, a: f64) -> Result<Plan> {
                 n.polling.to_string(),
                 "false",
             ),
+            ("nic.napi", n.napi != d.napi, n.napi.to_string(), "true"),
         ];
         for (field, changed, value, default) in nic_fields {
             if changed {
@@ -269,6 +278,13 @@ pub(crate) fn plan(cfg: &MachineConfig, a: f64) -> Result<Plan> {
              to 64 frames — the model's coalesce_frames = 64, not {}",
             n.coalesce_us, n.coalesce_frames
         ));
+    }
+    if !n.napi {
+        p.notes.push(
+            "nic.napi = false: the engine takes no interrupts (it polls, then sleeps), so none \
+             is taken or priced"
+                .into(),
+        );
     }
     if n.coalesce_us == 0.0 && n.coalesce_frames > 1 {
         p.notes.push(format!(
@@ -698,11 +714,15 @@ mod tests {
         assert!(refused(&["engine.speed=2"]).contains("can only be slowed"));
         assert!(refused(&["link.loss=0.01"]).starts_with("link.loss = 0.01 cannot be emulated"));
         assert!(refused(&["link.mtu=9000"]).starts_with("link.mtu = 9000"));
+        assert!(refused(&["workload.buffer=65536"]).starts_with("workload.buffer = 65536"));
         let bus = plan(&cfg(&["bus.gbps=400", "link.gso=true"]), 80.0).unwrap();
         assert!(bus.notes.iter().any(|n| n.contains("bus.gbps = 400")));
         assert!(!bus.notes.iter().any(|n| n.contains("link.gso")));
         assert!(refused(&["host.offload=false", "nic.gro=false"]).starts_with("nic.gro = false"));
         assert!(refused(&["host.offload=false", "nic.polling=true"]).starts_with("nic.polling"));
+        assert!(refused(&["host.offload=false", "nic.napi=false"]).starts_with("nic.napi"));
+        let napi = plan(&cfg(&["nic.napi=false"]), 80.0).unwrap();
+        assert!(napi.notes.iter().any(|n| n.starts_with("nic.napi = false")));
         // 1 ms per access is the engine's limit.
         let e = format!(
             "{:#}",

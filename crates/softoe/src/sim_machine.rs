@@ -256,7 +256,13 @@ fn render(cfg: &MachineConfig, source: &str, p: &Prediction, laws: Option<&LawsR
         cfg.nic.gro,
         cfg.nic.coalesce_frames,
         cfg.nic.coalesce_us,
-        if cfg.nic.polling { ", polling" } else { "" }
+        if cfg.nic.polling {
+            ", polling"
+        } else if !cfg.nic.napi {
+            ", every interrupt taken (no NAPI)"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         o,

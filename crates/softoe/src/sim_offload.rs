@@ -75,8 +75,11 @@ Scenarios (each a sweep of `softoe sim predict` runs):
   fig3        Their Fig. 3/4: the host CPU's load and the interrupts it takes,
               by write size, with offload and without; LAWS's host load beside.
   hltcp-fig7  HL-TCP Fig. 7: a ping-pong of 256 KiB blocks on 1 Gb/s (MTU 1500,
-              engine at 15 %) against the receive-interrupt delay 0-100 us;
-              the optimum beside one frame time (12.3 us) and HL-TCP's 13.31 us.
+              engine at 15 %, every interrupt taken: no NAPI) against the
+              receive-interrupt delay 0-100 us; the optimum and the steepest
+              step beside one frame time (12.3 us) and HL-TCP's 13.31 us. A
+              calibration without an interrupt price (a polling engine's)
+              gets the model's 1.5 us, and the output says so.
   map         For each write size, the lowest engine speed (0.05-8 x the host)
               at which offload moves at least 99 % of what the host alone
               moves, by bisection; LAWS's break-even beside it.
@@ -152,6 +155,10 @@ struct Report<'a> {
     rows: &'a Rows,
     #[serde(skip_serializing_if = "Option::is_none")]
     fig7: Option<Fig7Summary>,
+    /// Fig. 7: the interrupt price the sweep assumed (ns of the host), when
+    /// the calibration had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fig7_assumed_interrupt_ns: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     interrupt_decrease: Option<Vec<(u32, f64)>>,
     runs: usize,
@@ -198,6 +205,10 @@ pub fn offload_cmd(a: &OffloadArgs) -> Result<()> {
         rows: &rows,
         fig7: match (&rows, a.scenario) {
             (Rows::Points(rs), Scenario::HltcpFig7) => scenarios::fig7_summary(rs, &base),
+            _ => None,
+        },
+        fig7_assumed_interrupt_ns: match scenarios::fig7_interrupt(&cal) {
+            (c, true) if a.scenario == Scenario::HltcpFig7 => Some(c.interrupt.c0),
             _ => None,
         },
         interrupt_decrease: match (&rows, a.scenario) {
@@ -345,7 +356,7 @@ fn heading(s: Scenario, r: &Report<'_>, c: &MachineConfig) -> String {
         Scenario::Map => "break-even engine speed by write size".to_string(),
     };
     format!(
-        "softoe sim offload {}: {what}\n  link {} Gb/s, {} µs, MTU {}, loss {}; NIC tso {} csum {} gro {}; bus {} Gb/s; \
+        "softoe sim offload {}: {what}\n  link {} Gb/s, {} µs, MTU {}, loss {}; NIC tso {} csum {} gro {}{}; bus {} Gb/s; \
          direction {}; seed {}{}; calibration: {}\n",
         s.name(),
         c.link.gbps,
@@ -355,6 +366,7 @@ fn heading(s: Scenario, r: &Report<'_>, c: &MachineConfig) -> String {
         c.nic.tso,
         c.nic.csum,
         c.nic.gro,
+        if c.nic.napi { "" } else { ", no NAPI" },
         c.bus.gbps,
         scenarios::direction_name(c),
         r.seed,
@@ -395,6 +407,26 @@ fn render(s: Scenario, r: &Report<'_>, c: &MachineConfig) -> String {
             f.frame_time_us,
             f.paper_optimum_us
         );
+        if let Some((at, gain)) = f.steepest {
+            let _ = writeln!(
+                o,
+                "Steepest step: {at} µs (+{:.1} % over the delay before){}.",
+                gain * 100.0,
+                if at > f.frame_time_us && at - 1.0 <= f.frame_time_us {
+                    ": the first delay longer than one frame time, where one interrupt takes two \
+                     back-to-back frames"
+                } else {
+                    ""
+                }
+            );
+        }
+        if let Some(ns) = r.fig7_assumed_interrupt_ns {
+            let _ = writeln!(
+                o,
+                "Interrupts priced at {ns:.0} ns of the host (the model's default): the \
+                 calibration has none (softoe's engine polls)."
+            );
+        }
     }
     if let Some(d) = &r.interrupt_decrease {
         let cells: Vec<String> = d

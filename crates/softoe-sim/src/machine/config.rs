@@ -26,6 +26,7 @@
 //! coalesce_frames = 1     # interrupt after this many received frames…
 //! coalesce_us = 0.0       # …or this long after the first one pending (0: no timer)
 //! polling = false         # the receiving CPU polls instead of taking interrupts
+//! napi = true             # mask interrupts while a receive job runs (false: each one is taken)
 //! [link]
 //! gbps = 10.0
 //! delay_us = 5.0
@@ -40,6 +41,7 @@
 //! bytes = 67108864        # stream: per connection
 //! requests = 10000        # rr: round trips per connection
 //! seed = 1
+//! # buffer = 65536        # socket buffers both ways (unset: the stack's 256 KiB / 1 MiB)
 //! [peer]
 //! model = "ideal"         # or "host", or "testbed" (a Linux program on the same machine: its calls cost, its stack's work is in the sender's)
 //! ```
@@ -213,6 +215,11 @@ pub struct NicSpec {
     pub coalesce_us: f64,
     /// The receiving CPU polls for frames: no interrupts.
     pub polling: bool,
+    /// Interrupts are masked while a receive job is queued or running,
+    /// which takes what has arrived (Linux's NAPI). Off: every interrupt
+    /// the moderation raises is taken and costs its `interrupt`, busy or
+    /// not, as a plain embedded driver's (HL-TCP's engine).
+    pub napi: bool,
 }
 
 impl Default for NicSpec {
@@ -224,6 +231,7 @@ impl Default for NicSpec {
             coalesce_frames: 1,
             coalesce_us: 0.0,
             polling: false,
+            napi: true,
         }
     }
 }
@@ -302,6 +310,12 @@ pub struct WorkloadSpec {
     pub requests: u64,
     /// Seed of everything random (loss, ISNs, the payload pattern).
     pub seed: u64,
+    /// Socket buffers of every connection, both ways, bytes: the largest
+    /// window a receiver offers and the most a sender holds (unset: the
+    /// stack's, 256 KiB to receive and 1 MiB to send). Small windows, as an
+    /// embedded stack's, make every delay on the ACK's path cost
+    /// throughput.
+    pub buffer: Option<u32>,
 }
 
 impl Default for WorkloadSpec {
@@ -314,6 +328,7 @@ impl Default for WorkloadSpec {
             bytes: 64 << 20,
             requests: 10_000,
             seed: 1,
+            buffer: None,
         }
     }
 }
@@ -369,6 +384,9 @@ pub struct MachineConfig {
     /// `[peer]`.
     pub peer: PeerSpec,
 }
+
+/// The largest socket buffer: 1 GiB (the window scale's limit).
+const MAX_BUFFER: u32 = 1 << 30;
 
 /// The largest message: 16 MiB.
 pub const MAX_MESSAGE: u32 = 16 << 20;
@@ -468,6 +486,16 @@ impl MachineConfig {
         }
         if w.requests == 0 {
             return Err(range_err("workload", "requests", "at least 1", 0));
+        }
+        if let Some(b) = w.buffer
+            && !(4096..=MAX_BUFFER).contains(&b)
+        {
+            return Err(range_err(
+                "workload",
+                "buffer",
+                "within 4096..=1073741824",
+                b,
+            ));
         }
         Ok(())
     }
@@ -617,6 +645,11 @@ mod tests {
                 let mut c = MachineConfig::default();
                 c.nic.coalesce_frames = 0;
                 (c, "[nic] coalesce_frames must be at least 1")
+            },
+            {
+                let mut c = MachineConfig::default();
+                c.workload.buffer = Some(100);
+                (c, "[workload] buffer")
             },
             {
                 let mut c = MachineConfig::default();

@@ -247,6 +247,10 @@ fn stack_for(cfg: &MachineConfig, n: u8, ip: Ipv4Address) -> Result<Stack, Predi
     };
     let mut tcp = TcpConfig::default();
     tcp.nodelay = true;
+    if let Some(b) = cfg.workload.buffer {
+        tcp.rx_buffer = b as usize;
+        tcp.tx_buffer = b as usize;
+    }
     let per_chunk = cfg.workload.message.max(1) as usize;
     tcp.tx_max_chunks = (tcp.tx_buffer / per_chunk + 64).clamp(1024, 1 << 16);
     tcp.time_wait = Duration::from_secs(1);

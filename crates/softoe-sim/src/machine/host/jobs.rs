@@ -6,7 +6,7 @@ impl MachineNode {
     /// A received frame is in host memory: interrupt moderation.
     pub(super) fn nic_rx(&mut self, at: Instant, frame: Vec<u8>, info: RxInfo) {
         self.rx_pending.push_back((frame, info));
-        if self.rx_scheduled {
+        if self.rx_scheduled && self.spec.nic.napi {
             // Masked: the job queued or running, or the one after it,
             // takes it.
             return;
@@ -30,6 +30,7 @@ impl MachineNode {
     /// interrupts.
     pub(super) fn raise(&mut self, at: Instant, irq: bool) {
         self.rx_scheduled = true;
+        self.rx_jobs += 1;
         self.irq_count = 0;
         self.irq_timer_armed = false;
         self.irq_generation += 1;

@@ -39,8 +39,11 @@
 //! ([`Stack::begin_batch`], with offload or GRO), so under load batches
 //! grow and interrupts and ACKs per byte fall by themselves. When the job
 //! ends with frames still pending, another job follows without an
-//! interrupt; otherwise interrupts are unmasked. With `polling` the CPU
-//! finds frames itself: no interrupts at all.
+//! interrupt; otherwise interrupts are unmasked. Without NAPI
+//! (`nic.napi = false`, a plain embedded driver such as HL-TCP's) nothing
+//! is masked: every interrupt the moderation raises queues its own job and
+//! costs its `interrupt`, even one that finds its frames taken. With
+//! `polling` the CPU finds frames itself: no interrupts at all.
 //!
 //! ## Where each cost is paid
 //!
@@ -576,6 +579,8 @@ pub struct MachineNode {
     rx_pending: VecDeque<(Vec<u8>, RxInfo)>,
     /// A receive job is queued or running (interrupts masked).
     rx_scheduled: bool,
+    /// Receive jobs queued or running (more than one only without NAPI).
+    rx_jobs: u32,
     /// Frames counted towards the next interrupt.
     irq_count: u32,
     irq_generation: u64,
@@ -696,6 +701,7 @@ impl MachineNode {
             stalled: false,
             rx_pending: VecDeque::new(),
             rx_scheduled: false,
+            rx_jobs: 0,
             irq_count: 0,
             irq_generation: 0,
             irq_timer_armed: false,
@@ -887,7 +893,14 @@ impl MachineNode {
             Ev::IrqTimer { generation } => {
                 if generation == self.irq_generation && self.irq_timer_armed {
                     self.irq_timer_armed = false;
-                    if !self.rx_scheduled && !self.rx_pending.is_empty() {
+                    let due = if self.spec.nic.napi {
+                        !self.rx_scheduled && !self.rx_pending.is_empty()
+                    } else {
+                        // Frames not yet announced: the NIC interrupts,
+                        // whether or not a job has taken them since.
+                        self.irq_count > 0
+                    };
+                    if due {
                         self.raise(at, true);
                     }
                 }
@@ -895,13 +908,23 @@ impl MachineNode {
             Ev::Start(cpu) => self.start(cpu, at),
             Ev::Arrive(cpu, work) => self.arrive(at, cpu, work),
             Ev::RxDone => {
-                if self.rx_pending.is_empty() {
-                    self.rx_scheduled = false;
-                    self.irq_count = 0;
+                self.rx_jobs = self.rx_jobs.saturating_sub(1);
+                // Without NAPI the frames left have their own interrupts
+                // taken, raised or coming (a job queued, frames counted, a
+                // timer armed); only frames none will announce are polled
+                // again.
+                let announced = !self.spec.nic.napi
+                    && (self.rx_jobs > 0 || self.irq_count > 0 || self.irq_timer_armed);
+                if self.rx_pending.is_empty() || announced {
+                    self.rx_scheduled = self.rx_jobs > 0;
+                    if self.spec.nic.napi {
+                        self.irq_count = 0;
+                    }
                 } else {
                     // NAPI: more arrived while the job ran; poll again
                     // without an interrupt.
                     let cpu = self.stack_cpu();
+                    self.rx_jobs += 1;
                     self.arrive(at, cpu, Work::Rx { irq: false });
                 }
             }
