@@ -126,6 +126,12 @@ struct Summary {
     p50_mae_met: Option<bool>,
     host_cpu_met: bool,
     winners_met: bool,
+    /// Configurations whose predicted throughput lies within the measured
+    /// runs' range (min to max).
+    within_measured_range: usize,
+    /// The measurements' own spread, (max − min) ÷ median, averaged over
+    /// the configurations: how far apart two runs of one file land.
+    mean_spread: f64,
 }
 
 #[derive(Serialize)]
@@ -282,7 +288,22 @@ fn summarize(rows: &[Row], cfgs: &[MachineConfig]) -> Summary {
         .map(|r| r.host_cpu_points.abs())
         .fold(0.0, f64::max);
     let pairs = pairs(rows, cfgs);
+    let within_measured_range = rows
+        .iter()
+        .filter(|r| {
+            let lo = r
+                .measured_runs_bps
+                .iter()
+                .copied()
+                .fold(f64::INFINITY, f64::min);
+            let hi = r.measured_runs_bps.iter().copied().fold(0.0, f64::max);
+            (lo..=hi).contains(&r.predicted_bps)
+        })
+        .count();
+    let mean_spread = rows.iter().map(|r| r.spread).sum::<f64>() / n;
     Summary {
+        within_measured_range,
+        mean_spread,
         configurations: rows.len(),
         throughput_mae,
         throughput_worst,
@@ -495,6 +516,14 @@ fn render(
     }
     let _ = writeln!(
         o,
+        "the measurements themselves: runs of one file spread {:.0}% on average ((max − min) ÷ \
+         median); {} of {} predictions fall within their file's measured range",
+        s.mean_spread * 100.0,
+        s.within_measured_range,
+        s.configurations
+    );
+    let _ = writeln!(
+        o,
         "host CPU: worst difference {:.1} points (target ≤ {HOST_CPU_POINTS}: {})",
         s.host_cpu_worst_points,
         met(s.host_cpu_met)
@@ -597,6 +626,9 @@ mod tests {
         assert!(!s.throughput_mae_met && !s.throughput_worst_met);
         assert!(s.host_cpu_met);
         assert_eq!(s.p50_mae, None);
+        // Only b's prediction equals one of its runs.
+        assert_eq!(s.within_measured_range, 1);
+        assert!((s.mean_spread - 0.1).abs() < 1e-9);
         // A gap inside twice the spread is not called.
         let rows = [
             row("a", true, 8e8, 1.1e9, 0.1),
@@ -609,6 +641,10 @@ mod tests {
         assert!(text.contains("not called"), "{text}");
         assert!(text.contains("calibration: note\n"), "{text}");
         assert!(text.contains("peer.model = \"testbed\""), "{text}");
+        assert!(
+            text.contains("1 of 2 predictions fall within their file's measured range"),
+            "{text}"
+        );
     }
 
     #[test]
