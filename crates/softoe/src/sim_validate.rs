@@ -14,11 +14,13 @@
 //! twice the run-to-run spread. Configurations used to calibrate should not
 //! be among them: the point is to predict what the calibration did not see.
 //!
-//! The testbed cannot emulate two fields of a machine file: its far end is
-//! a Linux program on the same machine, and its path is a veth with no
-//! delay. So each file is predicted as the testbed runs it
-//! (`peer.model = "testbed"`, `link.delay_us = 0`) unless `--as-written`
-//! asks for the file as it stands; the table's first line says which.
+//! The testbed cannot emulate three things a machine file may say: its far
+//! end is a Linux program on the same machine, its path is a veth with no
+//! delay, and its engine coalesces by waiting after a turn's first frame
+//! for up to a batch (64 frames). So each file is predicted as the testbed
+//! runs it (`peer.model = "testbed"`, `link.delay_us = 0`, and with a
+//! coalescing timer `nic.coalesce_frames = 64`) unless `--as-written` asks
+//! for the file as it stands; the table's first line says which.
 
 use std::path::{Path, PathBuf};
 
@@ -53,9 +55,11 @@ pub struct ValidateArgs {
     engine_cpu: Option<usize>,
     /// Predict each file as written. By default the prediction describes
     /// the testbed that measures it: its far end is a Linux program on the
-    /// same machine (`peer.model = "testbed"`) and its path a veth without
-    /// delay (`link.delay_us = 0`), whatever the file says, since the
-    /// testbed cannot emulate either.
+    /// same machine (`peer.model = "testbed"`), its path a veth without
+    /// delay (`link.delay_us = 0`), and its engine's receive coalescing
+    /// waits for up to 64 frames (`nic.coalesce_frames = 64` when
+    /// `coalesce_us` is set), whatever the file says, since the testbed
+    /// cannot emulate otherwise.
     #[arg(long)]
     as_written: bool,
     /// Print JSON (every row and the summary) instead of tables.
@@ -147,12 +151,24 @@ struct Report<'a> {
 }
 
 /// `cfg` as the testbed runs it: the far end a Linux program on the same
-/// machine, the path a veth without delay.
+/// machine, the path a veth without delay, and receive coalescing as the
+/// engine does it — after a turn's first frame it waits `coalesce_us` for
+/// up to a batch of frames (`softoe bench --emulate` says so), where a
+/// file's `coalesce_frames = 1` would interrupt at the first frame and
+/// leave the timer nothing to do.
 fn as_testbed(cfg: &MachineConfig) -> MachineConfig {
     let mut c = *cfg;
     c.peer.model = PeerModel::Testbed;
     c.link.delay_us = 0.0;
+    if c.host.offload && c.nic.coalesce_us > 0.0 {
+        c.nic.coalesce_frames = engine_batch();
+    }
     c
+}
+
+/// The most frames the real engine takes in one turn.
+fn engine_batch() -> u32 {
+    u32::try_from(softoe_engine::EngineConfig::default().rx_batch).unwrap_or(u32::MAX)
 }
 
 /// What the table's first line says of how the files were predicted.
@@ -160,8 +176,9 @@ fn predicted_as(as_written: bool) -> &'static str {
     if as_written {
         "as written"
     } else {
-        "as the testbed runs them (peer.model = \"testbed\", link.delay_us = 0; --as-written \
-         predicts the files as they are)"
+        "as the testbed runs them (peer.model = \"testbed\", link.delay_us = 0, and with \
+         receive coalescing the engine's nic.coalesce_frames = 64; --as-written predicts the \
+         files as they are)"
     }
 }
 
@@ -595,6 +612,23 @@ mod tests {
                 engine: None,
             },
         }
+    }
+
+    #[test]
+    fn files_are_predicted_as_the_testbed_runs_them() {
+        let mut c = MachineConfig::default();
+        c.host.offload = true;
+        c.link.delay_us = 50.0;
+        let t = as_testbed(&c);
+        assert_eq!(t.peer.model, PeerModel::Testbed);
+        assert_eq!(t.link.delay_us, 0.0);
+        assert_eq!(t.nic.coalesce_frames, 1, "no timer: frames as written");
+        // A coalescing timer: the engine waits for up to a batch.
+        c.nic.coalesce_us = 20.0;
+        assert_eq!(as_testbed(&c).nic.coalesce_frames, 64);
+        // Without offload the NIC is Linux's veth, as written.
+        c.host.offload = false;
+        assert_eq!(as_testbed(&c).nic.coalesce_frames, 1);
     }
 
     #[test]
