@@ -49,6 +49,8 @@ struct Slot {
     next_hop: Ipv4Address,
     len: usize,
     used: bool,
+    /// The frame's priority for the port ([`crate::TxFrame::priority`]).
+    priority: u8,
     bytes: Box<[u8]>,
 }
 
@@ -78,6 +80,7 @@ impl ArpCache {
                 next_hop: Ipv4Address::UNSPECIFIED,
                 len: 0,
                 used: false,
+                priority: 0,
                 bytes: alloc::vec![0u8; cfg.pending_frame_size].into_boxed_slice(),
             });
         }
@@ -205,7 +208,7 @@ impl ArpCache {
 
     /// Queues a frame for `next_hop`. Returns false (frame dropped) when the
     /// frame is too large for a slot or every slot is taken.
-    pub(crate) fn enqueue(&mut self, next_hop: Ipv4Address, frame: &[u8]) -> bool {
+    pub(crate) fn enqueue(&mut self, next_hop: Ipv4Address, frame: &[u8], priority: u8) -> bool {
         let Some(slot) = self.slots.iter_mut().find(|s| !s.used) else {
             return false;
         };
@@ -215,17 +218,18 @@ impl ArpCache {
         dst.copy_from_slice(frame);
         slot.len = frame.len();
         slot.next_hop = next_hop;
+        slot.priority = priority;
         slot.used = true;
         true
     }
 
-    /// Calls `f` with each waiting frame for a resolved `next_hop` and its
-    /// MAC, freeing the slots. `f` returns false to stop (port busy); frames
-    /// not yet given stay queued.
+    /// Calls `f` with each waiting frame for a resolved `next_hop`, its MAC
+    /// and the frame's priority, freeing the slots. `f` returns false to
+    /// stop (port busy); frames not yet given stay queued.
     pub(crate) fn flush(
         &mut self,
         now: Instant,
-        mut f: impl FnMut(EthernetAddress, &mut [u8]) -> bool,
+        mut f: impl FnMut(EthernetAddress, &mut [u8], u8) -> bool,
     ) -> usize {
         let mut sent = 0;
         for i in 0..self.slots.len() {
@@ -242,12 +246,12 @@ impl ArpCache {
                 }) if *expires_at > now => *mac,
                 _ => continue,
             };
-            let len = slot.len;
+            let (len, priority) = (slot.len, slot.priority);
             let Some(bytes) = slot.bytes.get_mut(..len) else {
                 slot.used = false;
                 continue;
             };
-            if !f(mac, bytes) {
+            if !f(mac, bytes, priority) {
                 break;
             }
             slot.used = false;
@@ -356,18 +360,18 @@ mod tests {
         let t = Instant::from_secs(1);
         assert_eq!(c.lookup(t, IP), Lookup::RequestNow);
         assert_eq!(c.lookup(t, IP), Lookup::Waiting);
-        assert!(c.enqueue(IP, &[1, 2, 3]));
+        assert!(c.enqueue(IP, &[1, 2, 3], 6));
         assert!(c.fill(t, IP, MAC, false));
         assert_eq!(c.lookup(t, IP), Lookup::Found(MAC));
         let mut got = Vec::new();
         assert_eq!(
-            c.flush(t, |mac, f| {
-                got.push((mac, f.to_vec()));
+            c.flush(t, |mac, f, prio| {
+                got.push((mac, f.to_vec(), prio));
                 true
             }),
             1
         );
-        assert_eq!(got, [(MAC, alloc::vec![1, 2, 3])]);
+        assert_eq!(got, [(MAC, alloc::vec![1, 2, 3], 6)]);
         assert_eq!(c.pending_count(), 0);
         let later = t + Duration::from_secs(61);
         assert_eq!(c.lookup(later, IP), Lookup::RequestNow);
@@ -406,10 +410,10 @@ mod tests {
         let mut c = cache();
         let t = Instant::ZERO;
         assert_eq!(c.lookup(t, IP), Lookup::RequestNow);
-        assert!(c.enqueue(IP, &[0; 10]));
-        assert!(c.enqueue(IP, &[0; 10]));
-        assert!(!c.enqueue(IP, &[0; 10]), "slots are bounded");
-        assert!(!c.enqueue(IP, &[0; 1000]), "too large for a slot");
+        assert!(c.enqueue(IP, &[0; 10], 0));
+        assert!(c.enqueue(IP, &[0; 10], 0));
+        assert!(!c.enqueue(IP, &[0; 10], 0), "slots are bounded");
+        assert!(!c.enqueue(IP, &[0; 1000], 0), "too large for a slot");
         let mut reqs = 0;
         let mut now = t;
         let mut dropped = 0;

@@ -308,7 +308,7 @@ impl<D: Device> Egress<'_, D> {
             let r = self.transmit(&buf, payload, offload, fields.priority);
             *self.buf = buf;
             r
-        } else if self.arp.enqueue(next_hop, self.buf) {
+        } else if self.arp.enqueue(next_hop, self.buf, fields.priority) {
             Ok(())
         } else {
             self.stats.arp_drops += 1;
@@ -353,19 +353,20 @@ impl<D: Device> Egress<'_, D> {
         let mac = self.iface.mac;
         let dev = &mut *self.dev;
         let stats = &mut *self.stats;
-        self.arp.flush(self.now, |dst, frame| {
+        self.arp.flush(self.now, |dst, frame, priority| {
             if let Some(d) = frame.get_mut(0..6) {
                 d.copy_from_slice(dst.as_bytes());
             }
             if let Some(s) = frame.get_mut(6..12) {
                 s.copy_from_slice(mac.as_bytes());
             }
-            // A frame that waited for ARP goes out at priority 0.
+            // Linearized and checksummed when it was queued; its socket's
+            // priority travels with it.
             let f = TxFrame {
                 header: frame,
                 payload: &[],
                 offload: TxOffload::default(),
-                priority: 0,
+                priority,
             };
             if dev.transmit(&f).is_ok() {
                 stats.tx_frames += 1;

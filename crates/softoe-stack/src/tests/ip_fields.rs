@@ -4,7 +4,8 @@
 use alloc::vec::Vec;
 
 use softoe_wire::{
-    ChecksumCaps, EtherType, EthernetFrame, IpProtocol, Ipv4Packet, Ipv4Repr, TcpControl, TcpRepr,
+    ArpOperation, ChecksumCaps, EtherType, EthernetFrame, IpProtocol, Ipv4Address, Ipv4Packet,
+    Ipv4Repr, TcpControl, TcpRepr,
 };
 
 use super::harness::*;
@@ -301,4 +302,30 @@ fn ip_options_of_a_syn_are_ignored_not_reversed() {
     let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
     assert_eq!(ip.header_len(), 20, "no options sent");
     assert_eq!(ip.dst_addr(), REMOTE_IP);
+}
+
+/// A frame that waited for its next hop's ARP reply keeps its socket's
+/// priority: a real-time message to a new neighbour must not leave as bulk.
+#[test]
+fn a_frame_that_waited_for_arp_keeps_its_priority() {
+    let mut h = Harness::new();
+    let other = Ipv4Address::new(10, 0, 0, 9);
+    let u = h
+        .stack
+        .udp_bind(Endpoint::new(LOCAL_IP, 5000), None)
+        .unwrap();
+    h.stack.set_priority(u, 7).unwrap();
+    h.dev.priorities.clear();
+    h.stack
+        .udp_send_to(u, Endpoint::new(other, 9), PayloadRef::new(0, 0, 10))
+        .unwrap();
+    h.stack.poll(h.now, &mut h.dev);
+    assert_eq!(h.dev.priorities, [0], "only the ARP request so far");
+    h.arp(ArpOperation::Reply, other, LOCAL_IP);
+    h.stack.poll(h.now, &mut h.dev);
+    assert_eq!(
+        h.dev.priorities,
+        [0, 7],
+        "the waiting datagram, at its priority"
+    );
 }
