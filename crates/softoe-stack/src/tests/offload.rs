@@ -4,7 +4,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use softoe_wire::{TcpRepr, TcpTimestamp};
+use softoe_wire::{TcpRepr, TcpSeqNumber, TcpTimestamp};
 
 use super::harness::*;
 use crate::{DeviceCaps, PayloadRef, RxMeta};
@@ -19,11 +19,12 @@ fn offload_config() -> crate::StackConfig {
     cfg
 }
 
-#[test]
-fn tso_sends_super_segments_with_their_segment_size() {
-    let mut h = Harness::with_config(offload_config());
+/// A connection opened by the peer (MSS 1460, timestamps: 1448-byte
+/// segments) whose first ACK offers a big window (8192 << 7), so cwnd is
+/// the only limit (IW10). Returns the socket and our first sequence number.
+fn open_with_wide_window(h: &mut Harness) -> (crate::SocketHandle, TcpSeqNumber) {
     let (conn, our, _) = open_passive(
-        &mut h,
+        h,
         TcpRepr {
             max_seg_size: Some(1460),
             window_scale: Some(7),
@@ -31,8 +32,6 @@ fn tso_sends_super_segments_with_their_segment_size() {
             ..SEND_TEMPL
         },
     );
-    h.stack.tcp_set_nodelay(conn, true).unwrap();
-    // A big window from the peer, so cwnd is the only limit (IW10).
     h.send(TcpRepr {
         seq_number: add(REMOTE_SEQ, 1),
         ack_number: Some(our),
@@ -40,6 +39,14 @@ fn tso_sends_super_segments_with_their_segment_size() {
         timestamp: Some(TcpTimestamp { tsval: 2, tsecr: 0 }),
         ..SEND_TEMPL
     });
+    (conn, our)
+}
+
+#[test]
+fn tso_sends_super_segments_with_their_segment_size() {
+    let mut h = Harness::with_config(offload_config());
+    let (conn, our) = open_with_wide_window(&mut h);
+    h.stack.tcp_set_nodelay(conn, true).unwrap();
     h.stack
         .tcp_send(conn, PayloadRef::new(0, 0, 100_000))
         .unwrap();
@@ -144,7 +151,7 @@ fn verified_frames_skip_the_checksum_and_others_do_not() {
     );
 }
 
-fn data_seg(our: softoe_wire::TcpSeqNumber, k: usize, data: &[u8]) -> TcpRepr<'_> {
+fn data_seg(our: TcpSeqNumber, k: usize, data: &[u8]) -> TcpRepr<'_> {
     TcpRepr {
         seq_number: add(REMOTE_SEQ, 1 + k * 1460),
         ack_number: Some(our),
@@ -247,10 +254,9 @@ fn reordering_inside_a_batch_is_not_reported_as_holes() {
         assert_eq!(s.ack(), Some(start(0)));
         let blocks: Vec<_> = s.repr.sack_ranges.iter().flatten().collect();
         let has = |k: usize| {
-            blocks.iter().any(|&&(a, b)| {
-                softoe_wire::TcpSeqNumber(a) <= start(k)
-                    && start(k + 1) <= softoe_wire::TcpSeqNumber(b)
-            })
+            blocks
+                .iter()
+                .any(|&&(a, b)| TcpSeqNumber(a) <= start(k) && start(k + 1) <= TcpSeqNumber(b))
         };
         assert!(has(4) || !has(5), "segment 4 reported missing: {blocks:?}");
     }
@@ -319,7 +325,7 @@ fn handshakes_and_resets_are_not_held_by_a_batch() {
         src_port: 999,
         dst_port: 4000,
         seq_number: REMOTE_SEQ,
-        ack_number: Some(softoe_wire::TcpSeqNumber(5)),
+        ack_number: Some(TcpSeqNumber(5)),
         ..SEND_TEMPL
     });
     let out = h.take();
@@ -331,22 +337,7 @@ fn handshakes_and_resets_are_not_held_by_a_batch() {
 #[test]
 fn a_super_segments_short_tail_waits_like_any_small_segment() {
     let mut h = Harness::with_config(offload_config());
-    let (conn, our, _) = open_passive(
-        &mut h,
-        TcpRepr {
-            max_seg_size: Some(1460),
-            window_scale: Some(7),
-            timestamp: Some(TcpTimestamp { tsval: 1, tsecr: 0 }),
-            ..SEND_TEMPL
-        },
-    );
-    h.send(TcpRepr {
-        seq_number: add(REMOTE_SEQ, 1),
-        ack_number: Some(our),
-        window_len: 8192,
-        timestamp: Some(TcpTimestamp { tsval: 2, tsecr: 0 }),
-        ..SEND_TEMPL
-    });
+    let (conn, our) = open_with_wide_window(&mut h);
     let lens = |out: &[Sent]| out.iter().map(|s| s.len()).collect::<Vec<_>>();
     // No small segment in flight: the write goes whole, its 552-byte tail
     // inside the super-segment.
