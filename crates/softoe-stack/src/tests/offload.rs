@@ -45,7 +45,7 @@ fn open_with_wide_window(h: &mut Harness) -> (crate::SocketHandle, TcpSeqNumber)
 #[test]
 fn tso_sends_super_segments_with_their_segment_size() {
     let mut h = Harness::with_config(offload_config());
-    let (conn, our) = open_with_wide_window(&mut h);
+    let (conn, _) = open_with_wide_window(&mut h);
     h.stack.tcp_set_nodelay(conn, true).unwrap();
     h.stack
         .tcp_send(conn, PayloadRef::new(0, 0, 100_000))
