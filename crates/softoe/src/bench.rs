@@ -587,14 +587,17 @@ fn ticks(n: u64) -> Duration {
 
 /// Run time of thread `tid` of this process, from its `schedstat` (ns).
 pub(crate) fn thread_cpu(tid: i32) -> Result<Duration> {
-    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
-        .with_context(|| format!("reading the schedstat of thread {tid}"))?;
-    let ns = s
-        .split_whitespace()
+    schedstat_run(&format!("/proc/self/task/{tid}/schedstat"))
+}
+
+/// The run time (first field) of the `schedstat` at `path`.
+fn schedstat_run(path: &str) -> Result<Duration> {
+    let s = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+    s.split_whitespace()
         .next()
         .and_then(|v| v.parse().ok())
-        .ok_or_else(|| anyhow!("odd schedstat"))?;
-    Ok(Duration::from_nanos(ns))
+        .map(Duration::from_nanos)
+        .ok_or_else(|| anyhow!("odd schedstat in {path}: {s:?}"))
 }
 
 /// Thread `tid`'s scheduler record (`schedstat`): time on a CPU, time
@@ -790,13 +793,7 @@ pub(crate) struct ClientRun {
 
 /// The calling thread's run time, from `/proc/thread-self/schedstat`.
 fn own_thread_cpu() -> Result<Duration> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat")
-        .context("reading this thread's schedstat")?;
-    s.split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_nanos)
-        .ok_or_else(|| anyhow!("odd schedstat: {s:?}"))
+    schedstat_run("/proc/thread-self/schedstat")
 }
 
 /// Joins client threads that each return their CPU and calls.
