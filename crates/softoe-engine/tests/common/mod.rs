@@ -23,6 +23,39 @@ pub const LINUX_IP: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 2);
 
 static N: AtomicU32 = AtomicU32::new(0);
 
+std::thread_local! {
+    /// The bed the current test thread started last (control socket and
+    /// Linux's namespace), for [`describe_current`].
+    static CURRENT: std::cell::RefCell<Option<(PathBuf, String)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// What the engine and Linux say of their connections now, for a test
+/// that gives up waiting: the engine's `softoe stat` (connections,
+/// sessions, counters) and `ss -tinm` in Linux's namespace. Empty when
+/// this thread has no bed.
+pub fn describe_current() -> String {
+    CURRENT.with(|c| {
+        c.borrow()
+            .as_ref()
+            .map_or_else(String::new, |(control, ns)| {
+                let stat = softoe_engine::control::query(control).map_or_else(
+                    |e| format!("softoe stat failed: {e}"),
+                    |s| format!("{s:#?}"),
+                );
+                let ss = Netns::named(ns)
+                    .command("ss")
+                    .args(["-tinmH"])
+                    .output()
+                    .map_or_else(
+                        |e| format!("ss failed: {e}"),
+                        |o| String::from_utf8_lossy(&o.stdout).into_owned(),
+                    );
+                format!("--- the engine (softoe stat) ---\n{stat}\n--- Linux (ss -tinm) ---\n{ss}")
+            })
+    })
+}
+
 pub struct Bed {
     pub tb: Testbed,
     pub sw: Netns,
@@ -144,6 +177,7 @@ impl Bed {
             .expect("engine started");
         tb.attach(&sw, &tap, "br0").unwrap();
         tb.mtu(&sw, &tap, opts.mtu).unwrap();
+        CURRENT.with(|c| *c.borrow_mut() = Some((control.clone(), linux.name().to_string())));
         Bed {
             tb,
             sw,
@@ -184,6 +218,12 @@ impl Bed {
 
 impl Drop for Bed {
     fn drop(&mut self) {
+        CURRENT.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.as_ref().is_some_and(|(p, _)| *p == self.control) {
+                *c = None;
+            }
+        });
         if let Some(s) = self.stop.take() {
             s.stop();
         }

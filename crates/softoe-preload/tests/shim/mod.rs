@@ -152,6 +152,40 @@ impl Drop for Child {
     }
 }
 
+/// Each thread of process `pid` (and of its children, as `ps` finds
+/// them): its name, state, kernel wait channel and system call, one line
+/// each, so a hang shows who sleeps where and who spins.
+fn threads_of(pid: u32) -> String {
+    let mut out = String::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return format!("(process {pid} gone)\n");
+    };
+    for t in tasks.flatten() {
+        let p = t.path();
+        let read = |f: &str| {
+            std::fs::read_to_string(p.join(f))
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        };
+        let stat = read("stat");
+        // The state is the field after the name's closing parenthesis.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().next())
+            .unwrap_or("?")
+            .to_string();
+        out += &format!(
+            "  {} {} state {state} wchan {} syscall {}\n",
+            t.file_name().to_string_lossy(),
+            read("comm"),
+            read("wchan"),
+            read("syscall")
+        );
+    }
+    out
+}
+
 /// Runs `cmd` to its end and returns its output; kills it and fails the
 /// test after `secs` seconds.
 pub fn run_for(mut cmd: Command, secs: u64, what: &str) -> std::process::Output {
@@ -168,6 +202,12 @@ pub fn run_for(mut cmd: Command, secs: u64, what: &str) -> std::process::Output 
     match rx.recv_timeout(Duration::from_secs(secs)) {
         Ok(out) => out.unwrap(),
         Err(_) => {
+            // What every party was doing, before the evidence goes.
+            eprintln!(
+                "{what} did not finish in {secs} s; its threads:\n{}{}",
+                threads_of(pid),
+                crate::common::describe_current()
+            );
             // SAFETY-free: kill the child we started, by its pid.
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             panic!("{what} did not finish in {secs} s");

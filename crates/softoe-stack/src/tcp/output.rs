@@ -225,9 +225,19 @@ impl TcpSocket {
     }
 
     /// The sequence number for a bare ACK: the highest sent (as Linux, whose
-    /// `snd_nxt` never moves back).
+    /// `snd_nxt` never moves back), unless the peer shrank its window
+    /// behind it. A receiver drops, ACK field unread, any segment that
+    /// starts past its right edge (RFC 9293 §3.10.7.4), so there the ACK
+    /// carries the window's end instead, as Linux's `tcp_acceptable_seq`
+    /// does; less than one unit of the peer's window scale past it is the
+    /// scale's rounding, not a shrink.
     fn ack_seq(&self) -> TcpSeqNumber {
-        self.snd_max
+        let end = seq::add(self.snd_una, self.snd_wnd);
+        if seq::gt(self.snd_max, end) && seq::dist(self.snd_max, end) >= 1u32 << self.snd_wscale {
+            end
+        } else {
+            self.snd_max
+        }
     }
 
     /// Starts the persist timer when data waits and nothing is in flight to

@@ -296,3 +296,62 @@ fn nagle_holds_small_writes_until_the_small_one_is_acked() {
     h.stack.tcp_send(conn, PayloadRef::new(0, 35, 5)).unwrap();
     assert_eq!(h.recv().len(), 1);
 }
+
+/// A peer that shrinks its window behind data we already sent (Linux does
+/// when its receive memory runs out: `ICSK_ACK_NOMEM` advertises zero)
+/// drops every segment whose sequence number lies past its new right
+/// edge, ACK field unread. Our bare ACKs then carry the window's end, not
+/// `snd_nxt` (as Linux's `tcp_acceptable_seq`), or the peer never learns
+/// what we received and both sides wait for ever: the hang of the shim's
+/// `threads_share_sockets` test, where an echo server's full buffers
+/// shrank its window.
+#[test]
+fn acks_stay_inside_a_window_the_peer_shrank() {
+    let mut h = Harness::new();
+    let (conn, our) = open_plain(&mut h);
+    h.stack.tcp_send(conn, PayloadRef::new(0, 0, 4000)).unwrap();
+    let sent: usize = h.recv().iter().map(Sent::len).sum();
+    assert_eq!(sent, 4000, "the whole send fits the first window");
+    // Nothing acknowledged; the right edge moves back to our + 1000.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(our),
+        window_len: 1000,
+        ..SEND_TEMPL
+    });
+    h.take();
+    // The peer's data must be acknowledged with a sequence number its
+    // window accepts.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(our),
+        window_len: 1000,
+        payload: &[7u8; 500],
+        ..SEND_TEMPL
+    });
+    let out = h.advance(Duration::from_millis(50));
+    let ack = out
+        .iter()
+        .find(|s| s.ack() == Some(add(REMOTE_SEQ, 501)))
+        .expect("the data is acknowledged");
+    assert!(
+        !seq::gt(ack.seq(), add(our, 1000)),
+        "seq {:?} lies past the peer's right edge {:?}",
+        ack.seq(),
+        add(our, 1000)
+    );
+    // Once the window opens again, acknowledgements carry snd_nxt.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 501),
+        ack_number: Some(add(our, 4000)),
+        window_len: 65_535,
+        payload: &[8u8; 500],
+        ..SEND_TEMPL
+    });
+    let out = h.advance(Duration::from_millis(50));
+    let ack = out
+        .iter()
+        .find(|s| s.ack() == Some(add(REMOTE_SEQ, 1001)))
+        .expect("the data is acknowledged");
+    assert_eq!(ack.seq(), add(our, 4000));
+}
