@@ -99,7 +99,8 @@ impl TcpSocket {
         refs: &mut Vec<PayloadRef>,
     ) -> Result<(), SinkError> {
         if self.rst_pending {
-            let repr = self.control_repr(TcpControl::Rst, self.snd_max, now);
+            // Inside the peer's window, or it ignores the reset.
+            let repr = self.control_repr(TcpControl::Rst, self.ack_seq(), now);
             self.emit_control(sink, repr)?;
             self.rst_pending = false;
             return Ok(());
@@ -230,10 +231,14 @@ impl TcpSocket {
     /// starts past its right edge (RFC 9293 §3.10.7.4), so there the ACK
     /// carries the window's end instead, as Linux's `tcp_acceptable_seq`
     /// does; less than one unit of the peer's window scale past it is the
-    /// scale's rounding, not a shrink.
+    /// scale's rounding, not a shrink. Before the peer offered any window
+    /// (an abort in SYN-SENT) there is no edge to stay inside.
     fn ack_seq(&self) -> TcpSeqNumber {
         let end = seq::add(self.snd_una, self.snd_wnd);
-        if seq::gt(self.snd_max, end) && seq::dist(self.snd_max, end) >= 1u32 << self.snd_wscale {
+        if self.max_snd_wnd > 0
+            && seq::gt(self.snd_max, end)
+            && seq::dist(self.snd_max, end) >= 1u32 << self.snd_wscale
+        {
             end
         } else {
             self.snd_max

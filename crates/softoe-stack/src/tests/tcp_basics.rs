@@ -355,3 +355,28 @@ fn acks_stay_inside_a_window_the_peer_shrank() {
         .expect("the data is acknowledged");
     assert_eq!(ack.seq(), add(our, 4000));
 }
+
+/// An abort behind a shrunk window: the RST must land inside it too, or
+/// the peer ignores it and keeps the connection (Linux's
+/// `tcp_send_active_reset` uses the same acceptable sequence number).
+#[test]
+fn a_reset_stays_inside_a_window_the_peer_shrank() {
+    let mut h = Harness::new();
+    let (conn, our) = open_plain(&mut h);
+    h.stack.tcp_send(conn, PayloadRef::new(0, 0, 4000)).unwrap();
+    h.recv();
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(our),
+        window_len: 1000,
+        ..SEND_TEMPL
+    });
+    h.take();
+    h.stack.tcp_abort(conn).unwrap();
+    let out = h.recv();
+    let rst = out
+        .iter()
+        .find(|s| s.repr.control == TcpControl::Rst)
+        .expect("a reset goes out");
+    assert_eq!(rst.seq(), add(our, 1000), "the window's right edge");
+}
