@@ -4,8 +4,11 @@
 //! dedicated engine core and serves host programs through shared memory. This
 //! crate is that stack's protocol core, and nothing else: Ethernet/ARP,
 //! IPv4, ICMP, UDP and TCP (RFC 9293 with SACK, window scaling, timestamps
-//! and PAWS, RFC 6298 RTO, NewReno and RFC 6675 loss recovery, NewReno and
-//! CUBIC congestion control, RFC 5961 hardening).
+//! and PAWS; RFC 6298 RTO with a per-connection floor; loss detection by
+//! RACK with tail-loss probes (RFC 8985), its reordering window adapted by
+//! D-SACK, over a SACK scoreboard (RFC 6675); Proportional Rate Reduction
+//! (RFC 6937) while recovering; NewReno and CUBIC congestion control;
+//! RFC 5961 hardening).
 //!
 //! ## Why sans-IO
 //!

@@ -5,7 +5,7 @@ use core::time::Duration;
 use softoe_wire::{ArpOperation, Ipv4Address, TcpControl, TcpRepr, TcpSeqNumber};
 
 use super::harness::*;
-use crate::{Endpoint, PayloadRef, State};
+use crate::{PayloadRef, State};
 
 #[test]
 fn zero_mss_does_not_hang_or_divide_by_zero() {
@@ -91,16 +91,8 @@ fn syn_received_rejects_an_ack_one_too_low() {
 #[test]
 fn syn_sent_ignores_a_plain_ack() {
     let mut h = Harness::new();
-    let conn = h
-        .stack
-        .tcp_connect(
-            h.now,
-            remote(),
-            Some(Endpoint::new(LOCAL_IP, LOCAL_PORT)),
-            None,
-        )
-        .unwrap();
-    let iss = h.recv()[0].seq();
+    let (conn, syn) = connect(&mut h);
+    let iss = syn.seq();
     h.send(TcpRepr {
         ack_number: Some(add(iss, 1)),
         ..SEND_TEMPL

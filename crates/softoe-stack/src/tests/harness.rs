@@ -155,6 +155,26 @@ pub(crate) fn open_passive_rtt(
     (conn, add(iss, 1), sa)
 }
 
+/// Starts an active open from `LOCAL_IP:LOCAL_PORT` to the peer: returns
+/// the connection (SYN-SENT) and the SYN it sent, whose sequence number is
+/// our ISS.
+pub(crate) fn connect(h: &mut Harness) -> (crate::SocketHandle, Sent) {
+    let conn = h
+        .stack
+        .tcp_connect(
+            h.now,
+            remote(),
+            Some(Endpoint::new(LOCAL_IP, LOCAL_PORT)),
+            None,
+        )
+        .unwrap();
+    let mut out = h.recv();
+    assert_eq!(out.len(), 1, "one SYN: {out:?}");
+    let syn = out.remove(0);
+    assert_eq!(syn.repr.control, TcpControl::Syn);
+    (conn, syn)
+}
+
 /// A passive connection with MSS 1460 and SACK permitted.
 pub(crate) fn open_sack(h: &mut Harness) -> (crate::SocketHandle, TcpSeqNumber) {
     let (c, s, _) = open_passive(

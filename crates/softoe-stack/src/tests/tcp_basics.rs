@@ -73,25 +73,14 @@ fn passive_open_and_data_both_ways() {
 #[test]
 fn active_open_negotiates_options() {
     let mut h = Harness::new();
-    let conn = h
-        .stack
-        .tcp_connect(
-            h.now,
-            remote(),
-            Some(crate::Endpoint::new(LOCAL_IP, LOCAL_PORT)),
-            None,
-        )
-        .unwrap();
-    let syn = h.recv();
-    assert_eq!(syn.len(), 1);
-    let s = &syn[0].repr;
-    assert_eq!(s.control, TcpControl::Syn);
+    let (conn, syn) = connect(&mut h);
+    let s = &syn.repr;
     assert_eq!(s.ack_number, None);
     assert_eq!(s.max_seg_size, Some(1460));
     assert!(s.sack_permitted);
     assert!(s.window_scale.is_some());
     assert!(s.timestamp.is_some());
-    let iss = syn[0].seq();
+    let iss = syn.seq();
     h.send(TcpRepr {
         control: TcpControl::Syn,
         seq_number: REMOTE_SEQ,

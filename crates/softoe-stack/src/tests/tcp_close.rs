@@ -6,23 +6,13 @@ use core::time::Duration;
 use softoe_wire::{TcpControl, TcpRepr};
 
 use super::harness::*;
-use crate::{Endpoint, Events, PayloadRef, RecvError, State, TcpError};
+use crate::{Events, PayloadRef, RecvError, State, TcpError};
 
 #[test]
 fn simultaneous_open() {
     let mut h = Harness::new();
-    let conn = h
-        .stack
-        .tcp_connect(
-            h.now,
-            remote(),
-            Some(Endpoint::new(LOCAL_IP, LOCAL_PORT)),
-            None,
-        )
-        .unwrap();
-    let syn = h.recv();
-    assert_eq!(syn.len(), 1);
-    let iss = syn[0].seq();
+    let (conn, syn) = connect(&mut h);
+    let iss = syn.seq();
     // The peer's SYN crosses ours.
     h.send(TcpRepr {
         control: TcpControl::Syn,
@@ -256,16 +246,8 @@ fn close_in_syn_sent_forgets_the_attempt() {
 #[test]
 fn shutdown_before_established_sends_fin_after_handshake() {
     let mut h = Harness::new();
-    let conn = h
-        .stack
-        .tcp_connect(
-            h.now,
-            remote(),
-            Some(Endpoint::new(LOCAL_IP, LOCAL_PORT)),
-            None,
-        )
-        .unwrap();
-    let iss = h.recv()[0].seq();
+    let (conn, syn) = connect(&mut h);
+    let iss = syn.seq();
     h.stack.tcp_send(conn, PayloadRef::new(0, 0, 100)).unwrap();
     h.stack.tcp_shutdown(conn).unwrap();
     assert_eq!(h.stack.tcp_state(conn).unwrap(), State::SynSent);

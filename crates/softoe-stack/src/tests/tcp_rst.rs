@@ -5,7 +5,7 @@ use core::time::Duration;
 use softoe_wire::{TcpControl, TcpRepr, TcpSeqNumber};
 
 use super::harness::*;
-use crate::{Endpoint, State, TcpError};
+use crate::{State, TcpError};
 
 #[test]
 fn rst_at_rcv_nxt_resets() {
@@ -151,16 +151,8 @@ fn closed_ports_answer_with_rst() {
 #[test]
 fn syn_sent_rst_means_refused() {
     let mut h = Harness::new();
-    let conn = h
-        .stack
-        .tcp_connect(
-            h.now,
-            remote(),
-            Some(Endpoint::new(LOCAL_IP, LOCAL_PORT)),
-            None,
-        )
-        .unwrap();
-    let iss = h.recv()[0].seq();
+    let (conn, syn) = connect(&mut h);
+    let iss = syn.seq();
     // A RST without an acceptable ACK is ignored...
     h.send(TcpRepr {
         control: TcpControl::Rst,
@@ -184,16 +176,8 @@ fn syn_sent_rst_means_refused() {
 #[test]
 fn syn_sent_bad_ack_gets_rst() {
     let mut h = Harness::new();
-    let conn = h
-        .stack
-        .tcp_connect(
-            h.now,
-            remote(),
-            Some(Endpoint::new(LOCAL_IP, LOCAL_PORT)),
-            None,
-        )
-        .unwrap();
-    let iss = h.recv()[0].seq();
+    let (conn, syn) = connect(&mut h);
+    let iss = syn.seq();
     h.send(TcpRepr {
         control: TcpControl::Syn,
         ack_number: Some(add(iss, 5)),
