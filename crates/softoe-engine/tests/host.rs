@@ -68,6 +68,78 @@ fn attach_and_round_trip() {
     d.nop().unwrap();
 }
 
+/// A program descheduled between `connect` and its hello (a loaded
+/// machine: eight Python clients starting at once) is still welcomed, and
+/// a connection that never says hello holds nobody up. The engine used to
+/// wait 10 ms for the hello inside its loop, then refuse (the program saw
+/// `EPIPE` and fell back to `ENETDOWN`), stalling every other session
+/// meanwhile.
+#[test]
+fn a_late_hello_is_welcomed_and_a_silent_one_holds_nobody_up() {
+    use softoe_abi::{ATTACH_MAGIC, Hello, VERSION, Welcome};
+    let bed = bed();
+    let silent = seqpacket_connect(&bed.host);
+    let late = seqpacket_connect(&bed.host);
+    // Others attach and work while both wait.
+    let c = Client::attach_to(&bed.host).unwrap();
+    for _ in 0..100 {
+        c.nop().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let hello = Hello {
+        magic: ATTACH_MAGIC,
+        version: VERSION,
+        cmd_entries: 64,
+        cmp_entries: 64,
+        socks: 16,
+        data_len: 1 << 16,
+    };
+    let b = hello.to_bytes();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&late);
+    // SAFETY: `b` is a live buffer of `b.len()` bytes.
+    let n = unsafe { libc::send(fd, b.as_ptr().cast(), b.len(), libc::MSG_NOSIGNAL) };
+    assert_eq!(n, 32, "{}", std::io::Error::last_os_error());
+    assert!(readable_within(fd, 10_000), "no welcome");
+    let mut buf = [0u8; 32];
+    // SAFETY: `buf` is a live buffer of `buf.len()` bytes; the descriptors
+    // that come with the welcome are closed by the kernel (no control buffer).
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+    assert_eq!(n, 32, "{}", std::io::Error::last_os_error());
+    let w = Welcome::from_bytes(&buf).expect("a welcome");
+    assert_eq!(w.status, 0, "a late hello is refused: {w:?}");
+    assert!(w.session > 0);
+    drop(silent);
+}
+
+/// A connection to the engine's host socket (`SOCK_SEQPACKET`).
+fn seqpacket_connect(path: &std::path::Path) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: plain socket creation; the descriptor is owned below.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
+    assert!(fd >= 0);
+    // SAFETY: `fd` is a new descriptor nobody else owns.
+    let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_un is plain data; all-zero is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let p = path.as_os_str().as_bytes();
+    assert!(p.len() < addr.sun_path.len());
+    for (d, s) in addr.sun_path.iter_mut().zip(p) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: `addr` is a valid sockaddr_un of the size given.
+    let r = unsafe {
+        libc::connect(
+            fd,
+            (&raw const addr).cast(),
+            size_of::<libc::sockaddr_un>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+    owned
+}
+
 /// Every byte Linux receives is the byte the program wrote, and every
 /// byte echoed back arrives, with each send policy.
 #[test]

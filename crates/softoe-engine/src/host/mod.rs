@@ -158,11 +158,40 @@ pub struct HostService {
     emulation: Emulation,
     /// What reclaimed sessions counted and the engine has not collected.
     meter: AccessMeter,
+    /// Connections accepted whose hello has not come yet, by epoll token:
+    /// the descriptor and when to give up on it. The engine never waits
+    /// for a hello inside its loop.
+    hellos: HashMap<u64, (OwnedFd, Instant)>,
+    /// The next token for a connection waiting for its hello.
+    next_hello: u64,
 }
 
 const LISTENER: u64 = u64::MAX;
-/// Epoll tokens from here up are watches (below: session slots).
+/// Epoll tokens from here up are watches (below: session slots, and
+/// connections waiting for their hello from [`HELLO`]).
 const WATCH: u64 = 1 << 48;
+/// Epoll tokens from here up to [`WATCH`] are connections waiting for
+/// their hello.
+const HELLO: u64 = 1 << 47;
+/// How long a connection may take to say hello (a program descheduled
+/// between `connect` and `send` on a loaded machine) before the engine
+/// refuses it.
+const HELLO_WAIT: Duration = Duration::from_secs(5);
+/// Most connections that may wait for their hello at once; more are
+/// refused with `EAGAIN` (a program that connects and says nothing cannot
+/// make the engine hold descriptors without bound).
+const MAX_HELLOS: usize = 64;
+
+/// Answers an attach with an error (a negated errno) and no region.
+fn refuse(fd: RawFd, status: i32) {
+    let w = Welcome {
+        magic: ATTACH_MAGIC,
+        version: VERSION,
+        status: -status,
+        ..Welcome::default()
+    };
+    let _ = sys::send_with_fds(fd, &w.to_bytes(), &[]);
+}
 
 impl HostService {
     /// Listens on `cfg.path`.
@@ -197,6 +226,8 @@ impl HostService {
             congestion: Algorithm::default(),
             emulation: Emulation::default(),
             meter: AccessMeter::default(),
+            hellos: HashMap::new(),
+            next_hello: HELLO,
         })
     }
 
@@ -205,7 +236,68 @@ impl HostService {
         self.stats.clone()
     }
 
-    fn attach(&mut self, conn: OwnedFd) {
+    /// A new connection to the host socket: attaches it if its hello is
+    /// there already (the usual case: it is sent right after `connect`),
+    /// else waits for it in the epoll set, never in the engine's loop.
+    fn greet(&mut self, now: Instant, conn: OwnedFd) {
+        let mut buf = [0u8; 64];
+        match sys::recv(conn.as_raw_fd(), &mut buf) {
+            Ok(Some(n)) => self.attach(conn, &buf[..n]),
+            Ok(None) => {
+                if self.hellos.len() >= MAX_HELLOS {
+                    warn!("attach: too many connections waiting to say hello");
+                    refuse(conn.as_raw_fd(), errno::EAGAIN);
+                    return;
+                }
+                let token = self.next_hello;
+                self.next_hello = if token + 1 >= WATCH { HELLO } else { token + 1 };
+                if let Err(e) = self.epoll.add(conn.as_raw_fd(), token) {
+                    warn!(error = %e, "attach: epoll");
+                    return;
+                }
+                self.hellos.insert(token, (conn, now + HELLO_WAIT));
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// A connection waiting for its hello became readable.
+    fn hello_ready(&mut self, token: u64) {
+        let Some((conn, deadline)) = self.hellos.remove(&token) else {
+            return;
+        };
+        let mut buf = [0u8; 64];
+        match sys::recv(conn.as_raw_fd(), &mut buf) {
+            Ok(None) => {
+                self.hellos.insert(token, (conn, deadline));
+            }
+            Ok(Some(n)) if n > 0 => {
+                self.epoll.delete(conn.as_raw_fd());
+                self.attach(conn, &buf[..n]);
+            }
+            // Gone without a word.
+            Ok(Some(_)) | Err(_) => self.epoll.delete(conn.as_raw_fd()),
+        }
+    }
+
+    /// Refuses the connections whose hello is overdue.
+    fn expire_hellos(&mut self, now: Instant) {
+        if self.hellos.values().all(|(_, t)| now < *t) {
+            return;
+        }
+        let epoll = &self.epoll;
+        self.hellos.retain(|_, (conn, t)| {
+            if now < *t {
+                return true;
+            }
+            warn!("attach: no hello in {HELLO_WAIT:?}");
+            epoll.delete(conn.as_raw_fd());
+            refuse(conn.as_raw_fd(), errno::ETIMEDOUT);
+            false
+        });
+    }
+
+    fn attach(&mut self, conn: OwnedFd, hello: &[u8]) {
         let fd = conn.as_raw_fd();
         let (pid, uid, _gid) = match sys::peer_cred(fd) {
             Ok(c) => c,
@@ -214,29 +306,8 @@ impl HostService {
                 return;
             }
         };
-        // The hello is sent right after connect; wait for it briefly.
-        let mut buf = [0u8; 64];
-        let mut got = None;
-        for _ in 0..200 {
-            match sys::recv(fd, &mut buf) {
-                Ok(Some(n)) => {
-                    got = Some(n);
-                    break;
-                }
-                Ok(None) => std::thread::sleep(Duration::from_micros(50)),
-                Err(_) => break,
-            }
-        }
-        let refuse = |status: i32| {
-            let w = Welcome {
-                magic: ATTACH_MAGIC,
-                version: VERSION,
-                status: -status,
-                ..Welcome::default()
-            };
-            let _ = sys::send_with_fds(fd, &w.to_bytes(), &[]);
-        };
-        let Some(hello) = got.and_then(|n| Hello::from_bytes(&buf[..n])) else {
+        let refuse = |status: i32| refuse(fd, status);
+        let Some(hello) = Hello::from_bytes(hello) else {
             warn!(pid, "attach: no valid hello");
             refuse(errno::EINVAL);
             return;
@@ -349,7 +420,7 @@ impl HostService {
             if t == LISTENER {
                 loop {
                     match sys::accept(self.listener.as_raw_fd()) {
-                        Ok(Some(c)) => self.attach(c),
+                        Ok(Some(c)) => self.greet(now, c),
                         Ok(None) => break,
                         Err(e) => {
                             warn!(error = %e, "host accept failed");
@@ -361,6 +432,10 @@ impl HostService {
             }
             if t >= WATCH {
                 self.watch_ready(now, stack, t);
+                continue;
+            }
+            if t >= HELLO {
+                self.hello_ready(t);
                 continue;
             }
             let Some(Some(s)) = self.sessions.get_mut(t as usize) else {
@@ -401,6 +476,7 @@ impl HostService {
                 self.watches.insert(token, (h, fd));
             }
         }
+        self.expire_hellos(now);
         // A dead session's shared listeners pass to the sessions sharing
         // them before it can be reclaimed.
         self.shares(stack);
