@@ -51,8 +51,18 @@ impl MachineNode {
             mem: self.pattern.bytes(),
             out: &mut job.out,
         };
+        // As the agenda's receive job does it (`job_rx`): a frame the NIC
+        // coalesces is taken as a batch of one.
+        let batching = self.spec.offload || self.spec.nic.gro;
+        if batching {
+            self.stack.begin_batch();
+        }
         self.stack.receive(now, frame, meta, &mut dev);
-        self.stack.poll(now, &mut dev);
+        if batching {
+            self.stack.end_batch(now, &mut dev);
+        } else {
+            self.stack.poll(now, &mut dev);
+        }
         self.free_settle(now, job, out);
     }
 
@@ -115,10 +125,16 @@ mod tests {
     use crate::machine::predict::build;
 
     /// The short path is a shortcut, not another model: the ideal peer run
-    /// through the agenda as zero-length jobs gives the same run.
+    /// through the agenda as zero-length jobs gives the same run. Several
+    /// loss rates: at 1 % alone the runs happened to agree while the short
+    /// path took a coalesced frame outside a batch (2 % and up then fired a
+    /// probe 16 µs apart).
     #[test]
     fn the_short_path_runs_as_the_agenda_would() {
-        for kind in [WorkloadKind::Stream, WorkloadKind::Rr] {
+        for (kind, loss) in [WorkloadKind::Stream, WorkloadKind::Rr]
+            .into_iter()
+            .flat_map(|k| [0.01, 0.02, 0.05].map(|l| (k, l)))
+        {
             let mut cfg = MachineConfig::default();
             cfg.peer.model = PeerModel::Ideal;
             cfg.workload.kind = kind;
@@ -126,7 +142,7 @@ mod tests {
             cfg.workload.requests = 100;
             cfg.workload.message = 3000;
             cfg.workload.connections = 2;
-            cfg.link.loss = 0.01;
+            cfg.link.loss = loss;
             let run = |free: bool| {
                 let mut mw = build(&cfg, &Calibration::default()).unwrap();
                 let peer = mw.world.node_mut::<MachineNode>(mw.peer).unwrap();
@@ -147,7 +163,7 @@ mod tests {
             };
             let short = run(true);
             let long = run(false);
-            assert_eq!(short, long, "{kind:?}");
+            assert_eq!(short, long, "{kind:?} at {loss} loss");
             assert!(short.0.iter().all(|r| !r.corrupt && !r.failed));
         }
     }
