@@ -87,6 +87,12 @@ pub(crate) struct Rack {
     pub(crate) rtt: Duration,
     /// The highest sequence number delivered (`RACK.fack`).
     pub(crate) fack: Option<TcpSeqNumber>,
+    /// `fack` before the ACK being processed (Linux's `prior_fack`): what
+    /// this ACK delivers is out of order only if it lies below what was
+    /// delivered before it. An ACK that advances over segments 0..4 and
+    /// SACKs 5..10 above a hole delivered nothing out of order, whichever
+    /// of its fields is read first.
+    prior_fack: Option<TcpSeqNumber>,
     /// Reordering has been seen on this connection.
     pub(crate) reord: bool,
     /// The window is this many quarters of the minimum RTT.
@@ -116,6 +122,7 @@ impl Rack {
             end: TcpSeqNumber(0),
             rtt: Duration::ZERO,
             fack: None,
+            prior_fack: None,
             reord: false,
             reo_wnd_mult: 1,
             reo_wnd_persist: REO_WND_PERSIST,
@@ -131,10 +138,10 @@ impl Rack {
     /// RFC 8985 §6.2 steps 1–3, for one newly delivered (ACKed or SACKed)
     /// transmission.
     fn on_delivered(&mut self, e: &Sent, now: Instant, min_rtt: Duration, mss: u32) {
-        // An original transmission delivered below data already delivered
-        // arrived out of order.
+        // An original transmission delivered below data delivered before
+        // this ACK arrived out of order.
         if !e.retransmitted()
-            && let Some(f) = self.fack
+            && let Some(f) = self.prior_fack
             && seq::lt(e.end, f)
         {
             self.reord = true;
@@ -328,6 +335,7 @@ impl TcpSocket {
         let flight_before = self.flight();
         self.rec.rack.advanced = false;
         self.rec.rack.reord_now = false;
+        self.rec.rack.prior_fack = self.rec.rack.fack;
 
         // D-SACK (RFC 2883): a first block below the ACK, or inside the
         // second, reports a segment that arrived twice.

@@ -146,6 +146,34 @@ fn reordering_within_the_window_is_not_loss() {
     assert!(info.reordering >= 3);
 }
 
+/// One ACK that both advances (segments 0..4 arrived) and SACKs above a
+/// hole (5..10; 4 lost): a receiver that acknowledges a batch at once
+/// sends exactly this. Nothing arrived out of order, so no reordering is
+/// seen: RACK compares what this ACK delivers with the highest delivered
+/// *before* it (Linux's `prior_fack`), not with the SACK it carries. (It
+/// did, and a lossy path's reordering estimate grew to hundreds of
+/// segments with no reordering at all, widening the window that waits
+/// before calling a hole lost.)
+#[test]
+fn an_ack_that_advances_and_sacks_above_a_hole_is_not_reordering() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack(&mut h);
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (10 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 10);
+    h.now += Duration::from_millis(1);
+    h.send(sack(our, 4, &[(5, 10)]));
+    let out = h.take();
+    assert_eq!(
+        starts(&out, our).first(),
+        Some(&4),
+        "the hole is resent at once"
+    );
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!((info.reord_seen, info.reordering), (0, 3), "{info:?}");
+}
+
 /// The same hole, had it been lost: the reordering timer marks it when the
 /// window has passed, without waiting for more SACKs or a timeout.
 #[test]
