@@ -1,14 +1,15 @@
 //! Virtual links: rate, delay, jitter, a bounded queue, and seeded faults.
 //!
-//! Each direction of each link draws from its own ChaCha stream, derived from
-//! the world's seed and the link's number, so adding a node or a link does
-//! not change the faults another link sees.
+//! The faults are the stack's fault model ([`softoe_stack::fault`]), the
+//! one the engine's fault-injecting port uses on the real wire, so a rate
+//! means the same in both. Each direction of each link draws from its own
+//! stream, derived from the world's seed and the link's number, so adding
+//! a node or a link does not change the faults another link sees.
 
 use core::time::Duration;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use softoe_stack::Instant;
+use softoe_stack::fault::{FaultDice, FaultRates};
 
 /// A link configuration is unusable.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -53,7 +54,8 @@ pub struct LinkConfig {
     /// How long a reordered frame is held back.
     pub reorder_delay: Duration,
     /// Probability 1–3 bits of one byte of a frame's IPv4 packet are flipped
-    /// (non-IPv4 frames hit are dropped, as Ethernet's CRC would).
+    /// (non-IPv4 frames hit are dropped, as Ethernet's CRC would:
+    /// [`Corruption::apply`](softoe_stack::fault::Corruption::apply)).
     pub corrupt: f64,
     /// Tail-drop when more than this many bytes wait for serialization.
     pub queue_limit_bytes: Option<usize>,
@@ -123,18 +125,25 @@ impl LinkConfig {
         self
     }
 
+    /// The per-frame faults, as the stack's fault model takes them.
+    pub fn rates(&self) -> FaultRates {
+        FaultRates {
+            loss: self.loss,
+            corrupt: self.corrupt,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            jitter: self.jitter,
+        }
+    }
+
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        for (name, value) in [
-            ("loss", self.loss),
-            ("duplicate", self.duplicate),
-            ("reorder", self.reorder),
-            ("corrupt", self.corrupt),
-        ] {
-            if !(0.0..=1.0).contains(&value) {
-                return Err(ConfigError::Probability { name, value });
-            }
-        }
+        self.rates()
+            .validate()
+            .map_err(|e| ConfigError::Probability {
+                name: e.field,
+                value: e.value,
+            })?;
         if self.rate_bps == Some(0) {
             return Err(ConfigError::ZeroRate);
         }
@@ -195,7 +204,7 @@ pub(crate) enum Fate {
 #[derive(Debug)]
 pub(crate) struct Direction {
     pub(crate) cfg: LinkConfig,
-    rng: ChaCha8Rng,
+    dice: FaultDice,
     busy_until: Instant,
     last_arrival: Instant,
     pub(crate) stats: LinkStats,
@@ -203,25 +212,22 @@ pub(crate) struct Direction {
 
 impl Direction {
     pub(crate) fn new(cfg: LinkConfig, seed: u64, stream: u64) -> Direction {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        rng.set_stream(stream);
         Direction {
             cfg,
-            rng,
+            dice: FaultDice::new(cfg.rates(), seed, stream),
             busy_until: Instant::ZERO,
             last_arrival: Instant::ZERO,
             stats: LinkStats::default(),
         }
     }
 
-    fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && self.rng.random::<f64>() < p
-    }
-
     /// Decides a frame's fate and may corrupt it in place.
     pub(crate) fn transmit(&mut self, now: Instant, frame: &mut [u8]) -> Fate {
         self.stats.frames += 1;
         self.stats.bytes += frame.len() as u64;
+        // Drawn first, whatever happens to the frame: a queue drop must not
+        // shift the faults later frames get.
+        let fate = self.dice.roll();
         let ser = self.cfg.serialization(frame.len());
         let start = self.busy_until.max(now);
         if let (Some(limit), Some(rate)) = (self.cfg.queue_limit_bytes, self.cfg.rate_bps) {
@@ -233,42 +239,18 @@ impl Direction {
             }
         }
         self.busy_until = start + ser;
-        if self.chance(self.cfg.loss) {
+        if fate.lose {
             self.stats.lost += 1;
             return Fate::Dropped;
         }
-        if self.chance(self.cfg.corrupt) && !frame.is_empty() {
-            // Corruption hits what the Internet checksums cover: one byte of
-            // the IPv4 packet gets 1–3 bits flipped, a change they always
-            // catch. (A one's-complement sum misses some multi-word changes,
-            // and nothing but the Ethernet CRC protects Ethernet and ARP
-            // headers; a corrupted non-IPv4 frame is dropped, as the CRC would.)
+        if let Some(c) = fate.corrupt {
             self.stats.corrupted += 1;
-            let ipv4 = frame.get(12..14) == Some(&[0x08, 0x00][..]) && frame.len() > 14;
-            if !ipv4 {
+            if !c.apply(frame) {
                 return Fate::Dropped;
             }
-            let i = self.rng.random_range(14..frame.len());
-            let mut mask = 0u8;
-            while mask == 0 {
-                for _ in 0..1 + self.rng.random_range(0..3u32) {
-                    mask ^= 1 << self.rng.random_range(0..8u32);
-                }
-            }
-            if let Some(b) = frame.get_mut(i) {
-                *b ^= mask;
-            }
         }
-        let jitter = if self.cfg.jitter > Duration::ZERO {
-            Duration::from_nanos(
-                self.rng
-                    .random_range(0..self.cfg.jitter.as_nanos().min(u128::from(u64::MAX)) as u64),
-            )
-        } else {
-            Duration::ZERO
-        };
-        let mut at = self.busy_until + self.cfg.delay + jitter;
-        if self.chance(self.cfg.reorder) {
+        let mut at = self.busy_until + self.cfg.delay + fate.jitter;
+        if fate.reorder {
             self.stats.reordered += 1;
             at += self.cfg.reorder_delay;
         } else {
@@ -277,7 +259,7 @@ impl Direction {
             self.last_arrival = at;
         }
         let mut times = vec![at];
-        if self.chance(self.cfg.duplicate) {
+        if fate.duplicate {
             self.stats.duplicated += 1;
             times.push(at + Duration::from_nanos(1));
         }

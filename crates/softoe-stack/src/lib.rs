@@ -107,6 +107,7 @@ extern crate std;
 
 pub mod config;
 pub mod device;
+pub mod fault;
 mod iface;
 pub mod isn;
 pub mod payload;

@@ -579,7 +579,12 @@ impl TcpSocket {
             Some(t) => self.timers.set(Timer::Reorder, t),
             None => self.timers.clear(Timer::Reorder),
         }
-        if d.lost > 0 && self.rec.phase.is_none() {
+        // Outside recovery nothing resends what is marked lost, so a loss
+        // marked during a recovery that has just ended (new data it sent,
+        // which PRR had no room to repair yet) starts the next one, as
+        // Linux's `tcp_time_to_recover` does on `lost_out`; left alone it
+        // waited for the RTO, with the flight stuck at the window.
+        if (d.lost > 0 || self.rec.sent.lost_bytes() > 0) && self.rec.phase.is_none() {
             self.enter_recovery(now);
         }
         d.lost

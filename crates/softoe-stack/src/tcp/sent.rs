@@ -128,6 +128,11 @@ impl SentLog {
             .saturating_sub(self.lost_bytes)
     }
 
+    /// Bytes marked lost and not sent again since.
+    pub(crate) fn lost_bytes(&self) -> u32 {
+        self.lost_bytes
+    }
+
     /// The entries, in sequence order.
     pub(crate) fn iter(&self) -> alloc::collections::vec_deque::Iter<'_, Sent> {
         self.q.iter()
