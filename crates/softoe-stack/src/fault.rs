@@ -242,7 +242,10 @@ mod tests {
         let mut b = FaultDice::new(FaultRates { loss: 0.5, ..rates }, 42, 7);
         for _ in 0..1000 {
             let (x, y) = (a.roll(), b.roll());
-            assert_eq!((x.corrupt, x.duplicate, x.jitter), (y.corrupt, y.duplicate, y.jitter));
+            assert_eq!(
+                (x.corrupt, x.duplicate, x.jitter),
+                (y.corrupt, y.duplicate, y.jitter)
+            );
         }
     }
 
@@ -254,7 +257,9 @@ mod tests {
         };
         let run = |seed, stream| {
             let mut d = FaultDice::new(rates, seed, stream);
-            (0..200).map(|_| d.roll().lose).collect::<alloc::vec::Vec<_>>()
+            (0..200)
+                .map(|_| d.roll().lose)
+                .collect::<alloc::vec::Vec<_>>()
         };
         assert_eq!(run(9, 1), run(9, 1));
         assert_ne!(run(9, 1), run(10, 1));
