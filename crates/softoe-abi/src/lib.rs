@@ -67,11 +67,12 @@ mod attach;
 mod decode;
 mod layout;
 mod record;
+mod request;
 mod ring;
 mod slot;
 
 pub use attach::{ATTACH_MAGIC, BELL_MAGIC, Bell, BellOp, Hello, MAX_BELLS, Welcome};
-pub use decode::{MAX_SPAN, RecvTarget, Request, RingSpan, SendSource, decode};
+pub use decode::decode;
 pub use layout::{
     ENGINE_POLLING, ENGINE_SLEEPING, Layout, LayoutError, MAGIC, RegionHeader, SESSION_CLOSED,
     VERSION,
@@ -82,6 +83,7 @@ pub use record::{
     SEND_ZEROCOPY, SHUT_RD, SHUT_RDWR, SHUT_WR, SockKind, SockOpt, TcpInfoRecord, pack_addr,
     unpack_addr,
 };
+pub use request::{MAX_SPAN, RecvTarget, Request, RingSpan, SendSource, encode};
 pub use ring::{Consumer, Producer, RingError};
 pub use slot::{
     EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_MOVED, EV_RDHUP, EV_READABLE, EV_RXFULL,
