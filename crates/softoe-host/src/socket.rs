@@ -8,13 +8,13 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use softoe_abi::{
-    CMD_QUIET, CONGESTION_CUBIC, CONGESTION_RENO, Command, EV_ACCEPT, EV_CONNECTED, EV_ERR,
-    EV_HELD, EV_HUP, EV_RDHUP, EV_RXFULL, EV_WRITABLE, Opcode, RingSpan, SEND_OVERLAP, SEND_QUEUE,
-    SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SockKind, SockOpt, TcpInfoRecord, UdpHeader, errno,
-    pack_addr, unpack_addr,
+    CONGESTION_CUBIC, CONGESTION_RENO, Completion, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD,
+    EV_HUP, EV_RDHUP, EV_RXFULL, EV_WRITABLE, RecvTarget, Request, RingSpan, SendSource, SockKind,
+    SockOpt, TcpInfoRecord, UdpHeader, errno,
 };
 
 use crate::client::Client;
+use crate::errno::{errno_err, result};
 use crate::spin::Spin;
 use crate::sys;
 
@@ -55,24 +55,14 @@ impl SendPolicy {
     }
 }
 
-pub(crate) fn errno_err(e: i32) -> io::Error {
-    io::Error::from_raw_os_error(e)
-}
-
-fn result(c: &softoe_abi::Completion) -> io::Result<u64> {
-    match c.errno() {
-        Some(e) => Err(errno_err(e)),
-        None => Ok(c.result as u64),
-    }
-}
-
-fn addr_of(v: u64) -> SocketAddrV4 {
-    let (a, p) = unpack_addr(v);
+/// The socket address an (address in network order, port) pair names.
+fn addr_of((a, p): (u32, u16)) -> SocketAddrV4 {
     SocketAddrV4::new(Ipv4Addr::from(u32::from_be(a)), p)
 }
 
-fn packed(a: SocketAddrV4) -> (u64, u64) {
-    (u64::from(u32::from(*a.ip()).to_be()), u64::from(a.port()))
+/// `a` as the (address in network order, port) pair requests carry.
+fn packed(a: SocketAddrV4) -> (u32, u16) {
+    (u32::from(*a.ip()).to_be(), a.port())
 }
 
 /// One socket id with its rings: closed when the last handle goes, its
@@ -109,8 +99,10 @@ struct Mode {
 impl Sock {
     fn open(c: &Client, kind: SockKind) -> io::Result<Sock> {
         let (rx, tx) = Sock::rings(c, kind)?;
-        let cmd = Command::socket(0, kind, (rx.offset, rx.len), (tx.offset, tx.len));
-        match c.call(cmd).and_then(|r| result(&r).map(|v| v as u32)) {
+        match c
+            .call(&Request::Socket { kind, rx, tx })
+            .and_then(|r| result(&r).map(|v| v as u32))
+        {
             Ok(id) => Ok(Sock::with(c, id, rx, tx)),
             Err(e) => {
                 Sock::unring(c, rx, tx);
@@ -170,8 +162,9 @@ impl Sock {
         }
     }
 
-    fn cmd(&self, op: Opcode, flags: u16, args: [u64; 6]) -> io::Result<softoe_abi::Completion> {
-        self.c.call(Command::new(op, flags, self.id, 0, args))
+    /// Sends `req` and waits for its completion.
+    fn call(&self, req: &Request) -> io::Result<Completion> {
+        self.c.call(req)
     }
 
     fn events(&self) -> u32 {
@@ -321,12 +314,12 @@ impl Sock {
         r
     }
 
-    fn setopt(&self, opt: SockOpt, v: [u64; 5]) -> io::Result<()> {
-        let r = self.cmd(
-            Opcode::SetOpt,
-            0,
-            [opt as u64, v[0], v[1], v[2], v[3], v[4]],
-        )?;
+    fn setopt(&self, opt: SockOpt, values: [u64; 5]) -> io::Result<()> {
+        let r = self.call(&Request::SetOpt {
+            sock: self.id,
+            opt,
+            values,
+        })?;
         result(&r).map(drop)
     }
 
@@ -338,11 +331,15 @@ impl Sock {
     }
 
     fn local(&self) -> SocketAddrV4 {
-        addr_of(self.c.region().slot(self.id).map_or(0, |v| v.local()))
+        addr_of(softoe_abi::unpack_addr(
+            self.c.region().slot(self.id).map_or(0, |v| v.local()),
+        ))
     }
 
     fn remote(&self) -> SocketAddrV4 {
-        addr_of(self.c.region().slot(self.id).map_or(0, |v| v.remote()))
+        addr_of(softoe_abi::unpack_addr(
+            self.c.region().slot(self.id).map_or(0, |v| v.remote()),
+        ))
     }
 }
 
@@ -355,9 +352,10 @@ impl Drop for Sock {
             vec![(rx.offset, rx.len)]
         };
         let tag = match self.closed.load(Ordering::Relaxed) {
-            0 => self
-                .c
-                .submit(Command::new(Opcode::Close, 0, self.id, 0, [0; 6])),
+            0 => self.c.submit(&Request::Close {
+                sock: self.id,
+                abort: false,
+            }),
             t => Ok(t),
         };
         match tag {
@@ -492,8 +490,12 @@ impl Client {
     pub fn tcp_connect_with(&self, addr: SocketAddrV4, opts: &TcpOptions) -> io::Result<TcpStream> {
         let s = Sock::open(self, SockKind::Tcp)?;
         s.set_options(opts)?;
-        let (a, p) = packed(addr);
-        let r = s.cmd(Opcode::Connect, 0, [a, p, 0, 0, 0, 0])?;
+        let (addr, port) = packed(addr);
+        let r = s.call(&Request::Connect {
+            sock: s.id,
+            addr,
+            port,
+        })?;
         result(&r)?;
         Ok(TcpStream::new(s))
     }
@@ -509,20 +511,15 @@ impl Client {
         secret: [u64; 2],
     ) -> io::Result<TcpListener> {
         let (rx, tx) = Sock::rings(self, SockKind::Tcp)?;
-        let r = self.call(Command::new(
-            Opcode::Adopt,
-            0,
-            0,
-            0,
-            [
-                (u64::from(session) << 32) | u64::from(sock),
-                secret[0],
-                secret[1],
-                rx.offset,
-                rx.len,
-                0,
-            ],
-        ));
+        // A listener reads no send ring: none is named (the one allocated
+        // is freed with the socket).
+        let r = self.call(&Request::Adopt {
+            from_session: session,
+            from_sock: sock,
+            secret,
+            rx,
+            tx: RingSpan::default(),
+        });
         match r.and_then(|r| result(&r)) {
             Ok(id) => Ok(TcpListener {
                 s: Sock::with(self, id as u32, rx, tx),
@@ -543,20 +540,13 @@ impl Client {
     /// that session's ([`Client::secret`]).
     pub fn adopt_stream(&self, session: u32, sock: u32, secret: [u64; 2]) -> io::Result<TcpStream> {
         let (rx, tx) = Sock::rings(self, SockKind::Tcp)?;
-        let r = self.call(Command::new(
-            Opcode::Adopt,
-            0,
-            0,
-            0,
-            [
-                (u64::from(session) << 32) | u64::from(sock),
-                secret[0],
-                secret[1],
-                rx.offset,
-                rx.len | (tx.len << 32),
-                tx.offset,
-            ],
-        ));
+        let r = self.call(&Request::Adopt {
+            from_session: session,
+            from_sock: sock,
+            secret,
+            rx,
+            tx,
+        });
         match r.and_then(|r| result(&r)) {
             Ok(id) => Ok(TcpStream::new(Sock::with(self, id as u32, rx, tx))),
             Err(e) => {
@@ -582,14 +572,12 @@ impl Client {
     ) -> io::Result<TcpStream> {
         let s = Sock::open(self, SockKind::Tcp)?;
         s.set_options(opts)?;
-        let (a, p) = packed(addr);
-        let tag = self.submit(Command::new(
-            Opcode::Connect,
-            0,
-            s.id,
-            0,
-            [a, p, 0, 0, 0, 0],
-        ))?;
+        let (addr, port) = packed(addr);
+        let tag = self.submit(&Request::Connect {
+            sock: s.id,
+            addr,
+            port,
+        })?;
         self.abandon(tag);
         let mut t = TcpStream::new(s);
         t.mode.nonblocking = true;
@@ -611,9 +599,10 @@ impl Client {
     ) -> io::Result<TcpListener> {
         let s = Sock::open(self, SockKind::Tcp)?;
         s.set_options(opts)?;
-        let (a, p) = packed(addr);
-        result(&s.cmd(Opcode::Bind, 0, [a, p, 0, 0, 0, 0])?)?;
-        result(&s.cmd(Opcode::Listen, 0, [u64::from(backlog), 0, 0, 0, 0, 0])?)?;
+        let (addr, port) = packed(addr);
+        let sock = s.id;
+        result(&s.call(&Request::Bind { sock, addr, port })?)?;
+        result(&s.call(&Request::Listen { sock, backlog })?)?;
         Ok(TcpListener {
             s,
             mode: Mode::default(),
@@ -623,8 +612,12 @@ impl Client {
     /// A UDP socket bound to `addr` (port 0: an ephemeral port).
     pub fn udp_bind(&self, addr: SocketAddrV4) -> io::Result<UdpSocket> {
         let s = Sock::open(self, SockKind::Udp)?;
-        let (a, p) = packed(addr);
-        result(&s.cmd(Opcode::Bind, 0, [a, p, 0, 0, 0, 0])?)?;
+        let (addr, port) = packed(addr);
+        result(&s.call(&Request::Bind {
+            sock: s.id,
+            addr,
+            port,
+        })?)?;
         Ok(UdpSocket {
             s,
             mode: Mode::default(),
@@ -637,17 +630,17 @@ impl TcpListener {
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddrV4)> {
         loop {
             let (rx, tx) = Sock::rings(&self.s.c, SockKind::Tcp)?;
-            let r = self.s.cmd(
-                Opcode::Accept,
-                0,
-                [0, rx.offset, rx.len, tx.offset, tx.len, 0],
-            )?;
-            match r.errno() {
-                None => {
-                    let s = Sock::with(&self.s.c, r.result as u32, rx, tx);
-                    return Ok((TcpStream::new(s), addr_of(r.aux)));
+            let r = self.s.call(&Request::Accept {
+                sock: self.s.id,
+                rx,
+                tx,
+            })?;
+            match r.outcome() {
+                Ok(id) => {
+                    let s = Sock::with(&self.s.c, id as u32, rx, tx);
+                    return Ok((TcpStream::new(s), addr_of(r.addr())));
                 }
-                Some(e) => {
+                Err(e) => {
                     Sock::unring(&self.s.c, rx, tx);
                     if e != errno::EAGAIN {
                         return Err(errno_err(e));
@@ -839,24 +832,20 @@ impl TcpStream {
 
     /// Closes the sending half: FIN after the data written.
     pub fn shutdown_write(&self) -> io::Result<()> {
-        result(
-            &self
-                .s
-                .cmd(Opcode::Shutdown, 0, [softoe_abi::SHUT_WR, 0, 0, 0, 0, 0])?,
-        )?;
+        result(&self.s.call(&Request::Shutdown {
+            sock: self.s.id,
+            how: softoe_abi::SHUT_WR,
+        })?)?;
         self.s.wr_shut.store(true, Ordering::Relaxed);
         Ok(())
     }
 
     /// Resets the connection.
     pub fn abort(self) -> io::Result<()> {
-        let tag = self.s.c.submit(Command::new(
-            Opcode::Close,
-            0,
-            self.s.id,
-            0,
-            [1, 0, 0, 0, 0, 0],
-        ))?;
+        let tag = self.s.c.submit(&Request::Close {
+            sock: self.s.id,
+            abort: true,
+        })?;
         // Dropping frees the rings when the engine releases them.
         self.s.closed.store(tag, Ordering::Relaxed);
         Ok(())
@@ -866,7 +855,11 @@ impl TcpStream {
     pub fn info(&self) -> io::Result<TcpInfoRecord> {
         let len = size_of::<TcpInfoRecord>() as u64;
         let off = self.s.c.alloc(len)?;
-        let r = self.s.cmd(Opcode::Info, 0, [off, len, 0, 0, 0, 0]);
+        let r = self.s.call(&Request::Info {
+            sock: self.s.id,
+            offset: off,
+            len,
+        });
         let mut rec = TcpInfoRecord::default();
         let ok = r.as_ref().map(result);
         if let Ok(Ok(_)) = ok {
@@ -924,24 +917,30 @@ impl TcpStream {
                     // Connected: the engine queues the bytes whole and sends
                     // them as room frees, so there is no answer to wait for
                     // (a failure shows in the socket's state).
-                    self.s.c.post(Command::new(
-                        Opcode::Send,
-                        SEND_RING | SEND_QUEUE | CMD_QUIET,
-                        self.s.id,
-                        0,
-                        [0, n, 0, 0, 0, 0],
-                    ))?;
+                    self.s.c.post(&Request::Send {
+                        sock: self.s.id,
+                        source: SendSource::RingQueued,
+                        len: n,
+                        to: None,
+                        more: false,
+                    })?;
                     self.tx_queued += n;
                     return Ok(n as usize);
                 }
-                let r = self.s.cmd(Opcode::Send, SEND_RING, [0, n, 0, 0, 0, 0])?;
-                match r.errno() {
-                    None if r.result > 0 => {
-                        self.tx_queued += r.result as u64;
-                        return Ok(r.result as usize);
+                let r = self.s.call(&Request::Send {
+                    sock: self.s.id,
+                    source: SendSource::Ring,
+                    len: n,
+                    to: None,
+                    more: false,
+                })?;
+                match r.outcome() {
+                    Ok(taken) if taken > 0 => {
+                        self.tx_queued += taken;
+                        return Ok(taken as usize);
                     }
-                    None | Some(errno::EAGAIN) => {}
-                    Some(e) => return Err(errno_err(e)),
+                    Ok(_) | Err(errno::EAGAIN) => {}
+                    Err(e) => return Err(errno_err(e)),
                 }
             }
             self.wait_writable(seq)?;
@@ -951,15 +950,19 @@ impl TcpStream {
     fn write_remote(&mut self, buf: &[u8]) -> io::Result<usize> {
         loop {
             let seq = self.s.seq();
-            let r = self.s.cmd(
-                Opcode::Send,
-                SEND_REMOTE,
-                [buf.as_ptr() as u64, buf.len() as u64, 0, 0, 0, 0],
-            )?;
-            match r.errno() {
-                None => return Ok(r.result as usize),
-                Some(errno::EAGAIN) => {}
-                Some(e) => return Err(errno_err(e)),
+            let r = self.s.call(&Request::Send {
+                sock: self.s.id,
+                source: SendSource::Remote {
+                    addr: buf.as_ptr() as u64,
+                },
+                len: buf.len() as u64,
+                to: None,
+                more: false,
+            })?;
+            match r.outcome() {
+                Ok(n) => return Ok(n as usize),
+                Err(errno::EAGAIN) => {}
+                Err(e) => return Err(errno_err(e)),
             }
             self.wait_writable(seq)?;
         }
@@ -1000,13 +1003,13 @@ impl TcpStream {
         if len == 0 {
             return Ok(0);
         }
-        let tag = self.s.c.submit(Command::new(
-            Opcode::Send,
-            SEND_ZEROCOPY | SEND_QUEUE,
-            self.s.id,
-            0,
-            [buf.off, len, 0, 0, 0, 0],
-        ))?;
+        let tag = self.s.c.submit(&Request::Send {
+            sock: self.s.id,
+            source: SendSource::Queued { offset: buf.off },
+            len,
+            to: None,
+            more: false,
+        })?;
         buf.in_flight = Some(tag);
         buf.sent = len;
         Ok(len as usize)
@@ -1018,13 +1021,17 @@ impl TcpStream {
         let len = len.min(buf.len as usize) as u64;
         loop {
             let seq = self.s.seq();
-            let r = self
-                .s
-                .cmd(Opcode::Send, SEND_OVERLAP, [buf.off, len, 0, 0, 0, 0])?;
-            match r.errno() {
-                None => return Ok(r.result as usize),
-                Some(errno::EAGAIN) => {}
-                Some(e) => return Err(errno_err(e)),
+            let r = self.s.call(&Request::Send {
+                sock: self.s.id,
+                source: SendSource::Overlap { offset: buf.off },
+                len,
+                to: None,
+                more: false,
+            })?;
+            match r.outcome() {
+                Ok(n) => return Ok(n as usize),
+                Err(errno::EAGAIN) => {}
+                Err(e) => return Err(errno_err(e)),
             }
             self.wait_writable(seq)?;
         }
@@ -1232,7 +1239,7 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
     let mut asked = false;
     loop {
         if !ready(s) && held(s) && !asked {
-            s.c.submit(Command::new(Opcode::RxDone, CMD_QUIET, s.id, 0, [0; 6]))?;
+            s.c.submit_quiet(&Request::RxDone { sock: s.id })?;
             asked = true;
             if mode.nonblocking {
                 s.wait(false, Some(Duration::from_millis(2)), false, ready)?;
@@ -1263,8 +1270,7 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
         // we see the bit, or it sees the head move.
         std::sync::atomic::fence(Ordering::SeqCst);
         if s.events() & EV_RXFULL != 0 {
-            let _ =
-                s.c.submit(Command::new(Opcode::RxDone, CMD_QUIET, s.id, 0, [0; 6]));
+            let _ = s.c.submit_quiet(&Request::RxDone { sock: s.id });
         }
     }
     Ok(n as usize)
@@ -1279,14 +1285,12 @@ fn read_direct(s: &Sock, timeout: Option<Duration>, buf: &mut [u8]) -> Option<io
     // NIC's DMA would, and completes the command only after: the buffer is
     // not touched here until then (the completion is read with Acquire).
     let addr = buf.as_mut_ptr().expose_provenance() as u64;
-    let cmd = Command::new(
-        Opcode::Recv,
-        softoe_abi::RECV_REMOTE,
-        s.id,
-        0,
-        [addr, buf.len() as u64, 0, 0, 0, 0],
-    );
-    let tag = match s.c.submit(cmd) {
+    let req = Request::Recv {
+        sock: s.id,
+        target: RecvTarget::Remote { addr },
+        len: buf.len() as u64,
+    };
+    let tag = match s.c.submit(&req) {
         Ok(t) => t,
         Err(e) => return Some(Err(e)),
     };
@@ -1303,10 +1307,7 @@ fn read_direct(s: &Sock, timeout: Option<Duration>, buf: &mut [u8]) -> Option<io
             // Timed out or interrupted: take the buffer back. The receive
             // completes first (with bytes placed meanwhile, or ECANCELED);
             // the cancel's own answer is not needed.
-            match s
-                .c
-                .submit(Command::new(Opcode::CancelRecv, 0, s.id, 0, [0; 6]))
-            {
+            match s.c.submit(&Request::CancelRecv { sock: s.id }) {
                 Ok(t) => s.c.abandon(t),
                 Err(e) => return Some(Err(e)),
             }
@@ -1318,18 +1319,18 @@ fn read_direct(s: &Sock, timeout: Option<Duration>, buf: &mut [u8]) -> Option<io
         Err(e) => return Some(Err(e)),
     };
     std::sync::atomic::fence(Ordering::SeqCst);
-    match got.errno() {
-        None => Some(Ok(got.result as usize)),
-        Some(errno::ECANCELED) if interrupted => Some(Err(io::ErrorKind::Interrupted.into())),
-        Some(errno::ECANCELED) => Some(Err(io::ErrorKind::WouldBlock.into())),
-        Some(errno::EAGAIN | errno::EBUSY) => None,
+    match got.outcome() {
+        Ok(n) => Some(Ok(n as usize)),
+        Err(errno::ECANCELED) if interrupted => Some(Err(io::ErrorKind::Interrupted.into())),
+        Err(errno::ECANCELED) => Some(Err(io::ErrorKind::WouldBlock.into())),
+        Err(errno::EAGAIN | errno::EBUSY) => None,
         // The engine may not write our memory (another user): the bytes
         // are still in the engine; read through the ring from now on.
-        Some(errno::EPERM) => {
+        Err(errno::EPERM) => {
             s.c.inner.direct_refused.store(true, Ordering::Relaxed);
             None
         }
-        Some(e) => Some(Err(errno_err(e))),
+        Err(e) => Some(Err(errno_err(e))),
     }
 }
 
@@ -1401,8 +1402,8 @@ pub struct ZcBuf {
     in_flight: Option<u64>,
     /// Bytes of the last zero-copy send.
     sent: u64,
-    /// Its release's result, once known (bytes acknowledged, or -errno).
-    outcome: Option<i64>,
+    /// Its release's result, once known (bytes acknowledged, or the errno).
+    outcome: Option<Result<u64, i32>>,
 }
 
 impl Client {
@@ -1471,7 +1472,7 @@ impl ZcBuf {
             Some(tag) => match self.c.take_release(tag) {
                 Some(c) => {
                     self.in_flight = None;
-                    self.outcome = Some(c.result);
+                    self.outcome = Some(c.outcome());
                     true
                 }
                 None => false,
@@ -1491,11 +1492,11 @@ impl ZcBuf {
                 })?
                 .ok_or_else(|| errno_err(errno::ECONNABORTED))?;
             self.in_flight = None;
-            self.outcome = Some(c.result);
+            self.outcome = Some(c.outcome());
         }
         match self.outcome.take() {
-            Some(r) if r < 0 => Err(errno_err((-r).min(i64::from(i32::MAX)) as i32)),
-            Some(r) if (r as u64) < self.sent => Err(io::Error::new(
+            Some(Err(e)) => Err(errno_err(e)),
+            Some(Ok(r)) if r < self.sent => Err(io::Error::new(
                 io::ErrorKind::WriteZero,
                 format!("the connection closed with {r} of {} bytes sent", self.sent),
             )),
@@ -1567,17 +1568,21 @@ impl UdpSocket {
 
     /// Sends one datagram (the engine reads it from our memory).
     pub fn send_to(&self, data: &[u8], to: SocketAddrV4) -> io::Result<usize> {
-        let (a, p) = packed(to);
+        let req = Request::Send {
+            sock: self.s.id,
+            source: SendSource::Remote {
+                addr: data.as_ptr() as u64,
+            },
+            len: data.len() as u64,
+            to: Some(packed(to)),
+            more: false,
+        };
         loop {
-            let r = self.s.cmd(
-                Opcode::Send,
-                SEND_REMOTE,
-                [data.as_ptr() as u64, data.len() as u64, a, p, 0, 0],
-            )?;
-            match r.errno() {
-                None => return Ok(r.result as usize),
-                Some(errno::EAGAIN) if !self.mode.nonblocking => std::thread::yield_now(),
-                Some(e) => return Err(errno_err(e)),
+            let r = self.s.call(&req)?;
+            match r.outcome() {
+                Ok(n) => return Ok(n as usize),
+                Err(errno::EAGAIN) if !self.mode.nonblocking => std::thread::yield_now(),
+                Err(e) => return Err(errno_err(e)),
             }
         }
     }
@@ -1603,14 +1608,8 @@ impl UdpSocket {
         let n = (h.len as usize).min(buf.len());
         region.ring_read(self.s.rx, head + hb.len() as u64, &mut buf[..n]);
         view.set_rx_head(head + UdpHeader::footprint(h.len));
-        let _ = self.s.c.submit(Command::new(
-            Opcode::RxDone,
-            CMD_QUIET,
-            self.s.id,
-            0,
-            [0; 6],
-        ));
-        Ok((n, addr_of(pack_addr(h.addr, h.port))))
+        let _ = self.s.c.submit_quiet(&Request::RxDone { sock: self.s.id });
+        Ok((n, addr_of((h.addr, h.port))))
     }
 
     /// Read timeout.
