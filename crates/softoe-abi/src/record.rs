@@ -335,23 +335,23 @@ pub const fn unpack_addr(v: u64) -> (u32, u16) {
 }
 
 impl Command {
-    /// A `NOP`.
+    /// A `NOP` ([`Request::Nop`](crate::Request::Nop) encoded).
     pub fn nop(tag: u64) -> Command {
-        Command {
-            opcode: Opcode::Nop as u16,
-            tag,
-            ..Command::default()
-        }
+        crate::encode(&crate::Request::Nop, tag)
     }
 
-    /// A `SOCKET` with its receive and send rings (offset, length).
+    /// A `SOCKET` with its receive and send rings (offset, length):
+    /// [`Request::Socket`](crate::Request::Socket) encoded.
     pub fn socket(tag: u64, kind: SockKind, rx: (u64, u64), tx: (u64, u64)) -> Command {
-        Command {
-            opcode: Opcode::Socket as u16,
+        let span = |(offset, len)| crate::RingSpan { offset, len };
+        crate::encode(
+            &crate::Request::Socket {
+                kind,
+                rx: span(rx),
+                tx: span(tx),
+            },
             tag,
-            args: [kind as u64, rx.0, rx.1, tx.0, tx.1, 0],
-            ..Command::default()
-        }
+        )
     }
 
     /// The same command, answered only if it fails ([`CMD_QUIET`]).

@@ -480,7 +480,20 @@ mod tests {
                 },
                 0
             ),
-            Command::socket(0, SockKind::Udp, rx, (0, 0))
+            Command::new(
+                Opcode::Socket,
+                0,
+                0,
+                0,
+                [SockKind::Udp as u64, 4096, 4096, 0, 0, 0]
+            )
+        );
+        assert_eq!(
+            encode(&Request::Nop, 3),
+            Command {
+                tag: 3,
+                ..Command::default()
+            }
         );
         let adopt = Request::Adopt {
             from_session: 7,
