@@ -167,11 +167,7 @@ impl TcpReader {
 
     /// Bytes waiting to be read.
     pub fn pending(&self) -> u64 {
-        self.s
-            .c
-            .region()
-            .slot(self.s.id)
-            .map_or(0, |v| v.rx_tail().saturating_sub(v.rx_head()))
+        self.s.pending()
     }
 }
 

@@ -87,6 +87,14 @@ impl Sock {
         self.c.region().slot(self.id).map_or(0, |v| v.events())
     }
 
+    /// Bytes in the receive ring not read yet.
+    pub(super) fn pending(&self) -> u64 {
+        self.c
+            .region()
+            .slot(self.id)
+            .map_or(0, |v| v.rx_tail().saturating_sub(v.rx_head()))
+    }
+
     /// What a `poll` would say now.
     pub(super) fn readiness(&self) -> Readiness {
         slot_readiness(self.c.region(), self.id)

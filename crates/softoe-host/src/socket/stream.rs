@@ -142,11 +142,7 @@ impl TcpStream {
 
     /// Bytes waiting to be read.
     pub fn pending(&self) -> u64 {
-        self.s
-            .c
-            .region()
-            .slot(self.s.id)
-            .map_or(0, |v| v.rx_tail().saturating_sub(v.rx_head()))
+        self.s.pending()
     }
 
     /// Whether the connection is established.
