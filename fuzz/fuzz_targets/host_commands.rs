@@ -3,9 +3,11 @@
 //! commands a hostile program wrote. The fuzzer writes the ring indices and
 //! the command entries; the engine's consumer must catch impossible indices,
 //! and every command it reads must decode to a request naming only the data
-//! area, or to an errno.
+//! area, or to an errno. A request that decodes must survive the way back:
+//! `encode` writes it as a command that decodes to the same request (the
+//! property test's inverse, driven here by hostile bytes).
 use libfuzzer_sys::fuzz_target;
-use softoe_abi::{Command, Layout, Region, Request, SendSource, decode};
+use softoe_abi::{Command, Layout, Region, Request, SendSource, decode, encode};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(layout) = Layout::new(16, 16, 8, 1 << 16) else {
@@ -45,6 +47,9 @@ fuzz_target!(|data: &[u8]| {
     for _ in 0..64 {
         match consumer.pop() {
             Ok(Some(c)) => match decode(&c, &layout) {
+                Ok(r) if decode(&encode(&r, c.tag), &layout) != Ok(r) => {
+                    panic!("{r:?} does not survive encode and decode")
+                }
                 Ok(Request::Socket { rx, tx, .. } | Request::Accept { rx, tx, .. }) => {
                     assert!(layout.data_contains(rx.offset, rx.len));
                     assert!(layout.data_contains(tx.offset, tx.len));

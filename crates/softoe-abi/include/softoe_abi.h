@@ -24,11 +24,6 @@
 #define softoe_MAX_BELLS 64
 
 /**
- * The largest ring or single send the engine accepts: 1 GiB.
- */
-#define softoe_MAX_SPAN (1 << 30)
-
-/**
  * The first eight bytes of every region: `b"softoe\0\x01"` read as a
  * little-endian `u64`.
  */
@@ -149,6 +144,11 @@
  * CUBIC, Linux's `cubic`.
  */
 #define softoe_CONGESTION_CUBIC 2
+
+/**
+ * The largest ring or single send the engine accepts: 1 GiB.
+ */
+#define softoe_MAX_SPAN (1 << 30)
 
 /**
  * Bytes wait in the receive ring (or, on a listener, see [`EV_ACCEPT`]).

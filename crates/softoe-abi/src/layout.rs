@@ -4,8 +4,8 @@ use core::mem::{offset_of, size_of};
 use core::ptr::addr_of_mut;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::decode::RingSpan;
 use crate::record::{Command, Completion};
+use crate::request::RingSpan;
 use crate::ring::{Consumer, Producer, RingPtrs};
 use crate::slot::{SlotView, SockSlot};
 

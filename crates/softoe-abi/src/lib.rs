@@ -41,7 +41,7 @@
 //! ## Example
 //!
 //! ```
-//! use softoe_abi::{Command, Layout, Opcode, Region, SockKind, decode, Request};
+//! use softoe_abi::{Layout, Opcode, Region, Request, RingSpan, SockKind, decode, encode};
 //!
 //! // A region in ordinary memory (the engine maps a memfd instead).
 //! let layout = Layout::new(64, 64, 16, 1 << 16).unwrap();
@@ -49,15 +49,25 @@
 //! // SAFETY: `mem` is 16-byte aligned, large enough, and outlives `region`.
 //! let region = unsafe { Region::init(mem.as_mut_ptr().cast(), layout, 1) };
 //!
+//! // The program's side: a typed request, encoded under a tag of its choice.
+//! let req = Request::Socket {
+//!     kind: SockKind::Tcp,
+//!     rx: RingSpan { offset: 0, len: 4096 },
+//!     tx: RingSpan { offset: 4096, len: 4096 },
+//! };
 //! let mut cmds = region.command_producer();
-//! let cmd = Command::socket(7, SockKind::Tcp, (0, 4096), (4096, 4096));
-//! cmds.push(&cmd).unwrap();
+//! cmds.push(&encode(&req, 7)).unwrap();
 //!
+//! // The engine's side: raw bytes it trusts nothing of, decoded and checked.
 //! let mut engine_side = region.command_consumer();
 //! let got = engine_side.pop().unwrap().unwrap();
-//! assert_eq!(got.opcode, Opcode::Socket as u16);
-//! assert!(matches!(decode(&got, region.layout()), Ok(Request::Socket { kind: SockKind::Tcp, .. })));
+//! assert_eq!((got.opcode, got.tag), (Opcode::Socket as u16, 7));
+//! assert_eq!(decode(&got, region.layout()), Ok(req));
 //! ```
+//!
+//! [`Request`] is the one typed definition of a command: [`encode`] and
+//! [`decode`] are its two directions (smoltcp's `emit` and `parse`), held
+//! inverse by a property test.
 
 #![no_std]
 #![allow(unsafe_code)]
@@ -67,11 +77,12 @@ mod attach;
 mod decode;
 mod layout;
 mod record;
+mod request;
 mod ring;
 mod slot;
 
 pub use attach::{ATTACH_MAGIC, BELL_MAGIC, Bell, BellOp, Hello, MAX_BELLS, Welcome};
-pub use decode::{MAX_SPAN, RecvTarget, Request, RingSpan, SendSource, decode};
+pub use decode::decode;
 pub use layout::{
     ENGINE_POLLING, ENGINE_SLEEPING, Layout, LayoutError, MAGIC, RegionHeader, SESSION_CLOSED,
     VERSION,
@@ -82,6 +93,7 @@ pub use record::{
     SEND_ZEROCOPY, SHUT_RD, SHUT_RDWR, SHUT_WR, SockKind, SockOpt, TcpInfoRecord, pack_addr,
     unpack_addr,
 };
+pub use request::{MAX_SPAN, RecvTarget, Request, RingSpan, SendSource, encode};
 pub use ring::{Consumer, Producer, RingError};
 pub use slot::{
     EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_MOVED, EV_RDHUP, EV_READABLE, EV_RXFULL,

@@ -335,26 +335,34 @@ pub const fn unpack_addr(v: u64) -> (u32, u16) {
 }
 
 impl Command {
-    /// A `NOP`.
+    /// A `NOP` ([`Request::Nop`](crate::Request::Nop) encoded).
     pub fn nop(tag: u64) -> Command {
-        Command {
-            opcode: Opcode::Nop as u16,
-            tag,
-            ..Command::default()
-        }
+        crate::encode(&crate::Request::Nop, tag)
     }
 
-    /// A `SOCKET` with its receive and send rings (offset, length).
+    /// A `SOCKET` with its receive and send rings (offset, length):
+    /// [`Request::Socket`](crate::Request::Socket) encoded.
     pub fn socket(tag: u64, kind: SockKind, rx: (u64, u64), tx: (u64, u64)) -> Command {
-        Command {
-            opcode: Opcode::Socket as u16,
+        let span = |(offset, len)| crate::RingSpan { offset, len };
+        crate::encode(
+            &crate::Request::Socket {
+                kind,
+                rx: span(rx),
+                tx: span(tx),
+            },
             tag,
-            args: [kind as u64, rx.0, rx.1, tx.0, tx.1, 0],
-            ..Command::default()
-        }
+        )
     }
 
-    /// Any other opcode on socket `sock` with `args`.
+    /// The same command, answered only if it fails ([`CMD_QUIET`]).
+    pub fn quiet(mut self) -> Command {
+        self.flags |= CMD_QUIET;
+        self
+    }
+
+    /// Any other opcode on socket `sock` with `args`, as written (a
+    /// [`Request`](crate::Request) and [`encode`](crate::encode) spell
+    /// each opcode's parameters).
     pub fn new(op: Opcode, flags: u16, sock: u32, tag: u64, args: [u64; 6]) -> Command {
         Command {
             opcode: op as u16,
@@ -367,6 +375,27 @@ impl Command {
 }
 
 impl Completion {
+    /// The result: a count, a socket id or 0 (`Ok`), or the errno
+    /// (`Err`), as [`errno`](Completion::errno) reads it.
+    pub fn outcome(&self) -> Result<u64, i32> {
+        match self.errno() {
+            Some(e) => Err(e),
+            None => Ok(self.result as u64),
+        }
+    }
+
+    /// Whether this completion releases a buffer or a socket's rings
+    /// ([`CMP_RELEASE`]) rather than answering its command.
+    pub fn is_release(&self) -> bool {
+        self.flags & CMP_RELEASE != 0
+    }
+
+    /// The address in `aux` ([`unpack_addr`]): the peer of an `ACCEPT`,
+    /// the local address of a `CONNECT` or `BIND`.
+    pub fn addr(&self) -> (u32, u16) {
+        unpack_addr(self.aux)
+    }
+
     /// Whether this is an error, and which.
     pub fn errno(&self) -> Option<i32> {
         (self.result < 0).then(|| {
@@ -420,5 +449,21 @@ mod tests {
             ..Completion::default()
         };
         assert_eq!(c.errno(), Some(crate::errno::EIO));
+        assert_eq!(c.outcome(), Err(crate::errno::EIO));
+        let c = Completion {
+            result: 42,
+            flags: CMP_RELEASE,
+            aux: pack_addr(0x0100_000a, 80),
+            ..Completion::default()
+        };
+        assert_eq!(c.outcome(), Ok(42));
+        assert!(c.is_release());
+        assert_eq!(c.addr(), (0x0100_000a, 80));
+        let c = Completion {
+            result: -11,
+            ..Completion::default()
+        };
+        assert_eq!(c.outcome(), Err(crate::errno::EAGAIN));
+        assert!(!c.is_release());
     }
 }

@@ -9,11 +9,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use softoe_abi::{
-    ATTACH_MAGIC, CMP_RELEASE, Command, Completion, Consumer, ENGINE_SLEEPING, Hello, Producer,
-    Region, SESSION_CLOSED, VERSION, Welcome,
+    ATTACH_MAGIC, Command, Completion, Consumer, ENGINE_SLEEPING, Hello, Producer, Region, Request,
+    SESSION_CLOSED, VERSION, Welcome, encode, errno,
 };
 
 use crate::alloc::Alloc;
+use crate::errno::{errno_err, status_err};
 use crate::spin::Spin;
 use crate::sys::{self, Mapping};
 
@@ -214,7 +215,7 @@ impl Client {
         let w = Welcome::from_bytes(&buf[..n.min(buf.len())])
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not a softoe engine"))?;
         if w.status < 0 {
-            return Err(io::Error::from_raw_os_error(-w.status));
+            return Err(status_err(w.status));
         }
         let mut fds = fds.into_iter();
         let (Some(memfd), Some(bell_engine), Some(bell_app)) = (fds.next(), fds.next(), fds.next())
@@ -307,7 +308,7 @@ impl Client {
 
     /// A round trip through the rings (`NOP`): the engine's command latency.
     pub fn nop(&self) -> io::Result<()> {
-        self.call(Command::nop(0)).map(drop)
+        self.call(&Request::Nop).map(drop)
     }
 
     pub(crate) fn region(&self) -> &Region {
@@ -331,12 +332,23 @@ impl Client {
         self.inner.region.engine_state().load(Ordering::Acquire) == SESSION_CLOSED
     }
 
-    /// Posts `cmd` (its tag is set here) and returns the tag.
-    pub(crate) fn submit(&self, mut cmd: Command) -> io::Result<u64> {
-        let tag = self.inner.next_tag.fetch_add(1, Ordering::Relaxed);
-        cmd.tag = tag;
-        self.push(&cmd)?;
+    /// Posts `req` under a fresh tag and returns the tag.
+    pub(crate) fn submit(&self, req: &Request) -> io::Result<u64> {
+        let tag = self.next_tag();
+        self.push(&encode(req, tag))?;
         Ok(tag)
+    }
+
+    /// Posts `req` under a fresh tag, answered only if it fails
+    /// ([`softoe_abi::CMD_QUIET`]), and returns the tag.
+    pub(crate) fn submit_quiet(&self, req: &Request) -> io::Result<u64> {
+        let tag = self.next_tag();
+        self.push(&encode(req, tag).quiet())?;
+        Ok(tag)
+    }
+
+    fn next_tag(&self) -> u64 {
+        self.inner.next_tag.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Puts `cmd` on the command ring and tells a sleeping engine.
@@ -373,16 +385,15 @@ impl Client {
         }
     }
 
-    /// Posts `cmd` with tag 0, which nobody waits for: for quiet commands
-    /// whose only answer would be an error, and that error is dropped.
-    pub(crate) fn post(&self, mut cmd: Command) -> io::Result<()> {
-        cmd.tag = 0;
-        self.push(&cmd)
+    /// Posts `req` quiet with tag 0, which nobody waits for: its only
+    /// answer would be an error, and that error is dropped.
+    pub(crate) fn post(&self, req: &Request) -> io::Result<()> {
+        self.push(&encode(req, 0).quiet())
     }
 
-    /// Posts `cmd` and waits for its completion.
-    pub(crate) fn call(&self, cmd: Command) -> io::Result<Completion> {
-        let tag = self.submit(cmd)?;
+    /// Posts `req` and waits for its completion.
+    pub(crate) fn call(&self, req: &Request) -> io::Result<Completion> {
+        let tag = self.submit(req)?;
         self.wait_tag(tag)
     }
 
@@ -432,7 +443,7 @@ impl Client {
                             result = cmp.result,
                             "a posted command failed"
                         );
-                    } else if cmp.flags & CMP_RELEASE != 0 {
+                    } else if cmp.is_release() {
                         if let Some(spans) = d.frees.remove(&cmp.tag) {
                             for (o, l) in spans {
                                 lock(&self.inner.alloc).free(o, l);
@@ -558,11 +569,15 @@ impl Client {
         }
     }
 
-    /// Posts any command, as written, and waits for its completion: for
-    /// tests of the engine's checks (a well-behaved program never needs it).
+    /// Posts any command, as written but for its (fresh) tag, and waits for
+    /// its completion: for tests of the engine's checks (a well-behaved
+    /// program never needs it).
     #[doc(hidden)]
-    pub fn submit_raw(&self, cmd: Command) -> io::Result<Completion> {
-        self.call(cmd)
+    pub fn submit_raw(&self, mut cmd: Command) -> io::Result<Completion> {
+        let tag = self.next_tag();
+        cmd.tag = tag;
+        self.push(&cmd)?;
+        self.wait_tag(tag)
     }
 
     /// Breaks this session's command ring on purpose (tests of the engine's
@@ -636,7 +651,7 @@ impl Client {
     ) -> io::Result<softoe_abi::Bell> {
         if self.inner.sandboxed.load(Ordering::Relaxed) {
             // A sendmsg now could be the seccomp filter's kill.
-            return Err(io::Error::from_raw_os_error(libc::EPERM));
+            return Err(errno_err(errno::EPERM));
         }
         let ask = softoe_abi::Bell {
             magic: softoe_abi::BELL_MAGIC,
@@ -656,7 +671,7 @@ impl Client {
         let answer = softoe_abi::Bell::from_bytes(&buf[..n.min(buf.len())])
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no answer to a bell"))?;
         if answer.status < 0 {
-            return Err(io::Error::from_raw_os_error(-answer.status));
+            return Err(status_err(answer.status));
         }
         Ok(answer)
     }

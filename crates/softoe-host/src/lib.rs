@@ -28,12 +28,14 @@
 
 mod alloc;
 mod client;
+mod errno;
 mod select;
 mod socket;
 mod spin;
 mod sys;
 
 pub use client::{Armed, Client, Config, Waiter};
+pub use errno::errno_of;
 pub use select::{Event, Selector};
 pub use socket::{
     Congestion, Interest, Pollable, Readiness, SendPolicy, TcpListener, TcpOptions, TcpReader,

@@ -1,0 +1,90 @@
+//! The listening socket: accepting connections.
+
+use std::io;
+use std::net::SocketAddrV4;
+use std::sync::atomic::Ordering;
+
+use softoe_abi::{EV_ACCEPT, Request, SockKind, errno};
+
+use super::{Readiness, Sock, TcpListener, TcpOptions, TcpStream, addr_of};
+use crate::client::Client;
+use crate::errno::errno_err;
+
+impl TcpListener {
+    /// Takes the next connection, waiting for one unless non-blocking.
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddrV4)> {
+        loop {
+            let (rx, tx) = Sock::rings(&self.s.c, SockKind::Tcp)?;
+            let r = self.s.call(&Request::Accept {
+                sock: self.s.id,
+                rx,
+                tx,
+            })?;
+            match r.outcome() {
+                Ok(id) => {
+                    let s = Sock::with(&self.s.c, id as u32, rx, tx);
+                    return Ok((TcpStream::new(s), addr_of(r.addr())));
+                }
+                Err(e) => {
+                    Sock::unring(&self.s.c, rx, tx);
+                    if e != errno::EAGAIN {
+                        return Err(errno_err(e));
+                    }
+                }
+            }
+            // Wait for the listener's slot to show a connection. The bit may
+            // be stale (another thread took it); the engine clears it after
+            // the refused accept above, and the loop asks again.
+            self.s
+                .wait(self.mode.nonblocking, self.mode.read_timeout, false, |s| {
+                    s.events() & EV_ACCEPT != 0
+                })?;
+        }
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.s.local()
+    }
+
+    /// Non-blocking accepts (`WouldBlock` when none waits).
+    pub fn set_nonblocking(&mut self, on: bool) {
+        self.mode.nonblocking = on;
+    }
+
+    /// `IP_TOS`, `IP_TTL`, `TCP_CONGESTION` and `SO_PRIORITY` (those
+    /// given) for the connections of SYNs that arrive from now on.
+    pub fn set_options(&self, opts: &TcpOptions) -> io::Result<()> {
+        self.s.set_options(opts)
+    }
+
+    /// `SO_PRIORITY`, 0..=255 (more: `EINVAL`): the SYN-ACKs from now on
+    /// and the connections they make start with it (connections already
+    /// accepted keep theirs).
+    pub fn set_priority(&self, p: u32) -> io::Result<()> {
+        self.s.set_priority(p)
+    }
+
+    /// The `SO_PRIORITY` last set through this handle (0 if none was: a
+    /// listener shared in by [`Client::adopt_listener`] reads 0 until set
+    /// here, whatever its first session gave it).
+    pub fn priority(&self) -> u32 {
+        self.s.priority.load(Ordering::Relaxed)
+    }
+
+    /// What a `poll` would say now (readable: a connection waits).
+    pub fn readiness(&self) -> Readiness {
+        self.s.readiness()
+    }
+
+    /// The engine's id for this socket (what [`Client::adopt_listener`]
+    /// names).
+    pub fn id(&self) -> u32 {
+        self.s.id
+    }
+
+    /// The attachment this listener belongs to.
+    pub fn client(&self) -> &Client {
+        &self.s.c
+    }
+}

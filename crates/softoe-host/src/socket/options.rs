@@ -1,0 +1,161 @@
+//! Socket options: the congestion algorithms, the options a TCP socket
+//! takes before its first segment, and the setters (`SETOPT`).
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use softoe_abi::{CONGESTION_CUBIC, CONGESTION_RENO, Request, SockOpt};
+
+use super::{Sock, TcpStream};
+use crate::errno::result;
+
+/// A congestion control algorithm the engine runs (`TCP_CONGESTION`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Congestion {
+    /// RFC 5681/6582 NewReno: Linux's `reno`.
+    Reno,
+    /// RFC 9438 CUBIC: Linux's `cubic`.
+    Cubic,
+}
+
+impl Congestion {
+    /// Every algorithm the engine has.
+    pub const ALL: [Congestion; 2] = [Congestion::Reno, Congestion::Cubic];
+
+    /// The algorithm Linux calls `name`, if the engine has it.
+    pub fn from_name(name: &str) -> Option<Congestion> {
+        Congestion::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// Linux's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Congestion::Reno => "reno",
+            Congestion::Cubic => "cubic",
+        }
+    }
+
+    fn code(self) -> u32 {
+        match self {
+            Congestion::Reno => CONGESTION_RENO,
+            Congestion::Cubic => CONGESTION_CUBIC,
+        }
+    }
+
+    pub(crate) fn of_code(c: u32) -> Option<Congestion> {
+        Congestion::ALL.into_iter().find(|a| a.code() == c)
+    }
+}
+
+/// Options a TCP socket takes before it connects or listens
+/// ([`Client::tcp_connect_with`](crate::Client::tcp_connect_with),
+/// [`Client::tcp_listen_with`](crate::Client::tcp_listen_with)), so that its
+/// first segment — the SYN, or a listener's SYN-ACKs — already carries them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TcpOptions {
+    /// `IP_TOS` (a TCP socket's ECN bits stay the engine's: zero).
+    pub tos: Option<u8>,
+    /// `IP_TTL`, 1..=255 (0: the engine's default).
+    pub ttl: Option<u8>,
+    /// `TCP_CONGESTION`.
+    pub congestion: Option<Congestion>,
+    /// `SO_PRIORITY`, 0..=255 (more: `EINVAL`): the class the frames go
+    /// to the port with — a bonded port's `prioritized` policy sends those
+    /// at or above its threshold (6 by default) over its real-time
+    /// members. Unlike the others it can change at any time with effect
+    /// on the next frame ([`TcpStream::set_priority`]).
+    pub priority: Option<u32>,
+}
+
+impl Sock {
+    pub(super) fn set_options(&self, o: &TcpOptions) -> io::Result<()> {
+        if let Some(t) = o.tos {
+            self.setopt(SockOpt::Tos, [u64::from(t), 0, 0, 0, 0])?;
+        }
+        if let Some(t) = o.ttl {
+            self.setopt(SockOpt::Ttl, [u64::from(t), 0, 0, 0, 0])?;
+        }
+        if let Some(c) = o.congestion {
+            self.setopt(SockOpt::Congestion, [u64::from(c.code()), 0, 0, 0, 0])?;
+        }
+        if let Some(p) = o.priority {
+            self.set_priority(p)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn setopt(&self, opt: SockOpt, values: [u64; 5]) -> io::Result<()> {
+        let r = self.call(&Request::SetOpt {
+            sock: self.id,
+            opt,
+            values,
+        })?;
+        result(&r).map(drop)
+    }
+
+    /// `SO_PRIORITY`, 0..=255 (more: `EINVAL`), from the next frame on.
+    pub(super) fn set_priority(&self, p: u32) -> io::Result<()> {
+        self.setopt(SockOpt::Priority, [u64::from(p), 0, 0, 0, 0])?;
+        self.priority.store(p, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl TcpStream {
+    /// `TCP_NODELAY`.
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.s.setopt(SockOpt::NoDelay, [u64::from(on), 0, 0, 0, 0])
+    }
+
+    /// `SO_KEEPALIVE` with idle, interval (seconds) and count (0: Linux's
+    /// defaults).
+    pub fn set_keepalive(&self, on: bool, idle: u64, intvl: u64, cnt: u64) -> io::Result<()> {
+        self.s
+            .setopt(SockOpt::KeepAlive, [u64::from(on), idle, intvl, cnt, 0])
+    }
+
+    /// `TCP_USER_TIMEOUT` (None: off).
+    pub fn set_user_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        let ms = t.map_or(0, |t| t.as_millis().max(1) as u64);
+        self.s.setopt(SockOpt::UserTimeout, [ms, 0, 0, 0, 0])
+    }
+
+    /// `IP_TOS`, `IP_TTL`, `TCP_CONGESTION` and `SO_PRIORITY` (those
+    /// given) from the next segment on; a new algorithm keeps the
+    /// connection's window.
+    pub fn set_options(&self, opts: &TcpOptions) -> io::Result<()> {
+        self.s.set_options(opts)
+    }
+
+    /// `SO_PRIORITY`, 0..=255 (more: `EINVAL`): every frame from the next
+    /// on goes to the port with it, as Linux applies it to every later
+    /// packet.
+    pub fn set_priority(&self, p: u32) -> io::Result<()> {
+        self.s.set_priority(p)
+    }
+
+    /// The `SO_PRIORITY` the engine sends the connection's frames with:
+    /// what was set, or the listener's it was accepted from (0 from an
+    /// engine without the option).
+    pub fn priority(&self) -> io::Result<u32> {
+        Ok(self.info()?.priority)
+    }
+
+    /// `TCP_QUICKACK`: acknowledge every segment at once (`true`), or
+    /// delay acknowledgements again (`false`, the default).
+    pub fn set_quickack(&self, on: bool) -> io::Result<()> {
+        self.s
+            .setopt(SockOpt::QuickAck, [u64::from(on), 0, 0, 0, 0])
+    }
+
+    /// The congestion control algorithm the engine runs for it.
+    pub fn congestion(&self) -> io::Result<Congestion> {
+        let i = self.info()?;
+        Congestion::of_code(i.congestion).ok_or_else(|| {
+            io::Error::other(format!("unknown congestion algorithm {}", i.congestion))
+        })
+    }
+}

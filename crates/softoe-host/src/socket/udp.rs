@@ -1,0 +1,102 @@
+//! UDP sockets: datagrams to and from any address.
+
+use std::io;
+use std::net::SocketAddrV4;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use softoe_abi::{Request, SendSource, SockOpt, UdpHeader, errno};
+
+use super::{Readiness, UdpSocket, addr_of, packed};
+use crate::errno::errno_err;
+
+impl UdpSocket {
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.s.local()
+    }
+
+    /// `IP_TOS` (all eight bits: a UDP program owns the ECN bits) and
+    /// `IP_TTL` (0: the engine's default) of the datagrams sent from now on.
+    pub fn set_ip(&self, tos: Option<u8>, ttl: Option<u8>) -> io::Result<()> {
+        if let Some(t) = tos {
+            self.s.setopt(SockOpt::Tos, [u64::from(t), 0, 0, 0, 0])?;
+        }
+        if let Some(t) = ttl {
+            self.s.setopt(SockOpt::Ttl, [u64::from(t), 0, 0, 0, 0])?;
+        }
+        Ok(())
+    }
+
+    /// `SO_PRIORITY`, 0..=255 (more: `EINVAL`) of the datagrams sent from
+    /// now on.
+    pub fn set_priority(&self, p: u32) -> io::Result<()> {
+        self.s.set_priority(p)
+    }
+
+    /// The `SO_PRIORITY` last set through this handle (0: none).
+    pub fn priority(&self) -> u32 {
+        self.s.priority.load(Ordering::Relaxed)
+    }
+
+    /// What a `poll` would say now.
+    pub fn readiness(&self) -> Readiness {
+        self.s.readiness()
+    }
+
+    /// Non-blocking receives and sends (`WouldBlock`).
+    pub fn set_nonblocking(&mut self, on: bool) {
+        self.mode.nonblocking = on;
+    }
+
+    /// Sends one datagram (the engine reads it from our memory).
+    pub fn send_to(&self, data: &[u8], to: SocketAddrV4) -> io::Result<usize> {
+        let req = Request::Send {
+            sock: self.s.id,
+            source: SendSource::Remote {
+                addr: data.as_ptr() as u64,
+            },
+            len: data.len() as u64,
+            to: Some(packed(to)),
+            more: false,
+        };
+        loop {
+            let r = self.s.call(&req)?;
+            match r.outcome() {
+                Ok(n) => return Ok(n as usize),
+                Err(errno::EAGAIN) if !self.mode.nonblocking => std::thread::yield_now(),
+                Err(e) => return Err(errno_err(e)),
+            }
+        }
+    }
+
+    /// Receives one datagram; a datagram longer than `buf` is truncated.
+    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
+        let region = *self.s.c.region();
+        let Some(view) = region.slot(self.s.id) else {
+            return Err(errno_err(errno::EBADF));
+        };
+        self.s
+            .wait(self.mode.nonblocking, self.mode.read_timeout, false, |s| {
+                s.c.region()
+                    .slot(s.id)
+                    .is_some_and(|v| v.rx_tail() != v.rx_head())
+            })?;
+        let head = view.rx_head();
+        let mut hb = [0u8; size_of::<UdpHeader>()];
+        region.ring_read(self.s.rx, head, &mut hb);
+        // SAFETY: `hb` holds exactly one header's bytes; any bytes are a
+        // valid header of integers.
+        let h: UdpHeader = unsafe { std::ptr::read_unaligned(hb.as_ptr().cast()) };
+        let n = (h.len as usize).min(buf.len());
+        region.ring_read(self.s.rx, head + hb.len() as u64, &mut buf[..n]);
+        view.set_rx_head(head + UdpHeader::footprint(h.len));
+        let _ = self.s.c.submit_quiet(&Request::RxDone { sock: self.s.id });
+        Ok((n, addr_of((h.addr, h.port))))
+    }
+
+    /// Read timeout.
+    pub fn set_read_timeout(&mut self, t: Option<Duration>) {
+        self.mode.read_timeout = t;
+    }
+}
