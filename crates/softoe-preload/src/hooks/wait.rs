@@ -279,8 +279,7 @@ fn any_ours_poll(fds: *const pollfd, n: nfds_t) -> bool {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
     if !any_ours_poll(fds, n) {
-        // SAFETY: forwarded as given.
-        return unsafe { real::poll(fds, n, timeout) };
+        return forward!(poll(fds, n, timeout));
     }
     // SAFETY: the caller's array.
     unsafe { poll_impl(fds, n, ms_timeout(timeout), std::ptr::null()) }
@@ -294,8 +293,7 @@ pub unsafe extern "C" fn ppoll(
     mask: *const sigset_t,
 ) -> c_int {
     if !any_ours_poll(fds, n) {
-        // SAFETY: forwarded as given.
-        return unsafe { real::ppoll(fds, n, ts, mask) };
+        return forward!(ppoll(fds, n, ts, mask));
     }
     // SAFETY: the caller's array and mask.
     unsafe { poll_impl(fds, n, ts_timeout(ts), mask) }
@@ -392,8 +390,7 @@ pub unsafe extern "C" fn select(
     tv: *mut timeval,
 ) -> c_int {
     if !any_ours_select(n, [r, w, e]) {
-        // SAFETY: forwarded as given.
-        return unsafe { real::select(n, r, w, e, tv) };
+        return forward!(select(n, r, w, e, tv));
     }
     let timeout = if tv.is_null() {
         None
@@ -419,8 +416,7 @@ pub unsafe extern "C" fn pselect(
     mask: *const sigset_t,
 ) -> c_int {
     if !any_ours_select(n, [r, w, e]) {
-        // SAFETY: forwarded as given.
-        return unsafe { real::pselect(n, r, w, e, ts, mask) };
+        return forward!(pselect(n, r, w, e, ts, mask));
     }
     // SAFETY: the caller's sets and mask.
     unsafe { select_impl(n, r, w, e, ts_timeout(ts), mask) }
@@ -455,14 +451,12 @@ const BELL_TAG: u64 = 0x736f_6674_6f65_0000;
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn epoll_create(size: c_int) -> c_int {
-    // SAFETY: forwarded as given.
-    unsafe { real::epoll_create(size) }
+    forward!(epoll_create(size))
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn epoll_create1(flags: c_int) -> c_int {
-    // SAFETY: forwarded as given.
-    unsafe { real::epoll_create1(flags) }
+    forward!(epoll_create1(flags))
 }
 
 #[unsafe(no_mangle)]
@@ -473,8 +467,7 @@ pub unsafe extern "C" fn epoll_ctl(
     ev: *mut epoll_event,
 ) -> c_int {
     if TABLE.get(fd).is_none() {
-        // SAFETY: forwarded as given.
-        return unsafe { real::epoll_ctl(epfd, op, fd, ev) };
+        return forward!(epoll_ctl(epfd, op, fd, ev));
     }
     let e = if ev.is_null() {
         None
@@ -654,8 +647,7 @@ pub unsafe extern "C" fn epoll_wait(
     timeout: c_int,
 ) -> c_int {
     if !has_softoe(epfd) {
-        // SAFETY: forwarded as given.
-        return unsafe { real::epoll_wait(epfd, evs, max, timeout) };
+        return forward!(epoll_wait(epfd, evs, max, timeout));
     }
     // SAFETY: the caller's array.
     unsafe { epoll_impl(epfd, evs, max, ms_timeout(timeout), std::ptr::null()) }
@@ -670,8 +662,7 @@ pub unsafe extern "C" fn epoll_pwait(
     mask: *const sigset_t,
 ) -> c_int {
     if !has_softoe(epfd) {
-        // SAFETY: forwarded as given.
-        return unsafe { real::epoll_pwait(epfd, evs, max, timeout, mask) };
+        return forward!(epoll_pwait(epfd, evs, max, timeout, mask));
     }
     // SAFETY: the caller's array and mask.
     unsafe { epoll_impl(epfd, evs, max, ms_timeout(timeout), mask) }
@@ -688,8 +679,7 @@ pub unsafe extern "C" fn epoll_pwait2(
     mask: *const sigset_t,
 ) -> c_int {
     if !has_softoe(epfd) {
-        // SAFETY: forwarded as given.
-        return unsafe { real::epoll_pwait2(epfd, evs, max, timeout, mask) };
+        return forward!(epoll_pwait2(epfd, evs, max, timeout, mask));
     }
     if !timeout.is_null() {
         // SAFETY: the caller's timespec.

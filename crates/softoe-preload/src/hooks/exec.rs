@@ -304,7 +304,8 @@ pub unsafe extern "C" fn execve(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
-    // SAFETY: as the caller's.
+    // SAFETY: the caller's arguments, unchanged, to the hook with the same
+    // contract, with this process's environment (forwarding, in `hooks`).
     unsafe { execve(path, argv, environ()) }
 }
 
@@ -320,7 +321,8 @@ pub unsafe extern "C" fn execvpe(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
-    // SAFETY: as the caller's.
+    // SAFETY: the caller's arguments, unchanged, to the hook with the same
+    // contract, with this process's environment (forwarding, in `hooks`).
     unsafe { execvpe(file, argv, environ()) }
 }
 
@@ -531,7 +533,7 @@ pub(crate) fn before_sandbox(why: &str, seal: bool) {
     }) else {
         return;
     };
-    crate::wait::prepare_waiter(&c);
+    super::wait::prepare_waiter(&c);
     c.stock_bells();
     if seal {
         c.seal();
@@ -549,8 +551,7 @@ macro_rules! sandboxing {
                 // The process keeps every system call: no seal.
                 before_sandbox(stringify!($name), false);
             }
-            // SAFETY: forwarded as given.
-            unsafe { crate::real::$name($($a),*) }
+            forward!($name($($a),*))
         }
     )*};
 }
@@ -587,6 +588,5 @@ pub unsafe extern "C" fn prctl(
     } else if option == libc::PR_SET_NO_NEW_PRIVS && a2 != 0 {
         before_sandbox("no_new_privs", false);
     }
-    // SAFETY: forwarded as given.
-    unsafe { crate::real::prctl(option, a2, a3, a4, a5) }
+    forward!(prctl(option, a2, a3, a4, a5))
 }
