@@ -18,7 +18,7 @@
 //! `connect` (blocking, and non-blocking with `SO_ERROR`), `getsockname`,
 //! `getpeername`, `getsockopt`/`setsockopt` (Linux's answers; which
 //! options the engine honours, which it records and which it refuses with
-//! `ENOPROTOOPT` and a warning naming them: see `opts.rs`), `send`,
+//! `ENOPROTOOPT` and a warning naming them: see `opts/`), `send`,
 //! `sendto`, `sendmsg`, `sendmmsg`, `recv`, `recvfrom`, `recvmsg` (with
 //! `MSG_ERRQUEUE`: `EAGAIN`, no error queue), `recvmmsg` (`MSG_WAITFORONE`,
 //! the timeout), `read`, `write`, `readv`, `writev`, `splice` (a pipe on the

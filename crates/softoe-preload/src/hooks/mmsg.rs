@@ -45,7 +45,9 @@ pub unsafe extern "C" fn recvmmsg(
     flags: c_int,
     timeout: *mut timespec,
 ) -> c_int {
-    dispatch!(fd, recvmmsg(fd, msgs, vlen, flags, timeout), |_| {
+    dispatch!(fd, recvmmsg(fd, msgs, vlen, flags, timeout), |s| {
+        // Each message's `recvmsg` finds the socket itself.
+        drop(s);
         // SAFETY: the caller's array of `vlen` messages and its timeout
         // (see `hooks`).
         unsafe { recv_batch(fd, msgs, vlen, flags, timeout) }
@@ -130,7 +132,9 @@ pub unsafe extern "C" fn sendmmsg(
     vlen: c_uint,
     flags: c_int,
 ) -> c_int {
-    dispatch!(fd, sendmmsg(fd, msgs, vlen, flags), |_| {
+    dispatch!(fd, sendmmsg(fd, msgs, vlen, flags), |s| {
+        // Each message's `sendmsg` finds the socket itself.
+        drop(s);
         // SAFETY: the caller's array of `vlen` messages (see `hooks`).
         unsafe { send_batch(fd, msgs, vlen, flags) }
     })

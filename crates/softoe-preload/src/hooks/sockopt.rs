@@ -1,6 +1,6 @@
 //! `setsockopt` and `getsockopt` on softoe sockets: the option table
 //! itself (which options the engine honours, which it records, which it
-//! refuses) is `opts.rs`; here are the calls, and the IPv6 options an
+//! refuses) is `opts/`; here are the calls, and the IPv6 options an
 //! `AF_INET6` socket keeps on its kernel socket.
 
 use libc::{c_int, c_void, socklen_t};

@@ -112,7 +112,7 @@ pub(crate) struct Opts {
     pub reuseaddr: bool,
     pub reuseport: bool,
     pub maxseg: c_int,
-    /// The rest (`IP_TOS`, `TCP_CONGESTION`…): see `opts.rs`.
+    /// The rest (`IP_TOS`, `TCP_CONGESTION`…): see `opts/`.
     pub ext: crate::opts::Ext,
 }
 
