@@ -9,7 +9,8 @@
 //! | `mmsg.rs` | `recvmmsg`, `sendmmsg`, `splice` |
 //! | `fd.rs` | `close`, `closefrom`, `close_range`, `shutdown`, `dup`/`dup2`/`dup3`, `fcntl`, `ioctl` |
 //! | `wait.rs` | `poll`/`ppoll`, `select`/`pselect`, `epoll_*` |
-//! | `exec.rs` | the `exec` family, `posix_spawn`, and the calls a process makes before it sandboxes itself |
+//! | `exec.rs` | the `exec` family, `posix_spawn` |
+//! | `sandbox.rs` | `chroot`, `setuid` and the like, `setrlimit`/`prlimit` (`RLIMIT_NOFILE`), `prctl`: the calls before a process sandboxes itself |
 //! | `fortify.rs` | glibc's `__*_chk` variants |
 //!
 //! A hook on one descriptor opens with `dispatch!`: is `fd` a softoe
@@ -84,6 +85,7 @@ pub(crate) mod fd;
 pub(crate) mod fortify;
 pub(crate) mod io;
 pub(crate) mod mmsg;
+pub(crate) mod sandbox;
 pub(crate) mod socket;
 pub(crate) mod sockopt;
 pub(crate) mod wait;
