@@ -8,7 +8,8 @@
 //! | `io.rs` | `read`/`write`, `readv`/`writev`, `send`/`sendto`/`sendmsg`, `recv`/`recvfrom`/`recvmsg`, `sendfile` |
 //! | `mmsg.rs` | `recvmmsg`, `sendmmsg`, `splice` |
 //! | `fd.rs` | `close`, `closefrom`, `close_range`, `shutdown`, `dup`/`dup2`/`dup3`, `fcntl`, `ioctl` |
-//! | `wait.rs` | `poll`/`ppoll`, `select`/`pselect`, `epoll_*` |
+//! | `wait/mod.rs` | `poll`/`ppoll`, `select`/`pselect`, and the wait loop they share with epoll |
+//! | `wait/epoll.rs` | `epoll_*` |
 //! | `exec.rs` | the `exec` family, `posix_spawn` |
 //! | `sandbox.rs` | `chroot`, `setuid` and the like, `setrlimit`/`prlimit` (`RLIMIT_NOFILE`), `prctl`: the calls before a process sandboxes itself |
 //! | `fortify.rs` | glibc's `__*_chk` variants |

@@ -229,7 +229,7 @@ pub(crate) struct Sock {
     pub st: Mutex<ManuallyDrop<St>>,
     pub opts: Mutex<Opts>,
     /// Edge-triggered epoll: the slot sequence last reported, per epoll
-    /// set (see `hooks/wait.rs`).
+    /// set (see `hooks/wait/epoll.rs`).
     pub reported: Mutex<HashMap<c_int, u32>>,
     /// Its descriptor is the engine-watched one (prepared for `fork`).
     pub watched: AtomicBool,
