@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 use libc::{c_int, c_uint, loff_t, mmsghdr, size_t, ssize_t, timespec};
 use tracing::debug;
 
-use crate::real::{self, set_errno};
+use super::{fail, ours, ret_size};
+use crate::real;
 use crate::sock::{Kind, Sock};
-use crate::{ours, ret_size};
 
 /// Linux's `UIO_MAXIOV`: the most messages one call handles.
 const UIO_MAXIOV: c_uint = 1024;
@@ -37,11 +37,6 @@ fn errno() -> c_int {
         .unwrap_or(libc::EIO)
 }
 
-fn fail(e: c_int) -> c_int {
-    set_errno(e);
-    -1
-}
-
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn recvmmsg(
     fd: c_int,
@@ -50,12 +45,26 @@ pub unsafe extern "C" fn recvmmsg(
     flags: c_int,
     timeout: *mut timespec,
 ) -> c_int {
-    match ours(fd) {
-        // SAFETY: forwarded as given.
-        None => return unsafe { real::recvmmsg(fd, msgs, vlen, flags, timeout) },
-        Some(Err(e)) => return fail(e),
-        Some(Ok(_)) => {}
-    }
+    dispatch!(fd, recvmmsg(fd, msgs, vlen, flags, timeout), |s| {
+        // Each message's `recvmsg` finds the socket itself.
+        drop(s);
+        // SAFETY: the caller's array of `vlen` messages and its timeout
+        // (see `hooks`).
+        unsafe { recv_batch(fd, msgs, vlen, flags, timeout) }
+    })
+}
+
+/// `recvmmsg` on a softoe socket: `recvmsg` per message.
+///
+/// # Safety
+/// `msgs` is null or valid for `vlen` entries; `timeout` null or valid.
+unsafe fn recv_batch(
+    fd: c_int,
+    msgs: *mut mmsghdr,
+    vlen: c_uint,
+    flags: c_int,
+    timeout: *mut timespec,
+) -> c_int {
     if msgs.is_null() {
         return fail(libc::EFAULT);
     }
@@ -76,7 +85,8 @@ pub unsafe extern "C" fn recvmmsg(
         // SAFETY: the caller's array holds `vlen` entries.
         let m = unsafe { &mut *msgs.add(got as usize) };
         // SAFETY: the caller's message header, served by our `recvmsg`.
-        let n = unsafe { crate::recvmsg(fd, &raw mut m.msg_hdr, flags & !libc::MSG_WAITFORONE) };
+        let n =
+            unsafe { super::io::recvmsg(fd, &raw mut m.msg_hdr, flags & !libc::MSG_WAITFORONE) };
         if n < 0 {
             err = errno();
             break;
@@ -122,12 +132,19 @@ pub unsafe extern "C" fn sendmmsg(
     vlen: c_uint,
     flags: c_int,
 ) -> c_int {
-    match ours(fd) {
-        // SAFETY: forwarded as given.
-        None => return unsafe { real::sendmmsg(fd, msgs, vlen, flags) },
-        Some(Err(e)) => return fail(e),
-        Some(Ok(_)) => {}
-    }
+    dispatch!(fd, sendmmsg(fd, msgs, vlen, flags), |s| {
+        // Each message's `sendmsg` finds the socket itself.
+        drop(s);
+        // SAFETY: the caller's array of `vlen` messages (see `hooks`).
+        unsafe { send_batch(fd, msgs, vlen, flags) }
+    })
+}
+
+/// `sendmmsg` on a softoe socket: `sendmsg` per message.
+///
+/// # Safety
+/// `msgs` is null or valid for `vlen` entries.
+unsafe fn send_batch(fd: c_int, msgs: *mut mmsghdr, vlen: c_uint, flags: c_int) -> c_int {
     if msgs.is_null() {
         return fail(libc::EFAULT);
     }
@@ -136,7 +153,7 @@ pub unsafe extern "C" fn sendmmsg(
         // SAFETY: the caller's array holds `vlen` entries.
         let m = unsafe { &mut *msgs.add(sent as usize) };
         // SAFETY: the caller's message header, served by our `sendmsg`.
-        let n = unsafe { crate::sendmsg(fd, &raw const m.msg_hdr, flags) };
+        let n = unsafe { super::io::sendmsg(fd, &raw const m.msg_hdr, flags) };
         if n < 0 {
             if sent == 0 {
                 return -1;
@@ -345,10 +362,7 @@ pub unsafe extern "C" fn splice(
 ) -> ssize_t {
     let (sin, sout) = (ours(fd_in), ours(fd_out));
     let r: Result<usize, c_int> = match (sin, sout) {
-        (None, None) => {
-            // SAFETY: forwarded as given.
-            return unsafe { real::splice(fd_in, off_in, fd_out, off_out, len, flags) };
-        }
+        (None, None) => return forward!(splice(fd_in, off_in, fd_out, off_out, len, flags)),
         (Some(Err(e)), _) | (_, Some(Err(e))) => Err(e),
         (Some(Ok(_)), Some(Ok(_))) => Err(libc::EINVAL),
         (Some(Ok(s)), None) => splice_checked(&s, fd_out, off_out, off_in, len, |s| {

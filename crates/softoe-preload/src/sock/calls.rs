@@ -1,0 +1,351 @@
+//! The socket calls on a softoe socket: `connect`, `bind`, `listen`,
+//! `accept`, the addresses, `recv`, `send`, `shutdown` and `FIONREAD`, each
+//! by the socket's state, with Linux's answers.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use libc::c_int;
+use softoe_host::TcpStream;
+use tracing::debug;
+
+use super::fork::stream_of;
+use super::{Kind, Listener, Opts, Res, Sock, St, Udp, errno_of, lock, shim};
+
+/// Applies the options the program set to a new engine socket.
+fn apply(s: &TcpStream, o: &Opts) {
+    if o.nodelay && !o.cork {
+        let _ = s.set_nodelay(true);
+    }
+    if o.keepalive {
+        let _ = s.set_keepalive(
+            true,
+            u64::from(o.keepidle),
+            u64::from(o.keepintvl),
+            u64::from(o.keepcnt),
+        );
+    }
+    if o.user_timeout > 0 {
+        let _ = s.set_user_timeout(Some(Duration::from_millis(u64::from(o.user_timeout))));
+    }
+    crate::opts::after_connect(s, o);
+}
+
+/// What became of a `connect`.
+pub(crate) enum Connect {
+    /// The kernel serves it: call the real `connect`.
+    Kernel,
+    Done(Res<c_int>),
+}
+
+impl Sock {
+    pub(crate) fn connect(&self, to: SocketAddrV4) -> Connect {
+        let st = self.state();
+        match st {
+            St::Fresh { .. } => {
+                if !shim().rules.softoe_serves(*to.ip()) {
+                    return Connect::Kernel;
+                }
+                let Some(c) = shim().client() else {
+                    return match shim().fallback {
+                        true => Connect::Kernel,
+                        false => Connect::Done(Err(libc::ENETDOWN)),
+                    };
+                };
+                match self.kind {
+                    Kind::Tcp => {
+                        let opts = *lock(&self.opts);
+                        if self.nonblock.load(Ordering::Relaxed) {
+                            let pre = crate::opts::tcp_options(&opts);
+                            match c.tcp_connect_nonblocking_with(to, &pre) {
+                                Ok(t) => {
+                                    apply(&t, &opts);
+                                    self.set(St::Stream(Arc::new(stream_of(t, to))));
+                                    Connect::Done(Err(libc::EINPROGRESS))
+                                }
+                                Err(e) => Connect::Done(Err(errno_of(&e))),
+                            }
+                        } else {
+                            match c.tcp_connect_with(to, &crate::opts::tcp_options(&opts)) {
+                                Ok(t) => {
+                                    apply(&t, &opts);
+                                    self.set(St::Stream(Arc::new(stream_of(t, to))));
+                                    Connect::Done(Ok(0))
+                                }
+                                Err(e) => Connect::Done(Err(errno_of(&e))),
+                            }
+                        }
+                    }
+                    Kind::Udp => match c.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)) {
+                        Ok(u) => {
+                            crate::opts::after_udp(&u, &lock(&self.opts));
+                            self.set(St::Udp(Arc::new(Udp {
+                                s: Mutex::new(u),
+                                peer: Mutex::new(Some(to)),
+                            })));
+                            Connect::Done(Ok(0))
+                        }
+                        Err(e) => Connect::Done(Err(errno_of(&e))),
+                    },
+                }
+            }
+            St::Stream(s) => {
+                let w = lock(&s.w);
+                if let Some(e) = w.take_error() {
+                    return Connect::Done(Err(errno_of(&e)));
+                }
+                if w.is_connected() {
+                    Connect::Done(Err(libc::EISCONN))
+                } else {
+                    Connect::Done(Err(libc::EALREADY))
+                }
+            }
+            St::Udp(u) => {
+                *lock(&u.peer) = Some(to);
+                Connect::Done(Ok(0))
+            }
+            St::Listening(_) => Connect::Done(Err(libc::EINVAL)),
+            St::Lost(e) => Connect::Done(Err(e)),
+            St::Inherited(_) => Connect::Done(Err(libc::EBADF)),
+        }
+    }
+
+    /// `bind`: `Ok(false)` when the kernel serves the address.
+    pub(crate) fn bind(&self, at: SocketAddrV4) -> Res<bool> {
+        match self.state() {
+            St::Fresh { bound: None } => {
+                if !shim().rules.softoe_serves(*at.ip()) {
+                    return Ok(false);
+                }
+                match self.kind {
+                    Kind::Tcp => {
+                        if shim().client().is_none() {
+                            return if shim().fallback {
+                                Ok(false)
+                            } else {
+                                Err(libc::ENETDOWN)
+                            };
+                        }
+                        self.set(St::Fresh { bound: Some(at) });
+                        Ok(true)
+                    }
+                    Kind::Udp => {
+                        let Some(c) = shim().client() else {
+                            return if shim().fallback {
+                                Ok(false)
+                            } else {
+                                Err(libc::ENETDOWN)
+                            };
+                        };
+                        let mut u = c.udp_bind(at).map_err(|e| errno_of(&e))?;
+                        crate::opts::after_udp(&u, &lock(&self.opts));
+                        u.set_nonblocking(self.nonblock.load(Ordering::Relaxed));
+                        self.set(St::Udp(Arc::new(Udp {
+                            s: Mutex::new(u),
+                            peer: Mutex::new(None),
+                        })));
+                        Ok(true)
+                    }
+                }
+            }
+            _ => Err(libc::EINVAL),
+        }
+    }
+
+    pub(crate) fn listen(&self, backlog: c_int) -> Res<()> {
+        match self.state() {
+            St::Fresh { bound: Some(at) } if self.kind == Kind::Tcp => {
+                let c = shim().client().ok_or(libc::ENETDOWN)?;
+                let backlog = backlog.clamp(1, 65_535) as u32;
+                let pre = crate::opts::tcp_options(&lock(&self.opts));
+                let l = c
+                    .tcp_listen_with(at, backlog, &pre)
+                    .map_err(|e| errno_of(&e))?;
+                debug!(%at, backlog, "listening on softoe");
+                self.set(St::Listening(Arc::new(Listener::new(l))));
+                Ok(())
+            }
+            // Already listening: Linux lets a program change the backlog.
+            St::Listening(_) => Ok(()),
+            St::Fresh { bound: None } => Err(libc::EDESTADDRREQ),
+            _ => Err(libc::EINVAL),
+        }
+    }
+
+    /// `accept`: the new socket and its peer.
+    pub(crate) fn accept(&self) -> Res<(Sock, SocketAddrV4)> {
+        let St::Listening(l) = self.state() else {
+            return Err(libc::EINVAL);
+        };
+        let mut l = lock(&l.l);
+        l.set_nonblocking(self.nonblock.load(Ordering::Relaxed));
+        let (t, peer) = l.accept().map_err(|e| errno_of(&e))?;
+        drop(l);
+        // Linux hands the listener's options to the accepted socket.
+        let opts = *lock(&self.opts);
+        apply(&t, &opts);
+        let s = Sock::new(Kind::Tcp, false, self.v6);
+        *lock(&s.opts) = opts;
+        s.set(St::Stream(Arc::new(stream_of(t, peer))));
+        Ok((s, peer))
+    }
+
+    pub(crate) fn local_addr(&self) -> SocketAddrV4 {
+        match self.state() {
+            St::Fresh { bound } => {
+                bound.unwrap_or_else(|| SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+            }
+            St::Listening(l) => l.local,
+            St::Stream(s) => lock(&s.w).local_addr(),
+            St::Udp(u) => lock(&u.s).local_addr(),
+            St::Lost(_) | St::Inherited(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+        }
+    }
+
+    pub(crate) fn peer_addr(&self) -> Res<SocketAddrV4> {
+        match self.state() {
+            St::Stream(s) => {
+                if lock(&s.w).is_connected() {
+                    Ok(s.peer)
+                } else {
+                    Err(libc::ENOTCONN)
+                }
+            }
+            St::Udp(u) => lock(&u.peer).ok_or(libc::ENOTCONN),
+            _ => Err(libc::ENOTCONN),
+        }
+    }
+
+    /// Receives into `buf`; with `from` for UDP's sender.
+    pub(crate) fn recv(&self, buf: &mut [u8], flags: c_int) -> Res<(usize, Option<SocketAddrV4>)> {
+        let nonblock = self.nonblock.load(Ordering::Relaxed) || flags & libc::MSG_DONTWAIT != 0;
+        let timeout = lock(&self.opts).rcvtimeo;
+        match self.state() {
+            St::Stream(s) => {
+                let mut r = lock(&s.r);
+                r.set_nonblocking(nonblock);
+                r.set_read_timeout(timeout);
+                if flags & libc::MSG_PEEK != 0 {
+                    return r.peek(buf).map(|n| (n, None)).map_err(|e| errno_of(&e));
+                }
+                let mut got = 0;
+                loop {
+                    match io::Read::read(&mut *r, &mut buf[got..]) {
+                        Ok(0) => break,
+                        Ok(n) => got += n,
+                        Err(e)
+                            if got > 0
+                                && matches!(
+                                    e.kind(),
+                                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                                ) =>
+                        {
+                            break;
+                        }
+                        Err(e) => return Err(errno_of(&e)),
+                    }
+                    if flags & libc::MSG_WAITALL == 0 || got == buf.len() {
+                        break;
+                    }
+                }
+                Ok((got, None))
+            }
+            St::Udp(u) => {
+                let mut g = lock(&u.s);
+                g.set_nonblocking(nonblock);
+                g.set_read_timeout(timeout);
+                g.recv_from(buf)
+                    .map(|(n, from)| (n, Some(from)))
+                    .map_err(|e| errno_of(&e))
+            }
+            St::Fresh { .. } | St::Listening(_) => Err(libc::ENOTCONN),
+            St::Lost(e) => Err(e),
+            St::Inherited(_) => Err(libc::EBADF),
+        }
+    }
+
+    /// Sends `buf`: all of it when blocking (as Linux does), what fits when
+    /// not. `EPIPE` raises `SIGPIPE` unless `MSG_NOSIGNAL`.
+    pub(crate) fn send(&self, buf: &[u8], flags: c_int, to: Option<SocketAddrV4>) -> Res<usize> {
+        let nonblock = self.nonblock.load(Ordering::Relaxed) || flags & libc::MSG_DONTWAIT != 0;
+        let timeout = lock(&self.opts).sndtimeo;
+        match self.state() {
+            St::Stream(s) => {
+                let mut w = lock(&s.w);
+                w.set_nonblocking(nonblock);
+                w.set_write_timeout(timeout);
+                let mut sent = 0;
+                loop {
+                    match io::Write::write(&mut *w, &buf[sent..]) {
+                        Ok(n) => sent += n,
+                        Err(e) if sent > 0 && e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if sent > 0 => {
+                            debug!(error = %e, sent, "send ended early");
+                            break;
+                        }
+                        Err(e) => return self.pipe(errno_of(&e), flags),
+                    }
+                    if nonblock || sent == buf.len() {
+                        break;
+                    }
+                }
+                Ok(sent)
+            }
+            St::Udp(u) => {
+                let to = to.or(*lock(&u.peer)).ok_or(libc::EDESTADDRREQ)?;
+                lock(&u.s).send_to(buf, to).map_err(|e| errno_of(&e))
+            }
+            St::Lost(e) => Err(e),
+            St::Inherited(_) => Err(libc::EBADF),
+            St::Fresh { .. } | St::Listening(_) => {
+                if self.kind == Kind::Udp {
+                    // An unbound UDP socket's first sendto binds it.
+                    let to = to.ok_or(libc::EDESTADDRREQ)?;
+                    match self.connect(to) {
+                        Connect::Done(Ok(_)) => {
+                            if let St::Udp(u) = self.state() {
+                                *lock(&u.peer) = None;
+                            }
+                            return self.send(buf, flags, Some(to));
+                        }
+                        Connect::Done(Err(e)) => return Err(e),
+                        Connect::Kernel => return Err(libc::EOPNOTSUPP),
+                    }
+                }
+                Err(libc::ENOTCONN)
+            }
+        }
+    }
+
+    fn pipe(&self, e: c_int, flags: c_int) -> Res<usize> {
+        if e == libc::EPIPE && flags & libc::MSG_NOSIGNAL == 0 {
+            // SAFETY: raising a signal in this process, as the kernel would.
+            unsafe { libc::raise(libc::SIGPIPE) };
+        }
+        Err(e)
+    }
+
+    pub(crate) fn shutdown(&self, how: c_int) -> Res<()> {
+        match self.state() {
+            St::Stream(s) => {
+                if how == libc::SHUT_WR || how == libc::SHUT_RDWR {
+                    lock(&s.w).shutdown_write().map_err(|e| errno_of(&e))?;
+                }
+                Ok(())
+            }
+            St::Udp(_) => Ok(()),
+            _ => Err(libc::ENOTCONN),
+        }
+    }
+
+    /// Bytes waiting to be read (`FIONREAD`).
+    pub(crate) fn pending(&self) -> usize {
+        match self.state() {
+            St::Stream(s) => lock(&s.r).pending() as usize,
+            _ => 0,
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Softoe sockets across `fork`: before it, the parent puts each
+//! connection's numbers on a descriptor the engine watches (so the kernel
+//! counts every process's copies); after it, a process takes what it
+//! inherited into its own session at first use (`current`) — a listener
+//! shared, a connection moved — or answers `EBADF` for what cannot move.
+
+use std::io;
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use libc::c_int;
+use softoe_host::TcpStream;
+use tracing::{debug, warn};
+
+use super::{Listener, Res, Sock, St, Stream, TABLE, errno_of, lock, shim};
+
+/// The state of a connection the engine made (connected, accepted or
+/// taken over): the writer and a reader that lock apart. The first one
+/// registers `before_fork`.
+pub(super) fn stream_of(t: TcpStream, peer: SocketAddrV4) -> Stream {
+    // A process with connections must prepare them for `fork`.
+    static ATFORK: std::sync::Once = std::sync::Once::new();
+    ATFORK.call_once(|| {
+        // SAFETY: registers a plain function with no arguments; it runs in
+        // the parent before every `fork` (including libc's own, as in
+        // `daemon`).
+        let r = unsafe { libc::pthread_atfork(Some(before_fork), None, None) };
+        if r != 0 {
+            warn!(
+                errno = r,
+                "pthread_atfork failed: connections will not survive fork"
+            );
+        }
+    });
+    let r = t.try_clone_reader();
+    Stream {
+        client: t.client().clone(),
+        id: t.id(),
+        w: Mutex::new(t),
+        r: Mutex::new(r),
+        peer,
+    }
+}
+
+/// Runs in the parent just before `fork`: every connection of this process
+/// that is not yet watched gets a watched descriptor under each of its
+/// numbers (see `TcpStream::watch_across_fork`), so the kernel counts the
+/// child's copies and the engine keeps the connection until the last
+/// closes — as a kernel socket lives while any process holds it.
+pub(crate) extern "C" fn before_fork() {
+    for (s, fds) in TABLE.unwatched_streams() {
+        let St::Stream(st) = s.state() else {
+            continue;
+        };
+        let keep = match st.client.watch_stream(st.id) {
+            Ok(fd) => fd,
+            Err(e) => {
+                warn!(error = %e, "could not prepare a connection for fork: a child cannot use it");
+                continue;
+            }
+        };
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&keep);
+        for fd in &fds {
+            // SAFETY: plain descriptor calls on numbers this process owns;
+            // `dup3` replaces the idle kernel socket under `fd` with the
+            // watched descriptor, keeping the number's close-on-exec flag.
+            unsafe {
+                let cloexec = crate::real::fcntl(*fd, libc::F_GETFD, 0) & libc::FD_CLOEXEC != 0;
+                let fl = crate::real::fcntl(*fd, libc::F_GETFL, 0);
+                if crate::real::dup3(raw, *fd, if cloexec { libc::O_CLOEXEC } else { 0 }) < 0 {
+                    warn!(fd, error = %io::Error::last_os_error(), "dup3 of a watched descriptor failed");
+                    continue;
+                }
+                if fl >= 0 {
+                    crate::real::fcntl(*fd, libc::F_SETFL, fl as libc::c_ulong);
+                }
+            }
+        }
+        s.watched.store(true, Ordering::Relaxed);
+        debug!(?fds, sock = st.id, "connection watched across fork");
+    }
+}
+
+/// The softoe socket behind `fd` as this process may use it: a socket
+/// inherited across `fork` is taken into this process's own session first
+/// — a listener is shared with the parent's session (both accept from it,
+/// as after a kernel `fork`), a socket not yet given to the engine is
+/// simply this process's now, and a connection moves into this process's
+/// session (the parent prepared it before `fork`). What cannot be taken
+/// (UDP sockets) fails with `EBADF`, for good.
+pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
+    let s = TABLE.get(fd)?;
+    if s.ours() && !s.moved_away() {
+        return Some(Ok(s));
+    }
+    // One adoption at a time: two threads must not share a listener twice.
+    static ADOPTING: Mutex<()> = Mutex::new(());
+    let _g = lock(&ADOPTING);
+    if let Some(now) = TABLE.get(fd)
+        && now.ours()
+    {
+        if !now.moved_away() {
+            return Some(Ok(now));
+        }
+        return Some(take_back(fd, &now));
+    }
+    let fresh = Sock::new(s.kind, s.nonblock.load(Ordering::Relaxed), s.v6);
+    *lock(&fresh.opts) = *lock(&s.opts);
+    let st = match s.state() {
+        St::Fresh { bound } => Ok(St::Fresh { bound }),
+        St::Listening(l) => {
+            let (session, id, secret) = (l.client.session(), l.id, l.client.secret());
+            match shim()
+                .client()
+                .map(|c| c.adopt_listener(session, id, secret))
+            {
+                Some(Ok(nl)) => {
+                    debug!(
+                        fd,
+                        from = session,
+                        "listener shared into this process's session"
+                    );
+                    Ok(St::Listening(Arc::new(Listener::new(nl))))
+                }
+                Some(Err(e)) => {
+                    warn!(fd, error = %e, "could not share an inherited listener");
+                    Err(errno_of(&e))
+                }
+                None => Err(libc::ENETDOWN),
+            }
+        }
+        St::Stream(old) if s.watched.load(Ordering::Relaxed) => {
+            let (session, id, secret) = (old.client.session(), old.id, old.client.secret());
+            match shim().client().map(|c| c.adopt_stream(session, id, secret)) {
+                Some(Ok(t)) => {
+                    debug!(
+                        fd,
+                        from = session,
+                        "connection taken into this process's session"
+                    );
+                    fresh.watched.store(true, Ordering::Relaxed);
+                    Ok(St::Stream(Arc::new(stream_of(t, old.peer))))
+                }
+                Some(Err(e)) => {
+                    warn!(fd, error = %e, "could not take an inherited connection");
+                    Err(errno_of(&e))
+                }
+                None => Err(libc::ENETDOWN),
+            }
+        }
+        St::Inherited(i) => match shim().client() {
+            // Passed across exec: the ADOPT names the socket of the image
+            // (or parent) that had it; the engine follows a connection
+            // that moved on since.
+            Some(c) if i.listener => c
+                .adopt_listener(i.session, i.id, i.secret)
+                .map(|nl| St::Listening(Arc::new(Listener::new(nl)))),
+            Some(c) => c.adopt_stream(i.session, i.id, i.secret).map(|t| {
+                fresh.watched.store(true, Ordering::Relaxed);
+                St::Stream(Arc::new(stream_of(t, i.peer)))
+            }),
+            None => Err(io::Error::from_raw_os_error(libc::ENETDOWN)),
+        }
+        .map_err(|e| {
+            warn!(fd, error = %e, listener = i.listener, "could not take a socket passed across exec");
+            errno_of(&e)
+        }),
+        St::Stream(_) | St::Udp(_) => Err(inherited()),
+        St::Lost(e) => Err(e),
+    };
+    // A failure is final for this process (no attach and adopt again at
+    // every call or wait): the socket answers its errno from now on.
+    let failed = st.as_ref().err().copied();
+    fresh.set(st.unwrap_or_else(St::Lost));
+    let fresh = Arc::new(fresh);
+    // Every descriptor naming the old socket (dup) names the new one.
+    TABLE.replace(&s, &fresh);
+    Some(match failed {
+        Some(e) => Err(e),
+        None => Ok(fresh),
+    })
+}
+
+/// Takes back a connection of this process that a child took (the engine
+/// says so in the socket's slot): sshd's monitor gives the connection to
+/// its pre-auth child, and for a root login serves it itself afterwards.
+fn take_back(fd: c_int, s: &Arc<Sock>) -> Res<Arc<Sock>> {
+    let St::Stream(old) = s.state() else {
+        return Ok(s.clone());
+    };
+    let c = &old.client;
+    let t = c
+        .adopt_stream(c.session(), old.id, c.secret())
+        .map_err(|e| {
+            warn!(fd, error = %e, "could not take back a connection a child had taken");
+            errno_of(&e)
+        })?;
+    debug!(
+        fd,
+        "connection taken back from the session that had taken it"
+    );
+    let fresh = Sock::new(s.kind, s.nonblock.load(Ordering::Relaxed), s.v6);
+    *lock(&fresh.opts) = *lock(&s.opts);
+    fresh.watched.store(true, Ordering::Relaxed);
+    fresh.set(St::Stream(Arc::new(stream_of(t, old.peer))));
+    let fresh = Arc::new(fresh);
+    TABLE.replace(s, &fresh);
+    Ok(fresh)
+}
+
+/// Reports once per process that a socket inherited across `fork` cannot
+/// be used.
+pub(crate) fn inherited() -> c_int {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        warn!("a softoe socket inherited across fork was used: not supported (EBADF)");
+        eprintln!(
+            "softoe-preload: this softoe socket does not survive fork (UDP sockets, and \
+             connections the parent could not prepare); the child gets EBADF"
+        );
+    }
+    libc::EBADF
+}
