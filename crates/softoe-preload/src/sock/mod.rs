@@ -15,7 +15,6 @@
 //! sockets across `fork`, before and after.
 
 use std::collections::HashMap;
-use std::io;
 use std::mem::ManuallyDrop;
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,24 +64,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The errno an `io::Error` from softoe-host stands for.
-pub(crate) fn errno_of(e: &io::Error) -> c_int {
-    if let Some(n) = e.raw_os_error() {
-        return n;
-    }
-    match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => libc::EAGAIN,
-        // A signal handler without SA_RESTART interrupted a blocking call.
-        io::ErrorKind::Interrupted => libc::EINTR,
-        io::ErrorKind::ConnectionAborted => libc::ECONNABORTED,
-        io::ErrorKind::ConnectionReset => libc::ECONNRESET,
-        io::ErrorKind::BrokenPipe => libc::EPIPE,
-        io::ErrorKind::OutOfMemory => libc::ENOMEM,
-        io::ErrorKind::InvalidInput => libc::EINVAL,
-        io::ErrorKind::ResourceBusy => libc::EBUSY,
-        _ => libc::EIO,
-    }
-}
+/// The errno an `io::Error` from softoe-host stands for (softoe-host's one
+/// table, so the shim and the library never disagree).
+pub(crate) use softoe_host::errno_of;
 
 /// TCP or UDP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
