@@ -42,7 +42,7 @@ use crate::control::EngineCounters;
 use crate::emulate::{AccessMeter, Emulation};
 use crate::memory::Memory;
 use crate::services::Service;
-use session::Session;
+use session::{Ctx, Session};
 use sys::{Epoll, EventFd, Mapping};
 
 /// How the engine serves host programs.
@@ -377,15 +377,15 @@ impl HostService {
                 );
                 self.epoll.delete(s.conn_fd());
                 self.epoll.delete(s.bell_engine.raw());
-                s.exit(
+                s.exit(&mut Ctx {
                     now,
                     stack,
-                    t as usize,
-                    &mut self.owner,
-                    &mut self.scratch,
+                    cfg: &self.cfg,
+                    slot: t as usize,
+                    owner: &mut self.owner,
+                    scratch: &mut self.scratch,
                     mem,
-                    &self.cfg,
-                );
+                });
             }
             for (h, fd) in watches {
                 let token = self.next_watch;
@@ -651,15 +651,15 @@ impl Service for HostService {
         }
         for (slot, s) in self.sessions.iter_mut().enumerate() {
             if let Some(s) = s {
-                any |= s.step(
+                any |= s.step(&mut Ctx {
                     now,
                     stack,
-                    &self.cfg,
+                    cfg: &self.cfg,
                     slot,
-                    &mut self.owner,
-                    &mut self.scratch,
+                    owner: &mut self.owner,
+                    scratch: &mut self.scratch,
                     mem,
-                );
+                });
             }
         }
         any |= self.shares(stack);

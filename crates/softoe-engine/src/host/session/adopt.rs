@@ -41,7 +41,7 @@ impl Session {
     /// Marks connection `id` watched; its stack handle.
     pub(super) fn watch(&mut self, id: u32) -> Result<SocketHandle> {
         let s = self.sock(id)?;
-        if s.kind != SockKind::Tcp || s.listener {
+        if s.kind != SockKind::Tcp || s.role.is_listener() {
             return Err(errno::EOPNOTSUPP);
         }
         let h = s.h.ok_or(errno::ENOTCONN)?;
@@ -103,8 +103,8 @@ impl Session {
             .and_then(Option::as_mut)
             .ok_or(errno::ENOENT)?;
         match s.h {
-            Some(h) if s.listener => {
-                s.shared = true;
+            Some(h) if s.role.is_listener() => {
+                s.role = Role::Listener { shared: true };
                 Ok((h, s.bound))
             }
             _ => Err(errno::EOPNOTSUPP),
@@ -123,8 +123,7 @@ impl Session {
             Ok((h, bound)) => {
                 if let Some(Some(s)) = self.socks.get_mut(id as usize) {
                     s.h = Some(h);
-                    s.listener = true;
-                    s.shared = true;
+                    s.role = Role::Listener { shared: true };
                     s.bound = bound;
                 }
                 if let (Some(v), Some(b)) = (self.region.slot(id), bound) {
@@ -161,8 +160,8 @@ impl Session {
             .and_then(Option::as_ref)
             .ok_or(errno::ENOENT)?;
         match s.h {
-            Some(_) if s.listener => Ok(true),
-            Some(_) if s.kind == SockKind::Tcp && s.watched && s.moved.is_none() => Ok(false),
+            Some(_) if s.role.is_listener() => Ok(true),
+            Some(_) if s.kind == SockKind::Tcp && s.watched && s.role == Role::Open => Ok(false),
             _ => Err(errno::EOPNOTSUPP),
         }
     }
@@ -175,7 +174,7 @@ impl Session {
         self.socks
             .get(id as usize)
             .and_then(Option::as_ref)
-            .and_then(|s| s.moved)
+            .and_then(|s| s.role.moved())
     }
 
     /// The socket that serves connection `h` here.
@@ -209,9 +208,7 @@ impl Session {
             .and_then(Option::as_mut)
             .ok_or(errno::ENOENT)?;
         let h = match s.h {
-            Some(h) if s.kind == SockKind::Tcp && !s.listener && s.watched && s.moved.is_none() => {
-                h
-            }
+            Some(h) if s.kind == SockKind::Tcp && s.role == Role::Open && s.watched => h,
             _ => return Err(errno::EOPNOTSUPP),
         };
         // Sends a program queued and then left (it exited, or closed its
@@ -276,7 +273,7 @@ impl Session {
             self.forget(id);
         } else {
             s.h = None;
-            s.moved = Some(h);
+            s.role = Role::Moved(h);
             s.rx_fin = true;
             // The program's socket reads as finished from now on: its
             // unread bytes went along.
@@ -354,8 +351,9 @@ impl Session {
     pub(in crate::host) fn unshare(&mut self, h: SocketHandle) {
         if let Some(&id) = self.by_handle.get(&h)
             && let Some(Some(s)) = self.socks.get_mut(id as usize)
+            && let Role::Listener { shared } = &mut s.role
         {
-            s.shared = false;
+            *shared = false;
         }
     }
 

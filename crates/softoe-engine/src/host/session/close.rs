@@ -9,8 +9,6 @@ use softoe_stack::{Instant, SocketHandle, Stack, State};
 use tracing::debug;
 
 use super::*;
-use crate::host::HostConfig;
-use crate::memory::Memory;
 
 /// A closed socket the stack is still finishing: what to release when it
 /// reports `RELEASED`.
@@ -30,29 +28,19 @@ impl Session {
     /// posted before it went is carried out first: its writes returned, so
     /// their bytes are the stack's to send, as the kernel sends a socket
     /// buffer at exit. Then its sockets close as [`Session::end`] says.
-    #[allow(clippy::too_many_arguments)]
-    pub(in crate::host) fn exit(
-        &mut self,
-        now: Instant,
-        stack: &mut Stack,
-        slot: usize,
-        owner: &mut HashMap<SocketHandle, usize>,
-        scratch: &mut Vec<u8>,
-        mem: &mut Memory,
-        cfg: &HostConfig,
-    ) {
+    pub(in crate::host) fn exit(&mut self, cx: &mut Ctx<'_>) {
         // Nobody reads completions any more: none is kept back for it.
         self.dead = true;
         self.overflow.clear();
         // What is there now, no more: another process mapping the region
         // (a child that inherited it) cannot keep the engine here.
         let now_there = self.cmds.available().unwrap_or(0) as usize;
-        match self.run_commands(now_there, now, stack, cfg, slot, owner, scratch, mem) {
+        match self.run_commands(cx, now_there) {
             Ok(0) => {}
             Ok(n) => debug!(session = self.id, commands = n, "carried out at exit"),
             Err(e) => debug!(session = self.id, error = %e, "command ring broken at exit"),
         }
-        self.end(now, stack, owner);
+        self.end(cx.now, cx.stack, cx.owner);
     }
 
     /// The program has gone: close its sockets as the kernel does at exit
@@ -188,7 +176,7 @@ impl Session {
             // Closed already; it ends with its watch or its adoption.
             return;
         }
-        if let Some(h) = cur.moved {
+        if let Some(h) = cur.role.moved() {
             // Another session took the connection; the rings are free when
             // what this socket sent is acknowledged.
             self.forget(id);
@@ -287,7 +275,7 @@ impl Session {
             return;
         };
         self.by_handle.remove(&h);
-        if s.shared {
+        if s.role == (Role::Listener { shared: true }) {
             // Other sessions listen on it still: only this share goes.
             self.unshared.push(h);
             if let Some(t) = tag {
@@ -295,7 +283,7 @@ impl Session {
             }
             return;
         }
-        if abort && s.kind == SockKind::Tcp && !s.listener {
+        if abort && s.kind == SockKind::Tcp && !s.role.is_listener() {
             let _ = stack.tcp_abort(h);
         }
         let _ = stack.close(now, h);
@@ -307,7 +295,7 @@ impl Session {
                 _ => None,
             })
             .collect();
-        let tcp = s.kind == SockKind::Tcp && !s.listener;
+        let tcp = s.kind == SockKind::Tcp && !s.role.is_listener();
         self.retiring.insert(
             h,
             Retiring {

@@ -4,6 +4,7 @@ mod adopt;
 mod close;
 mod command;
 mod fds;
+mod opts;
 mod recv;
 mod send;
 mod sock;
@@ -47,6 +48,29 @@ const CMD_BUDGET: usize = 256;
 const OVERFLOW_MAX: usize = 4096;
 
 type Result<T> = std::result::Result<T, i32>;
+
+/// What a session's turn works with besides the session itself: the
+/// engine's clock, stack and memory, the host service's settings, and its
+/// table of which session (by slot) owns which stack socket. Made once per
+/// session per turn; the session's commands pass it along.
+#[derive(Debug)]
+pub(super) struct Ctx<'a> {
+    /// The engine's time for this turn.
+    pub(super) now: Instant,
+    /// The stack every session's sockets live in.
+    pub(super) stack: &'a mut Stack,
+    /// The host service's settings.
+    pub(super) cfg: &'a HostConfig,
+    /// This session's slot in the host service's table.
+    pub(super) slot: usize,
+    /// Which session owns each stack socket: a socket this session makes
+    /// is entered with `slot`, so its stack events come here.
+    pub(super) owner: &'a mut HashMap<SocketHandle, usize>,
+    /// Scratch bytes (a UDP datagram on its way in or out).
+    pub(super) scratch: &'a mut Vec<u8>,
+    /// The engine's memory: the regions payload references name.
+    pub(super) mem: &'a mut Memory,
+}
 
 #[derive(Debug)]
 pub(super) struct Session {
@@ -259,7 +283,7 @@ impl Session {
         self.socks
             .get_mut(id as usize)
             .and_then(Option::as_mut)
-            .filter(|s| s.detached.is_none() && s.moved.is_none())
+            .filter(|s| s.detached.is_none() && s.role.moved().is_none())
             .ok_or(errno::EBADF)
     }
 
@@ -268,7 +292,7 @@ impl Session {
     /// (read finished, hung up) — not `EBADF`: the program's descriptor is
     /// still good.
     fn sending(&mut self, id: u32) -> Result<&mut HSock> {
-        if matches!(self.socks.get(id as usize), Some(Some(s)) if s.moved.is_some()) {
+        if matches!(self.socks.get(id as usize), Some(Some(s)) if s.role.moved().is_some()) {
             return Err(errno::EPIPE);
         }
         self.sock(id)
@@ -300,17 +324,7 @@ impl Session {
 
     /// Completions held back, then the program's commands (a budget's
     /// worth); whether any was taken.
-    #[allow(clippy::too_many_arguments)]
-    fn take_commands(
-        &mut self,
-        now: Instant,
-        stack: &mut Stack,
-        cfg: &HostConfig,
-        slot: usize,
-        owner: &mut HashMap<SocketHandle, usize>,
-        scratch: &mut Vec<u8>,
-        mem: &mut Memory,
-    ) -> bool {
+    fn take_commands(&mut self, cx: &mut Ctx<'_>) -> bool {
         // Completions held back go first, in order.
         while let Some(c) = self.overflow.front() {
             if self.cmps.push(c).is_err() {
@@ -319,12 +333,12 @@ impl Session {
             self.meter.access();
             self.overflow.pop_front();
         }
-        match self.run_commands(CMD_BUDGET, now, stack, cfg, slot, owner, scratch, mem) {
+        match self.run_commands(cx, CMD_BUDGET) {
             Ok(n) => n > 0,
             Err(e) => {
                 warn!(session = self.id, pid = self.pid, error = %e, "command ring broken: ending the session");
                 self.rejected += 1;
-                self.end(now, stack, owner);
+                self.end(cx.now, cx.stack, cx.owner);
                 true
             }
         }
@@ -332,17 +346,10 @@ impl Session {
 
     /// Carries out up to `limit` of the program's commands (fewer while
     /// completions are held back at their bound); how many.
-    #[allow(clippy::too_many_arguments)]
     fn run_commands(
         &mut self,
+        cx: &mut Ctx<'_>,
         limit: usize,
-        now: Instant,
-        stack: &mut Stack,
-        cfg: &HostConfig,
-        slot: usize,
-        owner: &mut HashMap<SocketHandle, usize>,
-        scratch: &mut Vec<u8>,
-        mem: &mut Memory,
     ) -> std::result::Result<usize, RingError> {
         let mut taken = 0;
         let mut res = Ok(());
@@ -354,12 +361,12 @@ impl Session {
                     if self.meter.profiling() {
                         let t0 = std::time::Instant::now();
                         let d0 = self.meter.delay_nanos();
-                        let bytes = self.command(now, stack, cfg, slot, owner, scratch, mem, &c);
+                        let bytes = self.command(cx, &c);
                         let delayed = self.meter.delay_nanos().saturating_sub(d0);
                         let took = nanos(t0.elapsed()).saturating_sub(delayed);
                         self.meter.command(took, bytes);
                     } else {
-                        self.command(now, stack, cfg, slot, owner, scratch, mem, &c);
+                        self.command(cx, &c);
                     }
                 }
                 Ok(None) => break,
@@ -377,27 +384,18 @@ impl Session {
     }
 
     /// One turn: commands, then the sockets that changed, then wake-ups.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn step(
-        &mut self,
-        now: Instant,
-        stack: &mut Stack,
-        cfg: &HostConfig,
-        slot: usize,
-        owner: &mut HashMap<SocketHandle, usize>,
-        scratch: &mut Vec<u8>,
-        mem: &mut Memory,
-    ) -> bool {
+    pub(super) fn step(&mut self, cx: &mut Ctx<'_>) -> bool {
+        let now = cx.now;
         let mut any = false;
         // A dead program's session only sends what it had queued.
         if !self.dead {
-            any |= self.take_commands(now, stack, cfg, slot, owner, scratch, mem);
+            any |= self.take_commands(cx);
         }
         if !self.acking.is_empty() {
-            self.moved_acked(stack);
+            self.moved_acked(cx.stack);
         }
         if !self.draining.is_empty() {
-            self.drained(now, stack);
+            self.drained(now, cx.stack);
         }
         // A full receive ring the program has read from takes more. The
         // fence pairs with the program's between moving `rx_head` and
@@ -428,7 +426,7 @@ impl Session {
                     self.received(id),
                 )
             });
-            let served = self.serve(stack, id, scratch);
+            let served = self.serve(cx.stack, id, cx.scratch);
             if let Some((t0, d0, r0)) = profiled {
                 let delayed = self.meter.delay_nanos().saturating_sub(d0);
                 let took = nanos(t0.elapsed()).saturating_sub(delayed);
@@ -452,7 +450,7 @@ impl Session {
             self.dirty = dirty;
         }
         if !self.dead {
-            self.wake(now, cfg);
+            self.wake(now, cx.cfg);
         }
         any
     }

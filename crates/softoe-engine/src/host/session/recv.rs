@@ -84,13 +84,13 @@ impl Session {
             // A socket whose connection moved keeps saying so (its process
             // learns from EV_MOVED to take it back, never to use it); one
             // not yet connected is writable, as Linux's.
-            if s.moved.is_none() {
+            if s.role.moved().is_none() {
                 publish(s, &view, EV_WRITABLE, false, &mut self.meter);
             }
             return false;
         };
         let mut ev = 0;
-        if s.listener {
+        if s.role.is_listener() {
             if stack
                 .readiness(h)
                 .is_ok_and(|r| r.contains(Events::READABLE))

@@ -7,9 +7,7 @@ use softoe_wire::Ipv4Address;
 use tracing::trace;
 
 use super::*;
-use crate::host::HostConfig;
 use crate::host::sys::{self};
-use crate::memory::Memory;
 
 /// Bytes of engine memory per UDP socket for datagrams on their way out.
 pub(super) const UDP_RING: u64 = 256 * 1024;
@@ -98,7 +96,9 @@ impl Session {
         data: u32,
     ) -> Result<()> {
         let s = self.sending(sock)?;
-        let Some(h) = s.h.filter(|_| s.kind == SockKind::Tcp && !s.listener) else {
+        let Some(h) =
+            s.h.filter(|_| s.kind == SockKind::Tcp && !s.role.is_listener())
+        else {
             return Err(errno::ENOTCONN);
         };
         if let Some(e) = stack.tcp_error(h).ok().flatten() {
@@ -138,7 +138,9 @@ impl Session {
     ) -> Result<u64> {
         let acked = self.region.slot(sock).map_or(0, |v| v.tx_acked());
         let s = self.sending(sock)?;
-        let Some(h) = s.h.filter(|_| s.kind == SockKind::Tcp && !s.listener) else {
+        let Some(h) =
+            s.h.filter(|_| s.kind == SockKind::Tcp && !s.role.is_listener())
+        else {
             return Err(errno::ENOTCONN);
         };
         if let Some(e) = stack.tcp_error(h).ok().flatten() {
@@ -203,24 +205,22 @@ impl Session {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn send_tcp(
         &mut self,
-        stack: &mut Stack,
-        cfg: &HostConfig,
+        cx: &mut Ctx<'_>,
         sock: u32,
         source: SendSource,
         len: u64,
-        mem: &mut Memory,
         data: u32,
         tag: u64,
     ) -> Result<u64> {
+        let (stack, mem) = (&mut *cx.stack, &mut *cx.mem);
         let pid = self.pid;
         let copy = match source {
             SendSource::Overlap { .. } | SendSource::Remote { .. } => {
                 let s = self.sending(sock)?;
                 if s.copy.is_none() {
-                    let c = self.copy_ring(mem, cfg.copy_ring as u64);
+                    let c = self.copy_ring(mem, cx.cfg.copy_ring as u64);
                     self.sock(sock)?.copy = Some(c);
                 }
                 self.sock(sock)?.copy
@@ -229,7 +229,7 @@ impl Session {
         };
         let region = self.region;
         let s = self.sending(sock)?;
-        let Some(h) = s.h.filter(|_| !s.listener) else {
+        let Some(h) = s.h.filter(|_| !s.role.is_listener()) else {
             return Err(errno::ENOTCONN);
         };
         if let Some(e) = stack.tcp_error(h).ok().flatten() {
@@ -355,17 +355,15 @@ impl Session {
         Ok(taken)
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn send_udp(
         &mut self,
-        stack: &mut Stack,
+        cx: &mut Ctx<'_>,
         sock: u32,
         source: SendSource,
         len: u64,
         to: Option<(u32, u16)>,
-        scratch: &mut Vec<u8>,
-        mem: &mut Memory,
     ) -> Result<u64> {
+        let (stack, scratch, mem) = (&mut *cx.stack, &mut *cx.scratch, &mut *cx.mem);
         let pid = self.pid;
         let region = self.region;
         if self.sock(sock)?.copy.is_none() {

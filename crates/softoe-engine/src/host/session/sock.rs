@@ -49,10 +49,9 @@ pub(super) struct HSock {
     pub(super) tx_freed: u64,
     pub(super) tx_wake: bool,
     pub(super) h: Option<SocketHandle>,
-    pub(super) listener: bool,
-    /// A listener other sessions share (`ADOPT`): closing it here leaves
-    /// the stack's listener to the others.
-    pub(super) shared: bool,
+    /// What the socket is to the stack: an ordinary socket, a listener,
+    /// or one whose connection moved to another session.
+    pub(super) role: Role,
     pub(super) bound: Option<Endpoint>,
     /// UDP: where `send` without an address goes.
     pub(super) peer: Option<Endpoint>,
@@ -96,9 +95,6 @@ pub(super) struct HSock {
     /// received bytes still entering the ring, until another session takes
     /// it (`ADOPT`) or the last descriptor closes.
     pub(super) detached: Option<Detached>,
-    /// Another session took the connection (this stack handle): only
-    /// `CLOSE` is answered, once what this socket sent is acknowledged.
-    pub(super) moved: Option<SocketHandle>,
     /// Zero-copy buffers queued whole (`SEND_QUEUE`), not all handed to
     /// the stack yet, in order.
     pub(super) queued: VecDeque<QueuedSend>,
@@ -108,6 +104,36 @@ pub(super) struct HSock {
     /// Send-ring bytes queued (`SEND_RING | SEND_QUEUE`) that the stack has
     /// not taken yet: they follow `tx_queued` in the ring.
     pub(super) ring_backlog: u64,
+}
+
+/// What a socket is to the stack. One of these at a time: a listener never
+/// moves, and a socket whose connection moved is no listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    /// An ordinary socket: not yet bound or connected, a connection
+    /// (connecting, open or closing), or a UDP socket.
+    Open,
+    /// A TCP listener. `shared`: other sessions share it (`ADOPT`), and
+    /// closing it here leaves the stack's listener to them.
+    Listener { shared: bool },
+    /// Another session took the connection (this stack handle): only
+    /// `CLOSE` is answered, once what this socket sent is acknowledged.
+    Moved(SocketHandle),
+}
+
+impl Role {
+    /// A listener, shared or not.
+    pub(super) fn is_listener(self) -> bool {
+        matches!(self, Role::Listener { .. })
+    }
+
+    /// The connection's stack handle, when it moved to another session.
+    pub(super) fn moved(self) -> Option<SocketHandle> {
+        match self {
+            Role::Moved(h) => Some(h),
+            _ => None,
+        }
+    }
 }
 
 /// A queued zero-copy send: its command's tag, the buffer, and how much
@@ -147,8 +173,7 @@ impl HSock {
             tx_freed: 0,
             tx_wake: false,
             h: None,
-            listener: false,
-            shared: false,
+            role: Role::Open,
             bound: None,
             peer: None,
             rx,
@@ -177,7 +202,6 @@ impl HSock {
             dirty: true,
             watched: false,
             detached: None,
-            moved: None,
             queued: VecDeque::new(),
             fin_after_queue: false,
             ring_backlog: 0,

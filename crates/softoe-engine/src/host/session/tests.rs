@@ -85,15 +85,15 @@ impl Rig {
             p.push(c).unwrap();
         }
         let now = Instant::from_nanos(1_000_000);
-        self.s.step(
+        self.s.step(&mut Ctx {
             now,
-            &mut self.stack,
-            &self.cfg,
-            0,
-            &mut self.owner,
-            &mut self.scratch,
-            &mut self.mem,
-        );
+            stack: &mut self.stack,
+            cfg: &self.cfg,
+            slot: 0,
+            owner: &mut self.owner,
+            scratch: &mut self.scratch,
+            mem: &mut self.mem,
+        });
     }
 
     /// The program reads its completions; how many.
