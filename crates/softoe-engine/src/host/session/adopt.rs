@@ -37,7 +37,7 @@ pub(in crate::host) struct Adopt {
     pub secret: [u64; 2],
 }
 
-impl Session {
+impl<P: Program> SessionCore<P> {
     /// Marks connection `id` watched; its stack handle.
     pub(super) fn watch(&mut self, id: u32) -> Result<SocketHandle> {
         let s = self.sock(id)?;

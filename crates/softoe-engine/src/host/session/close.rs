@@ -23,7 +23,7 @@ pub(super) struct Retiring {
     pub(super) copy: Option<(u32, u64)>,
 }
 
-impl Session {
+impl<P: Program> SessionCore<P> {
     /// The program has gone (its end of the Unix socket closed). What it
     /// posted before it went is carried out first: its writes returned, so
     /// their bytes are the stack's to send, as the kernel sends a socket

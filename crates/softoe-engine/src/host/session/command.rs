@@ -61,7 +61,7 @@ pub(super) fn udp_bind(stack: &mut Stack, ep: Endpoint) -> Result<(SocketHandle,
     Err(errno::EADDRINUSE)
 }
 
-impl Session {
+impl<P: Program> SessionCore<P> {
     /// Carries out one command; returns the payload bytes it handed over
     /// (a `SEND`'s: its result, or its length when the answer comes
     /// later), for the `cmd` stage's timing.

@@ -1,12 +1,34 @@
 //! One attached program: its region, its sockets, its commands.
+//!
+//! [`SessionCore`] is the session without I/O. It reads the program's
+//! commands from the region's command ring, carries them out against the
+//! stack, moves received bytes into the sockets' rings (or straight into
+//! buffers the program posted), and publishes completions and socket
+//! events; all of that is memory, which may be a `memfd` mapping shared
+//! with another process or an ordinary vector. The rest — ringing the
+//! program's doorbells, reading and writing its private memory — goes
+//! through the [`Program`] trait: `Fds` (fds.rs) is the thin outer layer
+//! for a program in another process (eventfds, `process_vm_readv`/`writev`,
+//! the Unix socket it attached on), [`Local`] a program in this process
+//! (tests, fuzzing). `sim.rs` drives a core against the engine's stack and
+//! a peer stack in virtual time, as the stack's own tests do.
+//!
+//! By concern: `command.rs` (one function per command) and `opts.rs`,
+//! `send.rs`, `recv.rs` (receive, placement, releases, readiness),
+//! `adopt.rs` (connections moving between sessions), `close.rs`,
+//! `wake.rs`, `sock.rs` (a socket's state and role), `translate.rs`
+//! (errno and the ABI's numbers). What a turn needs from the engine and the
+//! host service travels in one [`Ctx`].
 
 mod adopt;
 mod close;
 mod command;
 mod fds;
 mod opts;
+mod program;
 mod recv;
 mod send;
+mod sim;
 mod sock;
 #[cfg(test)]
 mod tests;
@@ -14,27 +36,26 @@ mod translate;
 mod wake;
 
 use std::collections::{HashMap, VecDeque};
-use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 
 use softoe_abi::{
-    CMP_RELEASE, CONGESTION_CUBIC, CONGESTION_RENO, Command, Completion, Consumer, Layout,
-    MAX_BELLS, Producer, Region, RingError, errno,
+    CMP_RELEASE, CONGESTION_CUBIC, CONGESTION_RENO, Command, Completion, Consumer, Producer,
+    Region, RingError, errno,
 };
 use softoe_stack::{Algorithm, Events, Instant, SocketHandle, Stack};
 use tracing::{trace, warn};
 
 use crate::emulate::{AccessMeter, nanos};
-use crate::host::sys::{EventFd, Mapping};
 use crate::host::{HostConfig, SessionStat};
 use crate::memory::Memory;
 pub(super) use adopt::Moving;
 use adopt::*;
 use close::*;
 use command::*;
-use fds::*;
+pub(super) use fds::{Fds, Session};
+pub(crate) use program::{Local, Program};
 use send::*;
+pub use sim::drive_commands;
 use sock::*;
 use translate::*;
 use wake::*;
@@ -49,48 +70,70 @@ const OVERFLOW_MAX: usize = 4096;
 
 type Result<T> = std::result::Result<T, i32>;
 
+/// Socket `id` of `socks` as its program may use it (not detached, not
+/// moved). A free function, so that the rest of the session stays
+/// reachable while the socket is borrowed.
+fn usable(socks: &mut [Option<HSock>], id: u32) -> Result<&mut HSock> {
+    socks
+        .get_mut(id as usize)
+        .and_then(Option::as_mut)
+        .filter(|s| s.detached.is_none() && s.role.moved().is_none())
+        .ok_or(errno::EBADF)
+}
+
+/// Socket `id` for a send: as [`usable`], but one whose connection moved
+/// to another session refuses with `EPIPE`, as its slot says (read
+/// finished, hung up) — not `EBADF`: the program's descriptor is still
+/// good.
+fn sendable(socks: &mut [Option<HSock>], id: u32) -> Result<&mut HSock> {
+    if matches!(socks.get(id as usize), Some(Some(s)) if s.role.moved().is_some()) {
+        return Err(errno::EPIPE);
+    }
+    usable(socks, id)
+}
+
 /// What a session's turn works with besides the session itself: the
 /// engine's clock, stack and memory, the host service's settings, and its
 /// table of which session (by slot) owns which stack socket. Made once per
 /// session per turn; the session's commands pass it along.
 #[derive(Debug)]
-pub(super) struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     /// The engine's time for this turn.
-    pub(super) now: Instant,
+    pub(crate) now: Instant,
     /// The stack every session's sockets live in.
-    pub(super) stack: &'a mut Stack,
+    pub(crate) stack: &'a mut Stack,
     /// The host service's settings.
-    pub(super) cfg: &'a HostConfig,
+    pub(crate) cfg: &'a HostConfig,
     /// This session's slot in the host service's table.
-    pub(super) slot: usize,
+    pub(crate) slot: usize,
     /// Which session owns each stack socket: a socket this session makes
     /// is entered with `slot`, so its stack events come here.
-    pub(super) owner: &'a mut HashMap<SocketHandle, usize>,
+    pub(crate) owner: &'a mut HashMap<SocketHandle, usize>,
     /// Scratch bytes (a UDP datagram on its way in or out).
-    pub(super) scratch: &'a mut Vec<u8>,
+    pub(crate) scratch: &'a mut Vec<u8>,
     /// The engine's memory: the regions payload references name.
-    pub(super) mem: &'a mut Memory,
+    pub(crate) mem: &'a mut Memory,
 }
 
+/// One attached program's session, sans I/O: its region (in ordinary
+/// memory, shared with the program or not), its sockets, its commands.
+/// What it does to the program besides the region goes through `io`
+/// ([`Program`]): `Fds` for a program in another process, `Local` in tests
+/// and fuzzing.
 #[derive(Debug)]
-pub(super) struct Session {
+pub(crate) struct SessionCore<P> {
     pub(super) id: u32,
     pub(super) pid: i32,
     uid: u32,
-    conn: OwnedFd,
-    _memfd: OwnedFd,
-    map: Mapping,
+    /// Rings the program's doorbells, reads and writes its memory.
+    io: P,
     region: Region,
     /// The data area as a `Memory` region (payload references name it).
     mem: Option<u32>,
     cmds: Consumer<Command>,
     cmps: Producer<Completion>,
-    pub(super) bell_engine: EventFd,
-    bell_app: EventFd,
-    /// Waiter doorbells the program registered ([`Bell`]), by index.
-    bells: Vec<Option<EventFd>>,
     socks: Vec<Option<HSock>>,
-    /// No socket id below this is free ([`Session::new_id`]).
+    /// No socket id below this is free (`SessionCore::new_id`).
     free_hint: usize,
     /// Sockets in `socks`, and how many of them are detached: kept as they
     /// change, so `softoe stat`'s figures cost nothing per refresh.
@@ -120,9 +163,6 @@ pub(super) struct Session {
     /// Shared listeners closed here this turn: the host service hands
     /// their ownership on.
     pub(super) unshared: Vec<SocketHandle>,
-    /// Watches the program asked for (`BellOp::Watch`), for the host
-    /// service to add to its epoll set.
-    pub(super) new_watches: Vec<(SocketHandle, OwnedFd)>,
     /// Closed or moved connections whose sent bytes are not all
     /// acknowledged yet (their `Retiring` entries): released as soon as
     /// they are, not when the stack lets the socket go (after TIME-WAIT).
@@ -140,43 +180,23 @@ pub(super) struct Session {
     pub(super) meter: AccessMeter,
 }
 
-impl Session {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(
-        id: u32,
-        pid: i32,
-        uid: u32,
-        conn: OwnedFd,
-        memfd: OwnedFd,
-        map: Mapping,
-        layout: Layout,
-        bell_engine: EventFd,
-        bell_app: EventFd,
-    ) -> io::Result<Session> {
-        if (map.len() as u64) < layout.region_len() {
-            return Err(io::ErrorKind::InvalidInput.into());
-        }
-        // SAFETY: the mapping is `region_len` bytes, page-aligned, zeroed
-        // (fresh memfd), and lives as long as this session, which holds it;
-        // the program gets the memfd only after this returns.
-        let region = unsafe { Region::init(map.ptr(), layout, id) };
-        region.set_secret(secret()?);
+impl<P: Program> SessionCore<P> {
+    /// A session on `region`, freshly made (`Region::init`) and not yet
+    /// seen by the program, for process `pid` of user `uid`, whose program
+    /// `io` reaches.
+    pub(crate) fn new(id: u32, pid: i32, uid: u32, region: Region, io: P) -> SessionCore<P> {
+        let layout = *region.layout();
         let cmds = region.command_consumer();
         let cmps = region.completion_producer();
-        Ok(Session {
+        SessionCore {
             id,
             pid,
             uid,
-            conn,
-            _memfd: memfd,
-            map,
+            io,
             region,
             mem: None,
             cmds,
             cmps,
-            bell_engine,
-            bell_app,
-            bells: (0..MAX_BELLS).map(|_| None).collect(),
             socks: (0..layout.socks()).map(|_| None).collect(),
             free_hint: 0,
             open_n: 0,
@@ -196,12 +216,22 @@ impl Session {
             direct: 0,
             adopts: Vec::new(),
             unshared: Vec::new(),
-            new_watches: Vec::new(),
             acking: Vec::new(),
             draining: Vec::new(),
             done_buf: Vec::with_capacity(HOLDS),
             meter: AccessMeter::default(),
-        })
+        }
+    }
+
+    /// The region the session works on.
+    pub(crate) fn region(&self) -> Region {
+        self.region
+    }
+
+    /// The program, as the session reaches it.
+    #[cfg(test)]
+    pub(crate) fn program(&mut self) -> &mut P {
+        &mut self.io
     }
 
     pub(super) fn stat(&self) -> SessionStat {
@@ -242,7 +272,7 @@ impl Session {
         }
     }
 
-    pub(super) fn stack_event(&mut self, h: SocketHandle, e: Events) {
+    pub(crate) fn stack_event(&mut self, h: SocketHandle, e: Events) {
         trace!(
             session = self.id,
             ?h,
@@ -280,22 +310,12 @@ impl Session {
 
     /// Socket `id` as its program may use it (not detached, not moved).
     fn sock(&mut self, id: u32) -> Result<&mut HSock> {
-        self.socks
-            .get_mut(id as usize)
-            .and_then(Option::as_mut)
-            .filter(|s| s.detached.is_none() && s.role.moved().is_none())
-            .ok_or(errno::EBADF)
+        usable(&mut self.socks, id)
     }
 
-    /// Socket `id` for a send: as [`Self::sock`], but one whose connection
-    /// moved to another session refuses with `EPIPE`, as its slot says
-    /// (read finished, hung up) — not `EBADF`: the program's descriptor is
-    /// still good.
+    /// Socket `id` for a send ([`sendable`]).
     fn sending(&mut self, id: u32) -> Result<&mut HSock> {
-        if matches!(self.socks.get(id as usize), Some(Some(s)) if s.role.moved().is_some()) {
-            return Err(errno::EPIPE);
-        }
-        self.sock(id)
+        sendable(&mut self.socks, id)
     }
 
     fn data_region(&mut self, mem: &mut Memory) -> u32 {
@@ -303,11 +323,13 @@ impl Session {
             return m;
         }
         let l = *self.region.layout();
-        // SAFETY: the data area lies inside the mapping, which this session
-        // owns and unmaps only in `reclaim`, after removing this region.
+        // SAFETY: the data area lies inside the region's memory, which this
+        // session's program owns (a mapping, or ordinary memory) and frees
+        // only when the session is dropped, in `reclaim` after removing this
+        // region.
         let m = unsafe {
             mem.add_shared(
-                self.map.ptr().add(l.data_offset() as usize),
+                self.region.base().add(l.data_offset() as usize),
                 l.data_len() as usize,
             )
         };
@@ -384,7 +406,7 @@ impl Session {
     }
 
     /// One turn: commands, then the sockets that changed, then wake-ups.
-    pub(super) fn step(&mut self, cx: &mut Ctx<'_>) -> bool {
+    pub(crate) fn step(&mut self, cx: &mut Ctx<'_>) -> bool {
         let now = cx.now;
         let mut any = false;
         // A dead program's session only sends what it had queued.
@@ -532,13 +554,13 @@ impl Session {
     }
 
     /// Gives the region back.
-    pub(super) fn reclaim(self, mem: &mut Memory) {
+    pub(crate) fn reclaim(self, mem: &mut Memory) {
         if let Some(m) = self.mem {
             mem.remove(m);
         }
         for (r, _) in self.free_copy {
             mem.remove(r);
         }
-        drop(self.map);
+        // The program, and with it the region's memory, goes last.
     }
 }

@@ -5,7 +5,7 @@ use softoe_stack::{Algorithm, Keepalive};
 
 use super::*;
 
-impl Session {
+impl<P: Program> SessionCore<P> {
     /// `SETOPT`: recorded, and applied to the stack socket if there is one.
     pub(super) fn set_opt(
         &mut self,

@@ -3,13 +3,12 @@
 
 use softoe_abi::{
     CMP_RELEASE, Completion, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP,
-    EV_READABLE, EV_RXFULL, EV_WRITABLE, RecvTarget, Region, RingSpan, SockKind, UdpHeader, errno,
+    EV_READABLE, EV_RXFULL, EV_WRITABLE, RecvTarget, Region, RingSpan, SockKind, UdpHeader,
 };
 use softoe_stack::{Events, RecvError, SocketHandle, Stack, State};
 use tracing::trace;
 
 use super::*;
-use crate::host::sys::{self};
 
 /// What became of a posted receive this turn.
 pub(super) enum Placed {
@@ -21,13 +20,14 @@ pub(super) enum Placed {
 }
 
 /// Moves what the stack holds for `h` into the posted buffer `p`: the
-/// engine writes the program's memory itself (`process_vm_writev`, or the
-/// data area), so the program's core copies nothing.
+/// engine writes the program's memory itself (through `io`: for another
+/// process `process_vm_writev`; or the data area), so the program's core
+/// copies nothing.
 pub(super) fn place(
     stack: &mut Stack,
     h: SocketHandle,
     p: &Posted,
-    pid: i32,
+    io: &mut impl Program,
     region: Region,
 ) -> Placed {
     let mut fault = None;
@@ -44,10 +44,10 @@ pub(super) fn place(
                 region.ring_write(buf, n1 as u64, b);
                 n1 + n2
             }
-            RecvTarget::Remote { addr } => match sys::write_process(pid, addr, a, b) {
+            RecvTarget::Remote { addr } => match io.write(addr, a, b) {
                 Ok(n) => n,
                 Err(e) => {
-                    fault = Some(e.raw_os_error().unwrap_or(errno::EFAULT));
+                    fault = Some(e);
                     0
                 }
             },
@@ -68,7 +68,7 @@ pub(super) fn place(
     }
 }
 
-impl Session {
+impl<P: Program> SessionCore<P> {
     /// Moves one socket along: received bytes into its ring, acknowledged
     /// bytes released, a waiting connect answered, readiness published.
     pub(super) fn serve(&mut self, stack: &mut Stack, id: u32, scratch: &mut Vec<u8>) -> bool {
@@ -172,7 +172,7 @@ impl Session {
         let mut done = std::mem::take(&mut self.done_buf);
         let mut error = None;
         if let Some(p) = s.posted {
-            match place(stack, h, &p, self.pid, region) {
+            match place(stack, h, &p, &mut self.io, region) {
                 Placed::Nothing => {}
                 Placed::Done(result) => {
                     s.posted = None;

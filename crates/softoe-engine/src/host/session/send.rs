@@ -7,7 +7,6 @@ use softoe_wire::Ipv4Address;
 use tracing::trace;
 
 use super::*;
-use crate::host::sys::{self};
 
 /// Bytes of engine memory per UDP socket for datagrams on their way out.
 pub(super) const UDP_RING: u64 = 256 * 1024;
@@ -83,7 +82,7 @@ pub(super) fn queue(stack: &mut Stack, h: SocketHandle, r: PayloadRef) -> Result
     }
 }
 
-impl Session {
+impl<P: Program> SessionCore<P> {
     /// Queues a zero-copy buffer on connection `sock` and hands the stack
     /// what it has room for now.
     pub(super) fn queue_send(
@@ -215,7 +214,6 @@ impl Session {
         tag: u64,
     ) -> Result<u64> {
         let (stack, mem) = (&mut *cx.stack, &mut *cx.mem);
-        let pid = self.pid;
         let copy = match source {
             SendSource::Overlap { .. } | SendSource::Remote { .. } => {
                 let s = self.sending(sock)?;
@@ -228,7 +226,7 @@ impl Session {
             _ => None,
         };
         let region = self.region;
-        let s = self.sending(sock)?;
+        let s = sendable(&mut self.socks, sock)?;
         let Some(h) = s.h.filter(|_| !s.role.is_listener()) else {
             return Err(errno::ENOTCONN);
         };
@@ -316,8 +314,7 @@ impl Session {
                     };
                     match source {
                         SendSource::Remote { addr } => {
-                            let got = sys::read_process(pid, addr + taken, dst)
-                                .map_err(|e| e.raw_os_error().unwrap_or(errno::EFAULT))?;
+                            let got = self.io.read(addr + taken, dst)?;
                             if got < n {
                                 // A partial read: the rest is unmapped.
                                 if got == 0 {
@@ -364,7 +361,6 @@ impl Session {
         to: Option<(u32, u16)>,
     ) -> Result<u64> {
         let (stack, scratch, mem) = (&mut *cx.stack, &mut *cx.scratch, &mut *cx.mem);
-        let pid = self.pid;
         let region = self.region;
         if self.sock(sock)?.copy.is_none() {
             let c = self.copy_ring(mem, UDP_RING);
@@ -382,7 +378,7 @@ impl Session {
             s.bound = Some(Endpoint::new(Ipv4Address::UNSPECIFIED, port));
             self.by_handle.insert(h, sock);
         }
-        let s = self.sock(sock)?;
+        let s = usable(&mut self.socks, sock)?;
         let (Some(h), Some((cr, clen))) = (s.h, s.copy) else {
             return Err(errno::ENOTCONN);
         };
@@ -407,8 +403,7 @@ impl Session {
         scratch.resize(len as usize, 0);
         match source {
             SendSource::Remote { addr } => {
-                let got = sys::read_process(pid, addr, &mut scratch[..len as usize])
-                    .map_err(|e| e.raw_os_error().unwrap_or(errno::EFAULT))?;
+                let got = self.io.read(addr, &mut scratch[..len as usize])?;
                 if got as u64 != len {
                     return Err(errno::EFAULT);
                 }

@@ -39,7 +39,7 @@ pub(super) fn publish(
     changed
 }
 
-impl Session {
+impl<P: Program> SessionCore<P> {
     pub(in crate::host) fn wake_at(&self) -> Option<Instant> {
         self.first_unwoken
     }
@@ -88,9 +88,9 @@ impl Session {
             if tx {
                 s.tx_freed = 0;
             }
-            let bell = waiter_bell(w).and_then(|b| self.bells.get(b as usize));
-            if let Some(Some(b)) = bell {
-                b.signal();
+            if let Some(b) = waiter_bell(w)
+                && self.io.ring_waiter(b)
+            {
                 self.meter.access();
                 s.rang[i] = w;
                 self.wakeups += 1;
@@ -114,16 +114,15 @@ impl Session {
             let mut armed = self.region.bells_armed().load(Ordering::SeqCst);
             let mut own = 0;
             while armed != 0 {
-                let i = armed.trailing_zeros() as usize;
+                let i = armed.trailing_zeros();
                 armed &= armed - 1;
-                if let Some(Some(b)) = self.bells.get(i) {
-                    b.signal();
+                if self.io.ring_waiter(i) {
                     self.meter.access();
                     own += 1;
                 }
             }
             if waiting > own {
-                self.bell_app.signal();
+                self.io.ring_session();
                 self.meter.access();
             }
             self.wakeups += 1;

@@ -1,7 +1,10 @@
 #![allow(clippy::unwrap_used)]
 
+mod commands;
+
 use super::*;
 use crate::emulate::Emulation;
+use crate::host::sys::{EventFd, Mapping};
 use softoe_abi::Layout;
 use softoe_abi::{EV_WRITABLE, RingSpan, SockKind};
 use softoe_wire::Ipv4Address;
@@ -51,18 +54,15 @@ impl Rig {
     fn new(layout: Layout, e: &Emulation) -> Rig {
         let (memfd, map) = Mapping::memfd("softoe-test", layout.region_len() as usize).unwrap();
         let (conn, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
-        let mut s = Session::new(
-            1,
-            std::process::id() as i32,
-            0,
+        let pid = std::process::id() as i32;
+        let fds = Fds::new(
+            pid,
             conn.into(),
-            memfd,
-            map,
-            layout,
+            (memfd, map),
             EventFd::new().unwrap(),
             EventFd::new().unwrap(),
-        )
-        .unwrap();
+        );
+        let mut s = Session::open(1, (pid, 0), layout, fds).unwrap();
         s.meter.set(e);
         let cfg = softoe_stack::StackConfig::new(
             softoe_wire::EthernetAddress([2, 0, 0, 0, 0, 1]),
