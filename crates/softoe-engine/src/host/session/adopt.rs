@@ -5,7 +5,9 @@ use softoe_abi::{Completion, EV_HUP, EV_MOVED, EV_RDHUP, EV_READABLE, SockKind, 
 use softoe_stack::{Endpoint, Instant, SocketHandle, Stack};
 use tracing::debug;
 
-use super::*;
+use super::close::Retiring;
+use super::sock::{Hold, Opts, Role};
+use super::{Program, Result, SessionCore};
 
 /// A connection leaving one session for another (`ADOPT`).
 #[derive(Debug)]

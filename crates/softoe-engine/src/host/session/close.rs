@@ -8,7 +8,8 @@ use softoe_abi::{Completion, EV_HUP, SESSION_CLOSED, SockKind, errno};
 use softoe_stack::{Instant, SocketHandle, Stack, State};
 use tracing::debug;
 
-use super::*;
+use super::sock::{Detached, Hold, Role};
+use super::{Ctx, Program, SessionCore};
 
 /// A closed socket the stack is still finishing: what to release when it
 /// reports `RELEASED`.

@@ -7,7 +7,10 @@ use softoe_abi::{
 use softoe_stack::{BindError, Endpoint, Instant, SocketHandle, Stack};
 use tracing::debug;
 
-use super::*;
+use super::adopt::Adopt;
+use super::sock::{HSock, Opts, Posted, Role};
+use super::translate::{bind_errno, endpoint, handle_errno, packed};
+use super::{Ctx, Program, Result, SessionCore};
 
 pub(super) fn apply_opts(now: Instant, stack: &mut Stack, h: SocketHandle, o: &Opts) {
     if let Some(tos) = o.tos {

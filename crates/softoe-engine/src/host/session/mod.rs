@@ -48,17 +48,13 @@ use tracing::{trace, warn};
 use crate::emulate::{AccessMeter, nanos};
 use crate::host::{HostConfig, SessionStat};
 use crate::memory::Memory;
+use adopt::Adopt;
 pub(super) use adopt::Moving;
-use adopt::*;
-use close::*;
-use command::*;
+use close::Retiring;
 pub(super) use fds::{Fds, Session};
 pub(crate) use program::{Local, Program};
-use send::*;
 pub use sim::drive_commands;
-use sock::*;
-use translate::*;
-use wake::*;
+use sock::{HOLDS, HSock};
 
 /// Commands taken from one session per step, so one program cannot starve
 /// the others or the network.

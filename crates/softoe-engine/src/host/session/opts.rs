@@ -3,7 +3,9 @@
 use softoe_abi::{CONGESTION_CUBIC, CONGESTION_RENO, RingSpan, SockOpt, TcpInfoRecord, errno};
 use softoe_stack::{Algorithm, Keepalive};
 
-use super::*;
+use super::command::apply_opts;
+use super::translate::{handle_errno, linux_state, packed};
+use super::{Ctx, Program, Result, SessionCore};
 
 impl<P: Program> SessionCore<P> {
     /// `SETOPT`: recorded, and applied to the stack socket if there is one.

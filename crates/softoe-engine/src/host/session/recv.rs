@@ -8,7 +8,11 @@ use softoe_abi::{
 use softoe_stack::{Events, RecvError, SocketHandle, Stack, State};
 use tracing::trace;
 
-use super::*;
+use super::send::feed_queued;
+use super::sock::{Hold, Posted};
+use super::translate::{packed, tcp_errno};
+use super::wake::publish;
+use super::{Program, SessionCore};
 
 /// What became of a posted receive this turn.
 pub(super) enum Placed {

@@ -6,7 +6,10 @@ use softoe_stack::{Endpoint, PayloadRef, SendError, SocketHandle, Stack, UdpSend
 use softoe_wire::Ipv4Address;
 use tracing::trace;
 
-use super::*;
+use super::command::udp_bind;
+use super::sock::{HOLDS, HSock, Hold, QueuedSend};
+use super::translate::{endpoint, handle_errno, tcp_errno};
+use super::{Ctx, Program, Result, SessionCore, sendable, usable};
 
 /// Bytes of engine memory per UDP socket for datagrams on their way out.
 pub(super) const UDP_RING: u64 = 256 * 1024;

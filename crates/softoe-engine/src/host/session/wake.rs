@@ -6,9 +6,11 @@ use std::sync::atomic::Ordering;
 use softoe_abi::{ENGINE_POLLING, ENGINE_SLEEPING, SlotView, waiter_bell};
 use softoe_stack::Instant;
 
-use super::*;
 use crate::emulate::AccessMeter;
 use crate::host::HostConfig;
+
+use super::sock::HSock;
+use super::{Program, SessionCore};
 
 /// Writes `ev` to the slot if it changed, and bumps the slot's sequence
 /// when it did or when the socket `moved` (bytes placed, space freed).

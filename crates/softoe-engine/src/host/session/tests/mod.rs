@@ -2,6 +2,7 @@
 
 mod commands;
 
+use super::wake::publish;
 use super::*;
 use crate::emulate::Emulation;
 use crate::host::sys::{EventFd, Mapping};
