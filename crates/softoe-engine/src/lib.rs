@@ -9,6 +9,12 @@
 //!   coalescing, timers from `poll_at`, spin-then-sleep.
 //! - **Memory** ([`Memory`]): the regions payload references name. The
 //!   engine sends from them by `writev`, never copying payload itself.
+//! - **The host interface** ([`host`]): programs in other processes attach
+//!   over a Unix socket and hand their socket work over shared-memory rings
+//!   (HL-TCP's messaging unit); each session is a sans-IO core over its
+//!   region, with descriptors, doorbells and `process_vm_*` in a thin outer
+//!   layer, so it is unit-tested and fuzzed without root. [`App`] is the
+//!   in-process API beside it.
 //! - **Services** ([`services`]): built-in servers and clients (discard,
 //!   source, echo, bulk client) for tests, the demo and benchmarks.
 //! - **Emulation** ([`emulate`]): the engine slowed to a fraction of its

@@ -42,7 +42,12 @@ use crate::control::EngineCounters;
 use crate::emulate::{AccessMeter, Emulation};
 use crate::memory::Memory;
 use crate::services::Service;
-use session::Session;
+use session::{Ctx, Fds, Session};
+
+/// Fuzzing's way into a session core past the command decoder (the
+/// `host_session` fuzz target): not an API.
+#[doc(hidden)]
+pub use session::drive_commands;
 use sys::{Epoll, EventFd, Mapping};
 
 /// How the engine serves host programs.
@@ -354,17 +359,8 @@ impl HostService {
             }
         };
         // The header is written before the program can see the region.
-        let mut session = match Session::new(
-            id,
-            pid,
-            uid,
-            conn,
-            memfd,
-            map,
-            layout,
-            bell_engine,
-            bell_app,
-        ) {
+        let fds = Fds::new(pid, conn, (memfd, map), bell_engine, bell_app);
+        let mut session = match Session::open(id, (pid, uid), layout, fds) {
             Ok(s) => s,
             Err(e) => {
                 warn!(pid, error = %e, "attach: session setup failed");
@@ -396,7 +392,7 @@ impl HostService {
             });
         let token = slot as u64;
         if self.epoll.add(fd, token).is_err()
-            || self.epoll.add(session.bell_engine.raw(), token).is_err()
+            || self.epoll.add(session.bell_engine().raw(), token).is_err()
         {
             warn!(pid, "attach: epoll");
             return;
@@ -441,9 +437,9 @@ impl HostService {
             let Some(Some(s)) = self.sessions.get_mut(t as usize) else {
                 continue;
             };
-            s.bell_engine.drain();
+            s.bell_engine().drain();
             let gone = !s.dead && s.read_conn();
-            let watches = std::mem::take(&mut s.new_watches);
+            let watches = s.take_watches();
             if gone {
                 info!(
                     session = s.id,
@@ -451,16 +447,16 @@ impl HostService {
                     "program gone: closing its sockets"
                 );
                 self.epoll.delete(s.conn_fd());
-                self.epoll.delete(s.bell_engine.raw());
-                s.exit(
+                self.epoll.delete(s.bell_engine().raw());
+                s.exit(&mut Ctx {
                     now,
                     stack,
-                    t as usize,
-                    &mut self.owner,
-                    &mut self.scratch,
+                    cfg: &self.cfg,
+                    slot: t as usize,
+                    owner: &mut self.owner,
+                    scratch: &mut self.scratch,
                     mem,
-                    &self.cfg,
-                );
+                });
             }
             for (h, fd) in watches {
                 let token = self.next_watch;
@@ -727,15 +723,15 @@ impl Service for HostService {
         }
         for (slot, s) in self.sessions.iter_mut().enumerate() {
             if let Some(s) = s {
-                any |= s.step(
+                any |= s.step(&mut Ctx {
                     now,
                     stack,
-                    &self.cfg,
+                    cfg: &self.cfg,
                     slot,
-                    &mut self.owner,
-                    &mut self.scratch,
+                    owner: &mut self.owner,
+                    scratch: &mut self.scratch,
                     mem,
-                );
+                });
             }
         }
         any |= self.shares(stack);

@@ -1,0 +1,316 @@
+//! Closing sockets, and the end of a session: what a closed socket holds
+//! until the stack lets it go.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use softoe_abi::{Completion, EV_HUP, SESSION_CLOSED, SockKind, errno};
+use softoe_stack::{Instant, SocketHandle, Stack, State};
+use tracing::debug;
+
+use super::sock::{Detached, Hold, Role};
+use super::{Ctx, Program, SessionCore};
+
+/// A closed socket the stack is still finishing: what to release when it
+/// reports `RELEASED`.
+#[derive(Debug)]
+pub(super) struct Retiring {
+    pub(super) id: u32,
+    /// Bytes handed to the stack: when all are acknowledged, the stack holds
+    /// no reference into the region any more.
+    pub(super) stream: u64,
+    pub(super) close_tag: Option<u64>,
+    pub(super) zerocopy: Vec<(u64, u64)>,
+    pub(super) copy: Option<(u32, u64)>,
+}
+
+impl<P: Program> SessionCore<P> {
+    /// The program has gone (its end of the Unix socket closed). What it
+    /// posted before it went is carried out first: its writes returned, so
+    /// their bytes are the stack's to send, as the kernel sends a socket
+    /// buffer at exit. Then its sockets close as [`Session::end`] says.
+    pub(in crate::host) fn exit(&mut self, cx: &mut Ctx<'_>) {
+        // Nobody reads completions any more: none is kept back for it.
+        self.dead = true;
+        self.overflow.clear();
+        // What is there now, no more: another process mapping the region
+        // (a child that inherited it) cannot keep the engine here.
+        let now_there = self.cmds.available().unwrap_or(0) as usize;
+        match self.run_commands(cx, now_there) {
+            Ok(0) => {}
+            Ok(n) => debug!(session = self.id, commands = n, "carried out at exit"),
+            Err(e) => debug!(session = self.id, error = %e, "command ring broken at exit"),
+        }
+        self.end(cx.now, cx.stack, cx.owner);
+    }
+
+    /// The program has gone: close its sockets as the kernel does at exit
+    /// (FIN after what they still had to send, or RST where data was left
+    /// unread).
+    pub(in crate::host) fn end(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        owner: &mut HashMap<SocketHandle, usize>,
+    ) {
+        self.dead = true;
+        self.region
+            .engine_state()
+            .store(SESSION_CLOSED, Ordering::Release);
+        let mine: Vec<SocketHandle> = self.by_handle.keys().copied().collect();
+        for id in 0..self.socks.len() as u32 {
+            self.close_sock(now, stack, id, None, false);
+        }
+        self.overflow.clear();
+        // Only this session's own handles go: the map is every session's
+        // (dropping the others' once made every exit stall every other
+        // program — their stack events no longer reached them).
+        for h in mine {
+            if !self.retiring.contains_key(&h)
+                && !self.unshared.contains(&h)
+                && !self.by_handle.contains_key(&h)
+            {
+                owner.remove(&h);
+            }
+        }
+    }
+
+    /// Dead, and the stack holds no reference into its region: every
+    /// closed socket is gone or has had all its bytes acknowledged (a
+    /// socket in TIME-WAIT needs nothing of the program).
+    pub(in crate::host) fn finished(&self, stack: &Stack) -> bool {
+        self.dead
+            // Detached connections wait for another process or the last
+            // descriptor; the region holds their unread bytes.
+            && self.socks.iter().all(Option::is_none)
+            && self.retiring.iter().all(|(&h, r)| {
+                r.stream == 0
+                    || stack.tcp_acked(h).is_err()
+                    || stack.tcp_acked(h).is_ok_and(|a| a >= r.stream)
+                    || stack
+                        .tcp_state(h)
+                        .is_ok_and(|st| matches!(st, State::Closed | State::TimeWait))
+            })
+    }
+
+    /// Closed or moved connections whose bytes are all acknowledged release
+    /// what they held here.
+    pub(super) fn moved_acked(&mut self, stack: &Stack) {
+        let mut i = 0;
+        while i < self.acking.len() {
+            let h = self.acking[i];
+            let done = match self.retiring.get(&h) {
+                Some(r) => {
+                    r.stream == 0
+                        || stack.tcp_acked(h).map_or(true, |a| a >= r.stream)
+                        || stack
+                            .tcp_state(h)
+                            .is_ok_and(|st| matches!(st, State::Closed | State::TimeWait))
+                }
+                None => true,
+            };
+            if !done {
+                i += 1;
+                continue;
+            }
+            self.acking.swap_remove(i);
+            if let Some(r) = self.retiring.remove(&h) {
+                self.release(r);
+            }
+        }
+    }
+
+    /// Closed connections whose queued buffers have all gone to the stack
+    /// close now (unless other processes still hold them: a watch).
+    pub(super) fn drained(&mut self, now: Instant, stack: &mut Stack) {
+        let mut i = 0;
+        while i < self.draining.len() {
+            let id = self.draining[i];
+            let done = match self.socks.get_mut(id as usize).and_then(Option::as_mut) {
+                Some(s) if s.detached.is_some() && s.queued.is_empty() => {
+                    if s.watched {
+                        // The watch decides when it closes.
+                        None
+                    } else {
+                        self.detached_n = self.detached_n.saturating_sub(1);
+                        s.detached.take()
+                    }
+                }
+                Some(s) if s.detached.is_some() => {
+                    i += 1;
+                    continue;
+                }
+                _ => None,
+            };
+            self.draining.swap_remove(i);
+            if let Some(d) = done {
+                self.close_sock(now, stack, id, d.tag, d.abort);
+            }
+        }
+    }
+
+    pub(super) fn release(&mut self, r: Retiring) {
+        for (tag, len) in r.zerocopy {
+            self.complete_release(tag, r.id, len as i64);
+        }
+        if let Some(c) = r.copy {
+            self.free_copy.push(c);
+        }
+        if let Some(tag) = r.close_tag {
+            self.complete_release(tag, r.id, 0);
+        }
+    }
+
+    /// Closes socket `id` for the program (or because it died).
+    pub(super) fn close_sock(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        id: u32,
+        tag: Option<u64>,
+        abort: bool,
+    ) {
+        let Some(cur) = self.socks.get_mut(id as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if cur.detached.is_some() {
+            // Closed already; it ends with its watch or its adoption.
+            return;
+        }
+        if let Some(h) = cur.role.moved() {
+            // Another session took the connection; the rings are free when
+            // what this socket sent is acknowledged.
+            self.forget(id);
+            match (self.retiring.get_mut(&h), tag) {
+                (Some(r), Some(t)) => r.close_tag = Some(t),
+                (None, Some(t)) => self.complete_release(t, id, 0),
+                _ => {}
+            }
+            return;
+        }
+        // Queued sends go out before the FIN, as a kernel socket's send
+        // buffer does at close, a dead program's too (the region they lie
+        // in stays mapped until its session is reclaimed).
+        let drain = !abort && !cur.queued.is_empty() && cur.h.is_some();
+        let detach = (cur.watched || drain) && cur.h.is_some();
+        if drain {
+            self.draining.push(id);
+            if !cur.watched
+                && let Some(h) = cur.h
+            {
+                // No descriptor names it any more: an orphan while its
+                // queue drains, given up if the peer never takes it.
+                let _ = stack.tcp_orphan(h);
+            }
+        }
+        let (posted, connect) = if detach {
+            cur.detached = Some(Detached { tag, abort });
+            self.detached_n += 1;
+            (cur.posted.take(), cur.connect_tag.take())
+        } else {
+            (None, None)
+        };
+        if detach {
+            // Other processes may hold it still (a `fork`), or queued
+            // buffers are still going out: it lives on until one takes it,
+            // the last descriptor closes, or the queue is sent.
+            debug!(
+                session = self.id,
+                sock = id,
+                "close of a watched or draining connection: detached"
+            );
+            if let Some(p) = posted {
+                self.complete(Completion {
+                    tag: p.tag,
+                    result: -i64::from(errno::ECANCELED),
+                    sock: id,
+                    ..Completion::default()
+                });
+            }
+            if let Some(t) = connect {
+                self.complete(Completion {
+                    tag: t,
+                    result: -i64::from(errno::ECONNABORTED),
+                    sock: id,
+                    ..Completion::default()
+                });
+            }
+            return;
+        }
+        // Queued zero-copy buffers the stack never took whole come back.
+        self.unqueue(id, errno::EPIPE);
+        // Counted out as it goes (the figures `softoe stat` shows).
+        let Some(s) = self.socks.get_mut(id as usize).and_then(Option::take) else {
+            return;
+        };
+        self.count(Some(&s), -1);
+        self.free_hint = self.free_hint.min(id as usize);
+        if let Some(v) = self.region.slot(id) {
+            v.set_events(EV_HUP);
+        }
+        // A posted receive is answered now: its buffer is the program's.
+        if let Some(p) = s.posted {
+            self.complete(Completion {
+                tag: p.tag,
+                result: -i64::from(errno::ECANCELED),
+                sock: id,
+                ..Completion::default()
+            });
+        }
+        // A connect still waiting is answered now.
+        if let Some(t) = s.connect_tag {
+            self.complete(Completion {
+                tag: t,
+                result: -i64::from(errno::ECONNABORTED),
+                sock: id,
+                ..Completion::default()
+            });
+        }
+        let Some(h) = s.h else {
+            if let Some(c) = s.copy {
+                self.free_copy.push(c);
+            }
+            if let Some(t) = tag {
+                self.complete_release(t, id, 0);
+            }
+            return;
+        };
+        self.by_handle.remove(&h);
+        if s.role == (Role::Listener { shared: true }) {
+            // Other sessions listen on it still: only this share goes.
+            self.unshared.push(h);
+            if let Some(t) = tag {
+                self.complete_release(t, id, 0);
+            }
+            return;
+        }
+        if abort && s.kind == SockKind::Tcp && !s.role.is_listener() {
+            let _ = stack.tcp_abort(h);
+        }
+        let _ = stack.close(now, h);
+        let zerocopy = s
+            .holds
+            .iter()
+            .filter_map(|&(_, hold)| match hold {
+                Hold::Zerocopy(t, n) => Some((t, n)),
+                _ => None,
+            })
+            .collect();
+        let tcp = s.kind == SockKind::Tcp && !s.role.is_listener();
+        self.retiring.insert(
+            h,
+            Retiring {
+                id,
+                stream: if tcp { s.stream } else { 0 },
+                close_tag: tag,
+                zerocopy,
+                copy: s.copy,
+            },
+        );
+        if tcp {
+            // Its buffers and rings come back once the peer acknowledged
+            // everything (a minute of TIME-WAIT needs none of them).
+            self.acking.push(h);
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The outer layer: a program in another process, reached through
+//! descriptors. The session core works on the region the memfd maps and
+//! asks `Fds` ([`Program`]) for the rest: eventfd doorbells, and
+//! `process_vm_readv`/`writev` for the program's own memory. The Unix
+//! socket the program attached on carries its doorbell registrations and
+//! watch requests, answered here.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use softoe_abi::{BELL_MAGIC, Bell, BellOp, Layout, MAX_BELLS, Region, errno};
+use softoe_stack::SocketHandle;
+use tracing::debug;
+
+use super::{Program, SessionCore};
+use crate::host::sys::{self, EventFd, Mapping};
+
+/// The session of a program in another process.
+pub(in crate::host) type Session = SessionCore<Fds>;
+
+/// 128 random bits from the kernel.
+fn secret() -> io::Result<[u64; 2]> {
+    let mut b = [0u8; 16];
+    // SAFETY: getrandom writes at most `b.len()` bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != 16 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok([
+        u64::from_ne_bytes(b[..8].try_into().unwrap_or_default()),
+        u64::from_ne_bytes(b[8..].try_into().unwrap_or_default()),
+    ])
+}
+
+/// A program in another process, as its session reaches it.
+#[derive(Debug)]
+pub(in crate::host) struct Fds {
+    /// The Unix socket it attached on; closes when the process goes.
+    conn: OwnedFd,
+    /// The region's memfd, and its mapping in the engine.
+    memfd: OwnedFd,
+    map: Mapping,
+    /// The doorbell the program rings for the engine, and the session's
+    /// own for the program.
+    bell_engine: EventFd,
+    bell_app: EventFd,
+    /// Waiter doorbells the program registered ([`Bell`]), by index.
+    bells: Vec<Option<EventFd>>,
+    /// Watches the program asked for (`BellOp::Watch`), for the host
+    /// service to add to its epoll set.
+    new_watches: Vec<(SocketHandle, OwnedFd)>,
+    /// The process, for `process_vm_readv`/`writev`.
+    pid: i32,
+}
+
+impl Fds {
+    /// What `attach` made for process `pid`: its Unix socket, the region's
+    /// memfd and mapping, and the two doorbells.
+    pub(in crate::host) fn new(
+        pid: i32,
+        conn: OwnedFd,
+        (memfd, map): (OwnedFd, Mapping),
+        bell_engine: EventFd,
+        bell_app: EventFd,
+    ) -> Fds {
+        Fds {
+            conn,
+            memfd,
+            map,
+            bell_engine,
+            bell_app,
+            bells: (0..MAX_BELLS).map(|_| None).collect(),
+            new_watches: Vec::new(),
+            pid,
+        }
+    }
+}
+
+impl Program for Fds {
+    fn ring_session(&mut self) {
+        self.bell_app.signal();
+    }
+
+    fn ring_waiter(&mut self, index: u32) -> bool {
+        match self.bells.get(index as usize) {
+            Some(Some(b)) => {
+                b.signal();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn read(&mut self, addr: u64, dst: &mut [u8]) -> Result<usize, i32> {
+        sys::read_process(self.pid, addr, dst)
+            .map_err(|e| e.raw_os_error().unwrap_or(errno::EFAULT))
+    }
+
+    fn write(&mut self, addr: u64, a: &[u8], b: &[u8]) -> Result<usize, i32> {
+        sys::write_process(self.pid, addr, a, b)
+            .map_err(|e| e.raw_os_error().unwrap_or(errno::EFAULT))
+    }
+}
+
+impl Session {
+    /// The session of a program that attached: its region is the memfd's
+    /// mapping (at least `layout.region_len()` bytes, zeroed), made here
+    /// before the program can see it.
+    pub(in crate::host) fn open(
+        id: u32,
+        (pid, uid): (i32, u32),
+        layout: Layout,
+        fds: Fds,
+    ) -> io::Result<Session> {
+        if (fds.map.len() as u64) < layout.region_len() {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        // SAFETY: the mapping is `region_len` bytes, page-aligned, zeroed
+        // (fresh memfd), and lives as long as this session, which holds it
+        // (in `Fds`, dropped with the session); the program gets the memfd
+        // only after this returns.
+        let region = unsafe { Region::init(fds.map.ptr(), layout, id) };
+        region.set_secret(secret()?);
+        Ok(SessionCore::new(id, pid, uid, region, fds))
+    }
+
+    /// What the program gets: the region, the engine's doorbell, its own.
+    pub(in crate::host) fn fds(&self) -> [RawFd; 3] {
+        let f = &self.io;
+        [f.memfd.as_raw_fd(), f.bell_engine.raw(), f.bell_app.raw()]
+    }
+
+    pub(in crate::host) fn conn_fd(&self) -> RawFd {
+        self.io.conn.as_raw_fd()
+    }
+
+    /// The doorbell the program rings to wake the engine.
+    pub(in crate::host) fn bell_engine(&self) -> &EventFd {
+        &self.io.bell_engine
+    }
+
+    /// Watches the program asked for since the last call (`BellOp::Watch`),
+    /// for the host service to add to its epoll set.
+    pub(in crate::host) fn take_watches(&mut self) -> Vec<(SocketHandle, OwnedFd)> {
+        std::mem::take(&mut self.io.new_watches)
+    }
+
+    /// Reads what the program sent on its Unix socket ([`Bell`] messages)
+    /// and says whether its end has closed.
+    pub(in crate::host) fn read_conn(&mut self) -> bool {
+        let mut b = [0u8; 64];
+        loop {
+            match sys::recv_with_fds(self.io.conn.as_raw_fd(), &mut b) {
+                Ok(Some((0, _))) | Err(_) => return true,
+                Ok(Some((n, fds))) => self.bell_message(&b[..n], fds),
+                Ok(None) => return false,
+            }
+        }
+    }
+
+    /// Registers or forgets a waiter's doorbell. Anything else on the
+    /// socket is ignored (its descriptors are closed when `fds` drops).
+    pub(super) fn bell_message(&mut self, b: &[u8], fds: Vec<OwnedFd>) {
+        let Some(m) = Bell::from_bytes(b) else {
+            debug!(
+                session = self.id,
+                len = b.len(),
+                "ignored a message that is not a bell"
+            );
+            return;
+        };
+        match m.op() {
+            Some(BellOp::Add) => {
+                let answer = |status: i32, index: u32| Bell {
+                    magic: BELL_MAGIC,
+                    op: BellOp::Add as u32,
+                    index,
+                    status: -status,
+                    _pad: [0; 3],
+                };
+                let mut fds = fds.into_iter();
+                let reply = match (fds.next(), fds.next()) {
+                    (Some(fd), None) => match EventFd::adopt(fd) {
+                        Ok(bell) => match self.io.bells.iter().position(Option::is_none) {
+                            Some(i) => {
+                                self.io.bells[i] = Some(bell);
+                                answer(0, i as u32)
+                            }
+                            None => answer(errno::ENOSPC, 0),
+                        },
+                        Err(_) => answer(errno::EINVAL, 0),
+                    },
+                    _ => answer(errno::EINVAL, 0),
+                };
+                let _ = sys::send_with_fds(self.io.conn.as_raw_fd(), &reply.to_bytes(), &[]);
+            }
+            Some(BellOp::Watch) => {
+                let mut fds = fds.into_iter();
+                let status = match (fds.next(), fds.next()) {
+                    (Some(fd), None) if !sys::is_unix_stream(fd.as_raw_fd()) => errno::EINVAL,
+                    (Some(fd), None) => match self.watch(m.index) {
+                        Ok(h) => {
+                            self.io.new_watches.push((h, fd));
+                            0
+                        }
+                        Err(e) => e,
+                    },
+                    _ => errno::EINVAL,
+                };
+                if status != 0 {
+                    debug!(
+                        session = self.id,
+                        sock = m.index,
+                        errno = status,
+                        "watch refused"
+                    );
+                }
+                let reply = Bell {
+                    magic: BELL_MAGIC,
+                    op: BellOp::Watch as u32,
+                    index: m.index,
+                    status: -status,
+                    _pad: [0; 3],
+                };
+                let _ = sys::send_with_fds(self.io.conn.as_raw_fd(), &reply.to_bytes(), &[]);
+            }
+            Some(BellOp::Remove) => {
+                if let Some(b) = self.io.bells.get_mut(m.index as usize) {
+                    *b = None;
+                }
+            }
+            None => debug!(session = self.id, op = m.op, "unknown bell operation"),
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! Receive and placement: bytes from the stack into the ring or a posted
+//! buffer, acknowledgements released, readiness published.
+
+use softoe_abi::{
+    CMP_RELEASE, Completion, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP,
+    EV_READABLE, EV_RXFULL, EV_WRITABLE, RecvTarget, Region, RingSpan, SockKind, UdpHeader,
+};
+use softoe_stack::{Events, RecvError, SocketHandle, Stack, State};
+use tracing::trace;
+
+use super::send::feed_queued;
+use super::sock::{Hold, Posted};
+use super::translate::{packed, tcp_errno};
+use super::wake::publish;
+use super::{Program, SessionCore};
+
+/// What became of a posted receive this turn.
+pub(super) enum Placed {
+    /// The stack has nothing for it yet.
+    Nothing,
+    /// It completes with this result: bytes placed, 0 at the end of the
+    /// stream, or `-errno`.
+    Done(i64),
+}
+
+/// Moves what the stack holds for `h` into the posted buffer `p`: the
+/// engine writes the program's memory itself (through `io`: for another
+/// process `process_vm_writev`; or the data area), so the program's core
+/// copies nothing.
+pub(super) fn place(
+    stack: &mut Stack,
+    h: SocketHandle,
+    p: &Posted,
+    io: &mut impl Program,
+    region: Region,
+) -> Placed {
+    let mut fault = None;
+    let r = stack.tcp_recv_with(h, |a, b| {
+        let want = p.len as usize;
+        let n1 = a.len().min(want);
+        let n2 = b.len().min(want - n1);
+        let (a, b) = (&a[..n1], &b[..n2]);
+        let n = match p.target {
+            RecvTarget::Region { offset } => {
+                // The buffer as a ring that never wraps: `n1 + n2 ≤ len`.
+                let buf = RingSpan { offset, len: p.len };
+                region.ring_write(buf, 0, a);
+                region.ring_write(buf, n1 as u64, b);
+                n1 + n2
+            }
+            RecvTarget::Remote { addr } => match io.write(addr, a, b) {
+                Ok(n) => n,
+                Err(e) => {
+                    fault = Some(e);
+                    0
+                }
+            },
+        };
+        (n, n)
+    });
+    match r {
+        Ok(0) => match fault {
+            Some(e) => Placed::Done(-i64::from(e)),
+            None => Placed::Nothing,
+        },
+        Ok(n) => Placed::Done(n as i64),
+        // The peer finished: the end of the stream, read as 0 (the ring's
+        // reader learns it from EV_RDHUP as before).
+        Err(RecvError::Finished) => Placed::Done(0),
+        Err(RecvError::Failed(e)) => Placed::Done(-i64::from(tcp_errno(e))),
+        Err(_) => Placed::Nothing,
+    }
+}
+
+impl<P: Program> SessionCore<P> {
+    /// Moves one socket along: received bytes into its ring, acknowledged
+    /// bytes released, a waiting connect answered, readiness published.
+    pub(super) fn serve(&mut self, stack: &mut Stack, id: u32, scratch: &mut Vec<u8>) -> bool {
+        let region = self.region;
+        let Some(view) = region.slot(id) else {
+            return false;
+        };
+        let Some(Some(s)) = self.socks.get_mut(id as usize) else {
+            return false;
+        };
+        s.dirty = false;
+        let Some(h) = s.h else {
+            // A socket whose connection moved keeps saying so (its process
+            // learns from EV_MOVED to take it back, never to use it); one
+            // not yet connected is writable, as Linux's.
+            if s.role.moved().is_none() {
+                publish(s, &view, EV_WRITABLE, false, &mut self.meter);
+            }
+            return false;
+        };
+        let mut ev = 0;
+        if s.role.is_listener() {
+            if stack
+                .readiness(h)
+                .is_ok_and(|r| r.contains(Events::READABLE))
+            {
+                ev |= EV_ACCEPT | EV_READABLE;
+            }
+            let changed = publish(s, &view, ev, false, &mut self.meter);
+            if changed {
+                // A waiting program must hear of it (a sleeping `poll`).
+                self.unwoken += 1;
+            }
+            return changed;
+        }
+        let head = view.rx_head().clamp(s.rx_head, s.rx_tail);
+        s.rx_head = head;
+        let mut moved = false;
+        if s.kind == SockKind::Udp {
+            loop {
+                let free = s.rx.len - (s.rx_tail - s.rx_head);
+                scratch.resize(65_536, 0);
+                // Peek the size first by receiving into scratch only when a
+                // whole datagram fits.
+                if free < UdpHeader::footprint(0) {
+                    s.rx_blocked = true;
+                    break;
+                }
+                match stack.udp_recv_from(h, scratch) {
+                    Ok(Some((n, from))) => {
+                        let n = n.min(scratch.len());
+                        let need = UdpHeader::footprint(n as u32);
+                        if need > free {
+                            // Does not fit now: dropped, as a full socket
+                            // buffer drops in Linux.
+                            s.rx_blocked = true;
+                            continue;
+                        }
+                        let hdr = UdpHeader {
+                            len: n as u32,
+                            port: from.port,
+                            addr: from.addr.to_bits().to_be(),
+                            ..UdpHeader::default()
+                        };
+                        // SAFETY: `hdr` is plain integers.
+                        let hb = unsafe {
+                            std::slice::from_raw_parts(
+                                (&raw const hdr).cast::<u8>(),
+                                size_of::<UdpHeader>(),
+                            )
+                        };
+                        region.ring_write(s.rx, s.rx_tail, hb);
+                        region.ring_write(s.rx, s.rx_tail + hb.len() as u64, &scratch[..n]);
+                        s.rx_tail += need;
+                        moved = true;
+                    }
+                    _ => break,
+                }
+            }
+            if moved {
+                view.set_rx_tail(s.rx_tail);
+            }
+            ev |= EV_WRITABLE;
+            if s.rx_blocked {
+                ev |= EV_RXFULL;
+            }
+            if s.rx_tail != s.rx_head {
+                ev |= EV_READABLE;
+            }
+            let any = publish(s, &view, ev, moved, &mut self.meter) || moved;
+            if any {
+                self.unwoken += 1;
+            }
+            return any;
+        }
+        // TCP: received bytes into a posted buffer first (the ring was
+        // empty when it was posted, and nothing enters the ring while it
+        // is), then into the ring. A second look after the stack was
+        // emptied finds a FIN that came with the data (no later event
+        // would report it).
+        let mut done = std::mem::take(&mut self.done_buf);
+        let mut error = None;
+        if let Some(p) = s.posted {
+            match place(stack, h, &p, &mut self.io, region) {
+                Placed::Nothing => {}
+                Placed::Done(result) => {
+                    s.posted = None;
+                    s.hold = result > 0;
+                    done.push(Completion {
+                        tag: p.tag,
+                        result,
+                        sock: id,
+                        ..Completion::default()
+                    });
+                    self.direct += result.max(0) as u64;
+                }
+            }
+        }
+        // Held bytes stay in the stack (a look that takes nothing); with
+        // none held, the ring is served as usual so that a FIN or an error
+        // is still found.
+        let held = s.hold
+            && s.posted.is_none()
+            && stack
+                .tcp_recv_with(h, |a, b| (0, a.len() + b.len()))
+                .is_ok_and(|n| n > 0);
+        if held {
+            ev |= EV_HELD;
+        }
+        for _ in 0..2 {
+            if s.rx_fin || held {
+                break;
+            }
+            let free = s.rx.len - (s.rx_tail - s.rx_head);
+            let (rx, tail) = (s.rx, s.rx_tail);
+            let r = stack.tcp_recv_with(h, |a, b| {
+                let n1 = a.len().min(free as usize);
+                let n2 = b.len().min(free as usize - n1);
+                region.ring_write(rx, tail, &a[..n1]);
+                region.ring_write(rx, tail + n1 as u64, &b[..n2]);
+                (n1 + n2, (n1 + n2, a.len() + b.len() > n1 + n2))
+            });
+            match r {
+                Ok((n, more)) => {
+                    s.rx_blocked = more;
+                    if n == 0 {
+                        break;
+                    }
+                    s.rx_tail += n as u64;
+                    view.set_rx_tail(s.rx_tail);
+                    moved = true;
+                    if more {
+                        break;
+                    }
+                }
+                Err(RecvError::Finished) => s.rx_fin = true,
+                Err(RecvError::Failed(e)) => {
+                    error = Some(e);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        // Queued zero-copy buffers take the room ACKs freed.
+        if !s.queued.is_empty()
+            && let Some(data) = self.mem
+        {
+            moved |= feed_queued(stack, h, s, data);
+        }
+        if s.fin_after_queue && s.queued.is_empty() {
+            s.fin_after_queue = false;
+            let _ = stack.tcp_shutdown(h);
+        }
+        // Acknowledged bytes: release what they held.
+        let acked = stack.tcp_acked(h).unwrap_or(0);
+        trace!(session = self.id, sock = id, acked, holds = s.holds.len(), first = ?s.holds.front().map(|h| h.0), "serve");
+        while let Some(&(end, hold)) = s.holds.front() {
+            if end > acked {
+                break;
+            }
+            s.holds.pop_front();
+            // Space came free: a writer may be waiting for it.
+            moved = true;
+            match hold {
+                Hold::TxRing(p) => {
+                    s.tx_freed += p.saturating_sub(view.tx_acked());
+                    view.set_tx_acked(p);
+                }
+                Hold::Copy(p) => {
+                    s.tx_freed += p.saturating_sub(s.copy_acked);
+                    s.copy_acked = p;
+                }
+                Hold::Zerocopy(tag, n) => done.push(Completion {
+                    tag,
+                    result: n as i64,
+                    sock: id,
+                    flags: CMP_RELEASE,
+                    aux: 0,
+                }),
+            }
+        }
+        let error = error.or(stack.tcp_error(h).ok().flatten());
+        if let Some(e) = error {
+            // The connection failed: nothing more will be sent or
+            // acknowledged, so zero-copy buffers (queued or held) come back
+            // with the error instead of waiting for ever.
+            let e = -i64::from(tcp_errno(e));
+            for q in s.queued.drain(..) {
+                done.push(Completion {
+                    tag: q.tag,
+                    result: e,
+                    sock: id,
+                    flags: CMP_RELEASE,
+                    aux: 0,
+                });
+            }
+            s.holds.retain(|&(_, hold)| match hold {
+                Hold::Zerocopy(tag, _) => {
+                    done.push(Completion {
+                        tag,
+                        result: e,
+                        sock: id,
+                        flags: CMP_RELEASE,
+                        aux: 0,
+                    });
+                    false
+                }
+                _ => true,
+            });
+        }
+        let state = stack.tcp_state(h).unwrap_or(State::Closed);
+        let connecting = matches!(state, State::SynSent | State::SynReceived);
+        if let Some(e) = error {
+            ev |= EV_ERR | EV_HUP | EV_RDHUP;
+            view.set_error(tcp_errno(e) as u32);
+        } else if !connecting {
+            ev |= EV_CONNECTED;
+        }
+        if let Some(tag) = s.connect_tag
+            && (error.is_some() || !connecting)
+        {
+            s.connect_tag = None;
+            // Once per connection: the local address it got.
+            let info = stack.tcp_info(h).ok();
+            done.push(Completion {
+                tag,
+                result: error.map_or(0, |e| -i64::from(tcp_errno(e))),
+                sock: id,
+                flags: 0,
+                aux: info.as_ref().map_or(0, |i| packed(i.local)),
+            });
+            if let Some(i) = &info {
+                view.set_local(packed(i.local));
+            }
+        }
+        if s.rx_fin {
+            ev |= EV_RDHUP;
+        }
+        if s.rx_blocked {
+            ev |= EV_RXFULL;
+        }
+        if s.rx_tail != s.rx_head {
+            ev |= EV_READABLE;
+        }
+        let copy_free = s.copy.is_none_or(|(_, l)| s.copy_queued - s.copy_acked < l);
+        if error.is_none()
+            && !connecting
+            && copy_free
+            && stack.tcp_send_space(h).is_ok_and(|n| n > 0)
+        {
+            ev |= EV_WRITABLE;
+        }
+        if matches!(
+            state,
+            State::Closed | State::TimeWait | State::LastAck | State::Closing
+        ) && s.rx_fin
+        {
+            ev |= EV_HUP;
+        }
+        let before = s.events;
+        let changed = publish(s, &view, ev, moved, &mut self.meter);
+        // A blocked writer is woken when half its ring is free again (or
+        // all of it, or something else changed), not at every ACK: as
+        // Linux wakes a writer when a third of its buffer is free, so that
+        // it writes a run of buffers per sleep instead of one (a sleep and
+        // a wake-up per 64 KiB write were most of a bulk sender's CPU).
+        let ring = match s.copy {
+            Some((_, l)) => l,
+            None => s.tx.len,
+        };
+        let news = (before ^ ev) & !EV_WRITABLE != 0;
+        s.tx_wake = news || s.holds.is_empty() || s.tx_freed >= (ring / 2).max(1);
+        let any = changed || moved || !done.is_empty();
+        for c in done.drain(..) {
+            self.complete(c);
+        }
+        self.done_buf = done;
+        if moved || changed {
+            self.unwoken += 1;
+        }
+        any
+    }
+}

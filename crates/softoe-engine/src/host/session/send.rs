@@ -1,0 +1,444 @@
+//! Send: bytes from the ring, the data area or the program's memory
+//! handed to the stack, and held until acknowledged.
+
+use softoe_abi::{RingSpan, SendSource, SockKind, errno};
+use softoe_stack::{Endpoint, PayloadRef, SendError, SocketHandle, Stack, UdpSendError};
+use softoe_wire::Ipv4Address;
+use tracing::trace;
+
+use super::command::udp_bind;
+use super::sock::{HOLDS, HSock, Hold, QueuedSend};
+use super::translate::{endpoint, handle_errno, tcp_errno};
+use super::{Ctx, Program, Result, SessionCore, sendable, usable};
+
+/// Bytes of engine memory per UDP socket for datagrams on their way out.
+pub(super) const UDP_RING: u64 = 256 * 1024;
+
+/// Hands the stack as much of `s`'s queued zero-copy buffers as it has
+/// room for, in order; a buffer taken whole becomes a hold released on
+/// ACK. Returns whether anything was taken.
+pub(super) fn feed_queued(stack: &mut Stack, h: SocketHandle, s: &mut HSock, data: u32) -> bool {
+    let mut any = false;
+    while let Some(q) = s.queued.front_mut() {
+        if q.ring {
+            // Ring bytes, from the position the stack took last, in pieces
+            // that do not wrap.
+            let mut fed = false;
+            while q.taken < q.len && s.tx.len > 0 {
+                let room = stack.tcp_send_space(h).unwrap_or(0) as u64;
+                let pos = s.tx_queued % s.tx.len;
+                let n = (q.len - q.taken).min(room).min(s.tx.len - pos);
+                if n == 0 {
+                    break;
+                }
+                let r = PayloadRef::new(data, s.tx.offset + pos, n as u32);
+                let Ok(k) = queue(stack, h, r) else {
+                    break;
+                };
+                q.taken += k;
+                s.tx_queued += k;
+                s.ring_backlog = s.ring_backlog.saturating_sub(k);
+                s.stream += k;
+                fed |= k > 0;
+                if k < n {
+                    break;
+                }
+            }
+            if fed {
+                s.holds.push_back((s.stream, Hold::TxRing(s.tx_queued)));
+                any = true;
+            }
+            if q.taken < q.len {
+                break;
+            }
+            s.queued.pop_front();
+            continue;
+        }
+        let room = stack.tcp_send_space(h).unwrap_or(0) as u64;
+        let n = (q.len - q.taken).min(room).min(u64::from(u32::MAX));
+        if n == 0 {
+            break;
+        }
+        let r = PayloadRef::new(data, q.offset + q.taken, n as u32);
+        let Ok(k) = queue(stack, h, r) else {
+            break;
+        };
+        q.taken += k;
+        s.stream += k;
+        any |= k > 0;
+        if q.taken < q.len {
+            break;
+        }
+        let (tag, len) = (q.tag, q.len);
+        s.queued.pop_front();
+        s.holds.push_back((s.stream, Hold::Zerocopy(tag, len)));
+    }
+    any
+}
+
+pub(super) fn queue(stack: &mut Stack, h: SocketHandle, r: PayloadRef) -> Result<u64> {
+    match stack.tcp_send(h, r) {
+        Ok(k) => Ok(k as u64),
+        Err(SendError::Failed(e)) => Err(tcp_errno(e)),
+        Err(SendError::InvalidState) => Err(errno::EPIPE),
+        Err(_) => Err(errno::ENOTCONN),
+    }
+}
+
+impl<P: Program> SessionCore<P> {
+    /// Queues a zero-copy buffer on connection `sock` and hands the stack
+    /// what it has room for now.
+    pub(super) fn queue_send(
+        &mut self,
+        stack: &mut Stack,
+        sock: u32,
+        tag: u64,
+        offset: u64,
+        len: u64,
+        data: u32,
+    ) -> Result<()> {
+        let s = self.sending(sock)?;
+        let Some(h) =
+            s.h.filter(|_| s.kind == SockKind::Tcp && !s.role.is_listener())
+        else {
+            return Err(errno::ENOTCONN);
+        };
+        if let Some(e) = stack.tcp_error(h).ok().flatten() {
+            return Err(tcp_errno(e));
+        }
+        if len == 0 {
+            return Err(errno::EINVAL);
+        }
+        if s.fin_after_queue {
+            // Shut down for sending (the FIN waits for the queue).
+            return Err(errno::EPIPE);
+        }
+        if s.queued.capacity() == 0 {
+            // Room for a zero-copy sender's steady state, made once.
+            s.queued.reserve(HOLDS);
+        }
+        s.queued.push_back(QueuedSend {
+            tag,
+            offset,
+            len,
+            taken: 0,
+            ring: false,
+        });
+        feed_queued(stack, h, s, data);
+        Ok(())
+    }
+
+    /// Queues the next `len` bytes of socket `sock`'s send ring
+    /// (`SEND_RING | SEND_QUEUE`): behind what is queued already, handed to
+    /// the stack as room frees, held until acknowledged as ring sends are.
+    pub(super) fn queue_ring(
+        &mut self,
+        stack: &mut Stack,
+        sock: u32,
+        len: u64,
+        data: u32,
+    ) -> Result<u64> {
+        let acked = self.region.slot(sock).map_or(0, |v| v.tx_acked());
+        let s = self.sending(sock)?;
+        let Some(h) =
+            s.h.filter(|_| s.kind == SockKind::Tcp && !s.role.is_listener())
+        else {
+            return Err(errno::ENOTCONN);
+        };
+        if let Some(e) = stack.tcp_error(h).ok().flatten() {
+            return Err(tcp_errno(e));
+        }
+        if s.fin_after_queue {
+            return Err(errno::EPIPE);
+        }
+        if len == 0 {
+            return Ok(0);
+        }
+        // The program's word for what is acknowledged is trusted no further
+        // than the engine's own count.
+        let unacked = (s.tx_queued + s.ring_backlog).saturating_sub(acked.min(s.tx_queued));
+        if s.tx.len == 0 || unacked + len > s.tx.len {
+            return Err(errno::EINVAL);
+        }
+        s.ring_backlog += len;
+        match s.queued.back_mut() {
+            Some(q) if q.ring => q.len += len,
+            _ => {
+                if s.queued.capacity() == 0 {
+                    s.queued.reserve(HOLDS);
+                }
+                s.queued.push_back(QueuedSend {
+                    tag: 0,
+                    offset: 0,
+                    len,
+                    taken: 0,
+                    ring: true,
+                });
+            }
+        }
+        feed_queued(stack, h, s, data);
+        Ok(len)
+    }
+
+    /// Gives back the queued buffers of socket `s` the stack never took
+    /// whole: those it took part of are held until that part is
+    /// acknowledged (released with the count), the others are released at
+    /// once with `err`.
+    pub(super) fn unqueue(&mut self, id: u32, err: i32) {
+        let Some(Some(s)) = self.socks.get_mut(id as usize) else {
+            return;
+        };
+        let mut now = Vec::new();
+        s.ring_backlog = 0;
+        while let Some(q) = s.queued.pop_front() {
+            if q.ring {
+                // The program's own ring bytes: nothing to give back.
+                continue;
+            }
+            if q.taken > 0 {
+                s.holds
+                    .push_back((s.stream, Hold::Zerocopy(q.tag, q.taken)));
+            } else {
+                now.push(q.tag);
+            }
+        }
+        for tag in now {
+            self.complete_release(tag, id, -i64::from(err));
+        }
+    }
+
+    pub(super) fn send_tcp(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        sock: u32,
+        source: SendSource,
+        len: u64,
+        data: u32,
+        tag: u64,
+    ) -> Result<u64> {
+        let (stack, mem) = (&mut *cx.stack, &mut *cx.mem);
+        let copy = match source {
+            SendSource::Overlap { .. } | SendSource::Remote { .. } => {
+                let s = self.sending(sock)?;
+                if s.copy.is_none() {
+                    let c = self.copy_ring(mem, cx.cfg.copy_ring as u64);
+                    self.sock(sock)?.copy = Some(c);
+                }
+                self.sock(sock)?.copy
+            }
+            _ => None,
+        };
+        let region = self.region;
+        let s = sendable(&mut self.socks, sock)?;
+        let Some(h) = s.h.filter(|_| !s.role.is_listener()) else {
+            return Err(errno::ENOTCONN);
+        };
+        if let Some(e) = stack.tcp_error(h).ok().flatten() {
+            return Err(tcp_errno(e));
+        }
+        let space = stack.tcp_send_space(h).map_err(handle_errno)? as u64;
+        if len == 0 {
+            return Ok(0);
+        }
+        if s.fin_after_queue {
+            return Err(errno::EPIPE);
+        }
+        // Queued zero-copy buffers go first: room ACKs freed this turn is
+        // theirs (fed when the socket is served, after the commands), and a
+        // send taking it would put its bytes ahead of theirs.
+        if !s.queued.is_empty() {
+            trace!(sock, "send refused: queued zero-copy buffers go first");
+            return Err(errno::EAGAIN);
+        }
+        let mut want = len.min(space);
+        if want == 0 {
+            trace!(sock, "send refused: the stack's send buffer is full");
+            return Err(errno::EAGAIN);
+        }
+        let mut taken = 0u64;
+        match source {
+            // Answered by `queue_send` and `queue_ring` before this.
+            SendSource::Queued { .. } | SendSource::RingQueued => return Err(errno::EINVAL),
+            SendSource::Ring => {
+                if s.tx.len == 0 {
+                    return Err(errno::EINVAL);
+                }
+                let acked = region.slot(sock).map_or(0, |v| v.tx_acked());
+                // The program says `len` more bytes follow what the stack
+                // took; they must lie within the ring's unacknowledged span.
+                if s.tx_queued + len - acked > s.tx.len {
+                    return Err(errno::EINVAL);
+                }
+                while taken < want {
+                    let pos = s.tx_queued % s.tx.len;
+                    let n = (want - taken).min(s.tx.len - pos);
+                    let r = PayloadRef::new(data, s.tx.offset + pos, n as u32);
+                    let k = queue(stack, h, r)?;
+                    s.tx_queued += k;
+                    s.stream += k;
+                    taken += k;
+                    if k < n {
+                        break;
+                    }
+                }
+                let end = s.tx_queued;
+                s.holds.push_back((s.stream, Hold::TxRing(end)));
+            }
+            SendSource::Zerocopy { offset } => {
+                let r = PayloadRef::new(data, offset, want as u32);
+                taken = queue(stack, h, r)?;
+                s.stream += taken;
+                s.holds.push_back((s.stream, Hold::Zerocopy(tag, taken)));
+            }
+            SendSource::Overlap { offset } | SendSource::Remote { addr: offset } => {
+                let Some((cr, clen)) = copy else {
+                    return Err(errno::ENOMEM);
+                };
+                let free = clen - (s.copy_queued - s.copy_acked);
+                want = want.min(free);
+                if want == 0 {
+                    trace!(
+                        sock,
+                        queued = s.copy_queued,
+                        acked = s.copy_acked,
+                        holds = s.holds.len(),
+                        "send refused: the copy ring is full"
+                    );
+                    return Err(errno::EAGAIN);
+                }
+                while taken < want {
+                    let pos = s.copy_queued % clen;
+                    let n = (want - taken).min(clen - pos) as usize;
+                    let Some(dst) = mem
+                        .region_mut(cr)
+                        .and_then(|b| b.get_mut(pos as usize..pos as usize + n))
+                    else {
+                        return Err(errno::ENOMEM);
+                    };
+                    match source {
+                        SendSource::Remote { addr } => {
+                            let got = self.io.read(addr + taken, dst)?;
+                            if got < n {
+                                // A partial read: the rest is unmapped.
+                                if got == 0 {
+                                    return Err(errno::EFAULT);
+                                }
+                            }
+                        }
+                        _ => {
+                            let span = RingSpan {
+                                offset: offset + taken,
+                                len: n as u64,
+                            };
+                            if !region.ring_read(span, 0, dst) {
+                                return Err(errno::EFAULT);
+                            }
+                        }
+                    }
+                    let r = PayloadRef::new(cr, pos, n as u32);
+                    let k = queue(stack, h, r)?;
+                    s.copy_queued += k;
+                    s.stream += k;
+                    taken += k;
+                    if k < n as u64 {
+                        break;
+                    }
+                }
+                let end = s.copy_queued;
+                s.holds.push_back((s.stream, Hold::Copy(end)));
+            }
+        }
+        if taken == 0 {
+            trace!(sock, "send refused: the stack took nothing");
+            return Err(errno::EAGAIN);
+        }
+        Ok(taken)
+    }
+
+    pub(super) fn send_udp(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        sock: u32,
+        source: SendSource,
+        len: u64,
+        to: Option<(u32, u16)>,
+    ) -> Result<u64> {
+        let (stack, scratch, mem) = (&mut *cx.stack, &mut *cx.scratch, &mut *cx.mem);
+        let region = self.region;
+        if self.sock(sock)?.copy.is_none() {
+            let c = self.copy_ring(mem, UDP_RING);
+            self.sock(sock)?.copy = Some(c);
+        }
+        let s = self.sock(sock)?;
+        let dest = match to {
+            Some((a, p)) => endpoint(a, p),
+            None => s.peer.ok_or(errno::EDESTADDRREQ)?,
+        };
+        if s.h.is_none() {
+            // Sending binds an ephemeral port, as in Linux.
+            let (h, port) = udp_bind(stack, Endpoint::new(Ipv4Address::UNSPECIFIED, 0))?;
+            s.h = Some(h);
+            s.bound = Some(Endpoint::new(Ipv4Address::UNSPECIFIED, port));
+            self.by_handle.insert(h, sock);
+        }
+        let s = usable(&mut self.socks, sock)?;
+        let (Some(h), Some((cr, clen))) = (s.h, s.copy) else {
+            return Err(errno::ENOTCONN);
+        };
+        if len > 65_507 {
+            return Err(errno::EMSGSIZE);
+        }
+        // Datagrams the port has taken free their copy-ring space.
+        let sent = stack.udp_sent(h).unwrap_or(0);
+        while s.udp_done < sent {
+            s.udp_live.pop_front();
+            s.udp_done += 1;
+        }
+        let mut pos = s.copy_queued;
+        if pos % clen + len > clen {
+            pos += clen - pos % clen;
+        }
+        let live_start = s.udp_live.front().map_or(pos, |&(a, _)| a);
+        if pos + len - live_start > clen {
+            return Err(errno::EAGAIN);
+        }
+        let off = (pos % clen) as usize;
+        scratch.resize(len as usize, 0);
+        match source {
+            SendSource::Remote { addr } => {
+                let got = self.io.read(addr, &mut scratch[..len as usize])?;
+                if got as u64 != len {
+                    return Err(errno::EFAULT);
+                }
+            }
+            SendSource::Overlap { offset } | SendSource::Zerocopy { offset } => {
+                let span = RingSpan { offset, len };
+                if len > 0 && !region.ring_read(span, 0, &mut scratch[..len as usize]) {
+                    return Err(errno::EFAULT);
+                }
+            }
+            // Answered by `queue_send` before this.
+            SendSource::Ring | SendSource::Queued { .. } | SendSource::RingQueued => {
+                return Err(errno::EINVAL);
+            }
+        }
+        let Some(dst) = mem
+            .region_mut(cr)
+            .and_then(|b| b.get_mut(off..off + len as usize))
+        else {
+            return Err(errno::ENOMEM);
+        };
+        dst.copy_from_slice(&scratch[..len as usize]);
+        match stack.udp_send_to(h, dest, PayloadRef::new(cr, off as u64, len as u32)) {
+            Ok(()) => {
+                s.udp_live.push_back((pos, pos + len));
+                s.copy_queued = pos + len;
+                Ok(len)
+            }
+            Err(UdpSendError::Full) => Err(errno::EAGAIN),
+            Err(UdpSendError::TooLarge) => Err(errno::EMSGSIZE),
+            Err(UdpSendError::Unaddressable) => Err(errno::EINVAL),
+            Err(_) => Err(errno::EBADF),
+        }
+    }
+}

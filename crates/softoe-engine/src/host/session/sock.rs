@@ -1,0 +1,210 @@
+//! A socket as the session keeps it: what the program's slot does not
+//! hold, or holds but cannot be trusted with.
+
+use std::collections::VecDeque;
+
+use softoe_abi::{RecvTarget, RingSpan, SockKind};
+use softoe_stack::{Algorithm, Endpoint, Keepalive, SocketHandle};
+
+/// Room made in a TCP socket's list of sends awaiting their ACK when it
+/// is created (one entry per send command not yet acknowledged), and in
+/// its queue of zero-copy buffers at the first: enough for a bulk
+/// sender's steady state, so neither grows mid-stream.
+pub(super) const HOLDS: usize = 64;
+
+/// What a send's bytes hold up until the peer acknowledges them.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Hold {
+    /// Send-ring bytes up to this ring position.
+    TxRing(u64),
+    /// Engine copy-ring bytes up to this position.
+    Copy(u64),
+    /// A zero-copy buffer: its command's tag and length.
+    Zerocopy(u64, u64),
+}
+
+/// Options set before the stack socket exists.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Opts {
+    pub(super) nodelay: Option<bool>,
+    pub(super) keepalive: Option<Option<Keepalive>>,
+    pub(super) user_timeout: Option<Option<std::time::Duration>>,
+    pub(super) tos: Option<u8>,
+    pub(super) ttl: Option<u8>,
+    /// `SO_PRIORITY`: unlike the rest, applied at once to a live socket
+    /// as well (every later frame goes with it).
+    pub(super) priority: Option<u8>,
+    pub(super) congestion: Option<Algorithm>,
+    pub(super) quickack: Option<bool>,
+}
+
+#[derive(Debug)]
+pub(super) struct HSock {
+    pub(super) kind: SockKind,
+    /// The waiter words (reader's, writer's) whose bells were last rung:
+    /// one ring per sleep.
+    pub(super) rang: [u32; 2],
+    /// Send-ring or copy-ring bytes freed since the writer's bell last
+    /// rang, and whether it should ring now ([`Session::ring_waiters`]).
+    pub(super) tx_freed: u64,
+    pub(super) tx_wake: bool,
+    pub(super) h: Option<SocketHandle>,
+    /// What the socket is to the stack: an ordinary socket, a listener,
+    /// or one whose connection moved to another session.
+    pub(super) role: Role,
+    pub(super) bound: Option<Endpoint>,
+    /// UDP: where `send` without an address goes.
+    pub(super) peer: Option<Endpoint>,
+    pub(super) rx: RingSpan,
+    pub(super) tx: RingSpan,
+    /// Receive-ring bytes written (trusted copy of the slot's `rx_tail`).
+    pub(super) rx_tail: u64,
+    /// The program's `rx_head` as last seen (it only moves forward).
+    pub(super) rx_head: u64,
+    pub(super) rx_fin: bool,
+    /// The stack has more than the receive ring could take.
+    pub(super) rx_blocked: bool,
+    /// Send-ring bytes the stack has taken (`copy` policy).
+    pub(super) tx_queued: u64,
+    /// Engine copy ring: region, length, bytes written, bytes free again.
+    pub(super) copy: Option<(u32, u64)>,
+    pub(super) copy_queued: u64,
+    pub(super) copy_acked: u64,
+    /// Bytes handed to the stack on this connection.
+    pub(super) stream: u64,
+    pub(super) holds: VecDeque<(u64, Hold)>,
+    /// UDP: copy-ring spans of datagrams the port has not taken yet.
+    pub(super) udp_live: VecDeque<(u64, u64)>,
+    pub(super) udp_done: u64,
+    pub(super) connect_tag: Option<u64>,
+    /// A receive buffer the program posted (`RECV`): the next bytes go
+    /// there, not into the ring.
+    pub(super) posted: Option<Posted>,
+    /// The last read was placed directly: what follows stays in the stack
+    /// for the next posted buffer until the program asks for the ring
+    /// (`RXDONE`), so a reader that keeps posting gets every byte placed.
+    pub(super) hold: bool,
+    pub(super) opts: Opts,
+    pub(super) events: u32,
+    pub(super) dirty: bool,
+    /// Other processes may hold this connection (a `fork` since it was
+    /// made): the host service watches the descriptor every holder shares,
+    /// and until the last copy closes a `CLOSE` only detaches it.
+    pub(super) watched: bool,
+    /// The program closed it while watched: the connection lives on here,
+    /// received bytes still entering the ring, until another session takes
+    /// it (`ADOPT`) or the last descriptor closes.
+    pub(super) detached: Option<Detached>,
+    /// Zero-copy buffers queued whole (`SEND_QUEUE`), not all handed to
+    /// the stack yet, in order.
+    pub(super) queued: VecDeque<QueuedSend>,
+    /// The program shut the sending half down while sends were queued: the
+    /// FIN goes when the queue has gone to the stack.
+    pub(super) fin_after_queue: bool,
+    /// Send-ring bytes queued (`SEND_RING | SEND_QUEUE`) that the stack has
+    /// not taken yet: they follow `tx_queued` in the ring.
+    pub(super) ring_backlog: u64,
+}
+
+/// What a socket is to the stack. One of these at a time: a listener never
+/// moves, and a socket whose connection moved is no listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    /// An ordinary socket: not yet bound or connected, a connection
+    /// (connecting, open or closing), or a UDP socket.
+    Open,
+    /// A TCP listener. `shared`: other sessions share it (`ADOPT`), and
+    /// closing it here leaves the stack's listener to them.
+    Listener { shared: bool },
+    /// Another session took the connection (this stack handle): only
+    /// `CLOSE` is answered, once what this socket sent is acknowledged.
+    Moved(SocketHandle),
+}
+
+impl Role {
+    /// A listener, shared or not.
+    pub(super) fn is_listener(self) -> bool {
+        matches!(self, Role::Listener { .. })
+    }
+
+    /// The connection's stack handle, when it moved to another session.
+    pub(super) fn moved(self) -> Option<SocketHandle> {
+        match self {
+            Role::Moved(h) => Some(h),
+            _ => None,
+        }
+    }
+}
+
+/// A queued zero-copy send: its command's tag, the buffer, and how much
+/// of it the stack has taken.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct QueuedSend {
+    pub(super) tag: u64,
+    pub(super) offset: u64,
+    pub(super) len: u64,
+    pub(super) taken: u64,
+    /// Bytes of the socket's send ring (`offset` and `tag` unused): what
+    /// follows its `tx_queued`.
+    pub(super) ring: bool,
+}
+
+/// How a detached connection's program closed it: what to do at the
+/// last close.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Detached {
+    pub(super) tag: Option<u64>,
+    pub(super) abort: bool,
+}
+
+/// A posted receive buffer (direct placement, LyraNET §3.3).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Posted {
+    pub(super) tag: u64,
+    pub(super) target: RecvTarget,
+    pub(super) len: u64,
+}
+
+impl HSock {
+    pub(super) fn new(kind: SockKind, rx: RingSpan, tx: RingSpan) -> HSock {
+        HSock {
+            kind,
+            rang: [0; 2],
+            tx_freed: 0,
+            tx_wake: false,
+            h: None,
+            role: Role::Open,
+            bound: None,
+            peer: None,
+            rx,
+            tx,
+            rx_tail: 0,
+            rx_head: 0,
+            rx_fin: false,
+            rx_blocked: false,
+            tx_queued: 0,
+            copy: None,
+            copy_queued: 0,
+            copy_acked: 0,
+            stream: 0,
+            holds: if kind == SockKind::Tcp {
+                VecDeque::with_capacity(HOLDS)
+            } else {
+                VecDeque::new()
+            },
+            udp_live: VecDeque::new(),
+            udp_done: 0,
+            connect_tag: None,
+            posted: None,
+            hold: false,
+            opts: Opts::default(),
+            events: 0,
+            dirty: true,
+            watched: false,
+            detached: None,
+            queued: VecDeque::new(),
+            fin_after_queue: false,
+            ring_backlog: 0,
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! The session core driven through its command ring against a real stack
+//! and a peer stack (`Sim`): no descriptors, no root, no namespaces.
+
+use std::time::Duration;
+
+use softoe_abi::{
+    CMP_RELEASE, Command, Completion, EV_ACCEPT, EV_CONNECTED, EV_HUP, EV_READABLE, EV_WRITABLE,
+    Layout, Opcode, RECV_REMOTE, RingSpan, SEND_REMOTE, SEND_RING, SockKind, errno, pack_addr,
+    waiter_word,
+};
+use softoe_stack::{Endpoint, PayloadRef, SocketHandle};
+use softoe_wire::Ipv4Address;
+
+use crate::host::session::sim::{ENGINE_IP, PEER_IP, Sim};
+
+const RING: u64 = 1 << 16;
+const PEER_PORT: u16 = 7000;
+const ENGINE_PORT: u16 = 8000;
+
+fn sim() -> Sim {
+    Sim::new(Layout::new(64, 64, 16, 1 << 20).unwrap(), 1 << 16).unwrap()
+}
+
+/// An address as the program writes it in a command.
+fn addr(a: Ipv4Address) -> u64 {
+    u64::from(a.to_bits().to_be())
+}
+
+/// Socket `n`'s rings in the data area: receive, then send.
+fn rings(n: u64) -> (RingSpan, RingSpan) {
+    let rx = RingSpan {
+        offset: 2 * n * RING,
+        len: RING,
+    };
+    let tx = RingSpan {
+        offset: (2 * n + 1) * RING,
+        len: RING,
+    };
+    (rx, tx)
+}
+
+fn socket(tag: u64, kind: SockKind, n: u64) -> Command {
+    let (rx, tx) = rings(n);
+    Command::socket(tag, kind, (rx.offset, rx.len), (tx.offset, tx.len))
+}
+
+fn cmd(op: Opcode, sock: u32, tag: u64, args: [u64; 6]) -> Command {
+    Command::new(op, 0, sock, tag, args)
+}
+
+/// Posts `cmds`, turns until every one of them is answered (at most 50
+/// turns), and returns the completions in order.
+fn exchange(s: &mut Sim, cmds: &[Command]) -> Vec<Completion> {
+    assert_eq!(s.post(cmds), cmds.len());
+    let mut got = Vec::new();
+    for _ in 0..50 {
+        s.turn(Duration::from_millis(1));
+        got.extend(s.reap());
+        if cmds.iter().all(|c| got.iter().any(|d| d.tag == c.tag)) {
+            break;
+        }
+    }
+    got
+}
+
+fn answer(got: &[Completion], tag: u64) -> Completion {
+    *got.iter()
+        .find(|c| c.tag == tag && c.flags & CMP_RELEASE == 0)
+        .unwrap_or_else(|| panic!("no completion for tag {tag} in {got:?}"))
+}
+
+/// The peer's bytes from connection `h`.
+fn peer_read(s: &mut Sim, h: SocketHandle) -> Vec<u8> {
+    let mut v = Vec::new();
+    let _ = s.peer.tcp_recv_with(h, |a, b| {
+        v.extend_from_slice(a);
+        v.extend_from_slice(b);
+        (a.len() + b.len(), ())
+    });
+    v
+}
+
+/// The program's socket 0 connected to a listener on the peer: the
+/// session's socket id, and the peer's end.
+fn connected(s: &mut Sim) -> (u32, SocketHandle) {
+    let l = s
+        .peer
+        .tcp_listen(Endpoint::new(PEER_IP, PEER_PORT), 8, None)
+        .unwrap();
+    let got = exchange(s, &[socket(1, SockKind::Tcp, 0)]);
+    let id = answer(&got, 1).result as u32;
+    let got = exchange(
+        s,
+        &[cmd(
+            Opcode::Connect,
+            id,
+            2,
+            [addr(PEER_IP), u64::from(PEER_PORT), 0, 0, 0, 0],
+        )],
+    );
+    let c = answer(&got, 2);
+    assert_eq!(c.result, 0, "{c:?}");
+    let (_, port) = softoe_abi::unpack_addr(c.aux);
+    assert_ne!(port, 0, "the connect completion carries the local address");
+    s.peer_poll();
+    let h = s
+        .peer
+        .tcp_accept(l)
+        .unwrap()
+        .expect("the peer has the connection");
+    (id, h)
+}
+
+#[test]
+fn socket_connect_send_receive_close() {
+    let mut s = sim();
+    let (id, ph) = connected(&mut s);
+    let region = s.core.region();
+    let slot = region.slot(id).unwrap();
+    assert_eq!(
+        slot.events() & (EV_CONNECTED | EV_WRITABLE),
+        EV_CONNECTED | EV_WRITABLE
+    );
+    assert_eq!(
+        slot.remote(),
+        pack_addr(PEER_IP.to_bits().to_be(), PEER_PORT)
+    );
+
+    // Send from the ring: the program writes, then says how much.
+    let out = b"hello from the program";
+    let (rx, tx) = rings(0);
+    assert!(region.ring_write(tx, 0, out));
+    let got = exchange(
+        &mut s,
+        &[Command::new(
+            Opcode::Send,
+            SEND_RING,
+            id,
+            3,
+            [0, out.len() as u64, 0, 0, 0, 0],
+        )],
+    );
+    assert_eq!(answer(&got, 3).result, out.len() as i64);
+    s.run(5);
+    assert_eq!(peer_read(&mut s, ph), out);
+    // The peer's delayed ACK comes within its timer.
+    s.run(250);
+    assert_eq!(
+        slot.tx_acked(),
+        out.len() as u64,
+        "acknowledged bytes are released"
+    );
+
+    // Receive into the ring.
+    let back = b"and hello back";
+    let r = s.peer_mem.add(back.to_vec().into_boxed_slice());
+    s.peer
+        .tcp_send(ph, PayloadRef::new(r, 0, back.len() as u32))
+        .unwrap();
+    s.peer_poll();
+    s.run(5);
+    assert_eq!(slot.rx_tail(), back.len() as u64);
+    assert_ne!(slot.events() & EV_READABLE, 0);
+    let mut buf = vec![0u8; back.len()];
+    assert!(region.ring_read(rx, 0, &mut buf));
+    assert_eq!(buf, back);
+
+    // Close: answered at once, released once the peer has everything.
+    let got = exchange(&mut s, &[cmd(Opcode::Close, id, 4, [0; 6])]);
+    assert_eq!(answer(&got, 4).result, 0);
+    s.peer_poll();
+    s.run(5);
+    assert_eq!(
+        s.peer.tcp_recv_with(ph, |a, _| (a.len(), ())).err(),
+        Some(softoe_stack::RecvError::Finished),
+        "the peer saw the FIN"
+    );
+    assert_eq!(s.core.stat().sockets, 0);
+    s.finish();
+}
+
+#[test]
+fn bind_listen_accept() {
+    let mut s = sim();
+    let got = exchange(
+        &mut s,
+        &[
+            socket(1, SockKind::Tcp, 0),
+            cmd(
+                Opcode::Bind,
+                0,
+                2,
+                [addr(ENGINE_IP), u64::from(ENGINE_PORT), 0, 0, 0, 0],
+            ),
+            cmd(Opcode::Listen, 0, 3, [16, 0, 0, 0, 0, 0]),
+        ],
+    );
+    assert_eq!(answer(&got, 1).result, 0);
+    assert_eq!(answer(&got, 2).result, 0);
+    assert_eq!(
+        answer(&got, 2).aux,
+        pack_addr(ENGINE_IP.to_bits().to_be(), ENGINE_PORT)
+    );
+    assert_eq!(answer(&got, 3).result, 0);
+    // Nobody waits yet.
+    let (rx, tx) = rings(1);
+    let accept = |tag| {
+        cmd(
+            Opcode::Accept,
+            0,
+            tag,
+            [0, rx.offset, rx.len, tx.offset, tx.len, 0],
+        )
+    };
+    let got = exchange(&mut s, &[accept(4)]);
+    assert_eq!(answer(&got, 4).result, -i64::from(errno::EAGAIN));
+
+    let now = s.now;
+    let ph = s
+        .peer
+        .tcp_connect(now, Endpoint::new(ENGINE_IP, ENGINE_PORT), None, None)
+        .unwrap();
+    s.peer_poll();
+    s.run(5);
+    let region = s.core.region();
+    assert_ne!(region.slot(0).unwrap().events() & EV_ACCEPT, 0);
+    let got = exchange(&mut s, &[accept(5)]);
+    let c = answer(&got, 5);
+    assert_eq!(c.result, 1, "the connection is socket 1");
+    let info = s.peer.tcp_info(ph).unwrap();
+    assert_eq!(
+        c.aux,
+        pack_addr(PEER_IP.to_bits().to_be(), info.local.port),
+        "the accept completion carries the peer's address"
+    );
+    s.run(2);
+    assert_ne!(region.slot(1).unwrap().events() & EV_CONNECTED, 0);
+    s.finish();
+}
+
+#[test]
+fn bad_commands_are_refused_one_by_one() {
+    let mut s = sim();
+    let got = exchange(
+        &mut s,
+        &[
+            // No such socket.
+            cmd(Opcode::Listen, 9, 1, [1, 0, 0, 0, 0, 0]),
+            // Not an opcode.
+            Command {
+                opcode: 999,
+                tag: 2,
+                ..Command::nop(2)
+            },
+            // A ring outside the data area.
+            Command::socket(3, SockKind::Tcp, (1 << 30, RING), (0, 0)),
+            socket(4, SockKind::Udp, 0),
+            // A UDP socket does not listen.
+            cmd(Opcode::Listen, 0, 5, [1, 0, 0, 0, 0, 0]),
+            // A TCP send with no connection.
+            socket(6, SockKind::Tcp, 1),
+            Command::new(Opcode::Send, SEND_RING, 1, 7, [0, 10, 0, 0, 0, 0]),
+        ],
+    );
+    assert_eq!(answer(&got, 1).result, -i64::from(errno::EBADF));
+    assert!(answer(&got, 2).result < 0);
+    assert_eq!(answer(&got, 3).result, -i64::from(errno::EFAULT));
+    assert_eq!(answer(&got, 4).result, 0);
+    assert_eq!(answer(&got, 5).result, -i64::from(errno::EOPNOTSUPP));
+    assert_eq!(answer(&got, 6).result, 1);
+    assert_eq!(answer(&got, 7).result, -i64::from(errno::ENOTCONN));
+    let st = s.core.stat();
+    assert_eq!((st.commands, st.rejected, st.sockets), (7, 5, 2));
+    s.finish();
+}
+
+/// `SEND_REMOTE` reads the program's own memory and `RECV_REMOTE` writes
+/// it, through the `Program` trait (`process_vm_*` for a real program).
+#[test]
+fn remote_send_and_direct_placement() {
+    let mut s = sim();
+    let (id, ph) = connected(&mut s);
+    let out = b"bytes from the program's heap";
+    s.core.program().memory[100..100 + out.len()].copy_from_slice(out);
+    let got = exchange(
+        &mut s,
+        &[Command::new(
+            Opcode::Send,
+            SEND_REMOTE,
+            id,
+            3,
+            [100, out.len() as u64, 0, 0, 0, 0],
+        )],
+    );
+    assert_eq!(answer(&got, 3).result, out.len() as i64);
+    s.run(5);
+    assert_eq!(peer_read(&mut s, ph), out);
+
+    // A posted buffer at 4000 of the program's memory.
+    let got = exchange(&mut s, &[]);
+    assert!(got.is_empty());
+    assert_eq!(
+        s.post(&[Command::new(
+            Opcode::Recv,
+            RECV_REMOTE,
+            id,
+            4,
+            [4000, 64, 0, 0, 0, 0]
+        )]),
+        1
+    );
+    s.run(1);
+    assert!(s.reap().is_empty(), "nothing to place yet");
+    let back = b"placed where the program reads it";
+    let r = s.peer_mem.add(back.to_vec().into_boxed_slice());
+    s.peer
+        .tcp_send(ph, PayloadRef::new(r, 0, back.len() as u32))
+        .unwrap();
+    s.peer_poll();
+    s.run(5);
+    let got = s.reap();
+    assert_eq!(answer(&got, 4).result, back.len() as i64);
+    assert_eq!(&s.core.program().memory[4000..4000 + back.len()], back);
+    assert_eq!(s.core.stat().direct, back.len() as u64);
+    // Past the end of the program's memory: a fault, not a crash.
+    let got = exchange(
+        &mut s,
+        &[Command::new(
+            Opcode::Send,
+            SEND_REMOTE,
+            id,
+            5,
+            [1 << 40, 10, 0, 0, 0, 0],
+        )],
+    );
+    assert_eq!(answer(&got, 5).result, -i64::from(errno::EFAULT));
+    s.finish();
+}
+
+/// A program that waits is woken through its doorbells: its waiter's bell
+/// when the socket it sleeps on changes, the session's when it waits on
+/// completions.
+#[test]
+fn waiters_are_woken_through_the_program() {
+    let mut s = sim();
+    s.core.program().waiter_rings = vec![0; 2];
+    let (id, ph) = connected(&mut s);
+    let region = s.core.region();
+    // A reader asleep on socket `id` with bell 1.
+    let slot = region.slot(id).unwrap();
+    slot.waiter(false)
+        .store(waiter_word(1, 1), std::sync::atomic::Ordering::SeqCst);
+    let back = b"wake up";
+    let r = s.peer_mem.add(back.to_vec().into_boxed_slice());
+    s.peer
+        .tcp_send(ph, PayloadRef::new(r, 0, back.len() as u32))
+        .unwrap();
+    s.peer_poll();
+    s.run(3);
+    assert_eq!(
+        s.core.program().waiter_rings,
+        vec![0, 1],
+        "rung once per sleep"
+    );
+    // A thread waiting on completions, without a bell of its own.
+    region
+        .app_waiting()
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let before = s.core.program().session_rings;
+    exchange(&mut s, &[Command::nop(9)]);
+    assert_eq!(s.core.program().session_rings, before + 1);
+    region
+        .app_waiting()
+        .store(0, std::sync::atomic::Ordering::SeqCst);
+    // An abortive close: the slot says hung up.
+    exchange(&mut s, &[cmd(Opcode::Close, id, 10, [1, 0, 0, 0, 0, 0])]);
+    assert_eq!(slot.events(), EV_HUP);
+    s.finish();
+}

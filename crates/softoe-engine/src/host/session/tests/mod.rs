@@ -1,0 +1,181 @@
+#![allow(clippy::unwrap_used)]
+
+mod commands;
+
+use super::wake::publish;
+use super::*;
+use crate::emulate::Emulation;
+use crate::host::sys::{EventFd, Mapping};
+use softoe_abi::Layout;
+use softoe_abi::{EV_WRITABLE, RingSpan, SockKind};
+use softoe_wire::Ipv4Address;
+
+/// Regression (CI hang): an overlap send was refused, the peer's ACK
+/// then freed the copy ring in the same engine turn, and `EV_WRITABLE`
+/// had never been cleared; the events did not change, the sequence did
+/// not move, and the program waited for ever. Progress must move the
+/// sequence even when the events stay the same.
+#[test]
+fn progress_moves_the_sequence_without_an_event_change() {
+    let layout = Layout::new(4, 4, 2, 4096).unwrap();
+    let mut mem = vec![0u128; layout.region_len() as usize / 16];
+    // SAFETY: `mem` is zeroed, 16-aligned, `region_len` bytes, outlives
+    // `region`, and nothing else uses it.
+    let region = unsafe { Region::init(mem.as_mut_ptr().cast(), layout, 1) };
+    let view = region.slot(0).unwrap();
+    let span = RingSpan { offset: 0, len: 0 };
+    let mut s = HSock::new(SockKind::Tcp, span, span);
+    let mut m = AccessMeter::default();
+    assert!(publish(&mut s, &view, EV_WRITABLE, false, &mut m));
+    let seq = view.seq();
+    // Nothing new: nothing moves, and the program's memory is not
+    // written (no access counted).
+    assert!(!publish(&mut s, &view, EV_WRITABLE, false, &mut m));
+    assert_eq!(view.seq(), seq);
+    assert_eq!(m.accesses(), 1);
+    // Space freed, same events: the sequence moves, the events stay.
+    assert!(!publish(&mut s, &view, EV_WRITABLE, true, &mut m));
+    assert_ne!(view.seq(), seq);
+    assert_eq!(view.events(), EV_WRITABLE);
+    assert_eq!(m.accesses(), 2);
+}
+
+/// A session on a fresh region, as `attach` makes one (without the
+/// program), and what its steps need.
+struct Rig {
+    s: Session,
+    stack: Stack,
+    cfg: HostConfig,
+    owner: HashMap<SocketHandle, usize>,
+    scratch: Vec<u8>,
+    mem: Memory,
+}
+
+impl Rig {
+    fn new(layout: Layout, e: &Emulation) -> Rig {
+        let (memfd, map) = Mapping::memfd("softoe-test", layout.region_len() as usize).unwrap();
+        let (conn, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let pid = std::process::id() as i32;
+        let fds = Fds::new(
+            pid,
+            conn.into(),
+            (memfd, map),
+            EventFd::new().unwrap(),
+            EventFd::new().unwrap(),
+        );
+        let mut s = Session::open(1, (pid, 0), layout, fds).unwrap();
+        s.meter.set(e);
+        let cfg = softoe_stack::StackConfig::new(
+            softoe_wire::EthernetAddress([2, 0, 0, 0, 0, 1]),
+            softoe_wire::Ipv4Cidr::new(Ipv4Address([10, 9, 0, 1]), 24).unwrap(),
+        );
+        Rig {
+            s,
+            stack: Stack::new(cfg).unwrap(),
+            cfg: HostConfig::default(),
+            owner: HashMap::new(),
+            scratch: Vec::new(),
+            mem: Memory::new(),
+        }
+    }
+
+    /// The program posts `cmds`; the engine takes a step.
+    fn step(&mut self, cmds: &[Command]) {
+        let mut p = self.s.region.command_producer();
+        for c in cmds {
+            p.push(c).unwrap();
+        }
+        let now = Instant::from_nanos(1_000_000);
+        self.s.step(&mut Ctx {
+            now,
+            stack: &mut self.stack,
+            cfg: &self.cfg,
+            slot: 0,
+            owner: &mut self.owner,
+            scratch: &mut self.scratch,
+            mem: &mut self.mem,
+        });
+    }
+
+    /// The program reads its completions; how many.
+    fn reap(&self) -> usize {
+        let mut c = self.s.region.completion_consumer();
+        let mut n = 0;
+        while c.pop().unwrap().is_some() {
+            n += 1;
+        }
+        n
+    }
+}
+
+/// Every access to the program's memory is counted where it happens,
+/// and only when it happens: a command taken, a completion published
+/// (not one held back while the ring is full: that one counts when it
+/// gets in), a socket's events written, a doorbell rung (only for a
+/// program that waits). With a delay, each waits at least that long.
+#[test]
+fn every_ring_access_is_counted_once() {
+    let delay = std::time::Duration::from_micros(1);
+    let layout = Layout::new(16, 4, 4, 1 << 16).unwrap();
+    let mut r = Rig::new(layout, &Emulation::new(delay, false));
+    let nops: Vec<Command> = (0..10).map(Command::nop).collect();
+    // Ten commands; four completions fit, six wait.
+    r.step(&nops);
+    assert_eq!(r.s.meter.accesses(), 10 + 4);
+    assert_eq!(r.s.overflow.len(), 6);
+    assert_eq!(r.reap(), 4);
+    // The waiting ones go in as room comes.
+    r.step(&[]);
+    assert_eq!(r.s.meter.accesses(), 14 + 4);
+    assert_eq!(r.reap(), 4);
+    r.step(&[]);
+    assert_eq!(r.s.meter.accesses(), 18 + 2);
+    assert_eq!(r.reap(), 2);
+    // A waiting program is woken: its doorbell is one more.
+    r.s.region.app_waiting().store(1, Ordering::SeqCst);
+    r.step(&[Command::nop(10)]);
+    assert_eq!(r.s.meter.accesses(), 20 + 2 + 1);
+    assert_eq!(r.reap(), 1);
+    r.s.region.app_waiting().store(0, Ordering::SeqCst);
+    // A socket: the command, its completion, and its slot's events.
+    r.step(&[Command::socket(11, SockKind::Udp, (0, 4096), (0, 0))]);
+    assert_eq!(r.s.meter.accesses(), 23 + 3);
+    assert_eq!(r.reap(), 1);
+    assert!(r.s.meter.delay_nanos() >= 26 * delay.as_nanos() as u64);
+    // The engine collects the counts; the meter starts again.
+    let mut c = crate::control::EngineCounters::default();
+    r.s.meter.drain_into(&mut c);
+    assert_eq!(c.ring_accesses, 26);
+    assert!(c.access_delay_nanos >= 26 * delay.as_nanos() as u64);
+    assert_eq!(c.stages, Default::default(), "stages are not timed");
+    assert_eq!(r.s.meter.accesses(), 0);
+}
+
+/// With stages profiled, each command is one run of `cmd` (its bytes:
+/// what a send handed over) and each socket served one run of `serve`.
+#[test]
+fn commands_and_serves_are_timed_when_profiled() {
+    let layout = Layout::new(16, 16, 4, 1 << 16).unwrap();
+    let mut r = Rig::new(layout, &Emulation::new(std::time::Duration::ZERO, true));
+    r.step(&[Command::socket(1, SockKind::Udp, (0, 4096), (0, 0))]);
+    // A datagram of 1000 bytes from the data area (`overlap`: the
+    // engine copies it) to a peer on the subnet.
+    let to = u64::from(u32::from_be_bytes([10, 9, 0, 2]).to_be());
+    let send = Command::new(
+        softoe_abi::Opcode::Send,
+        softoe_abi::SEND_OVERLAP,
+        0,
+        2,
+        [8192, 1000, to, 9, 0, 0],
+    );
+    r.step(&[send, Command::nop(3)]);
+    let mut c = crate::control::EngineCounters::default();
+    r.s.meter.drain_into(&mut c);
+    assert_eq!(r.reap(), 3);
+    assert_eq!((c.stages.cmd.count, c.stages.cmd.bytes), (3, 1000));
+    // Once after the socket was made, once after the send (the NOP
+    // names the same socket: served once a step).
+    assert_eq!(c.stages.serve.count, 2, "{:?}", c.stages);
+    assert_eq!(c.stages.serve.bytes, 0, "nothing was received");
+    assert_eq!(c.access_delay_nanos, 0);
+}

@@ -1,0 +1,53 @@
+//! The ABI's numbers for the stack's values: errno codes for its errors,
+//! packed addresses, Linux's TCP state numbers.
+
+use softoe_abi::{errno, pack_addr};
+use softoe_stack::{BindError, Endpoint, HandleError, State, TcpError};
+use softoe_wire::Ipv4Address;
+
+pub(super) fn bind_errno(e: BindError) -> i32 {
+    match e {
+        BindError::AddrInUse => errno::EADDRINUSE,
+        BindError::Unaddressable => errno::EADDRNOTAVAIL,
+        BindError::NoRoute => errno::ENETUNREACH,
+        _ => errno::ENOBUFS,
+    }
+}
+
+pub(super) fn tcp_errno(e: TcpError) -> i32 {
+    match e {
+        TcpError::Refused => errno::ECONNREFUSED,
+        TcpError::Reset => errno::ECONNRESET,
+        TcpError::TimedOut => errno::ETIMEDOUT,
+        _ => errno::ECONNABORTED,
+    }
+}
+
+pub(super) fn handle_errno(_: HandleError) -> i32 {
+    errno::ENOTCONN
+}
+
+pub(super) fn endpoint(addr_be: u32, port: u16) -> Endpoint {
+    Endpoint::new(Ipv4Address::from_bits(u32::from_be(addr_be)), port)
+}
+
+pub(super) fn packed(ep: Endpoint) -> u64 {
+    pack_addr(ep.addr.to_bits().to_be(), ep.port)
+}
+
+/// Linux's `TCP_*` state numbers.
+pub(super) fn linux_state(s: State) -> u32 {
+    match s {
+        State::Established => 1,
+        State::SynSent => 2,
+        State::SynReceived => 3,
+        State::FinWait1 => 4,
+        State::FinWait2 => 5,
+        State::TimeWait => 6,
+        State::Closed => 7,
+        State::CloseWait => 8,
+        State::LastAck => 9,
+        State::Listen => 10,
+        State::Closing => 11,
+    }
+}
