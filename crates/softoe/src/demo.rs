@@ -156,7 +156,7 @@ fn start_servers(
             let mut c = ns.command(&exe.to_string_lossy());
             c.arg("demo-servers")
                 .args(["--addr", &PEER.to_string()])
-                .args(["--cc", crate::bench_loss::DEFAULT_LINUX_CC]);
+                .args(["--cc", crate::bench::loss::DEFAULT_LINUX_CC]);
             c
         }
     };

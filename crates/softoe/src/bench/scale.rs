@@ -427,7 +427,8 @@ pub fn run(
     pb: &indicatif::ProgressBar,
 ) -> Result<Vec<ScaleRow>> {
     use crate::bed::{ENGINE, PEER, RealBed};
-    use crate::bench::{Servers, thread_cpu};
+    use crate::bench::cpu::thread_cpu;
+    use crate::bench::server::Servers;
 
     raise_fd_limit();
     let most = counts.iter().copied().max().unwrap_or(1);
@@ -535,7 +536,8 @@ pub fn engine_cost(
     load_for: Duration,
 ) -> Result<EngineCost> {
     use crate::bed::{BedOptions, RealBed};
-    use crate::bench::{Servers, thread_user_sys};
+    use crate::bench::cpu::thread_user_sys;
+    use crate::bench::server::Servers;
 
     let bed = RealBed::start(BedOptions {
         spin: Some(Duration::ZERO),
