@@ -1,30 +1,11 @@
-//! CPU accounting from `/proc`: a process's, a thread's and the machine's.
+//! CPU accounting from `/proc`: a thread's, the machine's, and the server
+//! program's as it reports it.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use super::server::Servers;
-
-/// This process's CPU time: every thread's user and system time, also of
-/// threads that have ended, in nanoseconds.
-#[allow(unsafe_code)]
-pub(super) fn own_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a
-    // constant every Linux has.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &raw mut ts) };
-    if r != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(
-        ts.tv_sec.max(0) as u64,
-        ts.tv_nsec.clamp(0, 999_999_999) as u32,
-    )
-}
+use crate::server::Servers;
 
 /// `/proc/stat` counts in USER_HZ ticks, 100 a second on every Linux (a
 /// fixed part of the kernel's user ABI, whatever the kernel's own HZ).
@@ -145,6 +126,7 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
+    use crate::server::own_cpu;
 
     #[test]
     fn this_process_has_cpu_time_and_the_machine_is_busy() {

@@ -18,8 +18,9 @@
 //! Named with `--only loss`: a drop-rate sweep, goodput and loss recovery
 //! of softoe and Linux as senders and receivers (see `loss/`).
 //!
-//! The module by job: `server` is the server program (`softoe
-//! bench-servers`) and the benchmark's handle on it, `cpu` reads the CPU accounting of `/proc`, `workload` holds the Linux
+//! The module by job: `server` runs the server program as `softoe
+//! bench-servers` (the demo's too, see `crate::server`) and starts it,
+//! `cpu` reads the CPU accounting of `/proc`, `workload` holds the Linux
 //! client's transfers and ping-pong, `scenarios` the bulk, latency,
 //! ablation and coalescing runs, and `scale`, `loss`, `bond` and
 //! `emulate` the scenarios of their own; `targets`, `render` and `plot`
@@ -53,17 +54,6 @@ use render::render;
 use scenarios::{ablation, bulk_and_latency, coalescing};
 use targets::{Target, targets};
 
-const DISCARD: u16 = 9;
-const SOURCE: u16 = 19;
-pub(crate) const ECHO: u16 = 7;
-/// The sink that reads in sizes the client chooses: an 8-byte read size
-/// (little-endian) first, then it discards to the end.
-pub(crate) const SIZED_SINK: u16 = 11;
-/// The source that writes in sizes the client chooses: a length and a
-/// write size (8 bytes each, little-endian), then that many bytes.
-pub(crate) const SIZED_SOURCE: u16 = 21;
-/// The largest read or write the sized sink and source make.
-const MAX_IO: u64 = 16 << 20;
 /// The application's write size in bulk runs.
 const WRITE: usize = 64 * 1024;
 

@@ -9,11 +9,12 @@ use anyhow::Result;
 use indicatif::ProgressBar;
 
 use super::cpu::Cpu;
-use super::server::{Servers, servers_cmd};
+use super::server::servers_cmd;
 use super::workload::{bulk_in, bulk_out, bulk_pair, per_gib, rr4};
-use super::{AblationRow, BulkRow, CoalescingRow, DISCARD, ECHO, LatencyRow, Report, SOURCE};
+use super::{AblationRow, BulkRow, CoalescingRow, LatencyRow, Report};
 use crate::bed::{BedOptions, ENGINE, PEER, RealBed};
 use crate::linux::{self};
+use crate::server::{DISCARD, ECHO, SOURCE, Servers};
 
 /// Offloads × send policy × coalescing: the 4-byte round trip and one
 /// connection's goodput from the host, each row on a fresh engine.

@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use super::WRITE;
 use super::cpu::own_thread_cpu;
-use super::{DISCARD, ECHO, SOURCE, WRITE};
 use crate::bed::RealBed;
 use crate::linux::{self};
+use crate::server::{DISCARD, ECHO, SOURCE};
 
 /// Sends `bytes` over `conns` connections at once to a discard server.
 pub(super) fn bulk_in(addr: SocketAddrV4, bytes: u64, conns: usize) -> Result<Duration> {

@@ -40,7 +40,6 @@ mod report;
 mod transfer;
 
 pub(crate) use report::{LossSummary, median, plots, render, summarize};
-pub(crate) use transfer::{checked_sink, pattern_source};
 
 use std::net::SocketAddrV4;
 use std::path::Path;
@@ -53,22 +52,11 @@ use serde::Serialize;
 use softoe_testbed::{LinkDrops, Netns};
 
 use crate::bed::{BedOptions, ENGINE, PEER, RealBed};
-use crate::bench::server::{Servers, servers_cmd};
+use crate::bench::server::servers_cmd;
+use crate::server::{CHECKED_SINK, PATTERN_SOURCE, Servers};
 use counts::{SenderCounts, Watch, linux_counts};
 use transfer::{Moved, fetch, push};
 
-/// The patterned source: reads a length (8 bytes, little-endian) and sends
-/// that many bytes of the pattern.
-pub(crate) const PATTERN_SOURCE: u16 = 20;
-/// The checking sink: reads to the end, checking the pattern, then answers
-/// the byte count and the mismatched bytes (8 bytes each, little-endian).
-pub(crate) const CHECKED_SINK: u16 = 10;
-
-/// The pattern's period: a prime, so a segment misplaced by any number of
-/// MSS-sized steps (below 251) shows.
-const PERIOD: usize = 251;
-/// The largest read or write in one call.
-const CHUNK: usize = 1 << 20;
 /// How long connecting may take: a few lost SYNs at 10 % loss.
 const CONNECT: Duration = Duration::from_secs(20);
 /// How long a send may take to drain what it wrote after its time is up.
