@@ -10,7 +10,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use super::WRITE;
 use super::cpu::own_thread_cpu;
 use crate::bed::RealBed;
-use crate::linux::{self};
+use crate::linux;
 use crate::server::{DISCARD, ECHO, SOURCE};
 
 /// Sends `bytes` over `conns` connections at once to a discard server.
@@ -27,11 +27,23 @@ pub(crate) struct ClientRun {
     pub cpu: Duration,
     pub calls: u64,
 }
-/// Joins client threads that each return their CPU and calls.
-pub(super) fn join_clients(
-    t: Instant,
-    hs: Vec<std::thread::JoinHandle<Result<(Duration, u64)>>>,
+/// Runs `client` on `conns` connections to `addr` at once, each in a
+/// thread of its own, and adds up the CPU and data calls they return.
+fn clients(
+    addr: SocketAddrV4,
+    conns: usize,
+    client: impl Fn(TcpStream) -> Result<(Duration, u64)> + Copy + Send + 'static,
 ) -> Result<ClientRun> {
+    let t = Instant::now();
+    let hs: Vec<_> = (0..conns)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
+                    .with_context(|| format!("connect {addr}"))?;
+                client(s)
+            })
+        })
+        .collect();
     let (mut cpu, mut calls) = (Duration::ZERO, 0);
     for h in hs {
         let (c, n) = h.join().map_err(|_| anyhow!("a client panicked"))??;
@@ -55,34 +67,26 @@ pub(crate) fn bulk_in_with(
     read_size: Option<u64>,
 ) -> Result<ClientRun> {
     let each = bytes / conns as u64;
-    let t = Instant::now();
-    let hs: Vec<_> = (0..conns)
-        .map(|_| {
-            std::thread::spawn(move || -> Result<(Duration, u64)> {
-                let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
-                    .with_context(|| format!("connect {addr}"))?;
-                if let Some(r) = read_size {
-                    s.write_all(&r.to_le_bytes())?;
-                }
-                let buf = vec![0x5au8; write];
-                let mut left = each;
-                let (cpu0, mut calls) = (own_thread_cpu()?, 0);
-                while left > 0 {
-                    let k = left.min(write as u64) as usize;
-                    s.write_all(&buf[..k]).context("write")?;
-                    left -= k as u64;
-                    calls += 1;
-                }
-                let cpu = own_thread_cpu()?.saturating_sub(cpu0);
-                s.shutdown(Shutdown::Write)?;
-                let mut rest = Vec::new();
-                s.read_to_end(&mut rest)
-                    .context("waiting for the server to close")?;
-                Ok((cpu, calls))
-            })
-        })
-        .collect();
-    join_clients(t, hs)
+    clients(addr, conns, move |mut s| {
+        if let Some(r) = read_size {
+            s.write_all(&r.to_le_bytes())?;
+        }
+        let buf = vec![0x5au8; write];
+        let mut left = each;
+        let (cpu0, mut calls) = (own_thread_cpu()?, 0);
+        while left > 0 {
+            let k = left.min(write as u64) as usize;
+            s.write_all(&buf[..k]).context("write")?;
+            left -= k as u64;
+            calls += 1;
+        }
+        let cpu = own_thread_cpu()?.saturating_sub(cpu0);
+        s.shutdown(Shutdown::Write)?;
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest)
+            .context("waiting for the server to close")?;
+        Ok((cpu, calls))
+    })
 }
 
 /// Receives `bytes` over `conns` connections at once from a source server.
@@ -99,36 +103,28 @@ pub(crate) fn bulk_out_with(
     write: Option<u64>,
 ) -> Result<ClientRun> {
     let each = bytes / conns as u64;
-    let t = Instant::now();
-    let hs: Vec<_> = (0..conns)
-        .map(|_| {
-            std::thread::spawn(move || -> Result<(Duration, u64)> {
-                let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
-                    .with_context(|| format!("connect {addr}"))?;
-                s.write_all(&each.to_le_bytes())?;
-                if let Some(w) = write {
-                    s.write_all(&w.to_le_bytes())?;
-                }
-                let mut buf = vec![0u8; 1 << 20];
-                let mut n = 0u64;
-                let (cpu0, mut calls) = (own_thread_cpu()?, 0);
-                loop {
-                    let k = s.read(&mut buf).context("read")?;
-                    if k == 0 {
-                        break;
-                    }
-                    n += k as u64;
-                    calls += 1;
-                }
-                let cpu = own_thread_cpu()?.saturating_sub(cpu0);
-                if n != each {
-                    bail!("received {n} of {each} bytes");
-                }
-                Ok((cpu, calls))
-            })
-        })
-        .collect();
-    join_clients(t, hs)
+    clients(addr, conns, move |mut s| {
+        s.write_all(&each.to_le_bytes())?;
+        if let Some(w) = write {
+            s.write_all(&w.to_le_bytes())?;
+        }
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n = 0u64;
+        let (cpu0, mut calls) = (own_thread_cpu()?, 0);
+        loop {
+            let k = s.read(&mut buf).context("read")?;
+            if k == 0 {
+                break;
+            }
+            n += k as u64;
+            calls += 1;
+        }
+        let cpu = own_thread_cpu()?.saturating_sub(cpu0);
+        if n != each {
+            bail!("received {n} of {each} bytes");
+        }
+        Ok((cpu, calls))
+    })
 }
 
 pub(super) fn per_gib(d: Duration, bytes: u64) -> f64 {
