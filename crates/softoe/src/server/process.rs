@@ -71,17 +71,23 @@ impl Servers {
         Ok(self.child.wait()?)
     }
 
+    /// Asks the servers `question` on their stdin and waits (up to 10 s)
+    /// for the answer, `what` naming it in errors.
+    fn ask(&mut self, question: &str, what: &str) -> Result<String> {
+        writeln!(self.ask, "{question}")
+            .with_context(|| format!("asking the servers for {what}"))?;
+        self.ask.flush()?;
+        self.answers
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| anyhow!("the servers did not say {what}"))
+    }
+
     /// Waits (up to 30 s) until the number of connections the servers
     /// serve satisfies `ok`.
     pub(crate) fn wait_conns(&mut self, ok: impl Fn(usize) -> bool) -> Result<()> {
         let t = Instant::now();
         loop {
-            writeln!(self.ask, "conns").context("asking the servers")?;
-            self.ask.flush()?;
-            let line = self
-                .answers
-                .recv_timeout(Duration::from_secs(10))
-                .map_err(|_| anyhow!("the servers did not say their connections"))?;
+            let line = self.ask("conns", "their connections")?;
             let n: usize = line
                 .strip_prefix("conns ")
                 .and_then(|n| n.trim().parse().ok())
@@ -98,12 +104,7 @@ impl Servers {
 
     /// The servers' CPU time so far.
     pub(crate) fn cpu(&mut self) -> Result<Duration> {
-        writeln!(self.ask, "cpu").context("asking the servers for their CPU time")?;
-        self.ask.flush()?;
-        let line = self
-            .answers
-            .recv_timeout(Duration::from_secs(10))
-            .map_err(|_| anyhow!("the servers did not say their CPU time"))?;
+        let line = self.ask("cpu", "their CPU time")?;
         line.strip_prefix("cpu ")
             .and_then(|n| n.trim().parse().ok())
             .map(Duration::from_nanos)
