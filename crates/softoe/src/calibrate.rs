@@ -1,7 +1,7 @@
 //! `softoe sim calibrate`: the machine model's costs measured on the real
 //! engine of this machine.
 //!
-//! It runs the `softoe bench --emulate` testbed (`crate::bench_emulate`)
+//! It runs the `softoe bench --emulate` testbed (`crate::bench::emulate`)
 //! through a few workloads — stream send and receive at 1, 16 and 64 KiB
 //! messages and a 64-byte request/response, on softoe's engine with its
 //! stages timed (`EngineConfig::profile_stages`), and the same streams on
@@ -44,7 +44,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use softoe_sim::machine::{Calibration, FlowDirection, MachineConfig, StageCost, WorkloadKind};
 
-use crate::bench_emulate::{Measured, measure, plan, work_of};
+use crate::bench::emulate::{Measured, measure, plan, work_of};
 
 /// Options of `softoe sim calibrate`.
 #[derive(Debug, Args)]

@@ -9,14 +9,12 @@
 //! and then against Linux, over the same bridge, and one table shows both
 //! and their ratio.
 
-use std::io::BufRead;
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -24,6 +22,12 @@ use serde::Serialize;
 use crate::linux;
 
 use crate::bed::{ENGINE, PEER, RealBed};
+use crate::server::{
+    DISCARD, ECHO, Length, Listen, Policy, Program, SOURCE, Servers, Service, Serving, Until,
+};
+
+/// The port of the source for the drop test.
+const DROP_SOURCE: u16 = 20;
 
 /// Options of `softoe demo`.
 #[derive(Debug, Args)]
@@ -73,65 +77,33 @@ pub struct ServersArgs {
 
 /// The demo's servers, on the engine from this process over shared memory
 /// or on the kernel's TCP: discard (port 9, two connections), sources (19
-/// and 20), echo (7). Prints `ready` when all listen; returns when all are
-/// served.
+/// and 20, one connection each, 1 MiB writes), echo (7, one connection).
+/// Prints `ready` when all listen; returns when all are served.
 pub fn servers(args: &ServersArgs) -> Result<()> {
-    let at = |port| SocketAddrV4::new(args.addr, port);
-    match &args.engine {
-        Some(path) => {
-            let c = softoe_host::Client::attach_to(path)
-                .with_context(|| format!("attaching to {}", path.display()))?;
-            let listen = |port| {
-                c.tcp_listen(at(port), 16)
-                    .with_context(|| format!("listening on port {port}"))
-            };
-            serve_all(args, [listen(9)?, listen(19)?, listen(20)?, listen(7)?])
-        }
-        None => {
-            let listen = |port| -> Result<TcpListener> {
-                let l = TcpListener::bind(at(port))
-                    .with_context(|| format!("listening on port {port}"))?;
-                if let Some(cc) = &args.cc {
-                    linux::set_congestion(&l, cc)?;
-                }
-                Ok(l)
-            };
-            serve_all(args, [listen(9)?, listen(19)?, listen(20)?, listen(7)?])
-        }
+    let source = |bytes| Service::Source {
+        len: Length::Fixed(bytes),
+        write: 1 << 20,
+    };
+    let listen = |port, service, conns| Listen {
+        port,
+        service,
+        conns: Some(conns),
+    };
+    Program {
+        engine: args.engine.clone(),
+        addr: args.addr,
+        cc: args.cc.clone(),
+        backlog: 16,
+        policy: Policy::Default,
+        serving: Serving::Each(vec![
+            listen(DISCARD, Service::Discard, 2),
+            listen(SOURCE, source(args.bytes), 1),
+            listen(DROP_SOURCE, source(args.drop_bytes), 1),
+            listen(ECHO, Service::Echo, 1),
+        ]),
+        until: Until::Served,
     }
-}
-
-/// Serves the four listeners (discard, source, source for the drop test,
-/// echo) until their connections are done.
-fn serve_all<L>(args: &ServersArgs, [l9, l19, l20, l7]: [L; 4]) -> Result<()>
-where
-    L: linux::Acceptor + Send + 'static,
-    L::Conn: Send,
-{
-    println!("ready");
-    let (bytes, drop_bytes) = (args.bytes, args.drop_bytes);
-    let threads = [
-        std::thread::spawn(move || linux::discard_server(l9, 2).map(drop)),
-        std::thread::spawn(move || linux::source_server(l19, 1, bytes)),
-        std::thread::spawn(move || linux::source_server(l20, 1, drop_bytes)),
-        std::thread::spawn(move || linux::echo_server(l7, 1)),
-    ];
-    for t in threads {
-        t.join().map_err(|_| anyhow!("a server panicked"))??;
-    }
-    Ok(())
-}
-
-/// The servers' process, killed if the demo ends early.
-struct Servers(Option<Child>);
-
-impl Drop for Servers {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+    .run()
 }
 
 /// Starts `softoe demo-servers` — on the engine at `host`, or (`None`) on
@@ -156,38 +128,17 @@ fn start_servers(
             let mut c = ns.command(&exe.to_string_lossy());
             c.arg("demo-servers")
                 .args(["--addr", &PEER.to_string()])
-                .args(["--cc", crate::bench_loss::DEFAULT_LINUX_CC]);
+                .args(["--cc", crate::bench::loss::DEFAULT_LINUX_CC]);
             c
         }
     };
-    let mut child = cmd
-        .args([
-            "--bytes",
-            &bytes.to_string(),
-            "--drop-bytes",
-            &drop_bytes.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("starting the demo's servers")?;
-    let out = child
-        .stdout
-        .take()
-        .ok_or_else(|| anyhow!("no pipe to the servers"))?;
-    let mut servers = Servers(Some(child));
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = std::io::BufReader::new(out).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(l) if l.trim() == "ready" => Ok(servers),
-        _ => {
-            let status = servers.0.as_mut().and_then(|c| c.try_wait().ok().flatten());
-            bail!("the demo's servers did not start ({status:?}); see their error above")
-        }
-    }
+    cmd.args([
+        "--bytes",
+        &bytes.to_string(),
+        "--drop-bytes",
+        &drop_bytes.to_string(),
+    ]);
+    Servers::start_as(cmd, "the demo's servers")
 }
 
 #[derive(Debug, Serialize)]
@@ -236,11 +187,11 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let (bytes, drop_bytes) = (args.bytes, args.drop_bytes);
     let (client, peer) = (bed.client.clone(), bed.peer.clone());
     pb.set_message("starting the servers on softoe (a separate program)");
-    let mut softoe_servers = start_servers(Some(bed.host()), &peer, bytes, drop_bytes)?;
+    let softoe_servers = start_servers(Some(bed.host()), &peer, bytes, drop_bytes)?;
     // Linux's servers: the same program, on the kernel's TCP in the peer's
     // namespace (a separate process on both sides).
     pb.set_message("starting the servers on Linux (the same program)");
-    let mut linux_servers = start_servers(None, &peer, bytes, drop_bytes)?;
+    let linux_servers = start_servers(None, &peer, bytes, drop_bytes)?;
 
     let mut rows = Vec::new();
     let run_both = |pb: &ProgressBar,
@@ -256,7 +207,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     };
     let c = client.clone();
     let bulk_in = move |ip: Ipv4Addr| -> Result<f64> {
-        let t = c.run(move || linux::send_bulk(SocketAddrV4::new(ip, 9), bytes))??;
+        let t = c.run(move || linux::send_bulk(SocketAddrV4::new(ip, DISCARD), bytes))??;
         Ok(gbps(bytes, t))
     };
     let (s, l) = run_both(&pb, "bulk to the host", &bulk_in)?;
@@ -270,7 +221,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     pb.inc(1);
     let c = client.clone();
     let bulk_out = move |ip: Ipv4Addr| -> Result<f64> {
-        let (n, t) = c.run(move || linux::recv_bulk(SocketAddrV4::new(ip, 19)))??;
+        let (n, t) = c.run(move || linux::recv_bulk(SocketAddrV4::new(ip, SOURCE)))??;
         if n != bytes {
             bail!("received {n} of {bytes} bytes");
         }
@@ -293,7 +244,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             "4-byte request/response with {}",
             if ip == ENGINE { "softoe" } else { "Linux" }
         ));
-        let mut r = c.run(move || linux::ping_pong(SocketAddrV4::new(ip, 7), 4, rounds))??;
+        let mut r = c.run(move || linux::ping_pong(SocketAddrV4::new(ip, ECHO), 4, rounds))??;
         r.sort();
         lat.push((
             linux::percentile_us(&r, 50.0),
@@ -314,7 +265,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     bed.tb.lossy_link(&client, &bed.sw, 1.0)?;
     let c = client.clone();
     let drop_in = move |ip: Ipv4Addr| -> Result<f64> {
-        let t = c.run(move || linux::send_bulk(SocketAddrV4::new(ip, 9), drop_bytes))??;
+        let t = c.run(move || linux::send_bulk(SocketAddrV4::new(ip, DISCARD), drop_bytes))??;
         Ok(gbps(drop_bytes, t))
     };
     pb.inc(1);
@@ -328,7 +279,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     ));
     let c = client.clone();
     let drop_out = move |ip: Ipv4Addr| -> Result<f64> {
-        let (n, t) = c.run(move || linux::recv_bulk(SocketAddrV4::new(ip, 20)))??;
+        let (n, t) = c.run(move || linux::recv_bulk(SocketAddrV4::new(ip, DROP_SOURCE)))??;
         if n != drop_bytes {
             bail!("received {n} of {drop_bytes} bytes");
         }
@@ -349,17 +300,12 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     bed.tb.clear_drop(&bed.sw)?;
     pb.inc(1);
     pb.set_message("stopping");
-    for (servers, side) in [
-        (&mut softoe_servers, "softoe"),
-        (&mut linux_servers, "Linux"),
-    ] {
-        if let Some(mut c) = servers.0.take() {
-            let st = c
-                .wait()
-                .with_context(|| format!("waiting for the servers on {side}"))?;
-            if !st.success() {
-                bail!("the servers on {side} failed: {st}");
-            }
+    for (servers, side) in [(softoe_servers, "softoe"), (linux_servers, "Linux")] {
+        let st = servers
+            .finish()
+            .with_context(|| format!("waiting for the servers on {side}"))?;
+        if !st.success() {
+            bail!("the servers on {side} failed: {st}");
         }
     }
     let counters = bed.stop()?;

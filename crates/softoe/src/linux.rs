@@ -1,10 +1,9 @@
-//! Programs for the demo and benchmarks: clients on std sockets run inside
-//! a namespace (so they are the kernel's TCP), and servers written once for
-//! any listener — the kernel's, or one on the softoe engine reached from
-//! another process through `softoe-host`.
+//! The clients of the demo and the benchmarks: std sockets run inside a
+//! namespace (so they are the kernel's TCP). Their servers are one program,
+//! `crate::server`.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddrV4, TcpStream};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -95,85 +94,6 @@ pub fn ping_pong(addr: SocketAddrV4, size: usize, count: usize) -> Result<Vec<Du
     let mut rest = Vec::new();
     let _ = s.read_to_end(&mut rest);
     Ok(rtts)
-}
-
-/// A listening socket the servers below can use.
-pub trait Acceptor {
-    /// A connection.
-    type Conn: Read + Write;
-    /// Takes the next connection.
-    fn take(&self) -> std::io::Result<Self::Conn>;
-    /// Turns Nagle off on `c`.
-    fn nodelay(c: &Self::Conn) -> std::io::Result<()>;
-}
-
-impl Acceptor for TcpListener {
-    type Conn = TcpStream;
-    fn take(&self) -> std::io::Result<TcpStream> {
-        self.accept().map(|(s, _)| s)
-    }
-    fn nodelay(c: &TcpStream) -> std::io::Result<()> {
-        c.set_nodelay(true)
-    }
-}
-
-impl Acceptor for softoe_host::TcpListener {
-    type Conn = softoe_host::TcpStream;
-    fn take(&self) -> std::io::Result<softoe_host::TcpStream> {
-        self.accept().map(|(s, _)| s)
-    }
-    fn nodelay(c: &softoe_host::TcpStream) -> std::io::Result<()> {
-        c.set_nodelay(true)
-    }
-}
-
-/// Serves `conns` connections on `listener`: discard (read to the end).
-pub fn discard_server<L: Acceptor>(listener: L, conns: usize) -> Result<u64> {
-    let mut total = 0;
-    let mut buf = vec![0u8; 1 << 20];
-    for _ in 0..conns {
-        let mut s = listener.take()?;
-        loop {
-            let k = s.read(&mut buf)?;
-            if k == 0 {
-                break;
-            }
-            total += k as u64;
-        }
-    }
-    Ok(total)
-}
-
-/// Serves `conns` connections: sends `bytes` on each, then closes.
-pub fn source_server<L: Acceptor>(listener: L, conns: usize, bytes: u64) -> Result<()> {
-    let buf = vec![0x3cu8; 1 << 20];
-    for _ in 0..conns {
-        let mut s = listener.take()?;
-        let mut left = bytes;
-        while left > 0 {
-            let k = left.min(buf.len() as u64) as usize;
-            s.write_all(&buf[..k])?;
-            left -= k as u64;
-        }
-    }
-    Ok(())
-}
-
-/// Serves `conns` connections: echoes everything.
-pub fn echo_server<L: Acceptor>(listener: L, conns: usize) -> Result<()> {
-    let mut buf = vec![0u8; 256 * 1024];
-    for _ in 0..conns {
-        let mut s = listener.take()?;
-        L::nodelay(&s)?;
-        loop {
-            let k = s.read(&mut buf)?;
-            if k == 0 {
-                break;
-            }
-            s.write_all(&buf[..k])?;
-        }
-    }
-    Ok(())
 }
 
 /// The `p`-th percentile (0–100) of sorted durations, in microseconds.

@@ -10,9 +10,6 @@
 
 mod bed;
 mod bench;
-mod bench_bond;
-mod bench_emulate;
-mod bench_loss;
 mod calibrate;
 mod config;
 mod demo;
@@ -21,7 +18,7 @@ mod linux;
 mod plot;
 mod report;
 mod run;
-mod scale;
+mod server;
 mod sim;
 mod sim_machine;
 mod sim_offload;

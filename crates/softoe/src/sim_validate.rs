@@ -30,7 +30,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use softoe_sim::machine::{MachineConfig, PeerModel, WorkloadKind, predict};
 
-use crate::bench_emulate::{Measured, measure, plan, work_of};
+use crate::bench::emulate::{Measured, measure, plan, work_of};
 use crate::sim_machine::{MachineArgs, calibration_source, load_calibration, load_config};
 
 /// Options of `softoe sim validate`.

@@ -55,10 +55,11 @@ use softoe_sim::machine::{
 };
 
 use crate::bed::{BedOptions, ENGINE, PEER, RealBed};
-use crate::bench::{
-    ECHO, SIZED_SINK, SIZED_SOURCE, Servers, bulk_in_with, bulk_out_with, servers_cmd, thread_cpu,
-};
+use crate::bench::cpu::thread_cpu;
+use crate::bench::server::servers_cmd;
+use crate::bench::workload::{bulk_in_with, bulk_out_with};
 use crate::linux;
+use crate::server::{ECHO, SIZED_SINK, SIZED_SOURCE, Servers};
 
 /// At and above this rate the path is left unshaped: the veth and the CPUs
 /// set its rate.

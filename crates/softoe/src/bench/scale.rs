@@ -4,7 +4,8 @@
 //! Both servers are one thread that waits for many sockets at once — on
 //! softoe a [`softoe_host::Selector`] (the engine marks the sockets it
 //! changed in a bitmap in the shared region), on Linux `epoll` (through
-//! mio) — and echo what they read. The Linux client opens every connection,
+//! mio) — and echo what they read (the server program's `--scale` mode,
+//! `crate::server::many`). The Linux client opens every connection,
 //! then measures two things:
 //!
 //! - **load**: every connection keeps one 64-byte request outstanding for a
@@ -27,20 +28,17 @@
 //! the TAP — and sleeping). Cycles are at the CPU's nominal clock, as
 //! `perf stat` does not count cycles in these VMs.
 
-use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use serde::Serialize;
 
 /// The scale echo's port.
-pub const PORT: u16 = 5007;
+pub const PORT: u16 = crate::server::SCALE_ECHO;
 /// Request and response size.
 pub const MSG: usize = 64;
 
@@ -75,143 +73,6 @@ pub struct ScaleRow {
     /// (the TAP's queue overflowing while the engine was busy; softoe
     /// only).
     pub port_drops: u64,
-}
-
-// ---------------------------------------------------------------- servers
-
-/// The softoe scale echo: one thread, a selector over the listener and
-/// every connection. `open` counts the connections being served.
-pub fn serve_softoe(
-    client: &softoe_host::Client,
-    addr: Ipv4Addr,
-    open: Arc<AtomicUsize>,
-) -> Result<()> {
-    use softoe_host::Interest as I;
-    let mut l = client
-        .tcp_listen(SocketAddrV4::new(addr, PORT), 1024)
-        .with_context(|| format!("listening on port {PORT}"))?;
-    l.set_nonblocking(true);
-    let mut sel = client.selector()?;
-    sel.register(&l, I::READ)?;
-    let mut conns: HashMap<u32, softoe_host::TcpStream> = HashMap::new();
-    let mut events = Vec::with_capacity(1024);
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        sel.select(&mut events, None)?;
-        for e in &events {
-            if e.id == l.id() {
-                loop {
-                    match l.accept() {
-                        Ok((s, _)) => {
-                            s.set_nodelay(true)?;
-                            sel.register(&s, I::READ)?;
-                            conns.insert(s.id(), s);
-                        }
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        Err(e) => return Err(e).context("accept"),
-                    }
-                }
-                open.store(conns.len(), Ordering::Relaxed);
-                continue;
-            }
-            let Some(s) = conns.get_mut(&e.id) else {
-                continue;
-            };
-            // Selected readable: the read returns at once.
-            let n = s.read(&mut buf).unwrap_or(0);
-            if n == 0 || s.write_all(&buf[..n]).is_err() {
-                sel.deregister(&*s);
-                conns.remove(&e.id);
-                open.store(conns.len(), Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-/// The Linux scale echo: one thread, epoll (mio) over the listener and
-/// every connection.
-pub fn serve_linux(addr: Ipv4Addr, open: Arc<AtomicUsize>) -> Result<()> {
-    const LISTENER: Token = Token(usize::MAX);
-    let mut poll = Poll::new()?;
-    let mut l = TcpListener::bind(SocketAddr::V4(SocketAddrV4::new(addr, PORT)))
-        .with_context(|| format!("listening on port {PORT}"))?;
-    poll.registry()
-        .register(&mut l, LISTENER, Interest::READABLE)?;
-    // Connections by token; bytes still to write back.
-    let mut conns: Vec<Option<(TcpStream, Vec<u8>)>> = Vec::new();
-    let mut free: Vec<usize> = Vec::new();
-    let mut events = Events::with_capacity(1024);
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        poll.poll(&mut events, None)?;
-        for ev in &events {
-            if ev.token() == LISTENER {
-                loop {
-                    match l.accept() {
-                        Ok((mut s, _)) => {
-                            s.set_nodelay(true)?;
-                            let i = free.pop().unwrap_or(conns.len());
-                            poll.registry()
-                                .register(&mut s, Token(i), Interest::READABLE)?;
-                            if i == conns.len() {
-                                conns.push(Some((s, Vec::new())));
-                            } else {
-                                conns[i] = Some((s, Vec::new()));
-                            }
-                        }
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        Err(e) => return Err(e).context("accept"),
-                    }
-                }
-                open.store(conns.len() - free.len(), Ordering::Relaxed);
-                continue;
-            }
-            let i = ev.token().0;
-            let Some(Some((s, out))) = conns.get_mut(i) else {
-                continue;
-            };
-            // Edge-triggered: read until the socket is empty.
-            let mut done = false;
-            loop {
-                match s.read(&mut buf) {
-                    Ok(0) => {
-                        done = true;
-                        break;
-                    }
-                    Ok(n) => out.extend_from_slice(&buf[..n]),
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(_) => {
-                        done = true;
-                        break;
-                    }
-                }
-            }
-            while !done && !out.is_empty() {
-                match s.write(out) {
-                    Ok(n) => {
-                        out.drain(..n);
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(_) => done = true,
-                }
-            }
-            if done {
-                let _ = poll.registry().deregister(s);
-                conns[i] = None;
-                free.push(i);
-                open.store(conns.len() - free.len(), Ordering::Relaxed);
-            } else {
-                let want = if out.is_empty() {
-                    Interest::READABLE
-                } else {
-                    Interest::READABLE | Interest::WRITABLE
-                };
-                poll.registry().reregister(s, Token(i), want)?;
-            }
-        }
-    }
 }
 
 // ---------------------------------------------------------------- client
@@ -427,7 +288,8 @@ pub fn run(
     pb: &indicatif::ProgressBar,
 ) -> Result<Vec<ScaleRow>> {
     use crate::bed::{ENGINE, PEER, RealBed};
-    use crate::bench::{Servers, thread_cpu};
+    use crate::bench::cpu::thread_cpu;
+    use crate::server::Servers;
 
     raise_fd_limit();
     let most = counts.iter().copied().max().unwrap_or(1);
@@ -535,7 +397,8 @@ pub fn engine_cost(
     load_for: Duration,
 ) -> Result<EngineCost> {
     use crate::bed::{BedOptions, RealBed};
-    use crate::bench::{Servers, thread_user_sys};
+    use crate::bench::cpu::thread_user_sys;
+    use crate::server::Servers;
 
     let bed = RealBed::start(BedOptions {
         spin: Some(Duration::ZERO),

@@ -1,0 +1,444 @@
+//! `softoe bench bond`'s tables and plots.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use super::e2::Dist;
+use super::e3_e6::e3_ratio;
+use super::{BALANCE_RR_OF_4, BondReport, ETHERTYPE_ARPP, POLICIES, mean};
+use crate::plot::{self, Series};
+
+/// The tables.
+pub(crate) fn render(r: &BondReport) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\nsoftoe bench bond ({}): two softoe hosts with N TAP links each and Linux hosts with one,\n\
+         on one bridge; every link {} Mbit/s each way (tbf; the engine side through an ifb).",
+        r.command, r.rate_mbit
+    );
+    if !r.e1.is_empty() {
+        render_e1(r, &mut o);
+    }
+    render_rest(r, &mut o);
+    o
+}
+
+pub(super) fn render_e1(r: &BondReport, o: &mut String) {
+    use std::fmt::Write as _;
+    let _ = writeln!(o, "\nE1 bandwidth vs members (paper Fig. 4/5)");
+    for l in &r.linux_one_link {
+        let _ = writeln!(
+            o,
+            "  Linux → Linux, one link, {}: {:.1} Mbit/s{}",
+            l.proto,
+            l.goodput_mbit,
+            if l.proto == "udp" {
+                format!(" (loss {:.2} %)", l.loss * 100.0)
+            } else {
+                String::new()
+            }
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  Linux balance-rr, one TCP flow over 4 links (published, not measured): {BALANCE_RR_OF_4} of 4 = {:.2}",
+        BALANCE_RR_OF_4 / 4.0
+    );
+    let _ = writeln!(
+        o,
+        "  {:>2} {:<13} {:<4} {:<4} {:>8} {:>6} {:<24} {:>7} {:>8} {:>7} {:>7} {:>6} {:>6} {:>12}",
+        "N",
+        "policy",
+        "",
+        "dir",
+        "Mbit/s",
+        "eff",
+        "member shares",
+        "retrans",
+        "spurious",
+        "reorder",
+        "loss %",
+        "q-drop",
+        "sent",
+        "rx drops s/p"
+    );
+    for e in &r.e1 {
+        let sh = e
+            .shares
+            .iter()
+            .map(|s| format!("{s:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let _ = writeln!(
+            o,
+            "  {:>2} {:<13} {:<4} {:<4} {:>8.1} {:>6.2} {:<24} {:>7} {:>8} {:>7} {:>7} {:>6} {:>6} {:>12}",
+            e.members,
+            e.policy,
+            e.proto,
+            e.direction,
+            e.goodput_mbit,
+            e.efficiency,
+            sh,
+            if e.proto == "tcp" {
+                e.retrans.to_string()
+            } else {
+                "-".into()
+            },
+            if e.proto == "tcp" {
+                e.spurious_retrans.to_string()
+            } else {
+                "-".into()
+            },
+            if e.proto == "tcp" {
+                e.reordering.to_string()
+            } else {
+                "-".into()
+            },
+            if e.proto == "udp" {
+                format!("{:.2}", e.loss * 100.0)
+            } else {
+                "-".into()
+            },
+            e.queue_drops,
+            if e.proto == "udp" {
+                format!("{:.0}", e.sent_mbit)
+            } else {
+                "-".into()
+            },
+            if e.proto == "udp" {
+                format!("{}/{}", e.rx_queue_drops, e.port_drops)
+            } else {
+                "-".into()
+            },
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  (eff: goodput ÷ (N × Linux's one link, same protocol); shares: of the bytes the receiving\n   \
+         bond took in, per member; retrans/spurious/reorder: the sending connection's; q-drop:\n   \
+         frames the links' tbf queues dropped, both hosts, both ways; sent: Mbit/s the paced UDP\n   \
+         sender managed (paced at N × what one link carries); rx drops s/p: datagrams the\n   \
+         receiving stack dropped for a full socket queue / frames its TAPs' queues dropped\n   \
+         before the engine read them; prioritized without real-time members is least-queued,\n   \
+         so not run)"
+    );
+}
+
+pub(super) fn render_rest(r: &BondReport, o: &mut String) {
+    use std::fmt::Write as _;
+    if !r.e2.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nE2 real-time channel: 64-byte messages at 1 kHz, app-to-app one-way µs (paper Fig. 6–9)"
+        );
+        let _ = writeln!(
+            o,
+            "  {:<30} {:<4} {:>7} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>9}",
+            "scenario",
+            "",
+            "samples",
+            "lost",
+            "min",
+            "mean",
+            "std",
+            "p50",
+            "p99",
+            "p99.9",
+            "max",
+            "bulk Mb/s"
+        );
+        for e in &r.e2 {
+            let _ = writeln!(
+                o,
+                "  {:<30} {:<4} {:>7} {:>5} {:>6.0} {:>6.0} {:>6.0} {:>6.0} {:>6.0} {:>6} {:>7.0} {:>9.1}",
+                e.scenario,
+                e.proto,
+                e.samples,
+                e.lost,
+                e.min_us,
+                e.mean_us,
+                e.std_us,
+                e.p50_us,
+                e.p99_us,
+                e.p999_us.map_or("-".into(), |v| format!("{v:.0}")),
+                e.max_us,
+                e.bulk_mbit
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  (two members per host, prioritized policy; \"two channels\": member 2 of each host real-time;\n   \
+             bulk: one TCP flow at priority 0 in the same direction{})",
+            if r.command.contains("--bond-rt-fifo") {
+                ";\n   engines and the stream's threads in SCHED_FIFO (--bond-rt-fifo)"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(
+            o,
+            "\n  where the time went, µs, mean / p50 / p99 (paper Fig. 6: app → bond; Fig. 7/8: app → NIC)"
+        );
+        let _ = writeln!(
+            o,
+            "  {:<30} {:<4} {:>7} {:>20} {:>20} {:>20} {:>15}",
+            "scenario", "", "seen", "app → wire", "wire → wire", "wire → app", "engines cpu/wait"
+        );
+        let d = |x: &Dist| format!("{:.0} / {:.0} / {:.0}", x.mean_us, x.p50_us, x.p99_us);
+        for e in &r.e2 {
+            let _ = writeln!(
+                o,
+                "  {:<30} {:<4} {:>7} {:>20} {:>20} {:>20} {:>15}",
+                e.scenario,
+                e.proto,
+                e.app_to_wire.n,
+                d(&e.app_to_wire),
+                d(&e.switch),
+                d(&e.wire_to_app),
+                e.engines
+                    .iter()
+                    .map(|l| format!("{:.0}%/{:.0}", l.cpu * 100.0, l.wait_per_slice_us))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  (kernel timestamps on the switch's devices: \"wire\" out is the sending engine's frame\n   \
+             entering its TAP, before the link's shaping; \"wire\" in is the kernel handing it to the\n   \
+             receiver's TAP, after both links and the bridge; seen: messages found both places;\n   \
+             engines: the sending and the receiving engine thread's share of a CPU and the µs it\n   \
+             waited on a run queue per time slice, from /proc schedstat)"
+        );
+    }
+    if !r.e3.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nE3 overhead of one bonded member vs the plain port, at the link rate and unshaped (paper Table 2)"
+        );
+        let _ = writeln!(
+            o,
+            "  {:<11} {:<16} {:>3} {:>9} {:>12}",
+            "link", "port", "rep", "Mbit/s", "eng s/GiB"
+        );
+        for e in &r.e3 {
+            let _ = writeln!(
+                o,
+                "  {:<11} {:<16} {:>3} {:>9.1} {:>12.3}",
+                e.link, e.port, e.rep, e.goodput_mbit, e.engine_s_per_gib
+            );
+        }
+        for link in ["100 Mbit/s", "unshaped"] {
+            let _ = writeln!(
+                o,
+                "  {link}: bond ÷ plain, median of pairs: goodput {:.3}, engine CPU per GiB {:.3}",
+                e3_ratio(&r.e3, link, |e| e.goodput_mbit),
+                e3_ratio(&r.e3, link, |e| e.engine_s_per_gib)
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  (eng s/GiB: both engines' thread CPU per GiB moved; each engine pinned to a core of its own)"
+        );
+    }
+    if !r.e4.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nE4 failover: one of two members cut mid-transfer, then back"
+        );
+        let _ = writeln!(
+            o,
+            "  {:<13} {:>6} {:>7} {:>8} {:>8} {:>8} {:>9} {:>10}",
+            "policy", "lost B", "gap ms", "before", "cut", "after", "rejoin ms", "full-rate ms"
+        );
+        for e in &r.e4 {
+            let _ = writeln!(
+                o,
+                "  {:<13} {:>6} {:>7.1} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>10}",
+                e.policy,
+                e.bytes_lost,
+                e.gap_ms,
+                e.before_mbit,
+                e.cut_mbit,
+                e.after_mbit,
+                e.rejoin_ms,
+                e.full_rate_ms.map_or("-".into(), |v| format!("{v:.0}"))
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  (before/cut/after: goodput, Mbit/s; gap: longest wait between reads that made progress,\n   \
+             from 0.1 s before the cut to 1 s after; full rate: a 200 ms window at 90 % of before)"
+        );
+    }
+    for e in &r.e5 {
+        let _ = writeln!(
+            o,
+            "\nE5 plain-ARP Linux host: to the bond {:.1} Mbit/s, from it {:.1} Mbit/s; its neighbour entry\n   \
+             for the bond: {:?} over {} samples, {} changes (the bond keeps it on {})",
+            e.to_bond_mbit, e.from_bond_mbit, e.macs, e.samples, e.changes, e.home_mac
+        );
+    }
+    if !r.e6.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nE6 ARP+ convergence: from the last member link up until both ARP+ tables hold every member"
+        );
+        let _ = writeln!(
+            o,
+            "  {:>6} {:>7} {:>4} {:>8} {:>8} {:>8} {:>8} {:>7} {:>14}",
+            "drop %",
+            "members",
+            "reps",
+            "complete",
+            "min ms",
+            "median",
+            "max ms",
+            "dropped",
+            "from start ms"
+        );
+        for e in &r.e6 {
+            let _ = writeln!(
+                o,
+                "  {:>6.1} {:>7} {:>4} {:>8} {:>8.1} {:>8.1} {:>8.1} {:>7} {:>14.0}",
+                e.drop_percent,
+                e.members,
+                e.reps,
+                e.complete,
+                e.min_ms,
+                e.median_ms,
+                e.max_ms,
+                e.dropped,
+                e.from_start_median_ms
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  (dropped: ARP+ frames (EtherType {ETHERTYPE_ARPP:#06x}) the engines sent that an eBPF program\n   \
+             dropped as they entered the switch, over all repetitions: a dropped broadcast reaches nobody;\n   \
+             from start: the median from the first engine's start, the testbed's setup included)"
+        );
+    }
+    if !r.targets.is_empty() {
+        let _ = writeln!(o, "\nbond targets (issue 16):");
+        for t in &r.targets {
+            let _ = writeln!(
+                o,
+                "  {} {:<86} {:>8.3} {:<5} goal {}",
+                if t.met { "PASS" } else { "MISS" },
+                t.what,
+                t.ratio,
+                t.unit,
+                t.goal
+            );
+        }
+    }
+}
+
+/// E1's goodput by members per policy, E1's member shares, E2's CDFs.
+pub(crate) fn plots(r: &BondReport, dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    if !r.e1.is_empty() {
+        let mut series = Vec::new();
+        for proto in ["tcp", "udp"] {
+            for (_, pname) in POLICIES {
+                let mut pts: Vec<(f64, f64)> = Vec::new();
+                let ns: BTreeSet<usize> = r.e1.iter().map(|e| e.members).collect();
+                for n in ns {
+                    let m = mean(
+                        r.e1.iter()
+                            .filter(|e| e.members == n && e.policy == pname && e.proto == proto)
+                            .map(|e| e.goodput_mbit),
+                    );
+                    if m.is_finite() {
+                        pts.push((n as f64, m));
+                    }
+                }
+                series.push(Series {
+                    name: format!("softoe {proto}, {pname}"),
+                    points: pts,
+                });
+            }
+            if let Some(l) = r.linux_one_link.iter().find(|l| l.proto == proto) {
+                let ns: BTreeSet<usize> = r.e1.iter().map(|e| e.members).collect();
+                series.push(Series {
+                    name: format!("N × Linux one link ({proto})"),
+                    points: ns
+                        .into_iter()
+                        .map(|n| (n as f64, n as f64 * l.goodput_mbit))
+                        .collect(),
+                });
+            }
+        }
+        series.push(Series {
+            name: "Linux balance-rr, TCP, published (2.3 of 4 links)".into(),
+            points: vec![(4.0, BALANCE_RR_OF_4 * r.rate_mbit as f64)],
+        });
+        let p = dir.join("bond-e1-goodput.svg");
+        plot::linear(
+            &p,
+            "E1: goodput of one flow vs bonded members (paper Fig. 4)",
+            "members per host",
+            "Mbit/s",
+            &series,
+        )?;
+        out.push(p);
+        // Shares: member index vs share, one curve per run with N = max.
+        let max_n = r.e1.iter().map(|e| e.members).max().unwrap_or(1);
+        let series: Vec<Series> =
+            r.e1.iter()
+                .filter(|e| e.members == max_n)
+                .map(|e| Series {
+                    name: format!("{} {} {}", e.proto, e.policy, e.direction),
+                    points: e
+                        .shares
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| ((i + 1) as f64, *s))
+                        .collect(),
+                })
+                .collect();
+        let p = dir.join("bond-e1-shares.svg");
+        plot::linear(
+            &p,
+            &format!("E1: each member's share of the bytes, {max_n} members (paper Fig. 5)"),
+            "member",
+            "share",
+            &series,
+        )?;
+        out.push(p);
+    }
+    if !r.e2.is_empty() {
+        let series: Vec<Series> =
+            r.e2.iter()
+                .map(|e| {
+                    let n = e.cdf.len().max(1) as f64;
+                    let step = (e.cdf.len() / 400).max(1);
+                    Series {
+                        name: format!("{} {}", e.proto, e.scenario),
+                        points: e
+                            .cdf
+                            .iter()
+                            .enumerate()
+                            .step_by(step)
+                            .map(|(i, v)| (*v, (i + 1) as f64 / n))
+                            .collect(),
+                    }
+                })
+                .collect();
+        let p = dir.join("bond-e2-latency-cdf.svg");
+        plot::linear(
+            &p,
+            "E2: real-time one-way latency CDF (paper Fig. 8)",
+            "µs, app to app",
+            "fraction ≤",
+            &series,
+        )?;
+        out.push(p);
+    }
+    Ok(out)
+}

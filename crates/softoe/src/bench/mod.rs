@@ -1,0 +1,464 @@
+//! `softoe bench`: what the offload engine is worth, measured beside Linux
+//! over the same bridge in the same run.
+//!
+//! The servers run as a separate program in both cases — `softoe
+//! bench-servers`, attached to the engine over shared memory, or on Linux's
+//! TCP in the peer namespace — so "the host program's CPU" means the same
+//! thing for both: that process's user and system time (for Linux this
+//! includes the kernel's TCP work done in its system calls, but not the
+//! softirq work the kernel does elsewhere; the machine-wide figure, from
+//! `/proc/stat`, counts everything on both cores). The engine's CPU is its
+//! thread's run time (`schedstat`). The Linux client that drives each
+//! workload is the same for both.
+//!
+//! Scenarios so far: bulk (1 and 8 connections, both directions, 64 KiB
+//! writes) for each send policy and Linux, with CPU per GiB; and a
+//! ping-pong sweep by message size (p50, p99, p99.9, mean, bandwidth, and
+//! HL-TCP's host CPU utilization: the server's CPU time ÷ elapsed time).
+//! Named with `--only loss`: a drop-rate sweep, goodput and loss recovery
+//! of softoe and Linux as senders and receivers (see `loss/`).
+//!
+//! The module by job: `server` runs the server program as `softoe
+//! bench-servers` (the demo's too, see `crate::server`) and starts it,
+//! `cpu` reads the CPU accounting of `/proc`, `workload` holds the Linux
+//! client's transfers and ping-pong, `scenarios` the bulk, latency,
+//! ablation and coalescing runs, and `scale`, `loss`, `bond` and
+//! `emulate` the scenarios of their own; `targets`, `render` and `plot`
+//! turn the report into ratios, tables and plots.
+
+mod bond;
+mod cpu;
+pub(crate) mod emulate;
+pub(crate) mod loss;
+mod plot;
+mod render;
+mod scale;
+mod scenarios;
+mod server;
+mod targets;
+mod workload;
+
+pub use server::{ServersArgs, servers};
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::bed::BedOptions;
+use plot::plots;
+use render::render;
+use scenarios::{ablation, bulk_and_latency, coalescing};
+use targets::{Target, targets};
+
+/// The application's write size in bulk runs.
+const WRITE: usize = 64 * 1024;
+
+/// The scenarios `softoe bench` knows.
+const SCENARIOS: [&str; 7] = [
+    "bulk",
+    "latency",
+    "ablation",
+    "coalescing",
+    "scale",
+    "loss",
+    "bond",
+];
+
+/// Options of `softoe bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Measure the real engine configured as a machine file says — the
+    /// file `softoe sim predict` reads — and print the figures the model
+    /// predicts for it (throughput, latency, host and engine CPU), under
+    /// the same names. `host.offload`: the program on softoe's engine or
+    /// on Linux's TCP; `engine.speed` slows the engine (it cannot be made
+    /// faster: above 1 is refused); `memory.delay` m becomes a busy-wait of
+    /// (m − 1)·a per shared-memory access, `a` being the calibration's
+    /// `ring_access` cost; `nic.tso/csum/gro` the TAP's offloads;
+    /// `nic.coalesce_us` the engine's receive coalescing; `engine.spin_us`
+    /// its spin; `link.gbps` below 10 a `tbf` on the path. What this
+    /// machine cannot do is refused by name (`link.loss`, `link.mtu`,
+    /// `bus.*`); `link.delay_us` is not emulated but reported: the real
+    /// path's round trip is what it is. The other scenarios' options do not
+    /// apply.
+    #[arg(long, value_name = "CONFIG")]
+    emulate: Option<PathBuf>,
+    /// With --emulate: change one field of the machine file, e.g. `--set
+    /// engine.speed=0.5 --set workload.kind=rr` (after the file).
+    #[arg(long = "set", value_name = "SECTION.FIELD=VALUE", requires = "emulate")]
+    set: Vec<String>,
+    /// With --emulate: the calibration whose `ring_access` cost turns
+    /// `memory.delay` into a delay per access (TOML, as `softoe sim
+    /// calibrate` writes it; default: the shipped docs/sim/calibration.toml;
+    /// `builtin`: the model's order-of-magnitude costs).
+    #[arg(long, value_name = "FILE", requires = "emulate")]
+    calibration: Option<PathBuf>,
+    /// A one-minute version: smaller transfers, fewer rounds and sizes.
+    #[arg(long)]
+    quick: bool,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Bytes per bulk run, split over its connections (suffixes K, M, G;
+    /// default 1G, 256M with --quick).
+    #[arg(long, value_parser = crate::sim::parse_size)]
+    bytes: Option<u64>,
+    /// Round trips per message size in the latency sweep (default 5000,
+    /// 300 with --quick; fewer for large messages).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Where the plots of the sweeps go (SVG: latency, bandwidth and host
+    /// CPU by message size; latency and goodput by coalescing delay).
+    #[arg(long, default_value = "softoe-bench")]
+    plots: PathBuf,
+    /// Which scenarios to run, as `--only` takes them (`softoe bench bond
+    /// --quick`); both lists add up.
+    #[arg(value_parser = SCENARIOS)]
+    scenarios: Vec<String>,
+    /// Which scenarios to run (default: all but loss and bond): bulk,
+    /// latency, ablation, coalescing, scale, loss (the drop-rate sweep,
+    /// minutes long: named only), bond (BondingPlus, E1–E6 of issue 16,
+    /// named only; its E6 drops ARP+ frames with an eBPF program, no nft
+    /// needed).
+    #[arg(long, value_delimiter = ',', value_parser = SCENARIOS)]
+    only: Vec<String>,
+    /// Samples of each real-time scenario of `bond` (1 kHz: 100000 is 100
+    /// s each; default 100000, 3000 with --quick; p99.9 is shown from
+    /// 100000).
+    #[arg(long)]
+    rt_samples: Option<usize>,
+    /// Which of `bond`'s experiments to run (default: all): e1 bandwidth
+    /// vs members, e2 real-time channel, e3 one member's overhead, e4
+    /// failover, e5 plain-ARP peer, e6 ARP+ under loss.
+    #[arg(long, value_delimiter = ',', value_parser = ["e1", "e2", "e3", "e4", "e5", "e6"])]
+    bond_exp: Vec<String>,
+    /// Run `bond`'s E2 with both engines and the real-time stream's
+    /// threads in SCHED_FIFO, as engines on cores of their own would run
+    /// (the bulk's threads and the kernel's stay ordinary). A diagnostic:
+    /// it shows what the engines cost when they never wait for a CPU, but
+    /// on two cores the kernel's real-time throttling
+    /// (sched_rt_runtime_us) stalls them for tens of ms in runs of more
+    /// than a few seconds, and ksoftirqd (the links' tbf) is starved.
+    #[arg(long)]
+    bond_rt_fifo: bool,
+    /// Member counts of `bond`'s E1 (default 1,2,3,4; 1,2 with --quick).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=16))]
+    bond_members: Vec<u8>,
+    /// Drop rates of the loss sweep, percent each way on the client's link
+    /// (fractions fine), comma-separated: `--loss 0.1,1,5`.
+    #[arg(long, value_delimiter = ',', default_values_t = [0.1, 1.0, 2.0, 5.0, 10.0])]
+    loss: Vec<f64>,
+    /// Bytes per transfer of the loss sweep (suffixes K, M, G; default
+    /// 64M, 8M with --quick).
+    #[arg(long, value_parser = crate::sim::parse_size)]
+    loss_bytes: Option<u64>,
+    /// Longest one transfer of the loss sweep may run, seconds (default 10,
+    /// 4 with --quick); one stopped early reports what it moved.
+    #[arg(long)]
+    loss_secs: Option<f64>,
+    /// Drop rates of the loss sweep's millisecond-RTT variant: the client's
+    /// link limited to 100 Mbit/s each way by tbf with a 5 ms queue.
+    #[arg(long, value_delimiter = ',', default_values_t = [1.0, 5.0])]
+    loss_ms_rtt: Vec<f64>,
+    /// Rounds of the loss sweep at each rate (its summary shows the
+    /// medians; the veth's goodput moves 2–5× run to run).
+    #[arg(long, default_value_t = 1)]
+    loss_reps: usize,
+    /// Skip the loss sweep's millisecond-RTT variant.
+    #[arg(long)]
+    no_ms_rtt: bool,
+    /// Congestion control of the loss sweep's Linux sender set beside
+    /// softoe's (reno, cubic, bbr: what the kernel offers). Default:
+    /// softoe's own, CUBIC, so the sweep compares loss recovery; `bbr` (the
+    /// default of many machines, this one's too) sets softoe's CUBIC beside
+    /// a controller that does not slow down for random loss. The client
+    /// sending into both receivers keeps its namespace's default.
+    #[arg(long, default_value = crate::bench::loss::DEFAULT_LINUX_CC)]
+    linux_cc: String,
+    /// Leave the loss sweep's veths reordering flows, as a veth does by
+    /// itself: it puts each frame in the backlog of the CPU that sent it,
+    /// and a TCP sender transmits from two CPUs (its program and the
+    /// softirq taking its ACKs), so a busy CPU delivers its share hundreds
+    /// of µs late and the sweep also measures how each receiver and sender
+    /// take that reordering. By default the bridge's ports steer each flow
+    /// to one CPU (receive packet steering), keeping it in order as a wire
+    /// and a NIC's queue do, so the sweep measures loss alone.
+    #[arg(long)]
+    loss_veth_reorder: bool,
+    /// Accepted for earlier commands: keeping flows in order is the default
+    /// now (see --loss-veth-reorder).
+    #[arg(long, hide = true, conflicts_with = "loss_veth_reorder")]
+    loss_flow_order: bool,
+    /// Pin the engine to this core, its own, as a dedicated engine core
+    /// (default: let the scheduler place it).
+    #[arg(long)]
+    engine_cpu: Option<usize>,
+    /// How long the real-wire engine spins for work before it sleeps, µs
+    /// (default: the engine's 50): longer trades a core for wake-up time.
+    #[arg(long)]
+    engine_spin_us: Option<u64>,
+    /// Write every frame the engine sends and receives to this pcap file
+    /// (tcpdump and Wireshark read it; each testbed the run builds appends
+    /// its own engine's frames, so name one scenario with --only).
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+    /// The largest connection count of the scale scenario (1, 100, 1,000
+    /// and 10,000 up to this; default 10000, 1000 with --quick).
+    #[arg(long)]
+    scale_max: Option<usize>,
+}
+/// One bulk run.
+#[derive(Debug, Serialize)]
+struct BulkRow {
+    system: String,
+    direction: &'static str,
+    conns: usize,
+    bytes: u64,
+    gbps: f64,
+    /// CPU seconds per GiB: the server program, the engine thread (0 for
+    /// Linux), the whole machine.
+    app_s_per_gib: f64,
+    engine_s_per_gib: f64,
+    machine_s_per_gib: f64,
+}
+
+/// One message size of the ping-pong sweep.
+#[derive(Debug, Serialize)]
+struct LatencyRow {
+    system: String,
+    size: usize,
+    rounds: usize,
+    p50_us: f64,
+    p99_us: f64,
+    p999_us: f64,
+    mean_us: f64,
+    /// size × 8 ÷ (mean round trip ÷ 2), NetPIPE's way.
+    mbps: f64,
+    /// HL-TCP's host CPU utilization: the server program's CPU time ÷
+    /// elapsed time × 100.
+    host_cpu_pct: f64,
+}
+
+/// One row of the ablation (HL-TCP Table 3's structure).
+#[derive(Debug, Serialize)]
+struct AblationRow {
+    offloads: &'static str,
+    policy: &'static str,
+    coalescing: bool,
+    rr4_p50_us: f64,
+    /// One connection, host→Linux.
+    bulk_gbps: f64,
+}
+
+/// One point of the coalescing sweep.
+#[derive(Debug, Serialize)]
+struct CoalescingRow {
+    /// Receive interrupt coalescing and completion wake-up delay, µs.
+    delay_us: u64,
+    rr4_p50_us: f64,
+    rr4_p99_us: f64,
+    /// One connection each way.
+    in_gbps: f64,
+    out_gbps: f64,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct Report {
+    quick: bool,
+    bulk: Vec<BulkRow>,
+    latency: Vec<LatencyRow>,
+    ablation: Vec<AblationRow>,
+    coalescing: Vec<CoalescingRow>,
+    scale: Vec<scale::ScaleRow>,
+    engine_cost: Option<scale::EngineCost>,
+    targets: Vec<Target>,
+    /// The engine's share of time asleep during bulk and latency runs.
+    engine_idle_share: Option<f64>,
+    /// The loss sweep's transfers.
+    loss: Vec<loss::LossRow>,
+    /// The loss sweep's medians by rate and transfer, over its rounds.
+    loss_summary: Vec<loss::LossSummary>,
+    /// The command that runs the loss sweep as it ran.
+    loss_command: Option<String>,
+    /// BondingPlus (`bond`): E1–E6 and their targets.
+    bond: Option<bond::BondReport>,
+    plots: Vec<PathBuf>,
+}
+
+/// `softoe bench`.
+pub fn run(args: &BenchArgs) -> Result<()> {
+    if let Some(config) = &args.emulate {
+        return emulate::run(&emulate::EmulateArgs {
+            config,
+            set: &args.set,
+            calibration: args.calibration.as_deref(),
+            quick: args.quick,
+            json: args.json,
+            engine_cpu: args.engine_cpu,
+        });
+    }
+    let bytes = args
+        .bytes
+        .unwrap_or(if args.quick { 256 << 20 } else { 1 << 30 });
+    let rounds = args.rounds.unwrap_or(if args.quick { 300 } else { 5000 });
+    if bytes < 8 * WRITE as u64 || rounds == 0 {
+        bail!("--bytes must be at least 512K and --rounds above zero");
+    }
+    let sizes: &[usize] = if args.quick {
+        &[4, 1024, 65_536]
+    } else {
+        &[4, 64, 1024, 4096, 16_384, 65_536, 262_144]
+    };
+    let exe = std::env::current_exe().context("where is this binary?")?;
+    let pb = if args.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(0)
+    };
+    if let Ok(st) = ProgressStyle::with_template("{spinner} [{bar:20}] {pos}/{len} {msg}") {
+        pb.set_style(st.progress_chars("=> "));
+    }
+    pb.set_message("building the testbed and starting the softoe engine");
+    let base = BedOptions {
+        cpu: args.engine_cpu,
+        spin: args.engine_spin_us.map(Duration::from_micros),
+        pcap: args.pcap.clone(),
+        ..BedOptions::default()
+    };
+    // The loss sweep and the bond's experiments take minutes: they run
+    // when named.
+    let named: Vec<&String> = args.only.iter().chain(&args.scenarios).collect();
+    let want = |s: &str| {
+        if named.is_empty() {
+            s != "loss" && s != "bond"
+        } else {
+            named.iter().any(|o| *o == s)
+        }
+    };
+    let mut bond = bond::Options::new(args.quick, args.rt_samples);
+    if !args.bond_exp.is_empty() {
+        bond.experiments = args.bond_exp.clone();
+    }
+    bond.rt_fifo = args.bond_rt_fifo;
+    if !args.bond_members.is_empty() {
+        bond.members = args.bond_members.iter().map(|&n| usize::from(n)).collect();
+    }
+    let loss = loss::Options {
+        reps: args.loss_reps,
+        rates: args.loss.clone(),
+        ms_rates: if args.no_ms_rtt {
+            Vec::new()
+        } else {
+            args.loss_ms_rtt.clone()
+        },
+        bytes: args
+            .loss_bytes
+            .unwrap_or(if args.quick { 8 << 20 } else { 64 << 20 }),
+        limit: Duration::try_from_secs_f64(args.loss_secs.unwrap_or(if args.quick {
+            4.0
+        } else {
+            10.0
+        }))
+        .map_err(|_| anyhow!("--loss-secs must be a number of seconds"))?,
+        linux_cc: args.linux_cc.clone(),
+        flow_order: !args.loss_veth_reorder,
+    };
+    if want("loss") {
+        loss.validate()?;
+    }
+    let delays: &[u64] = if args.quick {
+        &[0, 13, 50, 100]
+    } else {
+        &[0, 5, 10, 13, 25, 50, 75, 100]
+    };
+    let scale_max = args
+        .scale_max
+        .unwrap_or(if args.quick { 1000 } else { 10_000 });
+    let counts: Vec<usize> = [1, 100, 1000, 10_000]
+        .into_iter()
+        .filter(|&n| n <= scale_max)
+        .collect();
+    let bulk_runs = if want("bulk") { 4u64 } else { 0 };
+    let sweep = if want("latency") {
+        sizes.len() as u64
+    } else {
+        0
+    };
+    pb.set_length(
+        4 * bulk_runs
+            + 2 * sweep
+            + if want("ablation") { 24 } else { 0 }
+            + if want("coalescing") {
+                delays.len() as u64
+            } else {
+                0
+            }
+            + if want("scale") {
+                2 * counts.len() as u64 + 1
+            } else {
+                0
+            }
+            + if want("loss") { loss.runs() } else { 0 }
+            + if want("bond") { bond.runs() } else { 0 },
+    );
+    let mut report = Report {
+        quick: args.quick,
+        ..Report::default()
+    };
+    if want("bulk") || want("latency") {
+        bulk_and_latency(
+            &base,
+            &exe,
+            bytes,
+            rounds,
+            sizes,
+            (want("bulk"), want("latency")),
+            &mut report,
+            &pb,
+        )?;
+    }
+    // The small scenarios move a quarter of the bulk bytes per point.
+    let small = (bytes / 4).max(8 * WRITE as u64);
+    if want("ablation") {
+        report.ablation = ablation(&base, &exe, small, rounds, &pb)?;
+    }
+    if want("coalescing") {
+        report.coalescing = coalescing(&base, &exe, delays, small, rounds, &pb)?;
+    }
+    if want("scale") {
+        let load_for = Duration::from_millis(if args.quick { 500 } else { 2000 });
+        report.scale = scale::run(&base, &exe, &counts, load_for, rounds.min(5000), &pb)?;
+        pb.set_message("scale: the engine's cost per request, spin off");
+        report.engine_cost = Some(scale::engine_cost(
+            &base,
+            &exe,
+            scale_max.clamp(1, 100),
+            load_for,
+        )?);
+        pb.inc(1);
+    }
+    if want("loss") {
+        report.loss = loss::run(&base, &exe, &loss, &pb)?;
+        report.loss_summary = loss::summarize(&report.loss);
+        report.loss_command = Some(loss.command());
+    }
+    if want("bond") {
+        if !crate::bed::is_root() {
+            bail!("bench bond builds network namespaces, bridges and TAP devices: run it as root");
+        }
+        report.bond = Some(bond::run(&bond, &pb)?);
+    }
+    report.targets = targets(&report);
+    report.plots = plots(&report, &args.plots)?;
+    pb.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(())
+}

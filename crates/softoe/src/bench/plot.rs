@@ -1,0 +1,276 @@
+//! The plots of `softoe bench`'s sweeps, each drawn from a table: which
+//! file, which axes, and which quantity of the rows each curve shows.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::scale::ScaleRow;
+use super::{CoalescingRow, LatencyRow, Report};
+use crate::plot::{self, Series};
+
+/// A quantity of a row, with its label in the legend ("": none).
+type Quantity<R> = (&'static str, fn(&R) -> f64);
+
+/// One plot of a sweep: its file, its labels, its axes, and its curves —
+/// for each system, each quantity of the rows (named after the system and
+/// the quantity's label, whichever are not empty).
+struct Spec<R: 'static> {
+    file: &'static str,
+    title: &'static str,
+    x_desc: &'static str,
+    y_desc: &'static str,
+    /// Log–log axes, or linear from zero.
+    log: bool,
+    curves: &'static [Quantity<R>],
+}
+
+/// The coalescing sweep, by receive-interrupt and wake-up delay.
+const COALESCING: [Spec<CoalescingRow>; 2] = [
+    Spec {
+        file: "coalescing-latency.svg",
+        title: "4-byte round trip by coalescing delay (HL-TCP Fig. 7)",
+        x_desc: "receive-interrupt and wake-up delay (µs)",
+        y_desc: "round trip (µs)",
+        log: false,
+        curves: &[("p50", |c| c.rr4_p50_us), ("p99", |c| c.rr4_p99_us)],
+    },
+    Spec {
+        file: "coalescing-goodput.svg",
+        title: "One connection's goodput by coalescing delay",
+        x_desc: "receive-interrupt and wake-up delay (µs)",
+        y_desc: "Gb/s",
+        log: false,
+        curves: &[
+            ("Linux→host", |c| c.in_gbps),
+            ("host→Linux", |c| c.out_gbps),
+        ],
+    },
+];
+
+/// The scale scenario, by connections held.
+const SCALE: [Spec<ScaleRow>; 2] = [
+    Spec {
+        file: "scale-latency.svg",
+        title: "One flow's 64-byte round trip among N idle connections",
+        x_desc: "connections held",
+        y_desc: "round trip (µs)",
+        log: true,
+        curves: &[("p50", |x| x.held_p50_us), ("p99", |x| x.held_p99_us)],
+    },
+    Spec {
+        file: "scale-throughput.svg",
+        title: "64-byte requests per second, every connection busy",
+        x_desc: "connections",
+        y_desc: "requests per second",
+        log: true,
+        curves: &[("", |x| x.rps)],
+    },
+];
+
+/// The ping-pong sweep, by message size.
+const LATENCY: [Spec<LatencyRow>; 3] = [
+    Spec {
+        file: "latency.svg",
+        title: "Ping-pong round trip by message size",
+        x_desc: "message size (bytes)",
+        y_desc: "round trip (µs)",
+        log: true,
+        curves: &[("p50", |l| l.p50_us), ("p99", |l| l.p99_us)],
+    },
+    Spec {
+        file: "bandwidth.svg",
+        title: "Ping-pong bandwidth by message size (NetPIPE)",
+        x_desc: "message size (bytes)",
+        y_desc: "Mb/s",
+        log: true,
+        curves: &[("", |l| l.mbps)],
+    },
+    Spec {
+        file: "host-cpu.svg",
+        title: "Host CPU utilization by message size (HL-TCP: CPU time ÷ elapsed)",
+        x_desc: "message size (bytes)",
+        y_desc: "server program CPU (%)",
+        log: true,
+        curves: &[("", |l| l.host_cpu_pct)],
+    },
+];
+
+/// One sweep's rows: the x of each, and which system each is of.
+struct Sweep<'a, R> {
+    rows: &'a [R],
+    x: fn(&R) -> f64,
+    system: fn(&R) -> &str,
+    /// The systems, one curve each per quantity, in this order.
+    systems: Vec<&'a str>,
+}
+
+impl<R> Sweep<'_, R> {
+    /// Draws each plot of `specs` into `dir`, adding its path to `out`.
+    fn draw(&self, specs: &[Spec<R>], dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+        for spec in specs {
+            let series: Vec<Series> = self
+                .systems
+                .iter()
+                .flat_map(|&sys| spec.curves.iter().map(move |&(q, y)| (sys, q, y)))
+                .map(|(sys, q, y)| Series {
+                    name: [sys, q]
+                        .into_iter()
+                        .filter(|s| !s.is_empty())
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    points: self
+                        .rows
+                        .iter()
+                        .filter(|r| (self.system)(r) == sys)
+                        .map(|r| ((self.x)(r), y(r)))
+                        .collect(),
+                })
+                .collect();
+            let p = dir.join(spec.file);
+            let draw = if spec.log {
+                plot::log_log
+            } else {
+                plot::linear
+            };
+            draw(&p, spec.title, spec.x_desc, spec.y_desc, &series)?;
+            out.push(p);
+        }
+        Ok(())
+    }
+}
+
+/// The sweeps' plots, written into `dir`.
+pub(super) fn plots(r: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut out = super::loss::plots(&r.loss, dir)?;
+    if let Some(b) = &r.bond {
+        out.extend(super::bond::plots(b, dir)?);
+    }
+    if !r.coalescing.is_empty() {
+        Sweep {
+            rows: &r.coalescing,
+            x: |c| c.delay_us as f64,
+            system: |_| "",
+            systems: vec![""],
+        }
+        .draw(&COALESCING, dir, &mut out)?;
+    }
+    if !r.scale.is_empty() {
+        Sweep {
+            rows: &r.scale,
+            x: |x| x.conns as f64,
+            system: |x| &x.system,
+            systems: vec!["softoe", "Linux"],
+        }
+        .draw(&SCALE, dir, &mut out)?;
+    }
+    if !r.latency.is_empty() {
+        // The systems in the order they were measured.
+        let mut systems: Vec<&str> = Vec::new();
+        for l in &r.latency {
+            if !systems.contains(&l.system.as_str()) {
+                systems.push(&l.system);
+            }
+        }
+        Sweep {
+            rows: &r.latency,
+            x: |l| l.size as f64,
+            system: |l| &l.system,
+            systems,
+        }
+        .draw(&LATENCY, dir, &mut out)?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A report with every sweep the table draws: two coalescing delays,
+    /// two connection counts of each system, two systems' ping-pong.
+    fn report() -> Report {
+        let coalescing = |d: u64| CoalescingRow {
+            delay_us: d,
+            rr4_p50_us: 20.0 + d as f64,
+            rr4_p99_us: 40.0 + d as f64,
+            in_gbps: 5.0,
+            out_gbps: 6.0 + d as f64 / 100.0,
+        };
+        let scale = |system: &str, conns: usize| ScaleRow {
+            system: system.into(),
+            conns,
+            rps: 1e5 / conns as f64,
+            load_p99_us: 100.0,
+            load_fairness: 1.0,
+            held_p50_us: 30.0 + conns as f64,
+            held_p99_us: 60.0 + conns as f64,
+            engine_ns_per_rpc: 0.0,
+            engine_kib_per_conn: 0.0,
+            load_retrans: 0,
+            port_drops: 0,
+        };
+        let latency = |system: &str, size: usize| LatencyRow {
+            system: system.into(),
+            size,
+            rounds: 100,
+            p50_us: 20.0 + size as f64 / 100.0,
+            p99_us: 30.0 + size as f64 / 100.0,
+            p999_us: 40.0,
+            mean_us: 25.0,
+            mbps: size as f64,
+            host_cpu_pct: 10.0,
+        };
+        Report {
+            coalescing: vec![coalescing(0), coalescing(13)],
+            scale: vec![
+                scale("softoe", 1),
+                scale("softoe", 100),
+                scale("Linux", 1),
+                scale("Linux", 100),
+            ],
+            latency: vec![
+                latency("softoe overlap", 4),
+                latency("softoe overlap", 1024),
+                latency("Linux", 4),
+                latency("Linux", 1024),
+            ],
+            ..Report::default()
+        }
+    }
+
+    #[test]
+    fn every_sweep_is_drawn_into_its_file() {
+        let dir = std::env::temp_dir().join(format!("softoe-plot-test-{}", std::process::id()));
+        let out = plots(&report(), &dir).unwrap();
+        let names: Vec<String> = out
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "coalescing-latency.svg",
+                "coalescing-goodput.svg",
+                "scale-latency.svg",
+                "scale-throughput.svg",
+                "latency.svg",
+                "bandwidth.svg",
+                "host-cpu.svg"
+            ]
+        );
+        let latency = std::fs::read_to_string(dir.join("latency.svg")).unwrap();
+        for legend in [
+            "softoe overlap p50",
+            "softoe overlap p99",
+            "Linux p50",
+            "Linux p99",
+        ] {
+            assert!(latency.contains(legend), "{legend} missing");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

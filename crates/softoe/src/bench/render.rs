@@ -1,0 +1,243 @@
+//! The report as text tables.
+
+use super::{AblationRow, Report};
+
+/// The report as text tables.
+pub(super) fn render(r: &Report) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let only_bond = r.bond.is_some()
+        && r.bulk.is_empty()
+        && r.latency.is_empty()
+        && r.ablation.is_empty()
+        && r.coalescing.is_empty()
+        && r.scale.is_empty()
+        && r.loss.is_empty();
+    if !only_bond {
+        let _ = writeln!(
+            o,
+            "softoe bench{}: servers in a separate program on the softoe engine (shared memory)\n\
+         and on Linux's TCP, each driven by one Linux client over one bridge.\n\
+         CPU: seconds per GiB moved — the server program (user+system), the engine\n\
+         thread, the whole machine (both cores, /proc/stat).\n",
+            if r.quick { " --quick" } else { "" }
+        );
+    }
+    // Each table only when its scenario ran (`--only`).
+    if !r.bulk.is_empty() {
+        let _ = writeln!(
+            o,
+            "{:<16} {:<11} {:>5} {:>8} {:>10} {:>10} {:>10}",
+            "bulk", "direction", "conns", "Gb/s", "app s/GiB", "eng s/GiB", "all s/GiB"
+        );
+    }
+    for b in &r.bulk {
+        let _ = writeln!(
+            o,
+            "{:<16} {:<11} {:>5} {:>8.2} {:>10.3} {:>10.3} {:>10.3}",
+            b.system,
+            b.direction,
+            b.conns,
+            b.gbps,
+            b.app_s_per_gib,
+            b.engine_s_per_gib,
+            b.machine_s_per_gib
+        );
+    }
+    if !r.latency.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n{:<16} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
+            "ping-pong", "size", "p50 µs", "p99 µs", "p99.9 µs", "mean µs", "Mb/s", "host CPU"
+        );
+    }
+    for l in &r.latency {
+        let _ = writeln!(
+            o,
+            "{:<16} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>7.0}%",
+            l.system, l.size, l.p50_us, l.p99_us, l.p999_us, l.mean_us, l.mbps, l.host_cpu_pct
+        );
+    }
+    if !r.targets.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n{:<50} {:>8}  {:<16}",
+            "target (softoe ÷ Linux)", "ratio", "goal"
+        );
+    }
+    for t in &r.targets {
+        let _ = writeln!(
+            o,
+            "{:<50} {:>8}  {:<16} {}",
+            t.what,
+            if t.unit == "x" {
+                format!("{:.2}x", t.ratio)
+            } else {
+                format!("{:.0} {}", t.ratio, t.unit)
+            },
+            t.goal,
+            if t.met { "met" } else { "missed" }
+        );
+    }
+    if let Some(idle) = r.engine_idle_share {
+        let _ = writeln!(
+            o,
+            "\nengine asleep {:.0} % of the run (spin-then-sleep).",
+            idle * 100.0
+        );
+    }
+    if !r.ablation.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nablation (softoe; HL-TCP Table 3's structure): 4-byte p50 µs / one connection host→Linux Gb/s"
+        );
+        let _ = writeln!(
+            o,
+            "{:<18} {:<9} {:>16} {:>16}",
+            "offloads", "policy", "coalescing off", "coalescing on"
+        );
+        for a in r.ablation.iter().filter(|a| !a.coalescing) {
+            let on = r
+                .ablation
+                .iter()
+                .find(|b| b.coalescing && b.offloads == a.offloads && b.policy == a.policy);
+            let cell = |x: &AblationRow| format!("{:.1} / {:.2}", x.rr4_p50_us, x.bulk_gbps);
+            let _ = writeln!(
+                o,
+                "{:<18} {:<9} {:>16} {:>16}",
+                a.offloads,
+                a.policy,
+                cell(a),
+                on.map_or_else(String::new, cell)
+            );
+        }
+    }
+    if !r.coalescing.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n{:<14} {:>10} {:>10} {:>14} {:>14}",
+            "coalescing µs", "p50 µs", "p99 µs", "Linux→host", "host→Linux"
+        );
+        for c in &r.coalescing {
+            let _ = writeln!(
+                o,
+                "{:<14} {:>10.1} {:>10.1} {:>10.2} Gb/s {:>9.2} Gb/s",
+                c.delay_us, c.rr4_p50_us, c.rr4_p99_us, c.in_gbps, c.out_gbps
+            );
+        }
+    }
+    if !r.scale.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nscale: 64-byte echoes; load = every connection busy, held = one flow among idle ones"
+        );
+        let _ = writeln!(
+            o,
+            "{:<8} {:>6} {:>9} {:>12} {:>6} {:>8} {:>7} {:>12} {:>12} {:>11} {:>9}",
+            "system",
+            "conns",
+            "kreq/s",
+            "load p99 µs",
+            "fair",
+            "retrans",
+            "drops",
+            "held p50 µs",
+            "held p99 µs",
+            "eng µs/req",
+            "KiB/conn"
+        );
+        for x in &r.scale {
+            let _ = writeln!(
+                o,
+                "{:<8} {:>6} {:>9.1} {:>12.1} {:>6.2} {:>8} {:>7} {:>12.1} {:>12.1} {:>11.2} {:>9.1}",
+                x.system,
+                x.conns,
+                x.rps / 1e3,
+                x.load_p99_us,
+                x.load_fairness,
+                x.load_retrans,
+                x.port_drops,
+                x.held_p50_us,
+                x.held_p99_us,
+                x.engine_ns_per_rpc / 1e3,
+                x.engine_kib_per_conn
+            );
+        }
+        let _ = writeln!(
+            o,
+            "(fair: Jain's index of the requests each connection got under load, 1 = all alike;\n \
+             retrans: segments the client host retransmitted under load; drops: frames the\n \
+             kernel dropped on their way to the engine (its TAP queue full);\n \
+             eng µs/req: the engine thread's CPU per request, idle spinning included)"
+        );
+    }
+    if let Some(c) = &r.engine_cost {
+        let _ = writeln!(
+            o,
+            "\nengine cost per 64-byte request (spin off, {} conns, {} requests): user {:.0} ns \
+             ({:.0} cycles), system {:.0} ns (the TAP's reads and writes, which run the bridge\n\
+             and the Linux client's receive path, doorbells, sleeping)",
+            c.conns, c.requests, c.user_ns, c.user_cycles, c.sys_ns
+        );
+    }
+    if !r.loss.is_empty() {
+        o.push_str(&crate::bench::loss::render(
+            &r.loss,
+            r.loss_command
+                .as_deref()
+                .unwrap_or("softoe bench --only loss"),
+        ));
+    }
+    if let Some(b) = &r.bond {
+        o.push_str(&crate::bench::bond::render(b));
+    }
+    for p in &r.plots {
+        let _ = writeln!(o, "plot: {}", p.display());
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::bench::BulkRow;
+    use crate::bench::targets::targets;
+
+    #[test]
+    fn targets_compare_softoe_with_linux() {
+        let row = |system: &str, direction: &'static str, gbps: f64, app: f64, eng: f64| BulkRow {
+            system: system.into(),
+            direction,
+            conns: 1,
+            bytes: 1 << 30,
+            gbps,
+            app_s_per_gib: app,
+            engine_s_per_gib: eng,
+            machine_s_per_gib: 0.0,
+        };
+        let mut r = Report {
+            bulk: vec![
+                row("softoe overlap", "host→Linux", 12.0, 0.01, 0.3),
+                row("Linux", "host→Linux", 10.0, 0.5, 0.0),
+            ],
+            ..Report::default()
+        };
+        let t = targets(&r);
+        assert_eq!(t[0].what, "host program CPU per byte, bulk send (overlap)");
+        assert!((t[0].ratio - 0.02).abs() < 1e-9 && t[0].met);
+        assert!((t[1].ratio - 1.2).abs() < 1e-9 && t[1].met);
+        // 0.5 ÷ (0.01 + 0.3): Linux spends more per byte than softoe's two.
+        assert!((t[2].ratio - 0.5 / 0.31).abs() < 1e-9 && t[2].met);
+        // No Linux→host rows and no latency rows: no targets from them.
+        assert_eq!(t.len(), 3);
+        r.targets = t;
+        let text = render(&r);
+        assert!(
+            text.contains("host program CPU per byte, bulk send (overlap)")
+                && text.contains("0.02x"),
+            "{text}"
+        );
+    }
+}
