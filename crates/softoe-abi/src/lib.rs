@@ -90,8 +90,8 @@ pub use layout::{
 pub use record::{
     CMD_QUIET, CMP_RELEASE, CONGESTION_CUBIC, CONGESTION_RENO, Command, Completion, MAX_PRIORITY,
     Opcode, RECV_REGION, RECV_REMOTE, SEND_MORE, SEND_OVERLAP, SEND_QUEUE, SEND_REMOTE, SEND_RING,
-    SEND_ZEROCOPY, SHUT_RD, SHUT_RDWR, SHUT_WR, SockKind, SockOpt, TcpInfoRecord, pack_addr,
-    unpack_addr,
+    SEND_ZEROCOPY, SHUT_RD, SHUT_RDWR, SHUT_WR, SockKind, SockOpt, TCPI_OPT_SACK,
+    TCPI_OPT_TIMESTAMPS, TCPI_OPT_WSCALE, TcpInfoRecord, pack_addr, unpack_addr,
 };
 pub use request::{MAX_SPAN, RecvTarget, Request, RingSpan, SendSource, encode};
 pub use ring::{Consumer, Producer, RingError};

@@ -321,6 +321,39 @@ pub struct TcpInfoRecord {
     /// given, or what the listener that accepted it had. An engine from
     /// before the option wrote zero here, the default.
     pub priority: u32,
+    /// The options the handshake agreed, as Linux's `tcpi_options`:
+    /// [`TCPI_OPT_TIMESTAMPS`], [`TCPI_OPT_SACK`], [`TCPI_OPT_WSCALE`].
+    /// An engine from before this field wrote nothing here (zero).
+    pub options: u32,
+    /// The window scales, as Linux packs `tcpi_snd_wscale` and
+    /// `tcpi_rcv_wscale`: the peer's shift in the low four bits, ours in
+    /// the next four (zero without [`TCPI_OPT_WSCALE`]).
+    pub wscale: u32,
+}
+
+/// [`TcpInfoRecord::options`]: both sides send timestamps (RFC 7323).
+pub const TCPI_OPT_TIMESTAMPS: u32 = 1;
+/// [`TcpInfoRecord::options`]: SACK is permitted (RFC 2018).
+pub const TCPI_OPT_SACK: u32 = 2;
+/// [`TcpInfoRecord::options`]: both sides scale their windows (RFC 7323).
+pub const TCPI_OPT_WSCALE: u32 = 4;
+
+impl TcpInfoRecord {
+    /// Whether the connection carries timestamps.
+    pub fn timestamps(&self) -> bool {
+        self.options & TCPI_OPT_TIMESTAMPS != 0
+    }
+
+    /// Whether the connection uses SACK.
+    pub fn sack(&self) -> bool {
+        self.options & TCPI_OPT_SACK != 0
+    }
+
+    /// The window-scale shifts (ours, the peer's) when both sides scale.
+    pub fn wscale(&self) -> Option<(u8, u8)> {
+        (self.options & TCPI_OPT_WSCALE != 0)
+            .then_some((((self.wscale >> 4) & 0xf) as u8, (self.wscale & 0xf) as u8))
+    }
 }
 
 /// Packs an IPv4 address (network order, as in `in_addr`) and a port into

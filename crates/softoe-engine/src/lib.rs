@@ -13,8 +13,9 @@
 //!   over a Unix socket and hand their socket work over shared-memory rings
 //!   (HL-TCP's messaging unit); each session is a sans-IO core over its
 //!   region, with descriptors, doorbells and `process_vm_*` in a thin outer
-//!   layer, so it is unit-tested and fuzzed without root. [`App`] is the
-//!   in-process API beside it.
+//!   layer, so it is unit-tested and fuzzed without root. [`App`], the
+//!   in-process API, is a program on it like any other: `softoe-host`'s
+//!   sockets over a session attached through a socket pair.
 //! - **Services** ([`services`]): built-in servers and clients (discard,
 //!   source, echo, bulk client) for tests, the demo and benchmarks.
 //! - **Emulation** ([`emulate`]): the engine slowed to a fraction of its

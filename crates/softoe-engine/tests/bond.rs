@@ -298,7 +298,7 @@ fn e2_a_priority_6_stream_goes_over_the_realtime_members() {
         let before = bytes_in(&bond_of(a));
         let l = a.app.tcp_listen(port, 4).unwrap();
         let mut c = b.app.tcp_connect(SocketAddrV4::new(a.ip, port)).unwrap();
-        c.set_priority(priority).unwrap();
+        c.set_priority(u32::from(priority)).unwrap();
         let (mut s, _) = l.accept_timeout(Some(T)).unwrap();
         s.set_read_timeout(Some(T));
         let sender = std::thread::spawn(move || {

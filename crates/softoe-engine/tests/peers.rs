@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
+use softoe_engine::app::TcpInfoRecord as TcpInfo;
 use softoe_engine::services::BulkClient;
-use softoe_stack::TcpInfo;
 
 const T: Duration = Duration::from_secs(20);
 
@@ -80,9 +80,11 @@ fn linux_without_sack_timestamps_or_window_scaling() {
         let (a, b) = both_ways(&bed, 8 << 20, port);
         for i in [a, b] {
             match sysctl {
-                "net.ipv4.tcp_sack" => assert!(!i.sack && i.timestamps && i.wscale.is_some()),
-                "net.ipv4.tcp_timestamps" => assert!(i.sack && !i.timestamps && i.wscale.is_some()),
-                _ => assert!(i.sack && i.timestamps && i.wscale.is_none()),
+                "net.ipv4.tcp_sack" => assert!(!i.sack() && i.timestamps() && i.wscale().is_some()),
+                "net.ipv4.tcp_timestamps" => {
+                    assert!(i.sack() && !i.timestamps() && i.wscale().is_some())
+                }
+                _ => assert!(i.sack() && i.timestamps() && i.wscale().is_none()),
             }
         }
         bed.tb.sysctl(&bed.linux, &format!("{sysctl}=1")).unwrap();

@@ -201,6 +201,15 @@ impl Client {
                 ),
             )
         })?;
+        Client::attach_over(conn, cfg)
+    }
+
+    /// Attaches over `conn`, a `SOCK_SEQPACKET` Unix socket already
+    /// connected to an engine (`cfg.path` is not used): how a program in
+    /// the engine's own process attaches (`softoe_engine::app` hands the
+    /// engine the other end of a socket pair). The engine must be running
+    /// or about to: this waits for its answer.
+    pub fn attach_over(conn: OwnedFd, cfg: Config) -> io::Result<Client> {
         let hello = Hello {
             magic: ATTACH_MAGIC,
             version: VERSION,

@@ -1531,6 +1531,18 @@ impl Stack {
         Ok(sock.recv(buf))
     }
 
+    /// The full length of the oldest received datagram, left where it is;
+    /// `Ok(None)` if none is waiting. A reader with a bounded buffer of
+    /// its own takes a datagram only when it fits, and leaves the rest to
+    /// the socket's queue, whose overflow is counted (`udp_drops`).
+    pub fn udp_peek_len(&self, h: SocketHandle) -> Result<Option<usize>, HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        match self.sockets.get(i) {
+            Some(Socket::Udp(u)) => Ok(u.peek_len()),
+            _ => Err(HandleError::WrongKind),
+        }
+    }
+
     /// Datagrams handed to the port so far on this socket: their payload
     /// references are released.
     pub fn udp_sent(&self, h: SocketHandle) -> Result<u64, HandleError> {

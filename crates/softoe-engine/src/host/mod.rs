@@ -32,6 +32,8 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Duration;
 
 use softoe_abi::{ATTACH_MAGIC, Hello, Layout, VERSION, Welcome, errno};
@@ -42,6 +44,9 @@ use crate::control::EngineCounters;
 use crate::emulate::{AccessMeter, Emulation};
 use crate::memory::Memory;
 use crate::services::Service;
+#[cfg(test)]
+pub(crate) use session::linux_state;
+pub(crate) use session::state_of_linux;
 use session::{Ctx, Fds, Session};
 
 /// Fuzzing's way into a session core past the command decoder (the
@@ -128,15 +133,21 @@ pub struct SessionStat {
 }
 
 /// Shared with the control socket: the sessions as the last turn saw them.
-pub type SessionStats = std::sync::Arc<std::sync::Mutex<Vec<SessionStat>>>;
+pub type SessionStats = Arc<std::sync::Mutex<Vec<SessionStat>>>;
 
 /// Serves attached programs. Add it to an engine as a service.
 #[derive(Debug)]
 pub struct HostService {
     cfg: HostConfig,
-    listener: OwnedFd,
+    /// The socket programs attach to (`None`: only programs in this
+    /// process attach, through `inbox`).
+    listener: Option<OwnedFd>,
     /// The socket file, removed at drop while still ours.
-    _bound: crate::sockpath::Bound,
+    _bound: Option<crate::sockpath::Bound>,
+    /// Connections from programs in this process (`crate::app`): the
+    /// engine's ends of socket pairs, and the doorbell rung after one is
+    /// sent.
+    inbox: Option<(Receiver<OwnedFd>, Arc<EventFd>)>,
     epoll: Epoll,
     sessions: Vec<Option<Session>>,
     /// Which session (slot in `sessions`) owns a stack socket.
@@ -172,6 +183,8 @@ pub struct HostService {
 }
 
 const LISTENER: u64 = u64::MAX;
+/// The epoll token of the in-process doorbell (`HostService::in_process`).
+const INBOX: u64 = u64::MAX - 1;
 /// Epoll tokens from here up are watches (below: session slots, and
 /// connections waiting for their hello from [`HELLO`]).
 const WATCH: u64 = 1 << 48;
@@ -211,10 +224,44 @@ impl HostService {
         let epoll = Epoll::new()?;
         epoll.add(listener.as_raw_fd(), LISTENER)?;
         info!(path = %cfg.path.display(), "host interface listening");
-        Ok(HostService {
+        Ok(HostService::with(
+            cfg,
+            epoll,
+            Some(listener),
+            Some(bound),
+            None,
+        ))
+    }
+
+    /// Serves programs in this process only (no socket file; `cfg.path`
+    /// and `cfg.mode` are not used): each sends the engine's end of a
+    /// `SOCK_SEQPACKET` socket pair on the returned channel and rings the
+    /// returned doorbell, then attaches over its own end as any program
+    /// does (`softoe_host::Client::attach_over`). The in-process API
+    /// (`crate::app`) is built on it.
+    pub(crate) fn in_process(
+        cfg: HostConfig,
+    ) -> io::Result<(HostService, Sender<OwnedFd>, Arc<EventFd>)> {
+        let epoll = Epoll::new()?;
+        let bell = Arc::new(EventFd::new()?);
+        epoll.add(bell.raw(), INBOX)?;
+        let (tx, rx) = mpsc::channel();
+        let service = HostService::with(cfg, epoll, None, None, Some((rx, bell.clone())));
+        Ok((service, tx, bell))
+    }
+
+    fn with(
+        cfg: HostConfig,
+        epoll: Epoll,
+        listener: Option<OwnedFd>,
+        bound: Option<crate::sockpath::Bound>,
+        inbox: Option<(Receiver<OwnedFd>, Arc<EventFd>)>,
+    ) -> HostService {
+        HostService {
             cfg,
             listener,
             _bound: bound,
+            inbox,
             epoll,
             sessions: Vec::new(),
             owner: HashMap::new(),
@@ -233,7 +280,7 @@ impl HostService {
             meter: AccessMeter::default(),
             hellos: HashMap::new(),
             next_hello: HELLO,
-        })
+        }
     }
 
     /// The sessions, refreshed every millisecond (for `softoe stat`).
@@ -413,9 +460,23 @@ impl HostService {
         ready.clear();
         self.epoll.ready(&mut ready);
         for &t in &ready {
+            if t == INBOX {
+                let mut conns = Vec::new();
+                if let Some((rx, bell)) = &self.inbox {
+                    bell.drain();
+                    conns.extend(rx.try_iter());
+                }
+                for c in conns {
+                    self.greet(now, c);
+                }
+                continue;
+            }
             if t == LISTENER {
+                let Some(listener) = self.listener.as_ref().map(AsRawFd::as_raw_fd) else {
+                    continue;
+                };
                 loop {
-                    match sys::accept(self.listener.as_raw_fd()) {
+                    match sys::accept(listener) {
                         Ok(Some(c)) => self.greet(now, c),
                         Ok(None) => break,
                         Err(e) => {

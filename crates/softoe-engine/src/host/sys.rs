@@ -183,6 +183,29 @@ pub fn listen(path: &Path, mode: u32) -> io::Result<OwnedFd> {
     }
 }
 
+/// A connected pair of `SOCK_SEQPACKET` Unix sockets, close-on-exec: the
+/// engine's end (non-blocking, as an accepted connection is) and the
+/// program's (blocking), for a program in the engine's own process.
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors the kernel writes.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: both descriptors are new and ours alone.
+    let (engine, program) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: fcntl on a descriptor we own; no pointers.
+    let fl = check(unsafe { libc::fcntl(engine.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: as above.
+    check(unsafe { libc::fcntl(engine.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) })?;
+    Ok((engine, program))
+}
+
 /// Accepts one connection, non-blocking; `None` when none waits.
 pub fn accept(listener: RawFd) -> io::Result<Option<OwnedFd>> {
     // SAFETY: accept4 with null address pointers is allowed.

@@ -13,6 +13,17 @@ use crate::errno::errno_err;
 impl TcpListener {
     /// Takes the next connection, waiting for one unless non-blocking.
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddrV4)> {
+        self.accept_timeout(self.mode.read_timeout)
+    }
+
+    /// As [`accept`](Self::accept), waiting at most `timeout` (`None`: for
+    /// ever) whatever the listener's own timeout; `WouldBlock` when it
+    /// passes with nobody to accept.
+    pub fn accept_timeout(
+        &self,
+        timeout: Option<std::time::Duration>,
+    ) -> io::Result<(TcpStream, SocketAddrV4)> {
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
         loop {
             let (rx, tx) = Sock::rings(&self.s.c, SockKind::Tcp)?;
             let r = self.s.call(&Request::Accept {
@@ -36,7 +47,7 @@ impl TcpListener {
             // be stale (another thread took it); the engine clears it after
             // the refused accept above, and the loop asks again.
             self.s
-                .wait(self.mode.nonblocking, self.mode.read_timeout, false, |s| {
+                .wait(self.mode.nonblocking, left(deadline)?, false, |s| {
                     s.events() & EV_ACCEPT != 0
                 })?;
         }
@@ -86,5 +97,17 @@ impl TcpListener {
     /// The attachment this listener belongs to.
     pub fn client(&self) -> &Client {
         &self.s.c
+    }
+}
+
+/// What is left of the time until `deadline` (`None`: no deadline);
+/// `WouldBlock` once it has passed.
+fn left(deadline: Option<std::time::Instant>) -> io::Result<Option<std::time::Duration>> {
+    match deadline {
+        None => Ok(None),
+        Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
+            Some(t) if !t.is_zero() => Ok(Some(t)),
+            _ => Err(io::ErrorKind::WouldBlock.into()),
+        },
     }
 }

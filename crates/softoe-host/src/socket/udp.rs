@@ -10,6 +10,10 @@ use softoe_abi::{Request, SendSource, SockOpt, UdpHeader, errno};
 use super::{Readiness, UdpSocket, addr_of, packed};
 use crate::errno::errno_err;
 
+/// Most datagrams [`UdpSocket::send_batch_to`] posts before it waits for
+/// their answers.
+const BATCH: usize = 64;
+
 impl UdpSocket {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddrV4 {
@@ -49,9 +53,9 @@ impl UdpSocket {
         self.mode.nonblocking = on;
     }
 
-    /// Sends one datagram (the engine reads it from our memory).
-    pub fn send_to(&self, data: &[u8], to: SocketAddrV4) -> io::Result<usize> {
-        let req = Request::Send {
+    /// The command that sends `data` to `to`.
+    fn send_request(&self, data: &[u8], to: SocketAddrV4) -> Request {
+        Request::Send {
             sock: self.s.id,
             source: SendSource::Remote {
                 addr: data.as_ptr() as u64,
@@ -59,7 +63,53 @@ impl UdpSocket {
             len: data.len() as u64,
             to: Some(packed(to)),
             more: false,
-        };
+        }
+    }
+
+    /// Sends each of `datagrams` to `to`, as `sendmmsg(2)` does: the
+    /// commands go to the engine together (up to 64 before waiting)
+    /// and their answers are awaited together. How many were sent from the
+    /// first on; fewer than given when one fails after the first (the rest
+    /// may still have been sent), the first's error when it fails.
+    pub fn send_batch_to(&self, datagrams: &[&[u8]], to: SocketAddrV4) -> io::Result<usize> {
+        let mut sent = 0;
+        for chunk in datagrams.chunks(BATCH) {
+            let mut tags = [0u64; BATCH];
+            let mut posted = 0;
+            let mut failed = None;
+            for d in chunk {
+                match self.s.c.submit(&self.send_request(d, to)) {
+                    Ok(t) => {
+                        tags[posted] = t;
+                        posted += 1;
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            for &t in &tags[..posted] {
+                let r = self.s.c.wait_tag(t);
+                if failed.is_some() {
+                    continue;
+                }
+                match r.map(|c| c.outcome()) {
+                    Ok(Ok(_)) => sent += 1,
+                    Ok(Err(e)) => failed = Some(errno_err(e)),
+                    Err(e) => failed = Some(e),
+                }
+            }
+            if let Some(e) = failed {
+                return if sent == 0 { Err(e) } else { Ok(sent) };
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Sends one datagram (the engine reads it from our memory).
+    pub fn send_to(&self, data: &[u8], to: SocketAddrV4) -> io::Result<usize> {
+        let req = self.send_request(data, to);
         loop {
             let r = self.s.call(&req)?;
             match r.outcome() {

@@ -144,6 +144,8 @@ pub(crate) fn get(s: &Sock, level: c_int, name: c_int, room: usize) -> Result<Ve
                 ti.tcpi_snd_cwnd = r.snd_cwnd;
                 ti.tcpi_snd_ssthresh = r.snd_ssthresh;
                 ti.tcpi_total_retrans = r.total_retrans;
+                ti.tcpi_options = r.options as u8;
+                ti.tcpi_snd_rcv_wscale = r.wscale as u8;
             } else if matches!(st, St::Listening(_)) {
                 ti.tcpi_state = 10; // TCP_LISTEN
             } else {

@@ -75,6 +75,11 @@ impl UdpSocket {
         Some((len, from))
     }
 
+    /// The length of the oldest datagram, without taking it.
+    pub(crate) fn peek_len(&self) -> Option<usize> {
+        self.rx_meta.front().map(|&(_, n)| n as usize)
+    }
+
     /// Queues a datagram for sending; false if the queue is full.
     pub(crate) fn send(&mut self, to: Endpoint, payload: PayloadRef) -> bool {
         if self.tx.len() >= self.max_tx {

@@ -55,6 +55,9 @@ pub(super) use fds::{Fds, Session};
 pub(crate) use program::{Local, Program};
 pub use sim::drive_commands;
 use sock::{HOLDS, HSock};
+#[cfg(test)]
+pub(crate) use translate::linux_state;
+pub(crate) use translate::state_of_linux;
 
 /// Commands taken from one session per step, so one program cannot starve
 /// the others or the network.

@@ -1,6 +1,9 @@
 //! Socket options (`SETOPT`) and `TCP_INFO` (`INFO`).
 
-use softoe_abi::{CONGESTION_CUBIC, CONGESTION_RENO, RingSpan, SockOpt, TcpInfoRecord, errno};
+use softoe_abi::{
+    CONGESTION_CUBIC, CONGESTION_RENO, RingSpan, SockOpt, TCPI_OPT_SACK, TCPI_OPT_TIMESTAMPS,
+    TCPI_OPT_WSCALE, TcpInfoRecord, errno,
+};
 use softoe_stack::{Algorithm, Keepalive};
 
 use super::command::apply_opts;
@@ -102,6 +105,16 @@ impl<P: Program> SessionCore<P> {
             // The stack's, not this socket's record: an accepted
             // connection has its listener's, whoever set that.
             priority: u32::from(cx.stack.priority(h).unwrap_or(0)),
+            options: if i.timestamps { TCPI_OPT_TIMESTAMPS } else { 0 }
+                | if i.sack { TCPI_OPT_SACK } else { 0 }
+                | if i.wscale.is_some() {
+                    TCPI_OPT_WSCALE
+                } else {
+                    0
+                },
+            wscale: i.wscale.map_or(0, |(ours, peer)| {
+                u32::from(peer & 0xf) | (u32::from(ours & 0xf) << 4)
+            }),
         };
         // SAFETY: `rec` is plain integers; viewing it as bytes is
         // sound and the slice does not outlive it.

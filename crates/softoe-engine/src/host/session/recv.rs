@@ -115,9 +115,14 @@ impl<P: Program> SessionCore<P> {
             loop {
                 let free = s.rx.len - (s.rx_tail - s.rx_head);
                 scratch.resize(65_536, 0);
-                // Peek the size first by receiving into scratch only when a
-                // whole datagram fits.
-                if free < UdpHeader::footprint(0) {
+                // A datagram is taken only when it fits whole; one that does
+                // not waits in the stack's queue until the program reads,
+                // and what overflows that queue is dropped and counted
+                // there (`udp_drops`, Linux's `RcvbufErrors`).
+                let Ok(Some(len)) = stack.udp_peek_len(h) else {
+                    break;
+                };
+                if UdpHeader::footprint(len.min(scratch.len()) as u32) > free {
                     s.rx_blocked = true;
                     break;
                 }
@@ -125,12 +130,6 @@ impl<P: Program> SessionCore<P> {
                     Ok(Some((n, from))) => {
                         let n = n.min(scratch.len());
                         let need = UdpHeader::footprint(n as u32);
-                        if need > free {
-                            // Does not fit now: dropped, as a full socket
-                            // buffer drops in Linux.
-                            s.rx_blocked = true;
-                            continue;
-                        }
                         let hdr = UdpHeader {
                             len: n as u32,
                             port: from.port,

@@ -36,7 +36,7 @@ pub(super) fn packed(ep: Endpoint) -> u64 {
 }
 
 /// Linux's `TCP_*` state numbers.
-pub(super) fn linux_state(s: State) -> u32 {
+pub(crate) fn linux_state(s: State) -> u32 {
     match s {
         State::Established => 1,
         State::SynSent => 2,
@@ -50,4 +50,23 @@ pub(super) fn linux_state(s: State) -> u32 {
         State::Listen => 10,
         State::Closing => 11,
     }
+}
+
+/// The state Linux's `TCP_*` number `n` names ([`linux_state`] undone);
+/// `None` for a number no state has.
+pub(crate) fn state_of_linux(n: u32) -> Option<State> {
+    Some(match n {
+        1 => State::Established,
+        2 => State::SynSent,
+        3 => State::SynReceived,
+        4 => State::FinWait1,
+        5 => State::FinWait2,
+        6 => State::TimeWait,
+        7 => State::Closed,
+        8 => State::CloseWait,
+        9 => State::LastAck,
+        10 => State::Listen,
+        11 => State::Closing,
+        _ => return None,
+    })
 }

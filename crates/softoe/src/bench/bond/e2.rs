@@ -105,7 +105,7 @@ pub(super) fn rt_tcp(
     let l = b.app.tcp_listen(port, 4)?;
     let mut c = a.app.tcp_connect(SocketAddrV4::new(b.ip, port))?;
     c.set_nodelay(true)?;
-    c.set_priority(prio)?;
+    c.set_priority(u32::from(prio))?;
     let (mut s, _) = l.accept_timeout(Some(T))?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_secs(5)));
@@ -138,7 +138,7 @@ pub(super) fn rt_udp(
     let mut rx = b.app.udp_bind(port).context("binding")?;
     rx.set_read_timeout(Some(Duration::from_secs(1)));
     let tx = a.app.udp_bind(port).context("binding")?;
-    tx.set_priority(prio)?;
+    tx.set_priority(u32::from(prio))?;
     let dst = SocketAddrV4::new(b.ip, port);
     // The first datagram finds no ARP+ entry missing (the pair is
     // complete), but send one unmeasured anyway so both ends are warm.
