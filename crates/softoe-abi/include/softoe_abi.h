@@ -146,6 +146,21 @@
 #define softoe_CONGESTION_CUBIC 2
 
 /**
+ * [`TcpInfoRecord::options`]: both sides send timestamps (RFC 7323).
+ */
+#define softoe_TCPI_OPT_TIMESTAMPS 1
+
+/**
+ * [`TcpInfoRecord::options`]: SACK is permitted (RFC 2018).
+ */
+#define softoe_TCPI_OPT_SACK 2
+
+/**
+ * [`TcpInfoRecord::options`]: both sides scale their windows (RFC 7323).
+ */
+#define softoe_TCPI_OPT_WSCALE 4
+
+/**
  * The largest ring or single send the engine accepts: 1 GiB.
  */
 #define softoe_MAX_SPAN (1 << 30)
@@ -862,6 +877,18 @@ typedef struct {
    * before the option wrote zero here, the default.
    */
   uint32_t priority;
+  /**
+   * The options the handshake agreed, as Linux's `tcpi_options`:
+   * [`TCPI_OPT_TIMESTAMPS`], [`TCPI_OPT_SACK`], [`TCPI_OPT_WSCALE`].
+   * An engine from before this field wrote nothing here (zero).
+   */
+  uint32_t options;
+  /**
+   * The window scales, as Linux packs `tcpi_snd_wscale` and
+   * `tcpi_rcv_wscale`: the peer's shift in the low four bits, ours in
+   * the next four (zero without [`TCPI_OPT_WSCALE`]).
+   */
+  uint32_t wscale;
 } softoe_TcpInfoRecord;
 
 #endif  /* SOFTOE_ABI_H */
