@@ -50,7 +50,8 @@ pub(crate) use session::state_of_linux;
 use session::{Ctx, Fds, Session};
 
 /// Fuzzing's way into a session core past the command decoder (the
-/// `host_session` fuzz target): not an API.
+/// `host_session` fuzz target, feature `fuzzing`): not an API.
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub use session::drive_commands;
 use sys::{Epoll, EventFd, Mapping};

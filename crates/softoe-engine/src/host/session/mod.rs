@@ -8,10 +8,13 @@
 //! with another process or an ordinary vector. The rest — ringing the
 //! program's doorbells, reading and writing its private memory — goes
 //! through the [`Program`] trait: `Fds` (fds.rs) is the thin outer layer
-//! for a program in another process (eventfds, `process_vm_readv`/`writev`,
-//! the Unix socket it attached on), [`Local`] a program in this process
-//! (tests, fuzzing). `sim.rs` drives a core against the engine's stack and
-//! a peer stack in virtual time, as the stack's own tests do.
+//! for a real program (eventfds, `process_vm_readv`/`writev`, the Unix
+//! socket it attached on — in another process, or in this one through
+//! `crate::app`), `Local` (local.rs) a program made of vectors and
+//! counters for unit tests and fuzzing. `sim.rs` drives a core against the
+//! engine's stack and a peer stack in virtual time, as the stack's own
+//! tests do; it and `Local` are built with the tests and with feature
+//! `fuzzing` only.
 //!
 //! By concern: `command.rs` (one function per command) and `opts.rs`,
 //! `send.rs`, `recv.rs` (receive, placement, releases, readiness),
@@ -24,10 +27,13 @@ mod adopt;
 mod close;
 mod command;
 mod fds;
+#[cfg(any(test, feature = "fuzzing"))]
+mod local;
 mod opts;
 mod program;
 mod recv;
 mod send;
+#[cfg(any(test, feature = "fuzzing"))]
 mod sim;
 mod sock;
 #[cfg(test)]
@@ -52,7 +58,10 @@ use adopt::Adopt;
 pub(super) use adopt::Moving;
 use close::Retiring;
 pub(super) use fds::{Fds, Session};
-pub(crate) use program::{Local, Program};
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use local::Local;
+pub(crate) use program::Program;
+#[cfg(feature = "fuzzing")]
 pub use sim::drive_commands;
 use sock::{HOLDS, HSock};
 #[cfg(test)]
@@ -223,6 +232,7 @@ impl<P: Program> SessionCore<P> {
     }
 
     /// The region the session works on.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn region(&self) -> Region {
         self.region
     }

@@ -13,10 +13,12 @@ use std::time::Duration;
 
 use softoe_abi::{Command, Completion, Layout};
 use softoe_stack::{
-    Device, Endpoint, Events, Instant, PayloadRef, RxMeta, SocketHandle, Stack, StackConfig,
-    TxBusy, TxFrame,
+    Device, Events, Instant, PayloadRef, RxMeta, SocketHandle, Stack, StackConfig, TxBusy, TxFrame,
 };
 use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
+
+#[cfg(feature = "fuzzing")]
+use softoe_stack::Endpoint;
 
 use super::{Ctx, Local, SessionCore};
 use crate::host::HostConfig;
@@ -227,6 +229,7 @@ impl Sim {
 /// commands reach a request; everything else is as the fuzzer wrote it.
 /// Ends as a dead program's session does, and gives the memory back.
 /// Nothing here may panic, whatever `data` is.
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub fn drive_commands(data: &[u8]) {
     let Ok(layout) = Layout::new(64, 64, 16, 1 << 18) else {
