@@ -5,9 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, unsafe_code)]
 
-#[path = "../../softoe-engine/tests/common/mod.rs"]
-mod common;
-
 use std::io::Write;
 use std::net::SocketAddrV4;
 use std::process::Stdio;
@@ -15,8 +12,8 @@ use std::time::{Duration, Instant};
 
 mod shim;
 
-use common::{ENGINE_IP, LINUX_IP, sha256};
 use shim::*;
+use softoe_engine::testing::{ENGINE_IP, LINUX_IP, sha256};
 
 /// Eight client processes on softoe at once, each sending 8 MiB to its
 /// own Linux connection: every byte arrives, in order, per connection.
@@ -248,11 +245,11 @@ fn connections_survive_fork() {
     // Every session of the program and its children is gone, with every
     // socket: nothing was left detached.
     let end = Instant::now() + Duration::from_secs(10);
-    while !bed.snapshot().sessions.is_empty() {
+    while !bed.snapshot().unwrap().sessions.is_empty() {
         assert!(
             Instant::now() < end,
             "sessions left: {:?}",
-            bed.snapshot().sessions
+            bed.snapshot().unwrap().sessions
         );
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -312,7 +309,7 @@ fn forking_server_on_softoe() {
     // The children are gone, and so are their sessions and connections.
     let end = Instant::now() + Duration::from_secs(10);
     loop {
-        let s = bed.snapshot().sessions;
+        let s = bed.snapshot().unwrap().sessions;
         if s.len() == 1 && s[0].sockets == 1 && s[0].closing == 0 {
             break;
         }

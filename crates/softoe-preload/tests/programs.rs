@@ -4,9 +4,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, unsafe_code)]
 
-#[path = "../../softoe-engine/tests/common/mod.rs"]
-mod common;
-
 use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -14,8 +11,8 @@ use std::time::{Duration, Instant};
 
 mod shim;
 
-use common::{ENGINE_IP, LINUX_IP, sha256};
 use shim::*;
+use softoe_engine::testing::{ENGINE_IP, LINUX_IP, sha256, wait_for};
 
 /// curl on softoe fetches 100 MiB from an HTTP server on Linux.
 #[test]
@@ -49,7 +46,7 @@ fn curl_on_softoe_fetches_from_linux() {
     let got = std::fs::read(&out).unwrap();
     assert_eq!(got.len(), 100 << 20);
     assert_eq!(sha256(&got), want, "curl got other bytes");
-    let c = bed.stop();
+    let c = bed.stop().unwrap();
     eprintln!(
         "curl on softoe: 100 MiB in {took:?} ({:.0} Mbit/s); engine read {} MiB",
         (100u64 << 23) as f64 / took.as_secs_f64() / 1e6,
@@ -103,7 +100,7 @@ fn linux_curl_fetches_from_a_server_on_softoe() {
     }
     let got = std::fs::read(&out).unwrap();
     assert_eq!(sha256(&got), want, "Linux got other bytes");
-    let c = bed.stop();
+    let c = bed.stop().unwrap();
     assert!(
         c.bytes_out > 100 << 20,
         "the engine did not carry the transfer"
@@ -142,9 +139,10 @@ fn ncat_both_ways() {
         "ncat: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    common::wait_for(20, "the Linux ncat to finish", || {
+    wait_for(20, "the Linux ncat to finish", || {
         std::fs::metadata(&sink).is_ok_and(|m| m.len() == 100 << 20)
-    });
+    })
+    .unwrap();
     assert_eq!(
         sha256(&std::fs::read(&sink).unwrap()),
         want,
@@ -169,9 +167,10 @@ fn ncat_both_ways() {
         "Linux ncat: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    common::wait_for(20, "the softoe ncat to finish", || {
+    wait_for(20, "the softoe ncat to finish", || {
         std::fs::metadata(&sink2).is_ok_and(|m| m.len() == 100 << 20)
-    });
+    })
+    .unwrap();
     drop(recv);
     assert_eq!(
         sha256(&std::fs::read(&sink2).unwrap()),
@@ -279,7 +278,7 @@ fn iperf3_four_streams_both_ways() {
         assert!(received > 0.0 && received <= sent);
         carried += received;
     }
-    let c = bed.stop();
+    let c = bed.stop().unwrap();
     assert!(
         (c.bytes_in + c.bytes_out) as f64 >= carried,
         "the engine did not carry iperf3's bytes"
@@ -554,7 +553,7 @@ fn nginx_both_ways() {
         want,
         "curl on softoe got other bytes"
     );
-    let c = bed.stop();
+    let c = bed.stop().unwrap();
     assert!(
         c.bytes_out > 300 << 20 && c.bytes_in > 100 << 20,
         "the engine did not carry it"
