@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use softoe_stack::StackConfig;
-use softoe_testbed::{Netns, NsThread, Testbed};
+use softoe_testbed::{BRIDGE, Lan, Netns, NsThread, Testbed};
 use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
 
 use super::other;
@@ -72,7 +72,7 @@ pub fn describe_current() -> String {
 pub struct Bed {
     /// The namespaces (removed when dropped).
     pub tb: Testbed,
-    /// The switch: the bridge `br0` and the engine's TAP.
+    /// The switch: the bridge ([`BRIDGE`]) and the engine's TAP.
     pub sw: Netns,
     /// Linux, on `eth0` ([`LINUX_IP`]).
     pub linux: Netns,
@@ -126,21 +126,14 @@ impl Bed {
         };
         let mut tb = Testbed::new().map_err(tb_err("creating the testbed"))?;
         tb.deadline(softoe_testbed::test_deadline());
-        let sw = tb.netns("sw").map_err(tb_err("the switch namespace"))?;
-        let linux = tb.netns("lx").map_err(tb_err("Linux's namespace"))?;
-        tb.bridge(&sw, "br0").map_err(tb_err("the bridge"))?;
-        tb.mtu(&sw, "br0", opts.mtu)
-            .map_err(tb_err("the bridge's MTU"))?;
-        let port = tb
-            .veth_to_bridge(&linux, "eth0", &sw, "br0")
-            .map_err(tb_err("Linux's link"))?;
-        tb.mtu(&linux, "eth0", opts.mtu)
-            .map_err(tb_err("Linux's MTU"))?;
-        tb.addr(&linux, "eth0", &format!("{LINUX_IP}/24"))
-            .map_err(tb_err("Linux's address"))?;
-        // The bridge-side veth must carry the same MTU.
-        tb.mtu(&sw, &port, opts.mtu)
-            .map_err(tb_err("the bridge port's MTU"))?;
+        let Lan { sw, hosts } = tb
+            .lan(&[("lx", LINUX_IP)], 24, Some(opts.mtu))
+            .map_err(tb_err("the switch and Linux"))?;
+        let linux = hosts
+            .into_iter()
+            .next()
+            .ok_or_else(|| io::Error::other("the LAN without its Linux host"))?
+            .ns;
         let n = N.fetch_add(1, Ordering::Relaxed);
         let tap = format!("sotap{n}");
         let control =
@@ -209,7 +202,7 @@ impl Bed {
             engine: Some(engine),
         };
         bed.tb
-            .attach(&bed.sw, &bed.tap, "br0")
+            .attach(&bed.sw, &bed.tap, BRIDGE)
             .map_err(tb_err("plugging the TAP in"))?;
         bed.tb
             .mtu(&bed.sw, &bed.tap, mtu)
