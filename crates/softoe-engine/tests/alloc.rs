@@ -10,7 +10,7 @@
 //! the client library a program links (`softoe_host`: dispatch of
 //! completions, blocking and waking on the doorbell).
 //!
-//! The testbed is the real one (`tests/common`): the engine on a TAP with
+//! The testbed is the real one (`softoe_engine::testing::Bed`): the engine on a TAP with
 //! the host interface, Linux's TCP in a namespace behind a bridge. The
 //! program is a [`Client`] attached in this same process, so one counting
 //! `#[global_allocator]` sees every allocation of the engine, the client

@@ -5,8 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, unsafe_code)]
 
-#[path = "../../softoe-engine/tests/common/mod.rs"]
-mod common;
 mod shim;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -14,12 +12,12 @@ use std::net::SocketAddrV4;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{ENGINE_IP, LINUX_IP};
 use shim::*;
+use softoe_engine::testing::{Bed, ENGINE_IP, LINUX_IP, sha256};
 
 /// Runs a Python script on softoe and fails with its output unless it
 /// exits 0 and prints `ok`.
-fn python_ok(bed: &common::Bed, script: &str, secs: u64, what: &str) {
+fn python_ok(bed: &Bed, script: &str, secs: u64, what: &str) {
     let mut c = on_softoe(bed, "python3");
     c.args(["-c", script]);
     let o = run_for(c, secs, what);
@@ -34,7 +32,7 @@ fn python_ok(bed: &common::Bed, script: &str, secs: u64, what: &str) {
 
 /// A Linux peer on `port` for one connection: it starts reading after
 /// `delay`, reads to the end and returns how much came.
-fn linux_sink(bed: &common::Bed, port: u16, delay: Duration) -> softoe_testbed::NsThread<usize> {
+fn linux_sink(bed: &Bed, port: u16, delay: Duration) -> softoe_testbed::NsThread<usize> {
     let l = bed
         .linux
         .run(move || std::net::TcpListener::bind(SocketAddrV4::new(LINUX_IP, port)).unwrap())
@@ -149,7 +147,7 @@ fn a_child_exit_leaves_the_parents_wakeups_alone() {
 /// A Linux server on `port` for `n` connections, each: sends `greeting`,
 /// reads to the end, answers the SHA-256 of what it read.
 fn linux_hasher(
-    bed: &common::Bed,
+    bed: &Bed,
     port: u16,
     n: usize,
     greeting: &'static [u8],
@@ -166,7 +164,7 @@ fn linux_hasher(
                 s.write_all(greeting).unwrap();
                 let mut b = Vec::new();
                 s.read_to_end(&mut b).unwrap();
-                s.write_all(common::sha256(&b).as_bytes()).unwrap();
+                s.write_all(sha256(&b).as_bytes()).unwrap();
                 lens.push(b.len());
             }
             lens
@@ -253,7 +251,7 @@ fn inetd_style_exec_serves_each_connection() {
         let data: Vec<u8> = (0..(3usize << 20))
             .map(|k| (k as u8).wrapping_mul(i + 3))
             .collect();
-        let want = common::sha256(&data);
+        let want = sha256(&data);
         let got = bed
             .linux
             .run(move || {
@@ -381,7 +379,7 @@ fn socat_exec_nofork_serves_connections() {
     let _socat = Child(c.spawn().unwrap());
     for i in 0..2u8 {
         let data: Vec<u8> = (0..(2usize << 20)).map(|k| (k as u8) ^ i).collect();
-        let want = common::sha256(&data);
+        let want = sha256(&data);
         let got = bed
             .linux
             .run(move || {
@@ -565,7 +563,7 @@ fn stat_shows_the_uid_a_program_runs_as_now() {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "dropped");
-    let snap = bed.snapshot();
+    let snap = bed.snapshot().unwrap();
     let s = snap
         .sessions
         .iter()

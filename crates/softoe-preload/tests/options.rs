@@ -7,9 +7,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, unsafe_code)]
 
-#[path = "../../softoe-engine/tests/common/mod.rs"]
-mod common;
-
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
@@ -19,8 +16,8 @@ use std::time::{Duration, Instant};
 
 mod shim;
 
-use common::{Bed, ENGINE_IP, LINUX_IP};
 use shim::*;
+use softoe_engine::testing::{Bed, ENGINE_IP, LINUX_IP};
 
 const BATTERY: &str = include_str!("options/battery.py");
 const CALLS_C: &str = include_str!("options/calls.c");
@@ -551,6 +548,7 @@ def step(name, *vals):
 /// with, as `softoe stat` shows it.
 fn engine_priority(bed: &Bed, local: SocketAddrV4, remote: SocketAddrV4) -> Option<u8> {
     bed.snapshot()
+        .unwrap()
         .connections
         .iter()
         .find(|c| c.local == local.to_string() && c.remote == remote.to_string())

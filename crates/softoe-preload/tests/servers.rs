@@ -5,16 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, unsafe_code)]
 
-#[path = "../../softoe-engine/tests/common/mod.rs"]
-mod common;
 mod shim;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ENGINE_IP, sha256};
 use shim::*;
+use softoe_engine::testing::{Bed, ENGINE_IP, sha256};
 
 /// Runs `c` to its end; fails with its output unless it succeeds.
 fn ok(c: Command, secs: u64, what: &str) -> std::process::Output {
@@ -300,7 +298,7 @@ impl Drop for PgServer {
 }
 
 /// pgbench's figures for one run: transactions per second, failed ones.
-fn pgbench(bed: &common::Bed, host: std::net::Ipv4Addr, what: &str) -> f64 {
+fn pgbench(bed: &Bed, host: std::net::Ipv4Addr, what: &str) -> f64 {
     let run = |args: &[&str], secs| {
         let mut c = on_linux(bed, pg_bin("pgbench").unwrap().to_str().unwrap());
         c.args(["-h", &host.to_string(), "-U", "postgres"])

@@ -32,10 +32,8 @@ use std::net::Ipv4Addr;
 use std::sync::Mutex;
 use std::time::Duration;
 
+pub use crate::lan::{BRIDGE, LinuxHost};
 use crate::{Error, Netns, Result, Testbed};
-
-/// The bridge's name in the switch namespace.
-pub const BRIDGE: &str = "br0";
 
 /// How a [`BondedBed`] is built.
 #[derive(Clone, Debug)]
@@ -72,17 +70,6 @@ impl Default for BondedOptions {
     }
 }
 
-/// A plain Linux host with one link into the bridge.
-#[derive(Clone, Debug)]
-pub struct LinuxHost {
-    /// Its namespace (its device is `eth0`).
-    pub ns: Netns,
-    /// Its address.
-    pub ip: Ipv4Addr,
-    /// The switch side of its link (in the switch namespace).
-    pub port: String,
-}
-
 /// A switch with plain Linux hosts, ready for bonded hosts' members; see
 /// the module docs. Dropping it deletes every namespace (and so every
 /// device in them), also on a failure half-way.
@@ -107,24 +94,23 @@ impl BondedBed {
         if let Some(d) = opts.deadline {
             tb.deadline(d);
         }
-        let sw = tb.netns("sw")?;
-        tb.bridge(&sw, BRIDGE)?;
-        let mut linux = Vec::new();
-        for i in 0..opts.linux_hosts {
-            let ns = tb.netns(&format!("lx{i}"))?;
-            let port = tb.veth_to_bridge(&ns, "eth0", &sw, BRIDGE)?;
-            let ip = Self::addr_in(&opts, 9 + i)?;
-            tb.addr(&ns, "eth0", &format!("{ip}/24"))?;
-            if let Some(rate) = opts.rate_mbit {
-                tb.tbf_with(&sw, &port, rate, opts.queue, false)?;
-                tb.tbf_with(&ns, "eth0", rate, opts.queue, false)?;
+        let names: Vec<String> = (0..opts.linux_hosts).map(|i| format!("lx{i}")).collect();
+        let hosts = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| Ok((name.as_str(), Self::addr_in(&opts, 9 + i)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let lan = tb.lan(&hosts, 24, None)?;
+        if let Some(rate) = opts.rate_mbit {
+            for h in &lan.hosts {
+                tb.tbf_with(&lan.sw, &h.port, rate, opts.queue, false)?;
+                tb.tbf_with(&h.ns, "eth0", rate, opts.queue, false)?;
             }
-            linux.push(LinuxHost { ns, ip, port });
         }
         Ok(BondedBed {
             tb,
-            sw,
-            linux,
+            sw: lan.sw,
+            linux: lan.hosts,
             opts,
             ifbs: Mutex::new(Vec::new()),
         })

@@ -38,12 +38,14 @@
 
 pub mod bonded;
 mod bpf_drop;
+pub mod lan;
 mod netns;
 mod offload;
 mod watchdog;
 pub mod wiretap;
 
-pub use bonded::{BondedBed, BondedOptions, LinuxHost};
+pub use bonded::{BondedBed, BondedOptions};
+pub use lan::{BRIDGE, Lan, LinuxHost};
 pub use netns::{Netns, NsThread};
 pub use watchdog::{Watchdog, test_deadline};
 pub use wiretap::{Sighting, WireTap};

@@ -460,3 +460,56 @@ fn a_wire_tap_sees_marked_messages_enter_and_leave_the_switch() {
         "only marked frames: {seen:?}"
     );
 }
+
+/// `Testbed::lan`: the hosts, in the order given, have their addresses on
+/// `eth0` and reach each other through the switch's bridge; every link
+/// (the bridge, both ends of each host's link) carries the MTU asked for.
+#[test]
+fn a_lan_links_its_hosts_through_the_bridge_at_its_mtu() {
+    let mut tb = Testbed::new().unwrap();
+    tb.deadline(softoe_testbed::test_deadline());
+    let ips: [std::net::Ipv4Addr; 2] = ["10.9.3.1".parse().unwrap(), "10.9.3.2".parse().unwrap()];
+    let lan = tb
+        .lan(&[("a", ips[0]), ("b", ips[1])], 24, Some(4000))
+        .unwrap();
+    assert_eq!(lan.hosts.len(), 2);
+    let mtu_of = |ns: &softoe_testbed::Netns, dev: &str| {
+        let out = ns.ip(&["-o", "link", "show", dev]).unwrap();
+        out.split(" mtu ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .map(str::to_string)
+            .unwrap()
+    };
+    assert_eq!(mtu_of(&lan.sw, softoe_testbed::BRIDGE), "4000");
+    for (h, ip) in lan.hosts.iter().zip(ips) {
+        assert_eq!(h.ip, ip);
+        assert_eq!(mtu_of(&h.ns, "eth0"), "4000");
+        assert_eq!(mtu_of(&lan.sw, &h.port), "4000");
+        let master = lan.sw.ip(&["-o", "link", "show", &h.port]).unwrap();
+        assert!(master.contains("master br0"), "{master}");
+        assert!(
+            h.ns.ip(&["-o", "addr", "show", "eth0"])
+                .unwrap()
+                .contains(&format!("{ip}/24"))
+        );
+    }
+    let b = lan.hosts[1].ns.clone();
+    let server = b
+        .spawn(move || {
+            let l = TcpListener::bind((ips[1], 7002)).unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = Vec::new();
+            s.read_to_end(&mut buf).unwrap();
+            buf
+        })
+        .unwrap();
+    lan.hosts[0]
+        .ns
+        .run(|| {
+            let mut s = connect("10.9.3.2:7002");
+            s.write_all(b"across the lan").unwrap();
+        })
+        .unwrap();
+    assert_eq!(server.join().unwrap(), b"across the lan");
+}

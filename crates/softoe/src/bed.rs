@@ -15,7 +15,7 @@ use softoe_engine::{Engine, EngineConfig, EngineCounters, TapOffloads, TapPort};
 
 use softoe_stack::StackConfig;
 pub use softoe_testbed::is_root;
-use softoe_testbed::{Netns, NsThread, Testbed};
+use softoe_testbed::{BRIDGE, Lan, LinuxHost, Netns, NsThread, Testbed};
 use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
 
 /// The engine's address.
@@ -94,14 +94,10 @@ impl RealBed {
             );
         }
         let mut tb = Testbed::new().context("creating the testbed")?;
-        let sw = tb.netns("sw")?;
-        let client = tb.netns("client")?;
-        let peer = tb.netns("linux")?;
-        tb.bridge(&sw, "br0")?;
-        let client_port = tb.veth_to_bridge(&client, "eth0", &sw, "br0")?;
-        tb.veth_to_bridge(&peer, "eth0", &sw, "br0")?;
-        tb.addr(&client, "eth0", &format!("{CLIENT}/24"))?;
-        tb.addr(&peer, "eth0", &format!("{PEER}/24"))?;
+        let Lan { sw, hosts } = tb.lan(&[("client", CLIENT), ("linux", PEER)], 24, None)?;
+        let [client, peer] = <[LinuxHost; 2]>::try_from(hosts)
+            .map_err(|_| anyhow!("the LAN without its two Linux hosts"))?;
+        let (client_port, client, peer) = (client.port, client.ns, peer.ns);
 
         let tap = format!("sot{}", std::process::id() % 100_000);
         let (tx, rx) = mpsc::channel();
@@ -176,7 +172,7 @@ impl RealBed {
             stop: started.stop,
             engine: Some(engine),
         };
-        bed.tb.attach(&bed.sw, &tap, "br0")?;
+        bed.tb.attach(&bed.sw, &tap, BRIDGE)?;
         Ok(bed)
     }
 

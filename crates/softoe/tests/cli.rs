@@ -22,11 +22,10 @@ use softoe_testbed::Testbed;
 fn engine_serves_and_stat_shows_a_live_connection() {
     let mut tb = Testbed::new().unwrap();
     tb.deadline(softoe_testbed::test_deadline());
-    let sw = tb.netns("sw").unwrap();
-    let linux = tb.netns("lx").unwrap();
-    tb.bridge(&sw, "br0").unwrap();
-    tb.veth_to_bridge(&linux, "eth0", &sw, "br0").unwrap();
-    tb.addr(&linux, "eth0", "10.8.0.2/24").unwrap();
+    let lan = tb
+        .lan(&[("lx", "10.8.0.2".parse().unwrap())], 24, None)
+        .unwrap();
+    let (sw, linux) = (lan.sw, lan.hosts[0].ns.clone());
     let control: PathBuf =
         std::env::temp_dir().join(format!("softoe-cli-{}.sock", std::process::id()));
     let pcap = std::env::temp_dir().join(format!("softoe-cli-{}.pcap", std::process::id()));
@@ -287,11 +286,10 @@ fn run_puts_a_program_on_the_engine() {
     }
     let mut tb = Testbed::new().unwrap();
     tb.deadline(softoe_testbed::test_deadline());
-    let sw = tb.netns("sw").unwrap();
-    let linux = tb.netns("lx").unwrap();
-    tb.bridge(&sw, "br0").unwrap();
-    tb.veth_to_bridge(&linux, "eth0", &sw, "br0").unwrap();
-    tb.addr(&linux, "eth0", "10.9.0.2/24").unwrap();
+    let lan = tb
+        .lan(&[("lx", "10.9.0.2".parse().unwrap())], 24, None)
+        .unwrap();
+    let (sw, linux) = (lan.sw, lan.hosts[0].ns.clone());
     let dir = std::env::temp_dir();
     let control = dir.join(format!("softoe-run-{}.ctl", std::process::id()));
     let host = dir.join(format!("softoe-run-{}.sock", std::process::id()));
@@ -477,8 +475,7 @@ fn demo_needs_nothing_beyond_the_kernel_and_iproute2() {
 fn a_second_engine_leaves_the_first_ones_sockets_alone() {
     let mut tb = Testbed::new().unwrap();
     tb.deadline(softoe_testbed::test_deadline());
-    let sw = tb.netns("sw").unwrap();
-    tb.bridge(&sw, "br0").unwrap();
+    let sw = tb.lan(&[], 24, None).unwrap().sw;
     let tmp = std::env::temp_dir();
     let pid = std::process::id();
     let path = |what: &str| tmp.join(format!("softoe-cli-two-{what}-{pid}.sock"));

@@ -1,5 +1,5 @@
 //! A running engine with the host interface, for benchmarks: the smallest
-//! part of `tests/common` a program attached over shared memory needs.
+//! part of `softoe_engine::testing::Bed` a program attached over shared memory needs.
 //!
 //! The engine needs a port, so it runs on a TAP device in a namespace of its
 //! own (a `softoe-testbed` namespace, removed on drop). The TAP is left

@@ -1,252 +1,70 @@
-//! A testbed with the softoe engine on a TAP and Linux behind a bridge.
+//! The engine's tests' side of `softoe_engine::testing`'s [`Bed`] (the
+//! engine on a TAP and Linux behind a bridge): its calls fail the test
+//! instead of returning errors; and helpers only these tests use.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// Each test binary uses some of what is here.
+#![allow(dead_code, unused_imports)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
+use std::net::SocketAddrV4;
+use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use std::path::PathBuf;
 
 use softoe_engine::services::{Reports, Service};
-use softoe_engine::{
-    App, Engine, EngineConfig, EngineCounters, Snapshot, StopHandle, TapOffloads, TapPort,
-};
-use softoe_stack::StackConfig;
-use softoe_testbed::{Netns, NsThread, Testbed};
-use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
+use softoe_engine::testing;
+use softoe_engine::{EngineCounters, Snapshot};
 
-pub const ENGINE_IP: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 1);
-pub const LINUX_IP: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 2);
+pub use softoe_engine::testing::{BedOptions as Options, ENGINE_IP, LINUX_IP, hex, sha256};
 
-static N: AtomicU32 = AtomicU32::new(0);
-
-std::thread_local! {
-    /// The bed the current test thread started last (control socket and
-    /// Linux's namespace), for [`describe_current`].
-    static CURRENT: std::cell::RefCell<Option<(PathBuf, String)>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// What the engine and Linux say of their connections now, for a test
-/// that gives up waiting: the engine's `softoe stat` (connections,
-/// sessions, counters) and `ss -tinm` in Linux's namespace. Empty when
-/// this thread has no bed.
-pub fn describe_current() -> String {
-    CURRENT.with(|c| {
-        c.borrow()
-            .as_ref()
-            .map_or_else(String::new, |(control, ns)| {
-                let stat = softoe_engine::control::query(control).map_or_else(
-                    |e| format!("softoe stat failed: {e}"),
-                    |s| format!("{s:#?}"),
-                );
-                let ss = Netns::named(ns)
-                    .command("ss")
-                    .args(["-tinmH"])
-                    .output()
-                    .map_or_else(
-                        |e| format!("ss failed: {e}"),
-                        |o| String::from_utf8_lossy(&o.stdout).into_owned(),
-                    );
-                format!("--- the engine (softoe stat) ---\n{stat}\n--- Linux (ss -tinm) ---\n{ss}")
-            })
-    })
-}
-
-pub struct Bed {
-    pub tb: Testbed,
-    pub sw: Netns,
-    pub linux: Netns,
-    pub tap: String,
-    /// Sockets on the engine, from the test's threads.
-    pub app: App,
-    /// The engine's control socket.
-    pub control: PathBuf,
-    /// Where host programs attach (when `Options::host`).
-    pub host: PathBuf,
-    stop: Option<StopHandle>,
-    engine: Option<NsThread<Result<EngineCounters, String>>>,
-}
-
-pub struct Options {
-    pub offloads: TapOffloads,
-    pub mtu: usize,
-    pub engine: EngineConfig,
-    /// Serve host programs (the host interface) on a socket of its own.
-    pub host: bool,
-    /// Changes to the stack's configuration, made last.
-    pub stack: fn(&mut StackConfig),
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            offloads: TapOffloads::default(),
-            mtu: 1500,
-            engine: EngineConfig::default(),
-            host: false,
-            stack: |_| {},
-        }
-    }
-}
+/// A [`testing::Bed`] whose calls fail the test instead of returning
+/// errors; its fields through `Deref`.
+pub struct Bed(testing::Bed);
 
 impl Bed {
     /// Builds the testbed and starts the engine with `services`.
     pub fn start(opts: Options, services: Vec<Box<dyn Service>>) -> Bed {
-        let mut tb = Testbed::new().unwrap();
-        tb.deadline(softoe_testbed::test_deadline());
-        let sw = tb.netns("sw").unwrap();
-        let linux = tb.netns("lx").unwrap();
-        tb.bridge(&sw, "br0").unwrap();
-        tb.mtu(&sw, "br0", opts.mtu).unwrap();
-        tb.veth_to_bridge(&linux, "eth0", &sw, "br0").unwrap();
-        tb.mtu(&linux, "eth0", opts.mtu).unwrap();
-        tb.addr(&linux, "eth0", &format!("{LINUX_IP}/24")).unwrap();
-        // The bridge-side veth must carry the same MTU.
-        for line in sw
-            .ip(&["-o", "link", "show", "master", "br0"])
-            .unwrap()
-            .lines()
-        {
-            if let Some(dev) = line
-                .split(':')
-                .nth(1)
-                .map(|s| s.trim().split('@').next().unwrap_or("").to_string())
-            {
-                tb.mtu(&sw, &dev, opts.mtu).unwrap();
-            }
-        }
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let tap = format!("sotap{n}");
-        let control =
-            std::env::temp_dir().join(format!("softoe-test-{}-{n}.sock", std::process::id()));
-        let (tx, rx) = mpsc::channel();
-        let tap_name = tap.clone();
-        let (offloads, mtu, mut ecfg, tune) = (opts.offloads, opts.mtu, opts.engine, opts.stack);
-        // SOFTOE_TEST_PCAP=FILE records the engine's frames in any test
-        // (one engine at a time: the last test run writes the file).
-        if ecfg.pcap.is_none() {
-            ecfg.pcap = std::env::var_os("SOFTOE_TEST_PCAP").map(Into::into);
-        }
-        ecfg.control = Some(control.clone());
-        let host =
-            std::env::temp_dir().join(format!("softoe-host-{}-{n}.sock", std::process::id()));
-        let host_service = opts
-            .host
-            .then(|| {
-                softoe_engine::host::HostService::new(softoe_engine::host::HostConfig {
-                    path: host.clone(),
-                    device: Some(tap.clone()),
-                    ..Default::default()
-                })
-            })
-            .transpose()
-            .unwrap();
-        let (app, app_service) = softoe_engine::app::channel().unwrap();
-        let engine = sw
-            .spawn(move || -> Result<EngineCounters, String> {
-                let port = TapPort::open(&tap_name, offloads, mtu).map_err(|e| e.to_string())?;
-                let mut cfg = StackConfig::new(
-                    EthernetAddress([2, 0x50, 0, 0, 0, 1]),
-                    Ipv4Cidr::new(Ipv4Address(ENGINE_IP.octets()), 24).unwrap(),
-                );
-                cfg.seed = 1;
-                cfg.tcp.rx_buffer = 1 << 20;
-                cfg.tcp.tx_buffer = 4 << 20;
-                cfg.tcp.tx_max_chunks = 4096;
-                tune(&mut cfg);
-                let mut e = Engine::new(cfg, port, ecfg).map_err(|e| e.to_string())?;
-                e.add_service(Box::new(app_service));
-                if let Some(h) = host_service {
-                    e.watch_sessions(h.stats());
-                    e.add_service(Box::new(h));
-                }
-                for s in services {
-                    e.add_service(s);
-                }
-                tx.send(e.stop_handle()).map_err(|e| e.to_string())?;
-                e.run().map_err(|e| e.to_string())?;
-                Ok(*e.counters())
-            })
-            .unwrap();
-        let stop = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("engine started");
-        tb.attach(&sw, &tap, "br0").unwrap();
-        tb.mtu(&sw, &tap, opts.mtu).unwrap();
-        CURRENT.with(|c| *c.borrow_mut() = Some((control.clone(), linux.name().to_string())));
-        Bed {
-            tb,
-            sw,
-            linux,
-            tap,
-            app,
-            control,
-            host,
-            stop: Some(stop),
-            engine: Some(engine),
-        }
+        Bed(testing::Bed::start(opts, services).unwrap())
     }
 
     /// Starts another service on the running engine.
     pub fn add(&self, s: Box<dyn Service>) {
-        assert!(
-            self.stop.as_ref().expect("running").add_service(s).is_ok(),
-            "engine gone"
-        );
+        assert!(self.0.add(s).is_ok(), "engine gone");
     }
 
     /// What `softoe stat` would show now.
     pub fn snapshot(&self) -> Snapshot {
-        softoe_engine::control::query(&self.control).expect("control socket answers")
+        self.0.snapshot().expect("control socket answers")
     }
 
     /// Stops the engine and returns its counters.
     pub fn stop(&mut self) -> EngineCounters {
-        if let Some(s) = self.stop.take() {
-            s.stop();
-        }
-        self.engine
-            .take()
-            .map(|t| t.join().unwrap().unwrap())
-            .unwrap_or_default()
+        self.0.stop().unwrap()
     }
 }
 
-impl Drop for Bed {
-    fn drop(&mut self) {
-        CURRENT.with(|c| {
-            let mut c = c.borrow_mut();
-            if c.as_ref().is_some_and(|(p, _)| *p == self.control) {
-                *c = None;
-            }
-        });
-        if let Some(s) = self.stop.take() {
-            s.stop();
-        }
-        if let Some(t) = self.engine.take() {
-            let _ = t.join();
-        }
+impl Deref for Bed {
+    type Target = testing::Bed;
+
+    fn deref(&self) -> &testing::Bed {
+        &self.0
     }
+}
+
+impl DerefMut for Bed {
+    fn deref_mut(&mut self) -> &mut testing::Bed {
+        &mut self.0
+    }
+}
+
+/// Waits until `f` holds (polling), or panics after `secs`.
+pub fn wait_for(secs: u64, what: &str, f: impl FnMut() -> bool) {
+    testing::wait_for(secs, what, f).unwrap_or_else(|e| panic!("{e}"));
 }
 
 pub fn reports() -> Reports {
     std::sync::Arc::new(std::sync::Mutex::new(Vec::new()))
-}
-
-/// Waits until `f` holds (polling), or panics after `secs`.
-pub fn wait_for(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let end = std::time::Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(
-            std::time::Instant::now() < end,
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// The engine's pattern (region 0) repeated, as a stream: its SHA-256 over `n` bytes.
@@ -260,10 +78,6 @@ pub fn pattern_sha(n: u64) -> String {
         left -= k as u64;
     }
     hex(&h.finalize())
-}
-
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Deterministic bytes for Linux to send.
@@ -314,11 +128,6 @@ pub fn hash_stream(r: &mut impl std::io::Read) -> (u64, String) {
         n += k as u64;
     }
     (n, hex(&h.finalize()))
-}
-
-/// SHA-256 of `b`, hex.
-pub fn sha256(b: &[u8]) -> String {
-    hex(&Sha256::digest(b))
 }
 
 /// Holds the engine on its way to sleep while closed: a test can then let

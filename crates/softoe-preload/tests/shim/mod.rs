@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{Bed, Options, sha256};
+use softoe_engine::testing::{Bed, BedOptions, sha256};
 
 pub fn bed() -> Bed {
     if let Ok(f) = std::env::var("SOFTOE_TEST_LOG") {
@@ -20,12 +20,13 @@ pub fn bed() -> Bed {
             .try_init();
     }
     Bed::start(
-        Options {
+        BedOptions {
             host: true,
-            ..Options::default()
+            ..BedOptions::default()
         },
         Vec::new(),
     )
+    .unwrap()
 }
 
 /// The shim, built beside this test (cargo builds the crate's cdylib
@@ -206,7 +207,7 @@ pub fn run_for(mut cmd: Command, secs: u64, what: &str) -> std::process::Output 
             eprintln!(
                 "{what} did not finish in {secs} s; its threads:\n{}{}",
                 threads_of(pid),
-                crate::common::describe_current()
+                softoe_engine::testing::describe_current()
             );
             // SAFETY-free: kill the child we started, by its pid.
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();

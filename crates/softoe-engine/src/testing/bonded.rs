@@ -1,5 +1,5 @@
-//! Engines on a bonded testbed (feature `testbed`): what the bonding
-//! interop tests and `softoe bench bond` share.
+//! Engines on a bonded testbed: what the bonding interop tests and
+//! `softoe bench bond` share.
 //!
 //! [`BondHost::start`] runs one engine in a thread of a
 //! [`BondedBed`]'s switch namespace, on N TAP devices bonded behind one
@@ -13,12 +13,13 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
 
 use softoe_bond::{BondConfig, MemberConfig, Policy};
 use softoe_stack::StackConfig;
 use softoe_testbed::{BondedBed, NsThread};
 use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
+
+use super::other;
 
 use crate::{
     App, BondMember, BondPort, BondStat, Engine, EngineConfig, Port, Snapshot, StopHandle,
@@ -116,10 +117,6 @@ fn run_engine<P: Port>(
     e.run().map_err(|e| e.to_string())
 }
 
-fn other(what: &str, e: impl std::fmt::Display) -> io::Error {
-    io::Error::other(format!("{what}: {e}"))
-}
-
 /// The calling thread's kernel id, from `/proc/thread-self`.
 fn this_thread_id() -> io::Result<i32> {
     let link = std::fs::read_link("/proc/thread-self")?;
@@ -204,22 +201,7 @@ impl BondHost {
                 }
             })
             .map_err(|e| other("starting the engine thread", e))?;
-        let started = match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(s) => s,
-            Err(_) => {
-                // The thread ended (its error says why) or hangs.
-                let why = if thread.is_finished() {
-                    match thread.join() {
-                        Ok(Err(e)) => e,
-                        Ok(Ok(())) => "it stopped".into(),
-                        Err(e) => e.to_string(),
-                    }
-                } else {
-                    "it did not start in 10 s".into()
-                };
-                return Err(io::Error::other(format!("engine {ip}: {why}")));
-            }
-        };
+        let (started, thread) = super::wait_started(&rx, thread, &ip.to_string())?;
         let host = BondHost {
             ip,
             taps,
