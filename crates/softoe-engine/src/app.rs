@@ -217,6 +217,47 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_waiting_when_the_engine_stops_is_told_so() {
+        let cfg = StackConfig::new(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            Ipv4Cidr::new(Ipv4Address([10, 0, 0, 1]), 24).unwrap(),
+        );
+        let mut stack = Stack::new(cfg).unwrap();
+        let mut mem = Memory::new();
+        let session = Config {
+            data_len: 8 << 20,
+            ..Config::default()
+        };
+        let (app, mut svc) = channel_with(HostConfig::default(), session).unwrap();
+        let (listening, ready) = std::sync::mpsc::channel();
+        let (done, result) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let l = app.tcp_listen(80, 4).unwrap();
+            listening.send(()).unwrap();
+            // Nobody connects: this waits until the engine goes.
+            let _ = done.send(l.accept().map(|_| ()));
+        });
+        let t0 = std::time::Instant::now();
+        let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
+        svc.start(now(), &mut stack, &mut mem).unwrap();
+        while ready.try_recv().is_err() {
+            svc.step(now(), &mut stack, &mut mem);
+            svc.after_sleep();
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        // Let the accept go to sleep on its bell, then stop the engine.
+        for _ in 0..100 {
+            svc.step(now(), &mut stack, &mut mem);
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        drop(svc);
+        // A bound against hanging, not a measurement: the wait ends at once.
+        let r = result.recv_timeout(Duration::from_secs(30)).unwrap();
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionAborted, "{e}");
+    }
+
+    #[test]
     fn every_linux_state_number_names_its_state() {
         for n in 1..=11 {
             let rec = TcpInfoRecord {

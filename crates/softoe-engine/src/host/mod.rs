@@ -853,6 +853,13 @@ impl Service for HostService {
 
 impl Drop for HostService {
     fn drop(&mut self) {
+        // Programs still attached learn that the engine is gone, instead
+        // of waiting on it for ever.
+        for s in self.sessions.iter_mut().flatten() {
+            if !s.dead {
+                s.engine_stopping();
+            }
+        }
         debug!("host interface closed");
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use softoe_abi::{ENGINE_POLLING, ENGINE_SLEEPING, SlotView, waiter_bell};
+use softoe_abi::{ENGINE_POLLING, ENGINE_SLEEPING, SESSION_CLOSED, SlotView, waiter_bell};
 use softoe_stack::Instant;
 
 use crate::emulate::AccessMeter;
@@ -96,6 +96,31 @@ impl<P: Program> SessionCore<P> {
                 self.meter.access();
                 s.rang[i] = w;
                 self.wakeups += 1;
+            }
+        }
+    }
+
+    /// The engine is stopping: tells the program its session is over
+    /// (`SESSION_CLOSED`, which every wait of `softoe-host` checks) and
+    /// wakes every thread asleep on one of its bells to see it, rather than
+    /// leave them waiting for an engine that will not answer.
+    pub(in crate::host) fn engine_stopping(&mut self) {
+        self.region
+            .engine_state()
+            .store(SESSION_CLOSED, Ordering::Release);
+        // Pairs with the program's SeqCst store of a waiter word before its
+        // last look at the state: it sees the state, or we see the word.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.io.ring_session();
+        let region = self.region;
+        for id in 0..self.socks.len() as u32 {
+            let Some(v) = region.slot(id) else {
+                continue;
+            };
+            for tx in [false, true] {
+                if let Some(b) = waiter_bell(v.waiter(tx).load(Ordering::SeqCst)) {
+                    self.io.ring_waiter(b);
+                }
             }
         }
     }
