@@ -59,7 +59,13 @@ pub(crate) fn send(fd: RawFd, b: &[u8]) -> io::Result<()> {
 
 /// Sends one message with one descriptor attached (`SCM_RIGHTS`).
 pub(crate) fn send_fd(fd: RawFd, b: &[u8], pass: RawFd) -> io::Result<()> {
-    let fd_bytes = size_of::<RawFd>();
+    send_fds(fd, b, &[pass])
+}
+
+/// Sends one message with descriptors attached (`SCM_RIGHTS`; a handful at
+/// most).
+pub(crate) fn send_fds(fd: RawFd, b: &[u8], pass: &[RawFd]) -> io::Result<()> {
+    let fd_bytes = size_of_val(pass);
     // SAFETY: a pure computation.
     let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
     // On the stack: a message with a descriptor allocates nothing.
@@ -72,7 +78,7 @@ pub(crate) fn send_fd(fd: RawFd, b: &[u8], pass: RawFd) -> io::Result<()> {
         iov_len: b.len(),
     };
     // SAFETY: msghdr is plain data; `iov` names `b` (only read), `control`
-    // has CMSG_SPACE bytes for one descriptor and the CMSG_* macros stay
+    // has CMSG_SPACE bytes for the descriptors and the CMSG_* macros stay
     // inside it.
     unsafe {
         let mut msg: libc::msghdr = std::mem::zeroed();
@@ -84,7 +90,7 @@ pub(crate) fn send_fd(fd: RawFd, b: &[u8], pass: RawFd) -> io::Result<()> {
         (*c).cmsg_level = libc::SOL_SOCKET;
         (*c).cmsg_type = libc::SCM_RIGHTS;
         (*c).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
-        std::ptr::copy_nonoverlapping((&raw const pass).cast::<u8>(), libc::CMSG_DATA(c), fd_bytes);
+        std::ptr::copy_nonoverlapping(pass.as_ptr().cast::<u8>(), libc::CMSG_DATA(c), fd_bytes);
         if libc::sendmsg(fd, &raw const msg, libc::MSG_NOSIGNAL) < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -269,17 +275,64 @@ pub(crate) fn restart_after_signal() -> bool {
 
 /// Waits until `fd` is readable or `timeout` passes; `false` when a signal
 /// handler interrupted the wait.
-pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) -> bool {
+/// How a nap on a doorbell ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Nap {
+    /// The bell rang, or the time ran out.
+    Over,
+    /// A signal came.
+    Interrupted,
+    /// The engine's end of the attach connection closed: the engine is
+    /// gone (it died, or stopped without a word).
+    EngineGone,
+}
+
+/// Sleeps until `bell` is readable or `timeout` passes, watching `conn`
+/// (the attach connection) for the engine's end closing: a hang-up is
+/// reported whatever events are asked for, so nothing the engine sends on
+/// it wakes the nap.
+pub(crate) fn nap(bell: RawFd, conn: RawFd, timeout: Duration) -> Nap {
+    let mut p = [
+        libc::pollfd {
+            fd: bell,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: conn,
+            events: 0,
+            revents: 0,
+        },
+    ];
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: two valid pollfds and a valid timespec for the call.
+    let r = unsafe { libc::ppoll(p.as_mut_ptr(), 2, &raw const ts, std::ptr::null()) };
+    if r < 0 {
+        return if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            Nap::Interrupted
+        } else {
+            Nap::Over
+        };
+    }
+    if p[1].revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+        return Nap::EngineGone;
+    }
+    Nap::Over
+}
+
+/// Whether `fd` has something to read (or its peer hung up) within
+/// `timeout`; a signal counts as nothing.
+pub(crate) fn readable_within(fd: RawFd, timeout: Duration) -> bool {
     let mut p = libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
     };
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
-    };
-    // SAFETY: one valid pollfd and a valid timespec for the call.
-    let r = unsafe { libc::ppoll(&raw mut p, 1, &raw const ts, std::ptr::null()) };
-    !(r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted)
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: one valid pollfd for the call.
+    let r = unsafe { libc::poll(&raw mut p, 1, ms) };
+    r > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
 }

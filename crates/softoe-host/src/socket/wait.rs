@@ -108,7 +108,7 @@ impl Sock {
                 break Err(io::ErrorKind::WouldBlock.into());
             }
             let nap = deadline.map_or(Duration::from_millis(100), |t| t - now);
-            let signalled = !sys::wait_readable(fd, nap.min(Duration::from_millis(100)));
+            let signalled = self.c.nap(fd, nap.min(Duration::from_millis(100)));
             sys::drain(fd);
             // As in `Client::block_until`: a timed call is never restarted.
             if signalled && (deadline.is_some() || !sys::restart_after_signal()) {

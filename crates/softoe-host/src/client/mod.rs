@@ -103,7 +103,15 @@ pub(crate) struct Inner {
     _map: Mapping,
     /// Held open: when every process holding it has gone, the engine
     /// ends the session.
-    _conn: OwnedFd,
+    /// The attach connection: bell registrations go over it, and its
+    /// hang-up says the engine is gone.
+    conn: OwnedFd,
+    /// The engine's end of `conn` closed (seen by a nap): every wait ends
+    /// as if the engine had closed the session.
+    engine_gone: std::sync::atomic::AtomicBool,
+    /// A call on `conn` went unanswered: its answer may come late and be
+    /// taken for another's, so none is made again.
+    conn_unanswered: std::sync::atomic::AtomicBool,
     _memfd: OwnedFd,
     bell_engine: OwnedFd,
     bell_app: OwnedFd,
@@ -115,7 +123,7 @@ pub(crate) struct Inner {
     next_tag: AtomicU64,
     pub(crate) cfg: Config,
     session: u32,
-    /// One bell registration at a time on `_conn` (its answer is ours).
+    /// One bell registration at a time on `conn` (its answer is ours).
     conn_lock: Mutex<()>,
     /// The engine may not write this process's memory (`EPERM`: another
     /// user without the right to): reads go through the rings.
@@ -247,7 +255,9 @@ impl Client {
             cmps: Mutex::new(region.completion_consumer()),
             region,
             _map: map,
-            _conn: conn,
+            conn,
+            engine_gone: std::sync::atomic::AtomicBool::new(false),
+            conn_unanswered: std::sync::atomic::AtomicBool::new(false),
             _memfd: memfd,
             bell_engine,
             bell_app,
@@ -339,6 +349,22 @@ impl Client {
 
     pub(crate) fn dead(&self) -> bool {
         self.inner.region.engine_state().load(Ordering::Acquire) == SESSION_CLOSED
+            || self.inner.engine_gone.load(Ordering::Relaxed)
+    }
+
+    /// Sleeps on `bell` for up to `timeout` (see [`sys::nap`]); whether a
+    /// signal ended it. A hang-up of the engine's end marks the session
+    /// dead.
+    pub(crate) fn nap(&self, bell: RawFd, timeout: Duration) -> bool {
+        match sys::nap(bell, self.inner.conn.as_raw_fd(), timeout) {
+            sys::Nap::Over => false,
+            sys::Nap::Interrupted => true,
+            sys::Nap::EngineGone => {
+                tracing::warn!(session = self.inner.session, "the engine is gone");
+                self.inner.engine_gone.store(true, Ordering::Relaxed);
+                false
+            }
+        }
     }
 
     /// Posts `req` under a fresh tag and returns the tag.
@@ -554,7 +580,7 @@ impl Client {
                 let wait = deadline.map_or(Duration::from_millis(100), |t| {
                     t.saturating_duration_since(Instant::now())
                 });
-                interrupted = !sys::wait_readable(
+                interrupted = self.nap(
                     inner.bell_app.as_raw_fd(),
                     wait.min(Duration::from_millis(100)),
                 );
@@ -668,12 +694,23 @@ impl Client {
             index,
             ..softoe_abi::Bell::default()
         };
-        let conn = self.inner._conn.as_raw_fd();
+        let conn = self.inner.conn.as_raw_fd();
         let guard = lock(&self.inner.conn_lock);
+        if self.inner.conn_unanswered.load(Ordering::Relaxed) {
+            return Err(errno_err(errno::EIO));
+        }
         sys::send_fd(conn, &ask.to_bytes(), fd)?;
         // The engine reads its sessions' sockets at least once a
-        // millisecond; a second is a dead engine.
-        sys::wait_readable(conn, Duration::from_secs(1));
+        // millisecond; a second is a dead (or hung) engine. Its answer may
+        // still come, and would be taken for the next call's: no call goes
+        // over the connection again.
+        if !sys::readable_within(conn, Duration::from_secs(1)) {
+            self.inner.conn_unanswered.store(true, Ordering::Relaxed);
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the engine did not answer on the attach connection",
+            ));
+        }
         let mut buf = [0u8; 64];
         let (n, _) = sys::recv_fds::<1>(conn, &mut buf)?;
         drop(guard);
@@ -814,6 +851,9 @@ impl Drop for Waiter {
             index: self.index,
             ..softoe_abi::Bell::default()
         };
-        let _ = sys::send(self.c.inner._conn.as_raw_fd(), &bye.to_bytes());
+        let _ = sys::send(self.c.inner.conn.as_raw_fd(), &bye.to_bytes());
     }
 }
+
+#[cfg(test)]
+mod tests;

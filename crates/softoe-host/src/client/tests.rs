@@ -1,0 +1,127 @@
+//! The client against a fake engine on a socket pair: what a program's
+//! waits do when the engine goes away without a word.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+use softoe_abi::{ATTACH_MAGIC, Bell, Hello, Layout, Region, VERSION, Welcome};
+
+use super::{Client, Config};
+use crate::sys::{self, Mapping};
+
+/// The engine's side of a fake attach: what must stay open for the
+/// session to look alive.
+struct FakeEngine {
+    conn: OwnedFd,
+    _map: Mapping,
+    _memfd: OwnedFd,
+    _bells: [OwnedFd; 2],
+}
+
+/// Answers the hello on `conn` as an engine does: a fresh region in a
+/// memfd, the engine's and the program's doorbells. It then serves
+/// nothing.
+fn answer(conn: OwnedFd) -> FakeEngine {
+    let mut buf = [0u8; 64];
+    // SAFETY: `buf` is a live buffer of its length.
+    let n = unsafe { libc::recv(conn.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    let hello = Hello::from_bytes(&buf[..n.max(0) as usize]).expect("a hello");
+    let layout = Layout::new(
+        hello.cmd_entries,
+        hello.cmp_entries,
+        hello.socks,
+        hello.data_len,
+    )
+    .unwrap();
+    let len = layout.region_len();
+    // SAFETY: a plain memfd_create with a NUL-terminated name.
+    let fd = unsafe { libc::memfd_create(c"fake-engine".as_ptr(), libc::MFD_CLOEXEC) };
+    assert!(fd >= 0);
+    // SAFETY: `fd` is new and ours.
+    let memfd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: resizing our own memfd.
+    assert_eq!(unsafe { libc::ftruncate(fd, len as libc::off_t) }, 0);
+    let map = Mapping::map(fd, len as usize).unwrap();
+    // SAFETY: a fresh page-aligned shared mapping of `len` zeroed bytes,
+    // alive as long as the fake engine.
+    let _ = unsafe { Region::init(map.ptr, layout, 7) };
+    let bells = [sys::eventfd().unwrap(), sys::eventfd().unwrap()];
+    let w = Welcome {
+        magic: ATTACH_MAGIC,
+        version: VERSION,
+        status: 0,
+        session: 7,
+        _pad: 0,
+        region_len: len,
+    };
+    sys::send_fds(
+        conn.as_raw_fd(),
+        &w.to_bytes(),
+        &[fd, bells[0].as_raw_fd(), bells[1].as_raw_fd()],
+    )
+    .unwrap();
+    // The client registers its first waiter bell at attach: refused, it
+    // sleeps on the session's doorbell.
+    let (n, _) = sys::recv_fds::<1>(conn.as_raw_fd(), &mut buf).unwrap();
+    let ask = Bell::from_bytes(&buf[..n]).expect("a bell registration");
+    let no = Bell {
+        status: -libc::ENOSPC,
+        ..ask
+    };
+    sys::send(conn.as_raw_fd(), &no.to_bytes()).unwrap();
+    FakeEngine {
+        conn,
+        _map: map,
+        _memfd: memfd,
+        _bells: bells,
+    }
+}
+
+fn seqpacket_pair() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors the kernel writes.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    assert_eq!(r, 0);
+    // SAFETY: both descriptors are new and ours alone.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+/// An engine that dies (its end of the attach connection closes, the
+/// session's state untouched) ends every wait with `ConnectionAborted`;
+/// before, a thread waiting for a completion napped 100 ms at a time for
+/// ever.
+#[test]
+fn a_wait_ends_when_the_engine_dies() {
+    let (engine_end, ours) = seqpacket_pair();
+    let engine = std::thread::spawn(move || answer(engine_end));
+    let cfg = Config {
+        data_len: 1 << 20,
+        sockets: 16,
+        ..Config::default()
+    };
+    let c = Client::attach_over(ours, cfg).unwrap();
+    let engine = engine.join().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = c.clone();
+    std::thread::spawn(move || {
+        // Nobody serves the command: this waits for its completion.
+        let _ = tx.send(waiter.nop());
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(rx.try_recv().is_err(), "answered by nobody");
+    drop(engine.conn);
+    // A bound against hanging, not a measurement.
+    let r = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionAborted, "{e}");
+    assert!(!c.is_alive());
+}
