@@ -25,6 +25,11 @@ use arp::{ArpCache, Lookup};
 
 pub(crate) const ETH_HEADER: usize = 14;
 
+/// Bytes of payload copied out of the device per step when the stack sums
+/// payload itself (no checksum offload): a buffer on the stack, not the
+/// heap, and a multiple of the checksum's 32-byte step.
+const CSUM_CHUNK: usize = 2048;
+
 /// The per-socket fields of the IPv4 header: the TOS byte (`IP_TOS`) and the
 /// TTL (`IP_TTL`; 0 stands for [`DEFAULT_TTL`](crate::DEFAULT_TTL)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -265,12 +270,10 @@ impl<D: Device> Egress<'_, D> {
             // Copy the payload in (small frames only) so the frame stands alone.
             let mut at = hdr_len;
             for r in payload {
-                let bytes = self.dev.payload(r);
-                let end = (at + bytes.len()).min(self.buf.len());
-                if let (Some(dst), Some(src)) = (self.buf.get_mut(at..end), bytes.get(..end - at)) {
-                    dst.copy_from_slice(src);
+                let end = at.saturating_add(r.len()).min(self.buf.len());
+                if let Some(dst) = self.buf.get_mut(at..end) {
+                    at += self.dev.copy_payload(r, 0, dst).min(dst.len());
                 }
-                at = end;
             }
         }
         let mut offload = TxOffload {
@@ -292,8 +295,19 @@ impl<D: Device> Egress<'_, D> {
                 acc.add_sum(pseudo);
                 acc.add(self.buf.get(l4_start..).unwrap_or(&[]));
                 if resolved {
+                    // Through a buffer of our own, a chunk at a time: the
+                    // payload may be memory a program can write under us.
+                    let mut chunk = [0u8; CSUM_CHUNK];
                     for r in payload {
-                        acc.add(self.dev.payload(r));
+                        let mut off = 0;
+                        while off < r.len() {
+                            let n = self.dev.copy_payload(r, off, &mut chunk);
+                            let Some(bytes) = chunk.get(..n).filter(|b| !b.is_empty()) else {
+                                break;
+                            };
+                            acc.add(bytes);
+                            off += n;
+                        }
                     }
                 }
                 let mut sum = !acc.finish();
