@@ -240,6 +240,11 @@ impl<P: Port> Device for PortDev<'_, P> {
         self.mem.copy(r, offset, dst)
     }
 
+    fn payload_in_place(&self, r: &PayloadRef) -> Option<&[u8]> {
+        // Engine buffers only: a program's shared memory has no slice.
+        self.mem.get(r)?.owned()
+    }
+
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
         // The frame leaves when a slower core would have made it.
         self.slow.pay(0);

@@ -34,6 +34,9 @@
 //!   compiler may neither repeat, drop nor assume the value of, and every
 //!   bit pattern is a valid `u8`. Whatever the program does, the engine
 //!   gets *some* bytes, and only the program's own data can be wrong.
+//!   (An owned region's bytes the stack sums in place, through
+//!   [`Device::payload_in_place`](softoe_stack::Device::payload_in_place):
+//!   only the engine writes those.)
 //!
 //! What keeps the pointer valid is the lifetime: a [`Bytes`] borrows the
 //! `Memory`, and a region leaves only through [`Memory::remove`], which
@@ -610,6 +613,9 @@ mod tests {
     impl Device for MemDev<'_> {
         fn copy_payload(&self, r: &PayloadRef, offset: usize, dst: &mut [u8]) -> usize {
             self.mem.copy(r, offset, dst)
+        }
+        fn payload_in_place(&self, r: &PayloadRef) -> Option<&[u8]> {
+            self.mem.get(r)?.owned()
         }
         fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
             let mut bytes = f.header.to_vec();

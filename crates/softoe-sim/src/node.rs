@@ -95,6 +95,11 @@ impl Device for SimDev<'_> {
         r.copy_from(self.mem, offset, dst)
     }
 
+    fn payload_in_place(&self, r: &PayloadRef) -> Option<&[u8]> {
+        // The pattern is the simulator's own: nothing writes it.
+        r.bytes_in(self.mem)
+    }
+
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
         let mut bytes = Vec::with_capacity(f.len());
         bytes.extend_from_slice(f.header);

@@ -41,6 +41,9 @@ impl Device for Port<'_> {
     fn copy_payload(&self, r: &PayloadRef, offset: usize, dst: &mut [u8]) -> usize {
         r.copy_from(self.mem, offset, dst)
     }
+    fn payload_in_place(&self, r: &PayloadRef) -> Option<&[u8]> {
+        r.bytes_in(self.mem)
+    }
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
         // Recycled records: the harness itself allocates nothing per frame.
         let mut p = self.pool.pop().unwrap_or(Pending {

@@ -125,6 +125,17 @@ pub trait Device {
     /// slice can use [`PayloadRef::copy_from`].
     fn copy_payload(&self, r: &PayloadRef, offset: usize, dst: &mut [u8]) -> usize;
 
+    /// The bytes of `r` in place — exactly `r.len()` of them — if they are
+    /// memory that nothing else writes while the stack holds the reference
+    /// (a simulator's arena, the runtime's own buffers); the stack then sums
+    /// them for a software checksum without copying them first. `None`, the
+    /// default, sends every read through [`copy_payload`](Self::copy_payload).
+    /// Memory a program shares with the runtime must never be lent here.
+    fn payload_in_place(&self, r: &PayloadRef) -> Option<&[u8]> {
+        let _ = r;
+        None
+    }
+
     /// Send one frame. The frame's memory is only borrowed for the call: a port
     /// that queues must copy the header (payload references stay valid until
     /// acknowledged).

@@ -55,13 +55,7 @@ impl PayloadRef {
     /// memory is a plain slice does for
     /// [`copy_payload`](crate::Device::copy_payload).
     pub fn copy_from(&self, region: &[u8], offset: usize, dst: &mut [u8]) -> usize {
-        let Ok(start) = usize::try_from(self.offset) else {
-            return 0;
-        };
-        let Some(bytes) = start
-            .checked_add(self.len())
-            .and_then(|end| region.get(start..end))
-        else {
+        let Some(bytes) = self.bytes_in(region) else {
             return 0;
         };
         let src = bytes.get(offset..).unwrap_or(&[]);
@@ -70,6 +64,15 @@ impl PayloadRef {
             d.copy_from_slice(s);
         }
         n
+    }
+
+    /// This reference's bytes in `region` (the whole region it names), if
+    /// they lie inside: what a [`Device`](crate::Device) whose memory is a
+    /// plain slice of its own lends for
+    /// [`payload_in_place`](crate::Device::payload_in_place).
+    pub fn bytes_in<'a>(&self, region: &'a [u8]) -> Option<&'a [u8]> {
+        let start = usize::try_from(self.offset).ok()?;
+        region.get(start..start.checked_add(self.len())?)
     }
 
     /// The sub-range `[start, start + len)` of this reference, clamped to it.
@@ -108,6 +111,8 @@ mod tests {
         assert_eq!(r.copy_from(&region, 8, &mut dst), 0);
         assert_eq!(r.copy_from(&region, usize::MAX, &mut dst), 0);
         assert_eq!(r.copy_from(&region, 0, &mut []), 0);
+        assert_eq!(r.bytes_in(&region), Some(&region[4..12]));
+        assert_eq!(PayloadRef::new(0, 12, 8).bytes_in(&region), None);
         // Outside the region: nothing.
         assert_eq!(PayloadRef::new(0, 12, 8).copy_from(&region, 0, &mut dst), 0);
         assert_eq!(

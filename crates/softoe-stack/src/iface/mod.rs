@@ -26,9 +26,9 @@ use arp::{ArpCache, Lookup};
 pub(crate) const ETH_HEADER: usize = 14;
 
 /// Bytes of payload copied out of the device per step when the stack sums
-/// payload itself (no checksum offload): a buffer on the stack, not the
-/// heap, and a multiple of the checksum's 32-byte step.
-const CSUM_CHUNK: usize = 2048;
+/// payload itself (no checksum offload): the stack's own buffer, made once,
+/// and a multiple of the checksum's 32-byte step.
+pub(crate) const CSUM_CHUNK: usize = 2048;
 
 /// The per-socket fields of the IPv4 header: the TOS byte (`IP_TOS`) and the
 /// TTL (`IP_TTL`; 0 stands for [`DEFAULT_TTL`](crate::DEFAULT_TTL)).
@@ -107,6 +107,8 @@ pub(crate) struct Egress<'a, D: Device> {
     pub(crate) iface: &'a Iface,
     pub(crate) arp: &'a mut ArpCache,
     pub(crate) buf: &'a mut Vec<u8>,
+    /// [`CSUM_CHUNK`] bytes for payload read for a software checksum.
+    pub(crate) chunk: &'a mut [u8],
     pub(crate) ident: &'a mut u16,
     pub(crate) stats: &'a mut StackStats,
 }
@@ -295,14 +297,18 @@ impl<D: Device> Egress<'_, D> {
                 acc.add_sum(pseudo);
                 acc.add(self.buf.get(l4_start..).unwrap_or(&[]));
                 if resolved {
-                    // Through a buffer of our own, a chunk at a time: the
+                    // In place if the device's memory is its own; otherwise
+                    // through a buffer of ours, a chunk at a time: the
                     // payload may be memory a program can write under us.
-                    let mut chunk = [0u8; CSUM_CHUNK];
                     for r in payload {
+                        if let Some(b) = self.dev.payload_in_place(r) {
+                            acc.add(b);
+                            continue;
+                        }
                         let mut off = 0;
                         while off < r.len() {
-                            let n = self.dev.copy_payload(r, off, &mut chunk);
-                            let Some(bytes) = chunk.get(..n).filter(|b| !b.is_empty()) else {
+                            let n = self.dev.copy_payload(r, off, self.chunk);
+                            let Some(bytes) = self.chunk.get(..n).filter(|b| !b.is_empty()) else {
                                 break;
                             };
                             acc.add(bytes);

@@ -38,6 +38,10 @@ impl Device for Wire<'_> {
         self.mem.copy(r, offset, dst)
     }
 
+    fn payload_in_place(&self, r: &PayloadRef) -> Option<&[u8]> {
+        self.mem.get(r)?.owned()
+    }
+
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
         let mut bytes = f.header.to_vec();
         for b in f.payload.iter().filter_map(|r| self.mem.get(r)) {
