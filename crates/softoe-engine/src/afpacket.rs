@@ -619,20 +619,22 @@ impl Port for AfPacketPort {
         };
         let mut iov = [empty; MAX_IOV + 2];
         let mut n = 0;
-        let mut push = |b: &[u8]| {
-            if b.is_empty() {
+        // By address and length: payload may be a program's shared memory,
+        // which only the kernel reads (see `memory`).
+        let mut push = |ptr: *const u8, len: usize| {
+            if len == 0 {
                 return;
             }
             if let Some(v) = iov.get_mut(n) {
                 *v = libc::iovec {
-                    iov_base: b.as_ptr() as *mut libc::c_void,
-                    iov_len: b.len(),
+                    iov_base: ptr as *mut libc::c_void,
+                    iov_len: len,
                 };
                 n += 1;
             }
         };
-        push(hdr);
-        push(frame.header);
+        push(hdr.as_ptr(), hdr.len());
+        push(frame.header.as_ptr(), frame.header.len());
         for r in frame.payload {
             let Some(b) = mem.get(r) else {
                 return Err(io::Error::new(
@@ -640,17 +642,19 @@ impl Port for AfPacketPort {
                     "payload reference outside its region",
                 ));
             };
-            push(b);
+            push(b.as_ptr(), b.len());
         }
         // SAFETY: `msghdr` is plain old data; all zeroes (no name, no
         // control) is a valid value.
         let mut msg: libc::msghdr = unsafe { MaybeUninit::zeroed().assume_init() };
         msg.msg_iov = iov.as_mut_ptr();
         msg.msg_iovlen = n as _;
-        // SAFETY: `msg` names `iov[..n]`, which describe `n` live slices (the
-        // vnet header on this stack frame, the frame header and payload
-        // borrowed for the call); sendmsg only reads through them. The socket
-        // is bound, so no destination address is needed.
+        // SAFETY: `msg` names `iov[..n]`, which describe `n` live spans (the
+        // vnet header on this stack frame, the frame header borrowed for the
+        // call, and payload `Bytes` bounds-checked by `Memory::get` and valid
+        // while `mem` is borrowed); sendmsg only reads through them, and a
+        // program writing its shared payload meanwhile changes only what is
+        // sent. The socket is bound, so no destination address is needed.
         let rc = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
         if rc < 0 {
             let e = io::Error::last_os_error();

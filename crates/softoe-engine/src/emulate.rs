@@ -307,7 +307,7 @@ mod tests {
         fn send(&mut self, f: &TxFrame<'_>, mem: &Memory) -> io::Result<bool> {
             let mut b = f.header.to_vec();
             for r in f.payload {
-                b.extend_from_slice(mem.get(r).unwrap());
+                mem.get(r).unwrap().append_to(&mut b);
             }
             self.tx.borrow_mut().push_back(b);
             Ok(true)

@@ -236,8 +236,13 @@ fn wall_ts() -> Duration {
 }
 
 impl<P: Port> Device for PortDev<'_, P> {
-    fn payload(&self, r: &PayloadRef) -> &[u8] {
-        self.mem.get(r).unwrap_or(&[])
+    fn copy_payload(&self, r: &PayloadRef, offset: usize, dst: &mut [u8]) -> usize {
+        self.mem.copy(r, offset, dst)
+    }
+
+    fn payload_in_place(&self, r: &PayloadRef) -> Option<&[u8]> {
+        // Engine buffers only: a program's shared memory has no slice.
+        self.mem.get(r)?.owned()
     }
 
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
@@ -262,11 +267,12 @@ impl<P: Port> Device for PortDev<'_, P> {
                 self.counters.bytes_out += f.len() as u64;
                 if let Some(p) = self.pcap.as_deref_mut() {
                     let mem = self.mem;
-                    p.record(
-                        wall_ts(),
-                        std::iter::once(f.header)
-                            .chain(f.payload.iter().map(|r| mem.get(r).unwrap_or(&[]))),
-                    );
+                    p.record_with(wall_ts(), |frame| {
+                        frame.extend_from_slice(f.header);
+                        for b in f.payload.iter().filter_map(|r| mem.get(r)) {
+                            b.append_to(frame);
+                        }
+                    });
                 }
                 Ok(())
             }

@@ -64,10 +64,19 @@ impl Pcap {
 
     /// Records a frame given in pieces, at `ts` since the Unix epoch.
     pub fn record<'a>(&mut self, ts: Duration, pieces: impl IntoIterator<Item = &'a [u8]>) {
+        self.record_with(ts, |frame| {
+            for p in pieces {
+                frame.extend_from_slice(p);
+            }
+        });
+    }
+
+    /// Records the frame `fill` appends to the (empty) buffer it is given,
+    /// at `ts` since the Unix epoch: for frames whose pieces are copied out
+    /// rather than borrowed (payload in a program's shared memory).
+    pub fn record_with(&mut self, ts: Duration, fill: impl FnOnce(&mut Vec<u8>)) {
         self.scratch.clear();
-        for p in pieces {
-            self.scratch.extend_from_slice(p);
-        }
+        fill(&mut self.scratch);
         let len = self.scratch.len() as u32;
         let _ = self
             .writer

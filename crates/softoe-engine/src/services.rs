@@ -293,7 +293,7 @@ impl Source {
 
 /// Queues pattern bytes `[c.queued, total)` from region 0.
 fn send_pattern(stack: &mut Stack, mem: &Memory, c: &mut Conn, total: u64) -> bool {
-    let len = mem.region(0).map_or(0, <[u8]>::len) as u64;
+    let len = mem.region(0).map_or(0, |b| b.len()) as u64;
     if len == 0 {
         return false;
     }

@@ -335,6 +335,8 @@ impl Port for TapPort {
                 n += 1;
             }
         }
+        // Payload by address and length: it may be a program's shared
+        // memory, which only the kernel reads (see `memory`).
         for r in frame.payload {
             let Some(b) = mem.get(r) else {
                 return Err(io::Error::new(
@@ -350,9 +352,11 @@ impl Port for TapPort {
                 n += 1;
             }
         }
-        // SAFETY: `iov[..n]` describes `n` live slices (the vnet header on
-        // this stack frame, the frame header and payload borrowed for the
-        // call); writev only reads through them.
+        // SAFETY: `iov[..n]` describes `n` live spans (the vnet header on
+        // this stack frame, the frame header borrowed for the call, and
+        // payload `Bytes` bounds-checked by `Memory::get` and valid while
+        // `mem` is borrowed); writev only reads through them, and a program
+        // writing its shared payload meanwhile changes only what is sent.
         let rc = unsafe { libc::writev(self.file.as_raw_fd(), iov.as_ptr(), n as libc::c_int) };
         if rc < 0 {
             let e = io::Error::last_os_error();

@@ -82,10 +82,22 @@ impl core::fmt::Debug for SimDev<'_> {
     }
 }
 
-impl Device for SimDev<'_> {
+impl SimDev<'_> {
+    /// The bytes `r` names in the pattern (empty if it lies outside).
     fn payload(&self, r: &PayloadRef) -> &[u8] {
         let s = usize::try_from(r.offset).unwrap_or(usize::MAX);
         self.mem.get(s..s.saturating_add(r.len())).unwrap_or(&[])
+    }
+}
+
+impl Device for SimDev<'_> {
+    fn copy_payload(&self, r: &PayloadRef, offset: usize, dst: &mut [u8]) -> usize {
+        r.copy_from(self.mem, offset, dst)
+    }
+
+    fn payload_in_place(&self, r: &PayloadRef) -> Option<&[u8]> {
+        // The pattern is the simulator's own: nothing writes it.
+        r.bytes_in(self.mem)
     }
 
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {

@@ -38,8 +38,11 @@ struct Port<'a> {
 }
 
 impl Device for Port<'_> {
-    fn payload(&self, r: &PayloadRef) -> &[u8] {
-        &self.mem[r.offset as usize..r.offset as usize + r.len()]
+    fn copy_payload(&self, r: &PayloadRef, offset: usize, dst: &mut [u8]) -> usize {
+        r.copy_from(self.mem, offset, dst)
+    }
+    fn payload_in_place(&self, r: &PayloadRef) -> Option<&[u8]> {
+        r.bytes_in(self.mem)
     }
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
         // Recycled records: the harness itself allocates nothing per frame.

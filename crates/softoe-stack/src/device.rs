@@ -109,11 +109,32 @@ pub struct TxBusy;
 /// The runtime side of the stack's I/O: resolves payload references and takes
 /// frames.
 pub trait Device {
-    /// The bytes `r` names. Called only when the stack must read payload itself
-    /// (to compute a checksum the port will not). Must return exactly `r.len`
-    /// bytes for every reference the runtime handed the stack and that the
-    /// stack still holds.
-    fn payload(&self, r: &PayloadRef) -> &[u8];
+    /// Copies the bytes of `r` from `offset` bytes into it to the front of
+    /// `dst`, and returns how many it copied: `min(dst.len(), r.len() -
+    /// offset)` (0 once `offset` reaches `r.len()`) for every reference the
+    /// runtime handed the stack and that the stack still holds. A reference
+    /// the runtime cannot resolve copies nothing.
+    ///
+    /// Called only when the stack must read payload itself: to compute a
+    /// checksum the port will not, and to make a small frame that waits for
+    /// ARP whole. It is a copy, not a borrowed slice, so that payload may
+    /// live in memory a program shares with the runtime and can write at
+    /// any moment (a zero-copy send buffer it did not leave alone): the
+    /// runtime reads such memory as it must (volatile copies), and the stack
+    /// only ever reads bytes of its own. A device whose memory is a plain
+    /// slice can use [`PayloadRef::copy_from`].
+    fn copy_payload(&self, r: &PayloadRef, offset: usize, dst: &mut [u8]) -> usize;
+
+    /// The bytes of `r` in place — exactly `r.len()` of them — if they are
+    /// memory that nothing else writes while the stack holds the reference
+    /// (a simulator's arena, the runtime's own buffers); the stack then sums
+    /// them for a software checksum without copying them first. `None`, the
+    /// default, sends every read through [`copy_payload`](Self::copy_payload).
+    /// Memory a program shares with the runtime must never be lent here.
+    fn payload_in_place(&self, r: &PayloadRef) -> Option<&[u8]> {
+        let _ = r;
+        None
+    }
 
     /// Send one frame. The frame's memory is only borrowed for the call: a port
     /// that queues must copy the header (payload references stay valid until

@@ -47,12 +47,14 @@
 //! // A port that queues frames and resolves payload from one memory region.
 //! struct Wire<'m> { mem: &'m [u8], out: Vec<Vec<u8>> }
 //! impl Device for Wire<'_> {
-//!     fn payload(&self, r: &PayloadRef) -> &[u8] {
-//!         &self.mem[r.offset as usize..r.offset as usize + r.len()]
+//!     fn copy_payload(&self, r: &PayloadRef, offset: usize, dst: &mut [u8]) -> usize {
+//!         r.copy_from(self.mem, offset, dst)
 //!     }
 //!     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
 //!         let mut frame = f.header.to_vec();
-//!         for r in f.payload { frame.extend_from_slice(self.payload(r)); }
+//!         for r in f.payload {
+//!             frame.extend_from_slice(&self.mem[r.offset as usize..r.offset as usize + r.len()]);
+//!         }
 //!         self.out.push(frame);
 //!         Ok(())
 //!     }

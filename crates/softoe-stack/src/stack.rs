@@ -14,7 +14,7 @@ use softoe_wire::{
 use crate::config::{Keepalive, StackConfig, TcpConfig, UdpConfig};
 use crate::device::{Device, RxMeta};
 use crate::iface::arp::ArpCache;
-use crate::iface::{ETH_HEADER, Egress, IPV4_HEADER, Iface, IpFields};
+use crate::iface::{CSUM_CHUNK, ETH_HEADER, Egress, IPV4_HEADER, Iface, IpFields};
 use crate::isn::IsnGenerator;
 use crate::payload::PayloadRef;
 use crate::rand::Rand;
@@ -154,6 +154,8 @@ pub struct Stack {
     challenge: RateLimiter,
     icmp_limit: RateLimiter,
     buf: Vec<u8>,
+    /// Payload copied out of the device for a software checksum.
+    chunk: Vec<u8>,
     refs: Vec<PayloadRef>,
     arp_requests: Vec<Ipv4Address>,
     ident: u16,
@@ -182,6 +184,7 @@ macro_rules! egress {
             iface: &$self.iface,
             arp: &mut $self.arp,
             buf: &mut $self.buf,
+            chunk: &mut $self.chunk,
             ident: &mut $self.ident,
             stats: &mut $self.stats,
         }
@@ -225,6 +228,7 @@ impl Stack {
             challenge: RateLimiter::new(cfg.challenge_ack_limit),
             icmp_limit: RateLimiter::new(cfg.icmp_error_limit),
             buf: Vec::with_capacity(buf_size),
+            chunk: alloc::vec![0; CSUM_CHUNK],
             refs: Vec::with_capacity(MAX_REFS_PER_FRAME),
             arp_requests: Vec::with_capacity(16),
             ident: (cfg.seed >> 16) as u16,

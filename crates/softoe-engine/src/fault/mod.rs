@@ -600,7 +600,7 @@ impl<P: Port> FaultPort<P> {
                     "payload reference outside its region",
                 ));
             };
-            payload.extend_from_slice(b);
+            b.append_to(&mut payload);
         }
         let payload_len = u32::try_from(payload.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "frame too large"))?;
@@ -638,7 +638,7 @@ impl<P: Port> FaultPort<P> {
                         std::mem::take(&mut m)
                     } else {
                         let mut d = Memory::new();
-                        d.add(m.region(0).unwrap_or(&[]).into());
+                        d.add(m.region(0).map(|b| b.to_vec()).unwrap_or_default().into());
                         d
                     };
                     self.tx_held.push(HeldTx {

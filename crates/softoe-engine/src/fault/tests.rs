@@ -26,7 +26,7 @@ impl Port for Loop {
         }
         let mut b = frame.header.to_vec();
         for r in frame.payload {
-            b.extend_from_slice(mem.get(r).unwrap());
+            mem.get(r).unwrap().append_to(&mut b);
         }
         self.sent.push((b, frame.offload));
         Ok(true)

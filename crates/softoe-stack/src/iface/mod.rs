@@ -25,6 +25,11 @@ use arp::{ArpCache, Lookup};
 
 pub(crate) const ETH_HEADER: usize = 14;
 
+/// Bytes of payload copied out of the device per step when the stack sums
+/// payload itself (no checksum offload): the stack's own buffer, made once,
+/// and a multiple of the checksum's 32-byte step.
+pub(crate) const CSUM_CHUNK: usize = 2048;
+
 /// The per-socket fields of the IPv4 header: the TOS byte (`IP_TOS`) and the
 /// TTL (`IP_TTL`; 0 stands for [`DEFAULT_TTL`](crate::DEFAULT_TTL)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -102,6 +107,8 @@ pub(crate) struct Egress<'a, D: Device> {
     pub(crate) iface: &'a Iface,
     pub(crate) arp: &'a mut ArpCache,
     pub(crate) buf: &'a mut Vec<u8>,
+    /// [`CSUM_CHUNK`] bytes for payload read for a software checksum.
+    pub(crate) chunk: &'a mut [u8],
     pub(crate) ident: &'a mut u16,
     pub(crate) stats: &'a mut StackStats,
 }
@@ -265,12 +272,10 @@ impl<D: Device> Egress<'_, D> {
             // Copy the payload in (small frames only) so the frame stands alone.
             let mut at = hdr_len;
             for r in payload {
-                let bytes = self.dev.payload(r);
-                let end = (at + bytes.len()).min(self.buf.len());
-                if let (Some(dst), Some(src)) = (self.buf.get_mut(at..end), bytes.get(..end - at)) {
-                    dst.copy_from_slice(src);
+                let end = at.saturating_add(r.len()).min(self.buf.len());
+                if let Some(dst) = self.buf.get_mut(at..end) {
+                    at += self.dev.copy_payload(r, 0, dst).min(dst.len());
                 }
-                at = end;
             }
         }
         let mut offload = TxOffload {
@@ -292,8 +297,23 @@ impl<D: Device> Egress<'_, D> {
                 acc.add_sum(pseudo);
                 acc.add(self.buf.get(l4_start..).unwrap_or(&[]));
                 if resolved {
+                    // In place if the device's memory is its own; otherwise
+                    // through a buffer of ours, a chunk at a time: the
+                    // payload may be memory a program can write under us.
                     for r in payload {
-                        acc.add(self.dev.payload(r));
+                        if let Some(b) = self.dev.payload_in_place(r) {
+                            acc.add(b);
+                            continue;
+                        }
+                        let mut off = 0;
+                        while off < r.len() {
+                            let n = self.dev.copy_payload(r, off, self.chunk);
+                            let Some(bytes) = self.chunk.get(..n).filter(|b| !b.is_empty()) else {
+                                break;
+                            };
+                            acc.add(bytes);
+                            off += n;
+                        }
                     }
                 }
                 let mut sum = !acc.finish();

@@ -74,10 +74,17 @@ pub(crate) struct TestDev {
     pub(crate) busy: bool,
 }
 
-impl Device for TestDev {
-    fn payload(&self, r: &PayloadRef) -> &[u8] {
+impl TestDev {
+    /// The bytes `r` names (the test's own memory).
+    pub(crate) fn payload(&self, r: &PayloadRef) -> &[u8] {
         let s = r.offset as usize;
         &self.mem[s..s + r.len()]
+    }
+}
+
+impl Device for TestDev {
+    fn copy_payload(&self, r: &PayloadRef, offset: usize, dst: &mut [u8]) -> usize {
+        r.copy_from(&self.mem, offset, dst)
     }
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
         if self.busy {

@@ -335,7 +335,8 @@ impl<P: Program> SessionCore<P> {
         // SAFETY: the data area lies inside the region's memory, which this
         // session's program owns (a mapping, or ordinary memory) and frees
         // only when the session is dropped, in `reclaim` after removing this
-        // region.
+        // region. The engine makes no reference into it (`Region` copies in
+        // and out through raw pointers, `Memory` by volatile reads).
         let m = unsafe {
             mem.add_shared(
                 self.region.base().add(l.data_offset() as usize),

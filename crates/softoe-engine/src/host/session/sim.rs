@@ -36,14 +36,18 @@ struct Wire<'a> {
 }
 
 impl Device for Wire<'_> {
-    fn payload(&self, r: &PayloadRef) -> &[u8] {
-        self.mem.get(r).unwrap_or(&[])
+    fn copy_payload(&self, r: &PayloadRef, offset: usize, dst: &mut [u8]) -> usize {
+        self.mem.copy(r, offset, dst)
+    }
+
+    fn payload_in_place(&self, r: &PayloadRef) -> Option<&[u8]> {
+        self.mem.get(r)?.owned()
     }
 
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
         let mut bytes = f.header.to_vec();
-        for r in f.payload {
-            bytes.extend_from_slice(self.payload(r));
+        for b in f.payload.iter().filter_map(|r| self.mem.get(r)) {
+            b.append_to(&mut bytes);
         }
         self.out.push(bytes);
         Ok(())
