@@ -4,7 +4,12 @@
 //!
 //! - **Ports** ([`Port`]): a TAP device with virtio-net offloads
 //!   ([`TapPort`]: TSO super-segments, checksum offload, receive
-//!   coalescing), each switchable.
+//!   coalescing, each switchable); an AF_PACKET socket on a veth with the
+//!   same offloads ([`AfPacketPort`]); BondingPlus, several member ports
+//!   behind one address with ARP+ and real-time members ([`BondPort`]);
+//!   and a wrapper that loses, duplicates, reorders, corrupts and delays
+//!   frames on any of them, seeded ([`FaultPort`], on the stack's fault
+//!   model).
 //! - **The poll loop** ([`Engine`]): receive batching with optional interrupt
 //!   coalescing, timers from `poll_at`, spin-then-sleep.
 //! - **Memory** ([`Memory`]): the regions payload references name. The
