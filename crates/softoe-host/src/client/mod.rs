@@ -632,9 +632,10 @@ impl Client {
     }
 
     /// What a `poll` would say of socket `sock` now, from its slot alone
-    /// (no lock: safe while another thread blocks in a call on it).
+    /// (no lock: safe while another thread blocks in a call on it); every
+    /// socket of a session that has ended has failed and hung up.
     pub fn readiness_of(&self, sock: u32) -> crate::Readiness {
-        crate::socket::slot_readiness(self.region(), sock)
+        crate::socket::readiness(self, sock)
     }
 
     /// Whether another session took connection `sock` of this one

@@ -124,4 +124,7 @@ fn a_wait_ends_when_the_engine_dies() {
     let e = r.unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::ConnectionAborted, "{e}");
     assert!(!c.is_alive());
+    // A `poll` on any of its sockets wakes: failed and hung up.
+    let r = c.readiness_of(0);
+    assert!(r.readable && r.error && r.hung_up && !r.writable, "{r:?}");
 }

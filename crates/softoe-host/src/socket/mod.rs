@@ -45,8 +45,8 @@ mod wait;
 mod zcbuf;
 
 pub use options::{Congestion, TcpOptions};
-pub(crate) use poll::slot_readiness;
 pub use poll::{Interest, Pollable, Readiness};
+pub(crate) use poll::{readiness, slot_readiness};
 pub use send::SendPolicy;
 
 /// The socket address an (address in network order, port) pair names.

@@ -11,6 +11,24 @@ use crate::client::Client;
 /// What a `poll` would say now of socket `id`: from the slot's events,
 /// with the receive ring's own indices for readability (the engine's
 /// `EV_READABLE` may predate the program's last read).
+/// What a `poll` says of socket `id` of client `c`: as [`slot_readiness`],
+/// but every socket of a session the engine ended (or of an engine that
+/// died) has failed and hung up, as a reset connection has: a program
+/// waiting on it wakes, and its next call fails.
+pub(crate) fn readiness(c: &Client, id: u32) -> Readiness {
+    if c.dead() {
+        return Readiness {
+            readable: true,
+            writable: false,
+            read_closed: true,
+            hung_up: true,
+            error: true,
+            seq: c.region().slot(id).map_or(0, |v| v.seq()),
+        };
+    }
+    slot_readiness(c.region(), id)
+}
+
 pub(crate) fn slot_readiness(region: &softoe_abi::Region, id: u32) -> Readiness {
     let Some(v) = region.slot(id) else {
         return Readiness {

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use softoe_abi::{Completion, EV_ERR, EV_HUP, Request, RingSpan, SockKind, errno};
 
-use super::{Readiness, Sock, addr_of, slot_readiness};
+use super::{Readiness, Sock, addr_of, readiness};
 use crate::client::Client;
 use crate::errno::{errno_err, result};
 use crate::spin::Spin;
@@ -97,7 +97,7 @@ impl Sock {
 
     /// What a `poll` would say now.
     pub(super) fn readiness(&self) -> Readiness {
-        slot_readiness(self.c.region(), self.id)
+        readiness(&self.c, self.id)
     }
 
     /// The slot's event generation (moves with every event or progress).

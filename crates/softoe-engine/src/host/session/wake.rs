@@ -111,6 +111,15 @@ impl<P: Program> SessionCore<P> {
         // Pairs with the program's SeqCst store of a waiter word before its
         // last look at the state: it sees the state, or we see the word.
         std::sync::atomic::fence(Ordering::SeqCst);
+        // Waits on sockets and kernel descriptors together (the shim's
+        // `poll` and `epoll_wait`) sleep on bells of their own.
+        self.region.bump_events();
+        let mut armed = self.region.bells_armed().load(Ordering::SeqCst);
+        while armed != 0 {
+            let i = armed.trailing_zeros();
+            armed &= armed - 1;
+            self.io.ring_waiter(i);
+        }
         self.io.ring_session();
         let region = self.region;
         for id in 0..self.socks.len() as u32 {
