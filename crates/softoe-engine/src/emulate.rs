@@ -511,7 +511,14 @@ mod tests {
         assert_eq!(c.ring_accesses, 100);
         assert!(c.access_delay_nanos >= 100 * nanos(delay));
         assert!(c.work_nanos > 0);
-        assert!(c.slowdown_nanos.abs_diff(c.work_nanos) as f64 <= 0.05 * c.work_nanos as f64);
+        // At half speed the slowdown pays at least the work's own time
+        // again (a busy-wait overshoots when the thread is preempted
+        // during it, so only the lower bound is a property; it failed
+        // under CI's load as a ±5 % band).
+        assert!(
+            c.slowdown_nanos as f64 >= 0.95 * c.work_nanos as f64,
+            "{c:?}"
+        );
         assert!(turns_nanos >= c.work_nanos + c.access_delay_nanos + c.slowdown_nanos);
     }
 
