@@ -275,6 +275,15 @@ pub(crate) fn restart_after_signal() -> bool {
 
 /// Waits until `fd` is readable or `timeout` passes; `false` when a signal
 /// handler interrupted the wait.
+/// The identity (device, inode) of the file open at `fd`, if it is open.
+pub(crate) fn file_id(fd: RawFd) -> Option<(u64, u64)> {
+    // SAFETY: `stat` is plain data; all-zero is a valid value, and fstat
+    // writes at most one.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a live, writable stat.
+    (unsafe { libc::fstat(fd, &raw mut st) } == 0).then_some((st.st_dev, st.st_ino))
+}
+
 /// How a nap on a doorbell ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Nap {

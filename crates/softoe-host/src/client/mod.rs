@@ -106,6 +106,8 @@ pub(crate) struct Inner {
     /// The attach connection: bell registrations go over it, and its
     /// hang-up says the engine is gone.
     conn: OwnedFd,
+    /// `conn`'s identity (device, inode) when attached.
+    conn_id: (u64, u64),
     /// The engine's end of `conn` closed (seen by a nap): every wait ends
     /// as if the engine had closed the session.
     engine_gone: std::sync::atomic::AtomicBool,
@@ -218,6 +220,7 @@ impl Client {
     /// engine the other end of a socket pair). The engine must be running
     /// or about to: this waits for its answer.
     pub fn attach_over(conn: OwnedFd, cfg: Config) -> io::Result<Client> {
+        let conn_id = sys::file_id(conn.as_raw_fd()).ok_or_else(io::Error::last_os_error)?;
         let hello = Hello {
             magic: ATTACH_MAGIC,
             version: VERSION,
@@ -255,6 +258,7 @@ impl Client {
             cmps: Mutex::new(region.completion_consumer()),
             region,
             _map: map,
+            conn_id,
             conn,
             engine_gone: std::sync::atomic::AtomicBool::new(false),
             conn_unanswered: std::sync::atomic::AtomicBool::new(false),
@@ -359,11 +363,18 @@ impl Client {
         match sys::nap(bell, self.inner.conn.as_raw_fd(), timeout) {
             sys::Nap::Over => false,
             sys::Nap::Interrupted => true,
-            sys::Nap::EngineGone => {
+            // Only if the descriptor is still our connection: a program
+            // may have closed it behind the shim's back (sshd's
+            // `closefrom`) and the number now names another file, whose
+            // hang-up says nothing of the engine.
+            sys::Nap::EngineGone
+                if sys::file_id(self.inner.conn.as_raw_fd()) == Some(self.inner.conn_id) =>
+            {
                 tracing::warn!(session = self.inner.session, "the engine is gone");
                 self.inner.engine_gone.store(true, Ordering::Relaxed);
                 false
             }
+            sys::Nap::EngineGone => false,
         }
     }
 
@@ -702,10 +713,11 @@ impl Client {
         }
         sys::send_fd(conn, &ask.to_bytes(), fd)?;
         // The engine reads its sessions' sockets at least once a
-        // millisecond; a second is a dead (or hung) engine. Its answer may
-        // still come, and would be taken for the next call's: no call goes
-        // over the connection again.
-        if !sys::readable_within(conn, Duration::from_secs(1)) {
+        // millisecond; ten seconds (a loaded machine may deschedule it for
+        // a while) is a dead or hung engine. Its answer may still come,
+        // and would be taken for the next call's: no call goes over the
+        // connection again.
+        if !sys::readable_within(conn, Duration::from_secs(10)) {
             self.inner.conn_unanswered.store(true, Ordering::Relaxed);
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,

@@ -128,3 +128,35 @@ fn a_wait_ends_when_the_engine_dies() {
     let r = c.readiness_of(0);
     assert!(r.readable && r.error && r.hung_up && !r.writable, "{r:?}");
 }
+
+/// A program that closes the attach connection behind the client's back
+/// (sshd's `closefrom`) may reuse its number for another file; that
+/// file's hang-up (here a pipe whose writer is gone) is not the engine's.
+#[test]
+fn a_hang_up_on_a_reused_descriptor_number_is_not_the_engines() {
+    let (engine_end, ours) = seqpacket_pair();
+    let engine = std::thread::spawn(move || answer(engine_end));
+    let cfg = Config {
+        data_len: 1 << 20,
+        sockets: 16,
+        ..Config::default()
+    };
+    let c = Client::attach_over(ours, cfg).unwrap();
+    let _engine = engine.join().unwrap();
+    let conn = c.inner.conn.as_raw_fd();
+    let mut p = [0; 2];
+    // SAFETY: `p` has room for the two descriptors pipe writes.
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    // SAFETY: descriptors of this test's own; dup2 replaces the
+    // connection's number with the pipe's read end, then the pipe's own
+    // numbers close (the writer gone: the read end hangs up).
+    unsafe {
+        assert_eq!(libc::dup2(p[0], conn), conn);
+        libc::close(p[0]);
+        libc::close(p[1]);
+    }
+    let bell = sys::eventfd().unwrap();
+    let interrupted = c.nap(bell.as_raw_fd(), Duration::from_millis(20));
+    assert!(!interrupted);
+    assert!(c.is_alive(), "a stranger's hang-up ended the session");
+}
