@@ -27,6 +27,26 @@ fn ok(c: Command, secs: u64, what: &str) -> std::process::Output {
     o
 }
 
+/// As [`ok`], for a client of the sshd on softoe: on failure the message
+/// ends with the last lines of that sshd's debug log (`log`), which says
+/// which of its processes gave up and why.
+fn ok_logged(c: Command, secs: u64, what: &str, log: &Path) -> std::process::Output {
+    let o = run_for(c, secs, what);
+    if !o.status.success() {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(150)..].join("\n");
+        panic!(
+            "{what}: {}\n{}{}\nthe last lines of sshd's log ({}):\n{tail}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+            log.display()
+        );
+    }
+    o
+}
+
 /// An sshd configuration for a test: Debian's `sshd_config` (re-exec and
 /// privilege separation on, PAM, the external sftp server), plus a port, a
 /// host key and an authorized key of the test's own (in a temporary
@@ -106,9 +126,14 @@ fn sshd_on_softoe_scp_both_ways() {
     let mut bed = bed();
     let dir = tempdir("sshd");
     let conf = sshd_setup(&dir, 2222);
+    // Its debug log goes to a file, shown if a transfer fails (the
+    // download failed once in CI with nothing logged at the default level).
+    let log = dir.join("sshd-softoe.log");
     let _sshd = Child(
         on_softoe(&bed, "/usr/sbin/sshd")
-            .args(["-D", "-e", "-f"])
+            .args(["-D", "-o", "LogLevel=DEBUG1", "-E"])
+            .arg(&log)
+            .arg("-f")
             .arg(&conf)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -130,7 +155,7 @@ fn sshd_on_softoe_scp_both_ways() {
     c.args(&opts)
         .arg(&blob)
         .arg(format!("root@{ENGINE_IP}:{}", up.display()));
-    let o = ok(c, 300, "scp to sshd on softoe");
+    let o = ok_logged(c, 300, "scp to sshd on softoe", &log);
     let up_s = t.elapsed().as_secs_f64();
     assert!(
         o.stderr.is_empty(),
@@ -145,7 +170,7 @@ fn sshd_on_softoe_scp_both_ways() {
     c.args(&opts)
         .arg(format!("root@{ENGINE_IP}:{}", blob.display()))
         .arg(&down);
-    ok(c, 300, "scp from sshd on softoe");
+    ok_logged(c, 300, "scp from sshd on softoe", &log);
     let down_s = t.elapsed().as_secs_f64();
     assert_eq!(sha256(&std::fs::read(&down).unwrap()), want, "download");
     // The same sshd on Linux's TCP, in a second Linux host on the bridge:
