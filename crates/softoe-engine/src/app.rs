@@ -152,31 +152,59 @@ mod tests {
     use crate::memory::Memory;
     use crate::services::Service;
 
-    /// Runs `f` on a thread with an [`App`] while this thread serves it on
-    /// a stack without a device (commands only), as the engine's loop
-    /// would, and returns what `f` returned.
-    fn with_app<T: Send + 'static>(f: impl FnOnce(App) -> T + Send + 'static) -> T {
-        let cfg = StackConfig::new(
-            EthernetAddress([2, 0, 0, 0, 0, 1]),
-            Ipv4Cidr::new(Ipv4Address([10, 0, 0, 1]), 24).unwrap(),
-        );
-        let mut stack = Stack::new(cfg).unwrap();
-        let mut mem = Memory::new();
-        let session = Config {
-            data_len: 8 << 20,
-            ..Config::default()
-        };
-        let (app, mut svc) = channel_with(HostConfig::default(), session).unwrap();
-        let t0 = std::time::Instant::now();
-        let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
-        svc.start(now(), &mut stack, &mut mem).unwrap();
-        let t = std::thread::spawn(move || f(app));
-        while !t.is_finished() {
-            svc.step(now(), &mut stack, &mut mem);
-            svc.after_sleep();
+    /// An [`App`]'s service on a stack without a device (commands only),
+    /// turned by the test's thread as the engine's loop would.
+    struct Served {
+        stack: Stack,
+        mem: Memory,
+        svc: AppService,
+        t0: std::time::Instant,
+    }
+
+    impl Served {
+        fn start() -> (App, Served) {
+            let cfg = StackConfig::new(
+                EthernetAddress([2, 0, 0, 0, 0, 1]),
+                Ipv4Cidr::new(Ipv4Address([10, 0, 0, 1]), 24).unwrap(),
+            );
+            let session = Config {
+                data_len: 8 << 20,
+                ..Config::default()
+            };
+            let (app, svc) = channel_with(HostConfig::default(), session).unwrap();
+            let mut s = Served {
+                stack: Stack::new(cfg).unwrap(),
+                mem: Memory::new(),
+                svc,
+                t0: std::time::Instant::now(),
+            };
+            let now = s.now();
+            s.svc.start(now, &mut s.stack, &mut s.mem).unwrap();
+            (app, s)
+        }
+
+        fn now(&self) -> Instant {
+            Instant::from_nanos(self.t0.elapsed().as_nanos() as u64)
+        }
+
+        /// One engine turn, then a short sleep.
+        fn turn(&mut self) {
+            let now = self.now();
+            self.svc.step(now, &mut self.stack, &mut self.mem);
+            self.svc.after_sleep();
             std::thread::sleep(Duration::from_micros(100));
         }
-        svc.step(now(), &mut stack, &mut mem);
+    }
+
+    /// Runs `f` on a thread with an [`App`] while this thread serves it,
+    /// and returns what `f` returned.
+    fn with_app<T: Send + 'static>(f: impl FnOnce(App) -> T + Send + 'static) -> T {
+        let (app, mut s) = Served::start();
+        let t = std::thread::spawn(move || f(app));
+        while !t.is_finished() {
+            s.turn();
+        }
+        s.turn();
         t.join().unwrap()
     }
 
@@ -218,17 +246,7 @@ mod tests {
 
     #[test]
     fn a_thread_waiting_when_the_engine_stops_is_told_so() {
-        let cfg = StackConfig::new(
-            EthernetAddress([2, 0, 0, 0, 0, 1]),
-            Ipv4Cidr::new(Ipv4Address([10, 0, 0, 1]), 24).unwrap(),
-        );
-        let mut stack = Stack::new(cfg).unwrap();
-        let mut mem = Memory::new();
-        let session = Config {
-            data_len: 8 << 20,
-            ..Config::default()
-        };
-        let (app, mut svc) = channel_with(HostConfig::default(), session).unwrap();
+        let (app, mut s) = Served::start();
         let (listening, ready) = std::sync::mpsc::channel();
         let (done, result) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -237,20 +255,14 @@ mod tests {
             // Nobody connects: this waits until the engine goes.
             let _ = done.send(l.accept().map(|_| ()));
         });
-        let t0 = std::time::Instant::now();
-        let now = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
-        svc.start(now(), &mut stack, &mut mem).unwrap();
         while ready.try_recv().is_err() {
-            svc.step(now(), &mut stack, &mut mem);
-            svc.after_sleep();
-            std::thread::sleep(Duration::from_micros(100));
+            s.turn();
         }
         // Let the accept go to sleep on its bell, then stop the engine.
         for _ in 0..100 {
-            svc.step(now(), &mut stack, &mut mem);
-            std::thread::sleep(Duration::from_micros(100));
+            s.turn();
         }
-        drop(svc);
+        drop(s);
         // A bound against hanging, not a measurement: the wait ends at once.
         let r = result.recv_timeout(Duration::from_secs(30)).unwrap();
         let e = r.unwrap_err();
