@@ -217,6 +217,10 @@ pub struct ConnStat {
     pub bytes_acked: u64,
     /// Bytes received.
     pub bytes_received: u64,
+    /// Of those, bytes the stack wrote straight into the reading program's
+    /// ring (no copy through its own buffer).
+    #[serde(default)]
+    pub bytes_sunk: u64,
     /// Bytes queued to send.
     pub send_q: u32,
     /// Bytes received and unread.
@@ -291,6 +295,7 @@ impl From<&TcpInfo> for ConnStat {
             reo_wnd_us: i.reo_wnd.as_secs_f64() * 1e6,
             bytes_acked: i.bytes_acked,
             bytes_received: i.bytes_received,
+            bytes_sunk: i.bytes_sunk,
             send_q: i.send_queue,
             recv_q: i.recv_queue,
             delivery_rate_bps: i.delivery_rate.saturating_mul(8),

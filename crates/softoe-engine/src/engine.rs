@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use softoe_stack::{Device, Instant, PayloadRef, Stack, StackConfig, TxBusy, TxFrame};
+use softoe_stack::{Device, Instant, PayloadRef, RxRing, Stack, StackConfig, TxBusy, TxFrame};
 use tracing::{debug, info, warn};
 
 use crate::control::{Control, EngineCounters};
@@ -243,6 +243,10 @@ impl<P: Port> Device for PortDev<'_, P> {
     fn payload_in_place(&self, r: &PayloadRef) -> Option<&[u8]> {
         // Engine buffers only: a program's shared memory has no slice.
         self.mem.get(r)?.owned()
+    }
+
+    fn deliver(&mut self, ring: &RxRing, pos: u64, data: &[u8]) -> bool {
+        self.mem.ring_write(ring, pos, data)
     }
 
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {

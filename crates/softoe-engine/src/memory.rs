@@ -38,6 +38,15 @@
 //!   [`Device::payload_in_place`](softoe_stack::Device::payload_in_place):
 //!   only the engine writes those.)
 //!
+//! - The one thing the engine writes there is a socket's receive ring
+//!   ([`Memory::ring_write`], the stack's in-order bytes straight from the
+//!   frame): only bytes past the ring's tail, which the program does not
+//!   read until the session publishes a tail that covers them (a release
+//!   store the program's acquire load pairs with), and before its head
+//!   comes round, so the two sides never touch the same byte at once
+//!   unless the program misreads its own ring, which can only garble its
+//!   own bytes. Writes go by raw pointer; no reference is made.
+//!
 //! What keeps the pointer valid is the lifetime: a [`Bytes`] borrows the
 //! `Memory`, and a region leaves only through [`Memory::remove`], which
 //! takes it mutably; [`Memory::add_shared`]'s caller promises the mapping
@@ -61,14 +70,14 @@
 
 use std::marker::PhantomData;
 
-use softoe_stack::PayloadRef;
+use softoe_stack::{PayloadRef, RxRing};
 
 #[derive(Debug)]
 enum Backing {
     Owned(Box<[u8]>),
     /// A process's shared data area, mapped by its session.
     Shared {
-        ptr: *const u8,
+        ptr: *mut u8,
         len: usize,
     },
 }
@@ -81,7 +90,7 @@ impl Backing {
             },
             &Backing::Shared { ptr, len } => Bytes {
                 inner: Inner::Shared {
-                    ptr,
+                    ptr: ptr.cast_const(),
                     len,
                     _memory: PhantomData,
                 },
@@ -304,16 +313,17 @@ impl Memory {
     }
 
     /// Adds `len` bytes of shared memory at `ptr` (a process's data area).
-    /// The engine only ever reads it, by volatile copies or through the
-    /// kernel (see the [module docs](self)); the other side may write it at
-    /// any time.
+    /// The engine reads it only by volatile copies or through the kernel,
+    /// and writes only receive rings past their published tail
+    /// ([`ring_write`](Self::ring_write); see the [module docs](self)); the
+    /// other side may write it at any time.
     ///
     /// # Safety
-    /// `ptr` must stay valid for reads of `len` bytes until
+    /// `ptr` must stay valid for reads and writes of `len` bytes until
     /// [`remove`](Self::remove) is called with the returned number, and no
     /// Rust reference to those bytes may exist meanwhile (their writers use
     /// raw pointers, or live in another process).
-    pub unsafe fn add_shared(&mut self, ptr: *const u8, len: usize) -> u32 {
+    pub unsafe fn add_shared(&mut self, ptr: *mut u8, len: usize) -> u32 {
         self.insert(Backing::Shared { ptr, len })
     }
 
@@ -352,6 +362,40 @@ impl Memory {
     /// ([`Bytes::copy_to`]); 0 if `r` does not lie inside its region.
     pub fn copy(&self, r: &PayloadRef, offset: usize, dst: &mut [u8]) -> usize {
         self.get(r).map_or(0, |b| b.copy_to(offset, dst))
+    }
+
+    /// Writes `src` into the receive ring `ring` of a shared region at
+    /// free-running position `pos` (wrapping at the ring's end): the stack's
+    /// in-order bytes, straight into a program's socket ring
+    /// ([`Device::deliver`](softoe_stack::Device::deliver)). `false` if the
+    /// ring does not lie inside a shared region or `src` is longer than
+    /// it. See the [module docs](self) for why writing there is sound.
+    pub fn ring_write(&self, ring: &RxRing, pos: u64, src: &[u8]) -> bool {
+        let Some(Some(Backing::Shared { ptr, len })) = self.regions.get(ring.region as usize)
+        else {
+            return false;
+        };
+        let (Ok(off), Ok(rlen)) = (usize::try_from(ring.offset), usize::try_from(ring.len)) else {
+            return false;
+        };
+        if rlen == 0 || src.len() > rlen || off.checked_add(rlen).is_none_or(|end| end > *len) {
+            return false;
+        }
+        let at = (pos % ring.len) as usize;
+        let first = src.len().min(rlen - at);
+        // SAFETY: `ptr..ptr + len` is a live shared mapping, valid for
+        // writes (`add_shared`'s contract), and `off + rlen ≤ len`, so the
+        // ring is inside it; `at + first ≤ rlen` and `src.len() - first ≤
+        // at`, so both copies stay inside the ring. `src` is the engine's
+        // own memory (a received frame), not the region. The program does
+        // not read these bytes until the tail that covers them is
+        // published, after this returns (module docs).
+        unsafe {
+            let base = ptr.add(off);
+            std::ptr::copy_nonoverlapping(src.as_ptr(), base.add(at), first);
+            std::ptr::copy_nonoverlapping(src.as_ptr().add(first), base, src.len() - first);
+        }
+        true
     }
 
     /// Whether `r` lies inside its region (checked before the stack takes it).

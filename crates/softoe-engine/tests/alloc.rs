@@ -456,6 +456,22 @@ fn linux_to_host(bed: &Bed, c: &Client, pat: &Arc<Vec<u8>>, read: usize, port: u
     source.join().unwrap();
     assert_eq!(got, end, "{read}-byte reads: every byte arrived");
     assert!(intact, "{read}-byte reads: other bytes than Linux sent");
+    // Bytes the stack wrote straight into the ring: the window covered
+    // that path too (most of a ring reader's bytes take it).
+    let remote = linux_addr(port).to_string();
+    let sunk = bed
+        .snapshot()
+        .connections
+        .iter()
+        .filter(|x| x.remote == remote)
+        .map(|x| x.bytes_sunk)
+        .sum::<u64>();
+    if read < LARGE_READ {
+        assert!(
+            sunk > end / 2,
+            "ring reads: {sunk} of {end} bytes went straight into the ring"
+        );
+    }
     drop(s);
     settle(bed, c);
     let direct = placed(bed, c) - direct0;
@@ -468,8 +484,9 @@ fn linux_to_host(bed: &Bed, c: &Client, pat: &Arc<Vec<u8>>, read: usize, port: u
         seen: seen.unwrap(),
         moved: got - from,
         note: format!(
-            "{:.0} % placed directly",
-            direct as f64 * 100.0 / end as f64
+            "{:.0} % placed directly, {:.0} % straight into the ring",
+            direct as f64 * 100.0 / end as f64,
+            sunk as f64 * 100.0 / end as f64
         ),
     }
 }

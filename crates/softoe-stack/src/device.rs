@@ -140,4 +140,34 @@ pub trait Device {
     /// that queues must copy the header (payload references stay valid until
     /// acknowledged).
     fn transmit(&mut self, frame: &TxFrame<'_>) -> Result<(), TxBusy>;
+
+    /// Writes `data` into the runtime's receive ring `ring` at free-running
+    /// position `pos` (byte `pos` lands at `ring.offset + pos % ring.len`,
+    /// wrapping at the ring's end): in-order bytes of a connection whose
+    /// reader set that ring ([`Stack::tcp_set_rx_sink`]), written straight
+    /// from the arriving frame instead of through the stack's own receive
+    /// buffer. The stack never writes more than the ring has free, so
+    /// `data.len() ≤ ring.len`. `false` if the runtime cannot write there
+    /// (the default: no rings); the stack then keeps the bytes itself and
+    /// stops using the ring.
+    ///
+    /// [`Stack::tcp_set_rx_sink`]: crate::Stack::tcp_set_rx_sink
+    fn deliver(&mut self, ring: &RxRing, pos: u64, data: &[u8]) -> bool {
+        let _ = (ring, pos, data);
+        false
+    }
+}
+
+/// A receive ring the runtime owns: `len` bytes at `offset` in memory
+/// `region` (named as a [`PayloadRef`]'s), written by the stack through
+/// [`Device::deliver`] and read by whoever the runtime serves (a program
+/// reading its socket where the bytes landed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RxRing {
+    /// Which memory; meaningful only to the runtime.
+    pub region: u32,
+    /// Byte offset of the ring in the region.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u64,
 }

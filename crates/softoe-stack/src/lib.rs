@@ -124,7 +124,7 @@ pub mod time;
 mod tests;
 
 pub use config::{ArpConfig, DEFAULT_TTL, Keepalive, StackConfig, TcpConfig, UdpConfig};
-pub use device::{Device, DeviceCaps, PartialCsum, RxMeta, TxBusy, TxFrame, TxOffload};
+pub use device::{Device, DeviceCaps, PartialCsum, RxMeta, RxRing, TxBusy, TxFrame, TxOffload};
 pub use payload::PayloadRef;
 pub use socket::{Events, SocketHandle};
 pub use stack::{BindError, ConfigError, HandleError, Stack, UdpSendError};

@@ -12,7 +12,7 @@ use softoe_wire::{
 };
 
 use crate::config::{Keepalive, StackConfig, TcpConfig, UdpConfig};
-use crate::device::{Device, RxMeta};
+use crate::device::{Device, RxMeta, RxRing};
 use crate::iface::arp::ArpCache;
 use crate::iface::{CSUM_CHUNK, ETH_HEADER, Egress, IPV4_HEADER, Iface, IpFields};
 use crate::isn::IsnGenerator;
@@ -25,7 +25,7 @@ use crate::tcp::congestion::Algorithm;
 use crate::tcp::input::{Ctx, RateLimiter, Reply, rst_for};
 use crate::tcp::listener::TcpListener;
 use crate::tcp::output::{MAX_REFS_PER_FRAME, SinkError};
-use crate::tcp::socket::{PathCaps, TcpSocket};
+use crate::tcp::socket::{PathCaps, RxSink, TcpSocket};
 use crate::tcp::{Endpoint, ListenerInfo, RecvError, SendError, State, TcpError, TcpInfo};
 use crate::time::Instant;
 
@@ -802,10 +802,12 @@ impl Stack {
             let mut eg = egress!(self, now, dev);
             let _ = sock.dispatch(now, &mut eg, &mut self.refs);
         }
+        let mut deliver = |r: &RxRing, pos: u64, data: &[u8]| dev.deliver(r, pos, data);
         let mut cx = Ctx {
             now,
             challenge: &mut self.challenge,
             accept_ok,
+            deliver: &mut deliver,
         };
         let reply = sock.process(&mut cx, seg, gso);
         if reply == Reply::Reopen {
@@ -1140,6 +1142,66 @@ impl Stack {
             self.mark_ready(i);
         }
         Ok(r)
+    }
+
+    /// Sets (or with `None` takes away) the reader's receive ring for a
+    /// connection: from now on, in-order bytes that find the stack's own
+    /// receive buffer empty (and nothing out of order) are written there
+    /// through [`Device::deliver`], straight from the arriving frame, at
+    /// free-running positions from `tail` on; the rest waits in the stack
+    /// as before, for [`tcp_recv_with`](Self::tcp_recv_with). The ring
+    /// starts open, with nothing unread (`head = tail`).
+    ///
+    /// The window advertised is then the smaller of the stack's free space
+    /// and the ring's (as of the last [`tcp_rx_sink_sync`](Self::tcp_rx_sink_sync)):
+    /// a reader that falls behind holds the peer back with a full ring,
+    /// not with a second queue in the stack that would cost a copy more.
+    /// The stack learns of room only through `tcp_rx_sink_sync`, so the
+    /// runtime must call it when the reader frees room in a ring that was
+    /// nearly full (it may then send a window update). Take the ring away
+    /// before its memory goes (the socket closed or moved, the reader
+    /// gone): the stack writes it for as long as it is set.
+    pub fn tcp_set_rx_sink(
+        &mut self,
+        h: SocketHandle,
+        ring: Option<(RxRing, u64)>,
+    ) -> Result<(), HandleError> {
+        let i = self.tcp_index(h)?;
+        if let Some(s) = self.sockets.tcp_mut(i) {
+            s.sink = ring.map(|(ring, tail)| RxSink {
+                ring,
+                tail,
+                head: tail,
+                open: true,
+            });
+        }
+        Ok(())
+    }
+
+    /// Brings a connection's reader ring up to date and returns its tail
+    /// (the position after the last byte written there), or `None` if it
+    /// has none: the reader has read up to `head` (a position between the
+    /// last one told and the tail; others are clamped into that range),
+    /// the caller itself wrote `wrote` more bytes at the tail (ones it took
+    /// from the stack's buffer with [`tcp_recv_with`](Self::tcp_recv_with)),
+    /// and `open` says whether the stack may write there until the next
+    /// call (closed while the reader waits for bytes somewhere else).
+    pub fn tcp_rx_sink_sync(
+        &mut self,
+        h: SocketHandle,
+        head: u64,
+        wrote: u64,
+        open: bool,
+    ) -> Result<Option<u64>, HandleError> {
+        let i = self.tcp_index(h)?;
+        let Some(sock) = self.sockets.tcp_mut(i) else {
+            return Ok(None);
+        };
+        let tail = sock.sink_sync(head, wrote, open);
+        if sock.window_update {
+            self.mark_ready(i);
+        }
+        Ok(tail)
     }
 
     /// Copies readable bytes without consuming them (`MSG_PEEK`).

@@ -297,6 +297,9 @@ fn details(c: &ConnStat) -> String {
     }
     parts.push(format!("bytes_acked:{}", c.bytes_acked));
     parts.push(format!("bytes_received:{}", c.bytes_received));
+    if c.bytes_sunk > 0 {
+        parts.push(format!("bytes_sunk:{}", c.bytes_sunk));
+    }
     parts.push(format!("unacked:{}", c.in_flight.div_ceil(mss)));
     if c.bytes_retrans > 0 {
         parts.push(format!("bytes_retrans:{}", c.bytes_retrans));

@@ -549,6 +549,8 @@ impl HostService {
                 // session is that one's now.
                 for h in s.handles() {
                     if self.owner.get(&h) == Some(&me) {
+                        // Nothing may write its region once it is gone.
+                        let _ = stack.tcp_set_rx_sink(h, None);
                         self.owner.remove(&h);
                     }
                 }
@@ -609,6 +611,7 @@ impl HostService {
     /// taken from the session that serves it now for session `slot`.
     fn take_moved(
         &mut self,
+        stack: &mut Stack,
         h: SocketHandle,
         slot: usize,
         room: u64,
@@ -622,7 +625,7 @@ impl HostService {
             _ => return Err(errno::ENOENT),
         };
         let id = s.sock_of(h).ok_or(errno::ENOENT)?;
-        s.take_stream(id, room)
+        s.take_stream(stack, id, room)
     }
 
     /// Listeners shared across sessions: `ADOPT`s answered (they name
@@ -652,7 +655,7 @@ impl HostService {
                     Some(f) if f == slot => match self.sessions.get(f) {
                         // This session's own socket moved away: take it back.
                         Some(Some(p)) if p.secret_is(a.secret) => match p.moved_to(a.from_sock) {
-                            Some(h) => self.take_moved(h, slot, room).map(Ok),
+                            Some(h) => self.take_moved(stack, h, slot, room).map(Ok),
                             None => Err(errno::EINVAL),
                         },
                         _ => Err(errno::EINVAL),
@@ -661,10 +664,10 @@ impl HostService {
                         Some(Some(p)) if p.secret_is(a.secret) => match p.adoptable(a.from_sock) {
                             Ok(true) if p.dead => Err(errno::ENOENT),
                             Ok(true) => p.share_listener(a.from_sock).map(Err),
-                            Ok(false) => p.take_stream(a.from_sock, room).map(Ok),
+                            Ok(false) => p.take_stream(stack, a.from_sock, room).map(Ok),
                             Err(e) => match p.moved_to(a.from_sock) {
                                 // It moved on: take it from where it is.
-                                Some(h) => self.take_moved(h, slot, room).map(Ok),
+                                Some(h) => self.take_moved(stack, h, slot, room).map(Ok),
                                 None => Err(e),
                             },
                         },

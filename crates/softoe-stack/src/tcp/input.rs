@@ -14,6 +14,7 @@ use super::congestion::CongestionControl;
 use super::seq;
 use super::socket::{TcpSocket, Timer, Timestamps};
 use super::{Endpoint, State, TcpError};
+use crate::device::RxRing;
 use crate::rand::Rand;
 use crate::socket::Events;
 use crate::time::Instant;
@@ -59,6 +60,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) challenge: &'a mut RateLimiter,
     /// Whether the listener's accept queue has room (for SYN-RECEIVED).
     pub(crate) accept_ok: bool,
+    /// The runtime's [`Device::deliver`](crate::Device::deliver): in-order
+    /// bytes into the reader's ring.
+    pub(crate) deliver: &'a mut dyn FnMut(&RxRing, u64, &[u8]) -> bool,
 }
 
 /// What the stack must do for the segment beyond the connection itself.
@@ -374,13 +378,7 @@ impl TcpSocket {
                     self.fail(TcpError::Aborted);
                     return Reply::None;
                 }
-                self.receive_data(
-                    now,
-                    s,
-                    seg.payload,
-                    seg.control == TcpControl::Fin,
-                    gso_size,
-                );
+                self.receive_data(cx, s, seg.payload, seg.control == TcpControl::Fin, gso_size);
             }
             State::TimeWait if seg.control == TcpControl::Fin => {
                 self.ack_now = true;
@@ -440,7 +438,7 @@ impl TcpSocket {
                 self.ack_now = true;
                 if !seg.payload.is_empty() {
                     let s = seq::add(seg.seq_number, 1);
-                    self.receive_data(now, s, seg.payload, false, None);
+                    self.receive_data(cx, s, seg.payload, false, None);
                 }
             }
             None => {
@@ -505,12 +503,13 @@ impl TcpSocket {
     /// and processes a FIN (eighth).
     fn receive_data(
         &mut self,
-        now: Instant,
+        cx: &mut Ctx<'_>,
         seg_seq: TcpSeqNumber,
         payload: &[u8],
         fin: bool,
         gso_size: Option<u16>,
     ) {
+        let now = cx.now;
         let mut s = seg_seq;
         let mut data = payload;
         let mut fin = fin;
@@ -559,7 +558,8 @@ impl TcpSocket {
         }
         if offset == 0 {
             let had_ooo = !self.ooo.is_empty();
-            let n = self.rx.enqueue_slice(data);
+            let sunk = self.sink_deliver(cx, data, had_ooo);
+            let n = sunk + self.rx.enqueue_slice(data.get(sunk..).unwrap_or(&[]));
             let mut advanced = n;
             self.ooo.advance(n as u32);
             if let Some(more) = self.ooo.pop_front_if_starts_at_zero() {
@@ -620,6 +620,33 @@ impl TcpSocket {
         }
         if self.rx_fin == Some(self.rcv_nxt) && self.ooo.is_empty() {
             self.accept_fin(now);
+        }
+    }
+
+    /// Writes what it can of in-order `data` into the reader's ring
+    /// ([`RxSink`](super::socket::RxSink)), straight from the frame; returns
+    /// how many bytes went there. Only while the stack holds no bytes of
+    /// its own (they come first) and none out of order (their offsets in
+    /// `rx` count from `rcv_nxt` as if everything before went through it).
+    fn sink_deliver(&mut self, cx: &mut Ctx<'_>, data: &[u8], had_ooo: bool) -> usize {
+        if had_ooo || !self.rx.is_empty() || data.is_empty() {
+            return 0;
+        }
+        let Some(k) = self.sink.as_mut().filter(|k| k.open) else {
+            return 0;
+        };
+        let n = data.len().min(k.free());
+        let Some(part) = data.get(..n).filter(|p| !p.is_empty()) else {
+            return 0;
+        };
+        if (cx.deliver)(&k.ring, k.tail, part) {
+            k.tail = k.tail.wrapping_add(n as u64);
+            self.counters.bytes_sunk += n as u64;
+            n
+        } else {
+            // The runtime cannot write there: keep every byte ourselves.
+            self.sink = None;
+            0
         }
     }
 

@@ -222,6 +222,10 @@ pub struct TcpInfo {
     pub bytes_acked: u64,
     /// Payload bytes received in order.
     pub bytes_received: u64,
+    /// Of those, bytes written straight into the reader's ring
+    /// ([`Stack::tcp_set_rx_sink`](crate::Stack::tcp_set_rx_sink)) rather
+    /// than through the stack's receive buffer.
+    pub bytes_sunk: u64,
     /// Payload bytes sent, retransmissions included.
     pub bytes_sent: u64,
     /// Payload bytes retransmitted.

@@ -18,7 +18,7 @@ use super::send_queue::SendQueue;
 use super::seq;
 use super::{Endpoint, RecvError, SendError, State, TcpError, TcpInfo};
 use crate::config::TcpConfig;
-use crate::device::DeviceCaps;
+use crate::device::{DeviceCaps, RxRing};
 use crate::payload::PayloadRef;
 use crate::socket::Events;
 use crate::time::Instant;
@@ -109,6 +109,7 @@ pub(crate) const QUICK_ACKS: u8 = 16;
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) bytes_received: u64,
+    pub(crate) bytes_sunk: u64,
     pub(crate) bytes_sent: u64,
     pub(crate) bytes_retrans: u64,
     pub(crate) segs_out: u64,
@@ -162,6 +163,31 @@ impl PathCaps {
     }
 }
 
+/// A receive ring of the reader's ([`Stack::tcp_set_rx_sink`]): where it
+/// stands, as the stack last heard.
+///
+/// [`Stack::tcp_set_rx_sink`]: crate::Stack::tcp_set_rx_sink
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RxSink {
+    pub(crate) ring: RxRing,
+    /// Free-running position of the next byte written.
+    pub(crate) tail: u64,
+    /// Free-running position of the next byte the reader reads (as last
+    /// told; it only lags, so the free space is never overstated).
+    pub(crate) head: u64,
+    /// Whether bytes may go there now (the reader may close it for a while:
+    /// a buffer of its own posted, whose bytes must not overtake it).
+    pub(crate) open: bool,
+}
+
+impl RxSink {
+    /// Bytes the ring can take now.
+    pub(crate) fn free(&self) -> usize {
+        let used = self.tail.wrapping_sub(self.head);
+        usize::try_from(self.ring.len.saturating_sub(used)).unwrap_or(usize::MAX)
+    }
+}
+
 /// A TCP connection.
 #[derive(Debug)]
 pub(crate) struct TcpSocket {
@@ -199,6 +225,9 @@ pub(crate) struct TcpSocket {
     /// Shift we apply to the windows we send.
     pub(crate) rcv_wscale: u8,
     pub(crate) rx: RingBuffer,
+    /// The reader's own receive ring, if it set one: in-order bytes that
+    /// find `rx` empty are written there, straight from the frame.
+    pub(crate) sink: Option<RxSink>,
     /// Out-of-order data held past `rcv_nxt`, as offsets from it.
     pub(crate) ooo: RangeSet,
     /// Sequence number of a FIN that arrived ahead of missing data.
@@ -347,6 +376,7 @@ impl TcpSocket {
             rcv_nxt: TcpSeqNumber(0),
             rcv_wscale,
             rx: RingBuffer::new(cfg.rx_buffer),
+            sink: None,
             ooo: RangeSet::new(cfg.max_ooo_ranges.max(1)),
             rx_fin: None,
             rx_closed: false,
@@ -425,10 +455,38 @@ impl TcpSocket {
     }
 
     /// Bytes we may still receive: free space in the receive buffer, capped
-    /// by what the window field can say.
+    /// by what the window field can say. With a reader's ring, its free
+    /// space caps it too: the peer sends only what the ring can take, so
+    /// the bytes go there straight and the stack's buffer stays empty (it
+    /// holds what arrives out of order, or while the ring is closed).
     pub(crate) fn rx_free(&self) -> u32 {
         let max = 65_535u32 << self.rcv_wscale;
-        (self.rx.window().min(u32::MAX as usize) as u32).min(max)
+        let mut free = self.rx.window();
+        if let Some(k) = &self.sink {
+            free = free.min(k.free());
+        }
+        (free.min(u32::MAX as usize) as u32).min(max)
+    }
+
+    /// The reader's ring ([`RxSink`]) brought up to date: read up to
+    /// `head` (clamped into what was written), `wrote` bytes written at the
+    /// tail by the runtime, open or closed to the stack. Returns the tail,
+    /// or `None` without a ring. Room the read made may be worth a window
+    /// update, as after a read from the stack's own buffer.
+    pub(crate) fn sink_sync(&mut self, head: u64, wrote: u64, open: bool) -> Option<u64> {
+        let k = self.sink.as_mut()?;
+        k.tail = k.tail.wrapping_add(wrote);
+        let ahead = head.wrapping_sub(k.head);
+        let read = if ahead <= k.tail.wrapping_sub(k.head) {
+            k.head = head;
+            ahead
+        } else {
+            0
+        };
+        k.open = open;
+        let tail = k.tail;
+        self.after_read(usize::try_from(read).unwrap_or(usize::MAX));
+        Some(tail)
     }
 
     /// Our timestamp clock: milliseconds, offset per connection.
@@ -617,7 +675,10 @@ impl TcpSocket {
         }
         let cur = seq::dist(self.rcv_adv_edge, self.rcv_nxt);
         let free = self.rx_free();
-        let cap = self.rx.capacity().min(u32::MAX as usize) as u32;
+        let ring = self.sink.map_or(u64::MAX, |k| k.ring.len);
+        let cap = (self.rx.capacity() as u64)
+            .min(ring)
+            .min(u64::from(u32::MAX)) as u32;
         if cur <= cap / 2 && free >= cur.saturating_mul(2) && free >= self.rcv_mss.min(cap / 2) {
             self.window_update = true;
         }
@@ -758,6 +819,7 @@ impl TcpSocket {
             sacked: self.rec.scoreboard.covered_bytes(),
             bytes_acked: self.tx.acked_total(),
             bytes_received: self.counters.bytes_received,
+            bytes_sunk: self.counters.bytes_sunk,
             bytes_sent: self.counters.bytes_sent,
             bytes_retrans: self.counters.bytes_retrans,
             segs_out: self.counters.segs_out,

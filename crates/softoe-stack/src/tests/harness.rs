@@ -72,6 +72,9 @@ pub(crate) struct TestDev {
     /// Each transmitted frame's priority, in order (never cleared).
     pub(crate) priorities: Vec<u8>,
     pub(crate) busy: bool,
+    /// The reader's ring memory for [`Device::deliver`] (any region number;
+    /// `offset` counts from its start); empty: deliveries refused.
+    pub(crate) ring: Vec<u8>,
 }
 
 impl TestDev {
@@ -85,6 +88,16 @@ impl TestDev {
 impl Device for TestDev {
     fn copy_payload(&self, r: &PayloadRef, offset: usize, dst: &mut [u8]) -> usize {
         r.copy_from(&self.mem, offset, dst)
+    }
+    fn deliver(&mut self, ring: &crate::RxRing, pos: u64, data: &[u8]) -> bool {
+        let (off, len) = (ring.offset as usize, ring.len as usize);
+        if len == 0 || data.len() > len || off + len > self.ring.len() {
+            return false;
+        }
+        for (i, &b) in data.iter().enumerate() {
+            self.ring[off + (pos as usize + i) % len] = b;
+        }
+        true
     }
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
         if self.busy {
@@ -256,6 +269,7 @@ impl Harness {
                 frames: Vec::new(),
                 priorities: Vec::new(),
                 busy: false,
+                ring: Vec::new(),
             },
             now: Instant::from_secs(1),
             other: Vec::new(),

@@ -13,4 +13,5 @@ mod tcp_loss;
 mod tcp_options;
 mod tcp_rack;
 mod tcp_rst;
+mod tcp_sink;
 mod tcp_timers;

@@ -6,6 +6,7 @@ use softoe_stack::{Endpoint, Instant, SocketHandle, Stack};
 use tracing::debug;
 
 use super::close::Retiring;
+use super::recv::detach_sink;
 use super::sock::{Hold, Opts, Role};
 use super::{Program, Result, SessionCore};
 
@@ -196,7 +197,12 @@ impl<P: Program> SessionCore<P> {
     /// bytes go along (at most `room`, or `ENOBUFS` and nothing changes);
     /// what it sent stays held here until acknowledged, and the program's
     /// socket reads as closed from now on.
-    pub(in crate::host) fn take_stream(&mut self, id: u32, room: u64) -> Result<Moving> {
+    pub(in crate::host) fn take_stream(
+        &mut self,
+        stack: &mut Stack,
+        id: u32,
+        room: u64,
+    ) -> Result<Moving> {
         let region = self.region;
         let dead = self.dead;
         // Commands this program posted before the adopt are carried out
@@ -222,6 +228,9 @@ impl<P: Program> SessionCore<P> {
         if pending || (!s.queued.is_empty() && (dead || s.detached.is_some())) {
             return Err(errno::EAGAIN);
         }
+        // What the stack wrote into the ring goes along with the rest; the
+        // ring is this program's and stays behind.
+        detach_sink(stack, h, s, &view);
         let head = view.rx_head().clamp(s.rx_head, s.rx_tail);
         let n = s.rx_tail - head;
         if n > room {
@@ -332,7 +341,8 @@ impl<P: Program> SessionCore<P> {
         }
         self.by_handle.insert(m.h, id);
         // Its readiness is in the slot before the program hears of it.
-        self.serve(stack, id, scratch);
+        let data = self.mem;
+        self.serve(stack, id, scratch, data);
         debug!(
             session = self.id,
             sock = id,

@@ -8,6 +8,7 @@ use softoe_abi::{Completion, EV_HUP, SESSION_CLOSED, SockKind, errno};
 use softoe_stack::{Instant, SocketHandle, Stack, State};
 use tracing::debug;
 
+use super::recv::detach_sink;
 use super::sock::{Detached, Hold, Role};
 use super::{Ctx, Program, SessionCore};
 
@@ -240,9 +241,14 @@ impl<P: Program> SessionCore<P> {
         // Queued zero-copy buffers the stack never took whole come back.
         self.unqueue(id, errno::EPIPE);
         // Counted out as it goes (the figures `softoe stat` shows).
-        let Some(s) = self.socks.get_mut(id as usize).and_then(Option::take) else {
+        let Some(mut s) = self.socks.get_mut(id as usize).and_then(Option::take) else {
             return;
         };
+        // The ring's memory is the program's again: the stack stops
+        // writing there.
+        if let (Some(h), Some(v)) = (s.h, self.region.slot(id)) {
+            detach_sink(stack, h, &mut s, &v);
+        }
         self.count(Some(&s), -1);
         self.free_hint = self.free_hint.min(id as usize);
         if let Some(v) = self.region.slot(id) {

@@ -2,12 +2,13 @@
 
 use softoe_abi::{
     CMD_QUIET, Command, Completion, RecvTarget, Request, RingSpan, SHUT_RD, SHUT_WR, SendSource,
-    SockKind, decode, errno, pack_addr,
+    SlotView, SockKind, decode, errno, pack_addr,
 };
 use softoe_stack::{BindError, Endpoint, Instant, SocketHandle, Stack};
 use tracing::debug;
 
 use super::adopt::Adopt;
+use super::recv::sync_sink;
 use super::sock::{HSock, Opts, Posted, Role};
 use super::translate::{bind_errno, endpoint, handle_errno, packed};
 use super::{Ctx, Program, Result, SessionCore};
@@ -152,7 +153,7 @@ impl<P: Program> SessionCore<P> {
                 self.sock(sock)?.events = u32::MAX;
                 Ok(Some(0))
             }
-            Request::Recv { sock, target, len } => self.recv(sock, target, len, done),
+            Request::Recv { sock, target, len } => self.recv(cx.stack, sock, target, len, done),
             Request::CancelRecv { sock } => self.cancel_recv(sock),
             Request::Adopt {
                 from_session,
@@ -387,18 +388,29 @@ impl<P: Program> SessionCore<P> {
     /// `RECV`: a buffer posted for direct placement.
     fn recv(
         &mut self,
+        stack: &mut Stack,
         sock: u32,
         target: RecvTarget,
         len: u64,
         done: &mut Completion,
     ) -> Result<Option<i64>> {
-        let view_head = self.region.slot(sock).map(|v| v.rx_head());
+        let region = self.region;
+        let view = region.slot(sock);
+        let view_head = view.as_ref().map(SlotView::rx_head);
         let s = self.sock(sock)?;
-        if s.kind != SockKind::Tcp || s.role.is_listener() || s.h.is_none() {
-            return Err(errno::ENOTCONN);
-        }
+        let h = match s.h {
+            Some(h) if s.kind == SockKind::Tcp && !s.role.is_listener() => h,
+            _ => return Err(errno::ENOTCONN),
+        };
         if s.posted.is_some() {
             return Err(errno::EBUSY);
+        }
+        // What the stack wrote into the ring counts (and it writes there
+        // no more: if the post is taken, nothing may overtake it; if not,
+        // the serve after this command opens the ring again).
+        if let Some(v) = &view {
+            s.rx_head = view_head.unwrap_or(s.rx_head).clamp(s.rx_head, s.rx_tail);
+            sync_sink(stack, h, s, v, 0, false);
         }
         // Bytes already in the ring come first: the program reads
         // them, then posts again.

@@ -450,6 +450,9 @@ impl<P: Program> SessionCore<P> {
             i += 1;
         }
         let dirty = std::mem::take(&mut self.dirty);
+        // The stack writes TCP rings itself: they need the data area as a
+        // `Memory` region (made once).
+        let data = (!dirty.is_empty()).then(|| self.data_region(cx.mem));
         for &id in &dirty {
             let profiled = self.meter.profiling().then(|| {
                 (
@@ -458,7 +461,7 @@ impl<P: Program> SessionCore<P> {
                     self.received(id),
                 )
             });
-            let served = self.serve(cx.stack, id, cx.scratch);
+            let served = self.serve(cx.stack, id, cx.scratch, data);
             if let Some((t0, d0, r0)) = profiled {
                 let delayed = self.meter.delay_nanos().saturating_sub(d0);
                 let took = nanos(t0.elapsed()).saturating_sub(delayed);

@@ -3,13 +3,14 @@
 
 use softoe_abi::{
     CMP_RELEASE, Completion, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP,
-    EV_READABLE, EV_RXFULL, EV_WRITABLE, RecvTarget, Region, RingSpan, SockKind, UdpHeader,
+    EV_READABLE, EV_RXFULL, EV_WRITABLE, RecvTarget, Region, RingSpan, SlotView, SockKind,
+    UdpHeader,
 };
-use softoe_stack::{Events, RecvError, SocketHandle, Stack, State};
+use softoe_stack::{Events, RecvError, RxRing, SocketHandle, Stack, State};
 use tracing::trace;
 
 use super::send::feed_queued;
-use super::sock::{Hold, Posted};
+use super::sock::{HSock, Hold, Posted};
 use super::translate::{packed, tcp_errno};
 use super::wake::publish;
 use super::{Program, SessionCore};
@@ -72,10 +73,96 @@ pub(super) fn place(
     }
 }
 
+/// Whether the stack may write into `s`'s ring now: not while a posted
+/// buffer waits (its bytes would overtake the ring's) nor while the bytes
+/// after a placed read are held for the next post.
+pub(super) fn sink_open(s: &HSock) -> bool {
+    s.posted.is_none() && !s.hold
+}
+
+/// Lets the stack write connection `h`'s in-order bytes straight into
+/// `s`'s receive ring (in `data`, the data area's `Memory` region), from
+/// its tail on: the engine's copy from the stack's buffer into the ring
+/// goes, and with it the stack's own copy, for every byte that finds the
+/// stack's buffer empty.
+pub(super) fn attach_sink(stack: &mut Stack, h: SocketHandle, s: &mut HSock, data: u32) {
+    if s.sink || s.kind != SockKind::Tcp || s.role.is_listener() || s.rx.len == 0 {
+        return;
+    }
+    let ring = RxRing {
+        region: data,
+        offset: s.rx.offset,
+        len: s.rx.len,
+    };
+    if stack.tcp_set_rx_sink(h, Some((ring, s.rx_tail))).is_ok() {
+        s.sink = true;
+        let _ = stack.tcp_rx_sink_sync(h, s.rx_head, 0, sink_open(s));
+    }
+}
+
+/// Brings `s`'s ring up to date with the stack: the program read up to
+/// `s.rx_head`, the engine itself wrote `wrote` more bytes at the tail,
+/// and the stack may write there from now on if `open` (as a rule
+/// [`sink_open`]). `rx_tail` (and the slot's) moves to what was written;
+/// returns whether it moved.
+pub(super) fn sync_sink(
+    stack: &mut Stack,
+    h: SocketHandle,
+    s: &mut HSock,
+    view: &SlotView<'_>,
+    wrote: u64,
+    open: bool,
+) -> bool {
+    if !s.sink {
+        s.rx_tail += wrote;
+        if wrote > 0 {
+            view.set_rx_tail(s.rx_tail);
+        }
+        return wrote > 0;
+    }
+    match stack.tcp_rx_sink_sync(h, s.rx_head, wrote, open) {
+        Ok(Some(tail)) if tail != s.rx_tail => {
+            s.rx_tail = tail;
+            view.set_rx_tail(tail);
+            true
+        }
+        Ok(Some(_)) => false,
+        // The stack dropped the ring (it could not write there): what
+        // it holds comes through its buffer again.
+        _ => {
+            s.sink = false;
+            s.rx_tail += wrote;
+            if wrote > 0 {
+                view.set_rx_tail(s.rx_tail);
+            }
+            wrote > 0
+        }
+    }
+}
+
+/// Takes the ring away from the stack (the socket closes or moves, or its
+/// memory goes), after taking in what it wrote there.
+pub(super) fn detach_sink(stack: &mut Stack, h: SocketHandle, s: &mut HSock, view: &SlotView<'_>) {
+    if s.sink {
+        sync_sink(stack, h, s, view, 0, false);
+        let _ = stack.tcp_set_rx_sink(h, None);
+        s.sink = false;
+    }
+}
+
 impl<P: Program> SessionCore<P> {
     /// Moves one socket along: received bytes into its ring, acknowledged
     /// bytes released, a waiting connect answered, readiness published.
-    pub(super) fn serve(&mut self, stack: &mut Stack, id: u32, scratch: &mut Vec<u8>) -> bool {
+    ///
+    /// `data` is the data area's `Memory` region, once it has one: then a
+    /// TCP socket's ring is written by the stack itself ([`attach_sink`]).
+    pub(super) fn serve(
+        &mut self,
+        stack: &mut Stack,
+        id: u32,
+        scratch: &mut Vec<u8>,
+        data: Option<u32>,
+    ) -> bool {
         let region = self.region;
         let Some(view) = region.slot(id) else {
             return false;
@@ -172,6 +259,10 @@ impl<P: Program> SessionCore<P> {
         // is), then into the ring. A second look after the stack was
         // emptied finds a FIN that came with the data (no later event
         // would report it).
+        if let Some(d) = data {
+            attach_sink(stack, h, s, d);
+        }
+        moved |= sync_sink(stack, h, s, &view, 0, sink_open(s));
         let mut done = std::mem::take(&mut self.done_buf);
         let mut error = None;
         if let Some(p) = s.posted {
@@ -201,6 +292,8 @@ impl<P: Program> SessionCore<P> {
         if held {
             ev |= EV_HELD;
         }
+        // A post answered above may open the ring to the stack again.
+        sync_sink(stack, h, s, &view, 0, sink_open(s));
         for _ in 0..2 {
             if s.rx_fin || held {
                 break;
@@ -220,8 +313,7 @@ impl<P: Program> SessionCore<P> {
                     if n == 0 {
                         break;
                     }
-                    s.rx_tail += n as u64;
-                    view.set_rx_tail(s.rx_tail);
+                    sync_sink(stack, h, s, &view, n as u64, sink_open(s));
                     moved = true;
                     if more {
                         break;
@@ -234,6 +326,12 @@ impl<P: Program> SessionCore<P> {
                 }
                 Err(_) => break,
             }
+        }
+        // A ring the stack writes caps the window by its free space (as
+        // last told): over half full, the program must say when it reads,
+        // or a closing window would not reopen (`EV_RXFULL`, `RXDONE`).
+        if s.sink && (s.rx_tail - s.rx_head) * 2 > s.rx.len {
+            s.rx_blocked = true;
         }
         // Queued zero-copy buffers take the room ACKs freed.
         if !s.queued.is_empty()

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use softoe_abi::{Command, Completion, Layout};
 use softoe_stack::{
-    Device, Events, Instant, PayloadRef, RxMeta, SocketHandle, Stack, StackConfig, TxBusy, TxFrame,
+    Device, Events, Instant, PayloadRef, RxMeta, RxRing, SocketHandle, Stack, StackConfig, TxBusy,
+    TxFrame,
 };
 use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
 
@@ -42,6 +43,10 @@ impl Device for Wire<'_> {
 
     fn payload_in_place(&self, r: &PayloadRef) -> Option<&[u8]> {
         self.mem.get(r)?.owned()
+    }
+
+    fn deliver(&mut self, ring: &RxRing, pos: u64, data: &[u8]) -> bool {
+        self.mem.ring_write(ring, pos, data)
     }
 
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {

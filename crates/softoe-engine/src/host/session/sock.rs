@@ -64,6 +64,11 @@ pub(super) struct HSock {
     pub(super) rx_fin: bool,
     /// The stack has more than the receive ring could take.
     pub(super) rx_blocked: bool,
+    /// The stack writes in-order bytes straight into the receive ring
+    /// ([`Stack::tcp_set_rx_sink`](softoe_stack::Stack::tcp_set_rx_sink)),
+    /// and its tail is the ring's: `rx_tail` follows it
+    /// ([`recv::sync_sink`](super::recv::sync_sink)).
+    pub(super) sink: bool,
     /// Send-ring bytes the stack has taken (`copy` policy).
     pub(super) tx_queued: u64,
     /// Engine copy ring: region, length, bytes written, bytes free again.
@@ -179,6 +184,7 @@ impl HSock {
             rx,
             tx,
             rx_tail: 0,
+            sink: false,
             rx_head: 0,
             rx_fin: false,
             rx_blocked: false,

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use softoe_abi::{
-    CMP_RELEASE, Command, Completion, EV_ACCEPT, EV_CONNECTED, EV_HUP, EV_READABLE, EV_WRITABLE,
-    Layout, Opcode, RECV_REMOTE, RingSpan, SEND_REMOTE, SEND_RING, SockKind, errno, pack_addr,
-    waiter_word,
+    CMP_RELEASE, Command, Completion, EV_ACCEPT, EV_CONNECTED, EV_HUP, EV_READABLE, EV_RXFULL,
+    EV_WRITABLE, Layout, Opcode, RECV_REMOTE, RingSpan, SEND_REMOTE, SEND_RING, SockKind, errno,
+    pack_addr, waiter_word,
 };
 use softoe_stack::{Endpoint, PayloadRef, SocketHandle};
 use softoe_wire::Ipv4Address;
@@ -375,5 +375,109 @@ fn waiters_are_woken_through_the_program() {
     // An abortive close: the slot says hung up.
     exchange(&mut s, &[cmd(Opcode::Close, id, 10, [1, 0, 0, 0, 0, 0])]);
     assert_eq!(slot.events(), EV_HUP);
+    s.finish();
+}
+
+/// The engine's end of the program's one connection.
+fn engine_handle(s: &Sim) -> SocketHandle {
+    let hs = s.core.handles();
+    assert_eq!(hs.len(), 1, "one connection: {hs:?}");
+    hs[0]
+}
+
+/// Received bytes are written into the socket's ring by the stack itself,
+/// straight from the frames; what does not fit waits in the stack, comes
+/// after them in order once the program has read, and the stack writes
+/// straight again once it holds nothing.
+#[test]
+fn received_bytes_land_in_the_ring_straight_from_the_stack() {
+    let mut s = sim();
+    let (id, ph) = connected(&mut s);
+    let eh = engine_handle(&s);
+    let region = s.core.region();
+    let slot = region.slot(id).unwrap();
+    let (rx, _) = rings(0);
+    let total = 3 * RING as usize + 1234;
+    let data: Vec<u8> = (0..total).map(|i| (i * 13 % 251) as u8).collect();
+    let r = s.peer_mem.add(data.clone().into_boxed_slice());
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let mut rxdone_tag = 100;
+    for _ in 0..400 {
+        if sent < total {
+            let n = (total - sent).min(20_000);
+            if let Ok(k) = s
+                .peer
+                .tcp_send(ph, PayloadRef::new(r, sent as u64, n as u32))
+            {
+                sent += k;
+            }
+        }
+        s.peer_poll();
+        s.turn(Duration::from_millis(1));
+        // The program reads everything the ring holds, and says so when
+        // the engine holds more than the ring took.
+        let (head, tail) = (slot.rx_head(), slot.rx_tail());
+        if tail > head {
+            let mut buf = vec![0u8; (tail - head) as usize];
+            assert!(region.ring_read(rx, head, &mut buf));
+            got.extend_from_slice(&buf);
+            slot.set_rx_head(tail);
+            if slot.events() & EV_RXFULL != 0 {
+                rxdone_tag += 1;
+                assert_eq!(s.post(&[cmd(Opcode::RxDone, id, rxdone_tag, [0; 6])]), 1);
+            }
+        }
+        if got.len() == total {
+            break;
+        }
+    }
+    assert_eq!(got.len(), total);
+    assert!(got == data, "the bytes differ");
+    let info = s.stack.tcp_info(eh).unwrap();
+    assert_eq!(info.bytes_received, total as u64);
+    assert!(
+        info.bytes_sunk > total as u64 / 2,
+        "most bytes went straight into the ring: {} of {total}",
+        info.bytes_sunk
+    );
+    s.finish();
+}
+
+/// A buffer posted while the ring holds bytes the stack wrote since the
+/// session last looked is refused: the program reads those first, and no
+/// later byte overtakes them.
+#[test]
+fn a_post_is_refused_while_the_stack_has_written_into_the_ring() {
+    let mut s = sim();
+    let (id, ph) = connected(&mut s);
+    let region = s.core.region();
+    let slot = region.slot(id).unwrap();
+    let first = b"first bytes, in the ring";
+    let r = s.peer_mem.add(first.to_vec().into_boxed_slice());
+    s.peer
+        .tcp_send(ph, PayloadRef::new(r, 0, first.len() as u32))
+        .unwrap();
+    s.peer_poll();
+    // The frames reach the engine's stack at the end of this turn, after
+    // the session's step: the ring has them, the slot does not say so yet.
+    s.turn(Duration::from_millis(1));
+    assert_eq!(slot.rx_tail(), 0);
+    let got = exchange(
+        &mut s,
+        &[Command::new(
+            Opcode::Recv,
+            RECV_REMOTE,
+            id,
+            9,
+            [4000, 64, 0, 0, 0, 0],
+        )],
+    );
+    assert_eq!(answer(&got, 9).result, -i64::from(errno::EAGAIN));
+    assert_eq!(slot.rx_tail(), first.len() as u64);
+    let mut buf = vec![0u8; first.len()];
+    let (rx, _) = rings(0);
+    assert!(region.ring_read(rx, 0, &mut buf));
+    assert_eq!(buf, first);
     s.finish();
 }
