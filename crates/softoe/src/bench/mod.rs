@@ -35,6 +35,7 @@ mod render;
 mod scale;
 mod scenarios;
 mod server;
+mod spin;
 mod targets;
 mod workload;
 
@@ -58,7 +59,7 @@ use targets::{Target, targets};
 const WRITE: usize = 64 * 1024;
 
 /// The scenarios `softoe bench` knows.
-const SCENARIOS: [&str; 7] = [
+const SCENARIOS: [&str; 8] = [
     "bulk",
     "latency",
     "ablation",
@@ -66,6 +67,7 @@ const SCENARIOS: [&str; 7] = [
     "scale",
     "loss",
     "bond",
+    "spin",
 ];
 
 /// Options of `softoe bench`.
@@ -119,11 +121,13 @@ pub struct BenchArgs {
     /// --quick`); both lists add up.
     #[arg(value_parser = SCENARIOS)]
     scenarios: Vec<String>,
-    /// Which scenarios to run (default: all but loss and bond): bulk,
-    /// latency, ablation, coalescing, scale, loss (the drop-rate sweep,
-    /// minutes long: named only), bond (BondingPlus, E1–E6 of issue 16,
-    /// named only; its E6 drops ARP+ frames with an eBPF program, no nft
-    /// needed).
+    /// Which scenarios to run (default: all but loss, bond and spin):
+    /// bulk, latency, ablation, coalescing, scale, loss (the drop-rate
+    /// sweep, minutes long: named only), bond (BondingPlus, E1–E6 of issue
+    /// 16, named only; its E6 drops ARP+ frames with an eBPF program, no
+    /// nft needed), spin (the 4-byte ping-pong on a fresh testbed for every
+    /// pair of --spin-engine-us and --spin-app-us, with each party's CPU per
+    /// round trip, beside Linux: named only).
     #[arg(long, value_delimiter = ',', value_parser = SCENARIOS)]
     only: Vec<String>,
     /// Samples of each real-time scenario of `bond` (1 kHz: 100000 is 100
@@ -206,6 +210,13 @@ pub struct BenchArgs {
     /// its own engine's frames, so name one scenario with --only).
     #[arg(long)]
     pcap: Option<PathBuf>,
+    /// The engine's idle spins of the spin sweep, µs, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [0u64, 10, 25, 50, 100])]
+    spin_engine_us: Vec<u64>,
+    /// The server program's longest spins of the spin sweep
+    /// (`SOFTOE_SPIN_US`, the ceiling of its learnt budget), µs.
+    #[arg(long, value_delimiter = ',', default_values_t = [0u64, 10, 30, 60])]
+    spin_app_us: Vec<u64>,
     /// The largest connection count of the scale scenario (1, 100, 1,000
     /// and 10,000 up to this; default 10000, 1000 with --quick).
     #[arg(long)]
@@ -286,6 +297,8 @@ struct Report {
     loss_command: Option<String>,
     /// BondingPlus (`bond`): E1–E6 and their targets.
     bond: Option<bond::BondReport>,
+    /// The spin sweep: the ping-pong by spin budgets, with its CPU.
+    spin: Vec<spin::SpinRow>,
     plots: Vec<PathBuf>,
 }
 
@@ -334,7 +347,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let named: Vec<&String> = args.only.iter().chain(&args.scenarios).collect();
     let want = |s: &str| {
         if named.is_empty() {
-            s != "loss" && s != "bond"
+            s != "loss" && s != "bond" && s != "spin"
         } else {
             named.iter().any(|o| *o == s)
         }
@@ -382,6 +395,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .into_iter()
         .filter(|&n| n <= scale_max)
         .collect();
+    let spin = spin::Options {
+        engine_us: args.spin_engine_us.clone(),
+        app_us: args.spin_app_us.clone(),
+        rounds,
+    };
     let bulk_runs = if want("bulk") { 4u64 } else { 0 };
     let sweep = if want("latency") {
         sizes.len() as u64
@@ -403,7 +421,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 0
             }
             + if want("loss") { loss.runs() } else { 0 }
-            + if want("bond") { bond.runs() } else { 0 },
+            + if want("bond") { bond.runs() } else { 0 }
+            + if want("spin") { spin.runs() } else { 0 },
     );
     let mut report = Report {
         quick: args.quick,
@@ -451,6 +470,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             bail!("bench bond builds network namespaces, bridges and TAP devices: run it as root");
         }
         report.bond = Some(bond::run(&bond, &pb)?);
+    }
+    if want("spin") {
+        report.spin = spin::run(&base, &exe, &spin, &pb)?;
     }
     report.targets = targets(&report);
     report.plots = plots(&report, &args.plots)?;

@@ -191,6 +191,9 @@ pub(super) fn render(r: &Report) -> String {
     if let Some(b) = &r.bond {
         o.push_str(&crate::bench::bond::render(b));
     }
+    if !r.spin.is_empty() {
+        o.push_str(&super::spin::render(&r.spin));
+    }
     for p in &r.plots {
         let _ = writeln!(o, "plot: {}", p.display());
     }
