@@ -56,12 +56,18 @@ pub(super) fn targets(r: &Report) -> Vec<Target> {
         for dir in ["host→Linux", "Linux→host"] {
             if let (Some(s), Some(l)) = (find(r, so, dir, 1), find(r, li, dir, 1)) {
                 let x = ratio(s.gbps, l.gbps);
+                // Receiving is issue 19's: 1.2, where sending met issue 6's.
+                let (goal, min) = if dir == "Linux→host" {
+                    ("≥ 1.2", 1.2)
+                } else {
+                    ("≥ 1.0 (aim 1.2)", 1.0)
+                };
                 t.push(Target {
                     what: format!("goodput, 1 connection, {dir} ({tag})"),
                     ratio: x,
                     unit: "x",
-                    goal: "≥ 1.0 (aim 1.2)",
-                    met: x >= 1.0,
+                    goal,
+                    met: x >= min,
                 });
                 // Goodput per CPU-second of the whole serving side: engine
                 // + program for softoe, the program (with its kernel time)
@@ -79,19 +85,27 @@ pub(super) fn targets(r: &Report) -> Vec<Target> {
         }
     }
     scale_targets(r, &mut t);
-    let p50 = |sys: &str| {
+    let rr = |sys: &str| {
         r.latency
             .iter()
             .find(|l| l.system == sys && l.size == 4)
-            .map(|l| l.p50_us)
+            .map(|l| (l.p50_us, l.p99_us))
     };
-    if let (Some(s), Some(l)) = (p50("softoe overlap"), p50(li)) {
-        let x = ratio(s, l);
+    if let (Some(s), Some(l)) = (rr("softoe overlap"), rr(li)) {
+        let x = ratio(s.0, l.0);
         t.push(Target {
             what: "4-byte request/response p50".into(),
             ratio: x,
             unit: "x",
-            goal: "≤ 1.0 (aim 0.8)",
+            goal: "≤ 0.8",
+            met: x <= 0.8,
+        });
+        let x = ratio(s.1, l.1);
+        t.push(Target {
+            what: "4-byte request/response p99".into(),
+            ratio: x,
+            unit: "x",
+            goal: "≤ 1.0",
             met: x <= 1.0,
         });
     }
@@ -144,6 +158,18 @@ pub(super) fn scale_targets(r: &Report, t: &mut Vec<Target>) {
             unit: "cycles",
             goal: "≤ 1500",
             met: c.user_cycles <= 1500.0,
+        });
+        // Issue 19 counts the system calls' time too.
+        let all = c.user_cycles * (c.user_ns + c.sys_ns) / c.user_ns.max(1e-9);
+        t.push(Target {
+            what: format!(
+                "engine cycles per 64-byte request, all told ({} conns)",
+                c.conns
+            ),
+            ratio: all,
+            unit: "cycles",
+            goal: "≤ 1500",
+            met: all <= 1500.0,
         });
     }
 }
