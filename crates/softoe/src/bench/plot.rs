@@ -96,6 +96,26 @@ const LATENCY: [Spec<LatencyRow>; 3] = [
     },
 ];
 
+/// The spin sweep, by the engine's idle spin, a curve per program budget.
+const SPIN: [Spec<super::spin::SpinRow>; 2] = [
+    Spec {
+        file: "spin-latency.svg",
+        title: "4-byte round trip by spin budget",
+        x_desc: "engine's idle spin before it sleeps (µs)",
+        y_desc: "round trip (µs)",
+        log: false,
+        curves: &[("p50", |r| r.p50_us), ("p99", |r| r.p99_us)],
+    },
+    Spec {
+        file: "spin-cpu.svg",
+        title: "CPU per round trip by spin budget (both cores)",
+        x_desc: "engine's idle spin before it sleeps (µs)",
+        y_desc: "machine CPU per round trip (µs)",
+        log: false,
+        curves: &[("", |r| r.machine_cpu_us)],
+    },
+];
+
 /// One sweep's rows: the x of each, and which system each is of.
 struct Sweep<'a, R> {
     rows: &'a [R],
@@ -165,6 +185,23 @@ pub(super) fn plots(r: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
         }
         .draw(&SCALE, dir, &mut out)?;
     }
+    if r.spin.iter().any(|x| x.system == "softoe") {
+        // A curve per program budget, in the order measured (Linux's row
+        // has no budget, and no curve: its figures are in the table).
+        let mut systems: Vec<&str> = Vec::new();
+        for x in r.spin.iter().filter(|x| x.system == "softoe") {
+            if !systems.contains(&x.series.as_str()) {
+                systems.push(&x.series);
+            }
+        }
+        Sweep {
+            rows: &r.spin,
+            x: |x| x.engine_spin_us as f64,
+            system: |x| &x.series,
+            systems,
+        }
+        .draw(&SPIN, dir, &mut out)?;
+    }
     if !r.latency.is_empty() {
         // The systems in the order they were measured.
         let mut systems: Vec<&str> = Vec::new();
@@ -224,7 +261,32 @@ mod tests {
             mbps: size as f64,
             host_cpu_pct: 10.0,
         };
+        let spin = |system: &'static str, e: u64, a: u64| super::super::spin::SpinRow {
+            system,
+            engine_spin_us: e,
+            app_spin_us: a,
+            rounds: 100,
+            p50_us: 30.0 - e as f64 / 10.0,
+            p99_us: 60.0,
+            p999_us: 90.0,
+            app_cpu_us: 5.0,
+            engine_cpu_us: 10.0 + e as f64 / 5.0,
+            machine_cpu_us: 20.0 + e as f64 / 5.0,
+            engine_sleeps: 0.5,
+            series: if system == "Linux" {
+                String::new()
+            } else {
+                format!("program ≤ {a} µs")
+            },
+        };
         Report {
+            spin: vec![
+                spin("softoe", 0, 0),
+                spin("softoe", 50, 0),
+                spin("softoe", 0, 30),
+                spin("softoe", 50, 30),
+                spin("Linux", 0, 0),
+            ],
             coalescing: vec![coalescing(0), coalescing(13)],
             scale: vec![
                 scale("softoe", 1),
@@ -257,11 +319,17 @@ mod tests {
                 "coalescing-goodput.svg",
                 "scale-latency.svg",
                 "scale-throughput.svg",
+                "spin-latency.svg",
+                "spin-cpu.svg",
                 "latency.svg",
                 "bandwidth.svg",
                 "host-cpu.svg"
             ]
         );
+        let spin = std::fs::read_to_string(dir.join("spin-latency.svg")).unwrap();
+        for legend in ["program ≤ 0 µs p50", "program ≤ 30 µs p99"] {
+            assert!(spin.contains(legend), "{legend} missing");
+        }
         let latency = std::fs::read_to_string(dir.join("latency.svg")).unwrap();
         for legend in [
             "softoe overlap p50",

@@ -47,6 +47,9 @@ pub(super) struct SpinRow {
     /// Times the engine went to sleep per round trip (each is a wake-up
     /// the next request pays).
     pub engine_sleeps: f64,
+    /// The plots' name for the program's budget.
+    #[serde(skip)]
+    pub series: String,
 }
 
 /// The sweep's budgets.
@@ -89,6 +92,7 @@ pub(super) fn run(
             let sleeps = bed.stop()?.sleeps;
             row.engine_spin_us = e;
             row.app_spin_us = a;
+            row.series = format!("program ≤ {a} µs");
             row.engine_sleeps = sleeps as f64 / (row.rounds + WARMUP).max(1) as f64;
             rows.push(row);
             pb.inc(1);
@@ -136,6 +140,7 @@ fn measure(
         engine_cpu_us: per(cpu.engine),
         machine_cpu_us: per(cpu.machine),
         engine_sleeps: 0.0,
+        series: String::new(),
     })
 }
 
@@ -202,6 +207,7 @@ mod tests {
             engine_cpu_us: 7.5,
             machine_cpu_us: 20.0,
             engine_sleeps: 0.25,
+            series: String::new(),
         }
     }
 
