@@ -6,7 +6,7 @@ use super::{AblationRow, Report};
 pub(super) fn render(r: &Report) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
-    let only_bond = r.bond.is_some()
+    let only_bond = (r.bond.is_some() || !r.apps.is_empty())
         && r.bulk.is_empty()
         && r.latency.is_empty()
         && r.ablation.is_empty()
@@ -193,6 +193,14 @@ pub(super) fn render(r: &Report) -> String {
     }
     if !r.spin.is_empty() {
         o.push_str(&super::spin::render(&r.spin));
+    }
+    if !r.apps.is_empty() {
+        o.push_str(&super::apps::render(
+            &r.apps,
+            r.apps_command
+                .as_deref()
+                .unwrap_or("softoe bench --only apps"),
+        ));
     }
     for p in &r.plots {
         let _ = writeln!(o, "plot: {}", p.display());

@@ -79,6 +79,7 @@ pub(super) fn targets(r: &Report) -> Vec<Target> {
         }
     }
     scale_targets(r, &mut t);
+    super::apps::targets(&r.apps, &mut t);
     let p50 = |sys: &str| {
         r.latency
             .iter()
