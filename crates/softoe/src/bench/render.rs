@@ -58,17 +58,25 @@ pub(super) fn render(r: &Report) -> String {
             l.system, l.size, l.p50_us, l.p99_us, l.p999_us, l.mean_us, l.mbps, l.host_cpu_pct
         );
     }
+    // As wide as the longest target's name (the apps targets' are long).
+    let w = r
+        .targets
+        .iter()
+        .map(|t| t.what.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(50);
     if !r.targets.is_empty() {
         let _ = writeln!(
             o,
-            "\n{:<50} {:>8}  {:<16}",
+            "\n{:<w$} {:>8}  {:<16}",
             "target (softoe ÷ Linux)", "ratio", "goal"
         );
     }
     for t in &r.targets {
         let _ = writeln!(
             o,
-            "{:<50} {:>8}  {:<16} {}",
+            "{:<w$} {:>8}  {:<16} {}",
             t.what,
             if t.unit == "x" {
                 format!("{:.2}x", t.ratio)
