@@ -16,7 +16,9 @@
 //! ping-pong sweep by message size (p50, p99, p99.9, mean, bandwidth, and
 //! HL-TCP's host CPU utilization: the server's CPU time ÷ elapsed time).
 //! Named with `--only loss`: a drop-rate sweep, goodput and loss recovery
-//! of softoe and Linux as senders and receivers (see `loss/`).
+//! of softoe and Linux as senders and receivers (see `loss/`); with
+//! `--only apps`: unmodified servers (nginx, memcached, PostgreSQL) on
+//! softoe beside the same server on Linux (see `apps/`).
 //!
 //! The module by job: `server` runs the server program as `softoe
 //! bench-servers` (the demo's too, see `crate::server`) and starts it,
@@ -26,6 +28,7 @@
 //! `emulate` the scenarios of their own; `targets`, `render` and `plot`
 //! turn the report into ratios, tables and plots.
 
+mod apps;
 mod bond;
 mod cpu;
 pub(crate) mod emulate;
@@ -59,7 +62,7 @@ use targets::{Target, targets};
 const WRITE: usize = 64 * 1024;
 
 /// The scenarios `softoe bench` knows.
-const SCENARIOS: [&str; 8] = [
+const SCENARIOS: [&str; 9] = [
     "bulk",
     "latency",
     "ablation",
@@ -68,6 +71,7 @@ const SCENARIOS: [&str; 8] = [
     "loss",
     "bond",
     "spin",
+    "apps",
 ];
 
 /// Options of `softoe bench`.
@@ -121,13 +125,16 @@ pub struct BenchArgs {
     /// --quick`); both lists add up.
     #[arg(value_parser = SCENARIOS)]
     scenarios: Vec<String>,
-    /// Which scenarios to run (default: all but loss, bond and spin):
+    /// Which scenarios to run (default: all but loss, bond, spin and apps):
     /// bulk, latency, ablation, coalescing, scale, loss (the drop-rate
     /// sweep, minutes long: named only), bond (BondingPlus, E1–E6 of issue
     /// 16, named only; its E6 drops ARP+ frames with an eBPF program, no
     /// nft needed), spin (the 4-byte ping-pong on a fresh testbed for every
     /// pair of --spin-engine-us and --spin-app-us, with each party's CPU per
-    /// round trip, beside Linux: named only).
+    /// round trip, beside Linux: named only), apps (unmodified nginx — 64
+    /// KiB files kept alive, a new connection per request —, memcached and
+    /// PostgreSQL's pgbench on softoe through `softoe run` beside the same
+    /// server on Linux, each row --apps-secs long: named only).
     #[arg(long, value_delimiter = ',', value_parser = SCENARIOS)]
     only: Vec<String>,
     /// Samples of each real-time scenario of `bond` (1 kHz: 100000 is 100
@@ -217,6 +224,13 @@ pub struct BenchArgs {
     /// (`SOFTOE_SPIN_US`, the ceiling of its learnt budget), µs.
     #[arg(long, value_delimiter = ',', default_values_t = [0u64, 10, 30, 60])]
     spin_app_us: Vec<u64>,
+    /// Seconds of load per row of the apps scenario (after a warm-up of a
+    /// quarter of it, at most 1 s; default 5, 2 with --quick).
+    #[arg(long)]
+    apps_secs: Option<f64>,
+    /// Client connections of the apps scenario (pgbench's clients too).
+    #[arg(long, default_value_t = 8)]
+    apps_conns: usize,
     /// The largest connection count of the scale scenario (1, 100, 1,000
     /// and 10,000 up to this; default 10000, 1000 with --quick).
     #[arg(long)]
@@ -299,6 +313,10 @@ struct Report {
     bond: Option<bond::BondReport>,
     /// The spin sweep: the ping-pong by spin budgets, with its CPU.
     spin: Vec<spin::SpinRow>,
+    /// Unmodified servers on softoe and on Linux.
+    apps: Vec<apps::AppRow>,
+    /// The command that runs the apps scenario as it ran.
+    apps_command: Option<String>,
     plots: Vec<PathBuf>,
 }
 
@@ -347,7 +365,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let named: Vec<&String> = args.only.iter().chain(&args.scenarios).collect();
     let want = |s: &str| {
         if named.is_empty() {
-            s != "loss" && s != "bond" && s != "spin"
+            s != "loss" && s != "bond" && s != "spin" && s != "apps"
         } else {
             named.iter().any(|o| *o == s)
         }
@@ -400,6 +418,17 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         app_us: args.spin_app_us.clone(),
         rounds,
     };
+    let apps_secs = args.apps_secs.unwrap_or(if args.quick { 2.0 } else { 5.0 });
+    let apps = apps::Options {
+        secs: Duration::try_from_secs_f64(apps_secs)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| anyhow!("--apps-secs must be a number of seconds above zero"))?,
+        conns: args.apps_conns,
+    };
+    if args.apps_conns == 0 {
+        bail!("--apps-conns must be above zero");
+    }
     let bulk_runs = if want("bulk") { 4u64 } else { 0 };
     let sweep = if want("latency") {
         sizes.len() as u64
@@ -422,7 +451,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             }
             + if want("loss") { loss.runs() } else { 0 }
             + if want("bond") { bond.runs() } else { 0 }
-            + if want("spin") { spin.runs() } else { 0 },
+            + if want("spin") { spin.runs() } else { 0 }
+            + if want("apps") { apps.runs() } else { 0 },
     );
     let mut report = Report {
         quick: args.quick,
@@ -473,6 +503,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     if want("spin") {
         report.spin = spin::run(&base, &exe, &spin, &pb)?;
+    }
+    if want("apps") {
+        report.apps = apps::run(&base, &exe, &apps, &pb)?;
+        report.apps_command = Some(format!(
+            "softoe bench --only apps --apps-secs {apps_secs} --apps-conns {}",
+            args.apps_conns
+        ));
     }
     report.targets = targets(&report);
     report.plots = plots(&report, &args.plots)?;

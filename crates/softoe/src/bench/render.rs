@@ -6,7 +6,7 @@ use super::{AblationRow, Report};
 pub(super) fn render(r: &Report) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
-    let only_bond = r.bond.is_some()
+    let only_bond = (r.bond.is_some() || !r.apps.is_empty())
         && r.bulk.is_empty()
         && r.latency.is_empty()
         && r.ablation.is_empty()
@@ -58,17 +58,25 @@ pub(super) fn render(r: &Report) -> String {
             l.system, l.size, l.p50_us, l.p99_us, l.p999_us, l.mean_us, l.mbps, l.host_cpu_pct
         );
     }
+    // As wide as the longest target's name (the apps targets' are long).
+    let w = r
+        .targets
+        .iter()
+        .map(|t| t.what.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(50);
     if !r.targets.is_empty() {
         let _ = writeln!(
             o,
-            "\n{:<50} {:>8}  {:<16}",
+            "\n{:<w$} {:>8}  {:<16}",
             "target (softoe ÷ Linux)", "ratio", "goal"
         );
     }
     for t in &r.targets {
         let _ = writeln!(
             o,
-            "{:<50} {:>8}  {:<16} {}",
+            "{:<w$} {:>8}  {:<16} {}",
             t.what,
             if t.unit == "x" {
                 format!("{:.2}x", t.ratio)
@@ -193,6 +201,14 @@ pub(super) fn render(r: &Report) -> String {
     }
     if !r.spin.is_empty() {
         o.push_str(&super::spin::render(&r.spin));
+    }
+    if !r.apps.is_empty() {
+        o.push_str(&super::apps::render(
+            &r.apps,
+            r.apps_command
+                .as_deref()
+                .unwrap_or("softoe bench --only apps"),
+        ));
     }
     for p in &r.plots {
         let _ = writeln!(o, "plot: {}", p.display());

@@ -85,6 +85,7 @@ pub(super) fn targets(r: &Report) -> Vec<Target> {
         }
     }
     scale_targets(r, &mut t);
+    super::apps::targets(&r.apps, &mut t);
     let rr = |sys: &str| {
         r.latency
             .iter()
