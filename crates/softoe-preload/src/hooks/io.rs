@@ -297,7 +297,44 @@ unsafe fn sendfile_from(
 ) -> ssize_t {
     // Read from the file and send: the engine reads our buffer, so the
     // file's bytes are copied once on this core, as a read+write would.
-    let mut buf = vec![0u8; count.min(1 << 20)];
+    // The buffer is this thread's, kept between calls: a web server calls
+    // this per response, and a fresh zeroed megabyte each time cost more
+    // than the copy.
+    let want = count.min(1 << 20);
+    let kept = SENDFILE_BUF.try_with(|cell| {
+        // Busy only if a signal handler of this thread calls sendfile
+        // while it runs: that call gets a buffer of its own.
+        let mut buf = cell.try_borrow_mut().ok()?;
+        if buf.len() < want {
+            buf.resize(want, 0);
+        }
+        // SAFETY: as this function's.
+        Some(unsafe { sendfile_with(s, out, input, off, count, &mut buf[..want]) })
+    });
+    match kept {
+        Ok(Some(r)) => r,
+        // SAFETY: as this function's.
+        _ => unsafe { sendfile_with(s, out, input, off, count, &mut vec![0u8; want]) },
+    }
+}
+
+thread_local! {
+    /// `sendfile_from`'s buffer (up to 1 MiB, grown on demand).
+    static SENDFILE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`sendfile_from`] through `buf`.
+///
+/// # Safety
+/// `off` is null or valid.
+unsafe fn sendfile_with(
+    s: &Sock,
+    out: c_int,
+    input: c_int,
+    off: *mut off_t,
+    count: size_t,
+    buf: &mut [u8],
+) -> ssize_t {
     let mut done = 0usize;
     while done < count {
         let want = (count - done).min(buf.len());
