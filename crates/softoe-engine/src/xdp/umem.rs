@@ -109,15 +109,16 @@ impl Frames {
             return Err(BadDesc::OutOfBounds);
         }
         let i = u32::try_from(frame).map_err(|_| BadDesc::OutOfBounds)?;
-        match self.owner.get(i as usize) {
-            None => return Err(BadDesc::OutOfBounds),
-            Some(Owner::Kernel) if i < self.rx_count => {}
-            Some(_) => return Err(BadDesc::NotKernels),
-        }
         let start = usize::try_from(d.addr).map_err(|_| BadDesc::OutOfBounds)?;
         let end = usize::try_from(end).map_err(|_| BadDesc::OutOfBounds)?;
-        self.owner[i as usize] = Owner::Refill;
-        Ok((i, start..end))
+        match self.owner.get_mut(i as usize) {
+            None => Err(BadDesc::OutOfBounds),
+            Some(o @ Owner::Kernel) if i < self.rx_count => {
+                *o = Owner::Refill;
+                Ok((i, start..end))
+            }
+            Some(_) => Err(BadDesc::NotKernels),
+        }
     }
 
     /// Frame `i`, read, goes back to the kernel (it was pushed on the fill
@@ -165,7 +166,7 @@ impl Frames {
     /// Refused (and nothing changes) unless `addr` is the start of a send
     /// frame the kernel holds.
     pub(crate) fn complete(&mut self, addr: u64) -> Result<(), BadDesc> {
-        if addr % self.frame_size != 0 {
+        if !addr.is_multiple_of(self.frame_size) {
             return Err(BadDesc::OutOfBounds);
         }
         let i = u32::try_from(addr / self.frame_size).map_err(|_| BadDesc::OutOfBounds)?;
