@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use softoe_engine::services::{Discard, Echo, Reports, Service, Source};
 use softoe_engine::{
-    Engine, EngineConfig, EngineCounters, Port, Snapshot, StopHandle, XdpMode, XdpOptions, XdpPort,
-    XdpPortStats,
+    AfPacketOptions, AfPacketPort, Engine, EngineConfig, EngineCounters, Port, Snapshot,
+    StopHandle, XdpMode, XdpOptions, XdpPort, XdpPortStats,
 };
 use softoe_stack::StackConfig;
 use softoe_testbed::{Netns, NsThread, Testbed};
@@ -66,6 +66,8 @@ struct Bed<R> {
     linux: Netns,
     en: Netns,
     control: PathBuf,
+    /// The engine thread's kernel id.
+    tid: i32,
     stop: Option<StopHandle>,
     engine: Option<NsThread<Result<(EngineCounters, R), String>>>,
     // Last: the namespaces go after the engine has stopped.
@@ -94,16 +96,27 @@ impl<R: Send + 'static> Bed<R> {
         report: impl FnOnce(&XdpPort) -> R + Send + 'static,
         services: Vec<Box<dyn Service>>,
     ) -> Bed<R> {
+        Bed::start_on(move || XdpPort::open("eth0", &opts), report, services, true)
+    }
+
+    /// As [`start`](Self::start), on the port `open` opens (in the
+    /// engine's namespace), with a control socket if `control`.
+    fn start_on<P: Port + 'static>(
+        open: impl FnOnce() -> std::io::Result<P> + Send + 'static,
+        report: impl FnOnce(&P) -> R + Send + 'static,
+        services: Vec<Box<dyn Service>>,
+        control: bool,
+    ) -> Bed<R> {
         let (tb, linux, en) = wire();
         let n = N.fetch_add(1, Ordering::Relaxed);
-        let control =
+        let control_path =
             std::env::temp_dir().join(format!("softoe-xdp-test-{}-{n}.sock", std::process::id()));
         let mut ecfg = EngineConfig::default();
-        ecfg.control = Some(control.clone());
+        ecfg.control = control.then(|| control_path.clone());
         let (tx, rx) = mpsc::channel();
         let engine = en
             .spawn(move || -> Result<(EngineCounters, R), String> {
-                let port = XdpPort::open("eth0", &opts).map_err(|e| e.to_string())?;
+                let port = open().map_err(|e| e.to_string())?;
                 let mut cfg = StackConfig::new(
                     EthernetAddress(ENGINE_MAC),
                     Ipv4Cidr::new(Ipv4Address(ENGINE_IP.octets()), 24).unwrap(),
@@ -116,12 +129,16 @@ impl<R: Send + 'static> Bed<R> {
                 for s in services {
                     e.add_service(s);
                 }
-                tx.send(e.stop_handle()).map_err(|e| e.to_string())?;
+                let tid = std::fs::read_link("/proc/thread-self")
+                    .ok()
+                    .and_then(|l| l.file_name()?.to_str()?.parse::<i32>().ok())
+                    .unwrap_or(0);
+                tx.send((e.stop_handle(), tid)).map_err(|e| e.to_string())?;
                 e.run().map_err(|e| e.to_string())?;
                 Ok((*e.counters(), report(e.port())))
             })
             .unwrap();
-        let stop = match rx.recv_timeout(T) {
+        let (stop, tid) = match rx.recv_timeout(T) {
             Ok(s) => s,
             Err(_) => {
                 let why = engine.join().map(|r| r.err());
@@ -132,7 +149,8 @@ impl<R: Send + 'static> Bed<R> {
             _tb: tb,
             linux,
             en,
-            control,
+            control: control_path,
+            tid,
             stop: Some(stop),
             engine: Some(engine),
         }
@@ -536,4 +554,93 @@ fn modes_and_open_errors() {
         assert_eq!(stats, XdpPortStats::default());
     })
     .unwrap();
+}
+
+/// Round trips of 4 bytes between Linux and the engine's echo service, on
+/// the AF_PACKET port and on the XDP port, each on a fresh wire: the
+/// round trip's median and 99th percentile, and the system calls the
+/// engine's thread made per round trip (`perf stat -e
+/// raw_syscalls:sys_enter` on that thread while the round trips run).
+/// A measurement, not a check: run it by name with `--ignored
+/// --nocapture` (needs `perf`).
+#[test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+fn syscalls_per_round_trip() {
+    if !can_run() {
+        return;
+    }
+    const ROUNDS: usize = 20_000;
+    fn measure<P: Port + 'static>(
+        name: &str,
+        open: impl FnOnce() -> std::io::Result<P> + Send + 'static,
+    ) -> String {
+        let mut bed = Bed::start_on(open, |_| (), vec![Box::new(Echo::new(7, reports()))], false);
+        let engine = SocketAddrV4::new(ENGINE_IP, 7);
+        let (go, ready) = mpsc::channel::<()>();
+        let (done, finished) = mpsc::channel::<()>();
+        let client = bed
+            .linux
+            .spawn(move || {
+                let mut s = TcpStream::connect_timeout(&engine.into(), T).unwrap();
+                s.set_nodelay(true).unwrap();
+                s.set_read_timeout(Some(T)).unwrap();
+                let mut b = [0u8; 4];
+                let mut once = |s: &mut TcpStream| {
+                    s.write_all(b"ping").unwrap();
+                    s.read_exact(&mut b).unwrap();
+                };
+                for _ in 0..2_000 {
+                    once(&mut s);
+                }
+                go.send(()).unwrap();
+                // Wait for perf to attach.
+                finished.recv().unwrap();
+                let mut rtt = Vec::with_capacity(ROUNDS);
+                for _ in 0..ROUNDS {
+                    let t = Instant::now();
+                    once(&mut s);
+                    rtt.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                rtt.sort_by(f64::total_cmp);
+                rtt
+            })
+            .unwrap();
+        ready.recv_timeout(T).unwrap();
+        let out = std::env::temp_dir().join(format!("softoe-xdp-perf-{}.txt", std::process::id()));
+        let mut perf = std::process::Command::new("perf")
+            .args(["stat", "-x", ",", "-e", "raw_syscalls:sys_enter", "-t"])
+            .arg(bed.tid.to_string())
+            .arg("-o")
+            .arg(&out)
+            .spawn()
+            .expect("perf");
+        std::thread::sleep(Duration::from_millis(500));
+        done.send(()).unwrap();
+        let rtt = client.join().unwrap();
+        // SAFETY: signals the perf process this test started.
+        unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
+        perf.wait().unwrap();
+        let text = std::fs::read_to_string(&out).unwrap();
+        let _ = std::fs::remove_file(&out);
+        let calls: f64 = text
+            .lines()
+            .find(|l| l.contains("raw_syscalls:sys_enter"))
+            .and_then(|l| l.split(',').next()?.trim().parse().ok())
+            .expect("perf's count");
+        let (c, ()) = bed.stop();
+        let pct = |p: f64| rtt[((rtt.len() - 1) as f64 * p) as usize];
+        format!(
+            "{name:>10}: round trip p50 {:.1} µs, p99 {:.1} µs; engine system calls per round \
+             trip {:.2} ({calls} in {ROUNDS} round trips and ~0.5 s idle); engine sleeps {}",
+            pct(0.50),
+            pct(0.99),
+            calls / ROUNDS as f64,
+            c.sleeps
+        )
+    }
+    let a = measure("af_packet", || {
+        AfPacketPort::open("eth0", &AfPacketOptions::default())
+    });
+    let x = measure("xdp", || XdpPort::open("eth0", &XdpOptions::default()));
+    eprintln!("{a}\n{x}");
 }
