@@ -92,6 +92,7 @@
 #![allow(unsafe_code)]
 
 mod bpf;
+mod options;
 mod ring;
 mod sys;
 #[cfg(test)]
@@ -107,6 +108,7 @@ use crate::memory::Memory;
 use crate::port::{Port, RxFrame};
 
 pub use bpf::XdpMode;
+pub use options::{XdpOptions, XdpPortStats};
 pub use sys::{XdpDesc, XdpStatistics};
 
 use ring::{Consumer, Producer};
@@ -126,57 +128,8 @@ const RX_BATCH: u32 = 64;
 /// on).
 const MAX_KICKS: usize = 1024;
 
-/// How to open an [`XdpPort`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct XdpOptions {
-    /// Bytes per UMEM frame: 2048 or 4096. A received frame has this less
-    /// 256 bytes of the kernel's headroom.
-    pub frame_size: u32,
-    /// UMEM frames, a power of two from 64 to 65,536: half receive (the
-    /// fill and RX rings hold them all), half send.
-    pub frames: u32,
-    /// The IP MTU to report to the stack; `None`: the interface's. It may
-    /// not exceed the interface's, nor what a frame holds.
-    pub mtu: Option<usize>,
-    /// Where the program runs; `None`: the driver's hook if it has one,
-    /// else the generic one.
-    pub mode: Option<XdpMode>,
-}
-
-impl Default for XdpOptions {
-    fn default() -> XdpOptions {
-        XdpOptions {
-            frame_size: 4096,
-            frames: 4096,
-            mtu: None,
-            mode: None,
-        }
-    }
-}
-
-/// What an [`XdpPort`] counted itself (the kernel's counts are
-/// [`XdpPort::kernel_stats`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct XdpPortStats {
-    /// RX descriptors refused (outside the UMEM, across a frame, or naming
-    /// a frame the kernel did not hold) and skipped.
-    pub rx_bad_descs: u64,
-    /// Frames larger than the caller's buffer, skipped.
-    pub rx_truncated: u64,
-    /// Completions refused (not a send frame the kernel held).
-    pub tx_bad_completions: u64,
-    /// Ring indices the kernel published that no ring can have, ignored.
-    pub bad_ring_indices: u64,
-    /// `sendto` calls made to start transmission.
-    pub tx_kicks: u64,
-    /// Those that failed with something other than "busy, try again".
-    pub tx_kick_errors: u64,
-    /// `recvfrom` calls made because the fill ring needed a wake-up.
-    pub fill_wakeups: u64,
-    /// Sends refused for want of a free frame or TX slot.
-    pub tx_busy: u64,
-}
+/// How soon the engine comes back to frames a kick left on the TX ring.
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// A port on an AF_XDP socket bound to queue 0 of one interface, in copy
 /// mode. See the [module docs](self).
@@ -202,6 +155,8 @@ pub struct XdpPort {
     mac: [u8; 6],
     mtu: usize,
     stats: XdpPortStats,
+    /// When to try again to send what the last kick left on the TX ring.
+    retry_at: Option<std::time::Instant>,
 }
 
 impl XdpPort {
@@ -388,6 +343,7 @@ impl XdpPort {
             mac: info.mac,
             mtu,
             stats: XdpPortStats::default(),
+            retry_at: None,
         })
     }
 
@@ -500,7 +456,10 @@ impl XdpPort {
                     // Stopped at its budget: go on.
                     Some(libc::EAGAIN) => continue,
                     // No memory for an skb, or the queue busy: next turn.
-                    Some(libc::EBUSY | libc::ENOBUFS) => return,
+                    Some(libc::EBUSY | libc::ENOBUFS) => {
+                        self.stats.tx_kick_busy += 1;
+                        return;
+                    }
                     _ => {
                         self.stats.tx_kick_errors += 1;
                         return;
@@ -617,10 +576,18 @@ impl Port for XdpPort {
 
     fn flush(&mut self) {
         self.settle_rx();
-        if self.tx.pending() > 0 {
+        if self.tx.pending() > 0 || self.retry_at.is_some() {
             self.kick();
+            // Frames the kernel would not take now must not wait for the
+            // next frame in (the engine sleeps on receive only).
+            self.retry_at =
+                (self.tx.outstanding() > 0).then(|| std::time::Instant::now() + RETRY_AFTER);
         }
         self.reap();
+    }
+
+    fn wake_at(&self) -> Option<std::time::Instant> {
+        self.retry_at
     }
 
     fn raw_fd(&self) -> RawFd {
