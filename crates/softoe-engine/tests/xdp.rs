@@ -351,15 +351,16 @@ fn tcp_both_ways() {
     ];
     let mut bed = Bed::start(
         XdpOptions::default(),
-        |p| (p.stats(), p.kernel_stats().unwrap()),
+        |p| (p.stats(), p.kernel_stats().unwrap(), p.tx_budget()),
         services,
     );
     let (up, down) = both_ways(&bed, N, 9, &discarded);
     let snap = bed.snapshot();
-    let (c, (stats, kernel)) = bed.stop();
+    let (c, (stats, kernel, budget)) = bed.stop();
     eprintln!(
         "xdp: Linux → engine {up:.0} Mbit/s, engine → Linux {down:.0} Mbit/s; {} frames in, \
-         {} out ({} bytes per frame out); {stats:?}; {kernel:?}; {:?}",
+         {} out ({} bytes per frame out); {budget} frames per sendto at most; {stats:?}; \
+         {kernel:?}; {:?}",
         c.frames_in,
         c.frames_out,
         c.bytes_out / c.frames_out.max(1),

@@ -161,6 +161,8 @@ pub struct XdpPort {
     stats: XdpPortStats,
     /// When to try again to send what the last kick left on the TX ring.
     retry_at: Option<std::time::Instant>,
+    /// Most frames one `sendto` moves.
+    tx_budget: u32,
 }
 
 impl XdpPort {
@@ -307,7 +309,11 @@ impl XdpPort {
 
         // Linux 6.17+: let one `sendto` move the whole TX ring in copy mode
         // (32 frames per call otherwise; older kernels refuse the option).
-        let _ = sys::setsockopt(&fd, sys::SOL_XDP, sys::XDP_MAX_TX_SKB_BUDGET, &tx_count);
+        let tx_budget =
+            match sys::setsockopt(&fd, sys::SOL_XDP, sys::XDP_MAX_TX_SKB_BUDGET, &tx_count) {
+                Ok(()) => tx_count,
+                Err(_) => 32,
+            };
 
         let sxdp = sys::SockaddrXdp {
             family: sys::AF_XDP as u16,
@@ -348,6 +354,7 @@ impl XdpPort {
             mtu,
             stats: XdpPortStats::default(),
             retry_at: None,
+            tx_budget,
         })
     }
 
@@ -369,6 +376,13 @@ impl XdpPort {
     /// Where the XDP program runs.
     pub fn mode(&self) -> XdpMode {
         self.attached.mode
+    }
+
+    /// Most frames one `sendto` hands the kernel: the TX ring's size where
+    /// the kernel took `XDP_MAX_TX_SKB_BUDGET` (Linux 6.17), else copy
+    /// mode's fixed 32.
+    pub fn tx_budget(&self) -> u32 {
+        self.tx_budget
     }
 
     /// What the port counted.
