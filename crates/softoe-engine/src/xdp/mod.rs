@@ -3,9 +3,9 @@
 //! frame.
 //!
 //! [`AfPacketPort`](crate::AfPacketPort) makes a `recvmsg` for every frame
-//! in and a `sendmsg` for every frame out: at a request per round trip that
-//! is two system calls of the engine's ~6 µs of kernel time per request.
-//! [`XdpPort`] attaches to an interface (a veth here; a NIC tomorrow) with
+//! in (and one more, finding nothing, every turn the engine spins) and a
+//! `sendmsg` for every frame out: 3 to 17 system calls per 4-byte round
+//! trip, measured (docs/results.md). [`XdpPort`] attaches to an interface (a veth here; a NIC tomorrow) with
 //! an XDP socket (XSK) instead:
 //!
 //! - a **UMEM** — one page-aligned anonymous mapping cut into frames
