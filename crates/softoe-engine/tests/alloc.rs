@@ -595,6 +595,16 @@ fn run() {
     ];
     drop(c);
     drop(bed);
+    if let Err(why) = softoe_engine::testing::xdp_available() {
+        println!("the AF_XDP port's runs skipped: {why}");
+    } else {
+        xdp_runs(&pat, &mut runs);
+    }
+    report(&runs);
+}
+
+/// The AF_XDP port's runs, on a bed of their own.
+fn xdp_runs(pat: &Arc<Vec<u8>>, runs: &mut Vec<(&'static str, Run)>) {
     // The AF_XDP port's paths: its rings and UMEM each way, its one
     // `sendto` per turn, and sleeping on the socket between messages.
     let bed = Bed::start(
@@ -614,16 +624,20 @@ fn run() {
     runs.extend([
         (
             "xdp",
-            host_to_linux(&bed, &c, &pat, Sending::Policy(SendPolicy::Copy), 9110),
+            host_to_linux(&bed, &c, pat, Sending::Policy(SendPolicy::Copy), 9110),
         ),
-        ("xdp", linux_to_host(&bed, &c, &pat, SMALL_READ, 9111)),
+        ("xdp", linux_to_host(&bed, &c, pat, SMALL_READ, 9111)),
         ("xdp", ping_pong(&bed, &c, Duration::from_micros(500), 9112)),
     ]);
+}
+
+/// Prints every run, the allocation sites seen, and fails on any.
+fn report(runs: &[(&'static str, Run)]) {
     println!(
         "{:<4} {:<46} {:>7} {:>9} {:>11} {:>9}  notes",
         "port", "steady state", "allocs", "alloc B", "moved", "Gb/s"
     );
-    for (port, r) in &runs {
+    for (port, r) in runs {
         println!(
             "{port:<4} {:<46} {:>7} {:>9} {:>7.1} MiB {:>9.2}  {}",
             r.what,
@@ -646,7 +660,7 @@ fn run() {
     for (t, n) in &sites {
         println!("\nallocated in a window ({n}× recorded), from:\n{t}");
     }
-    for (port, r) in &runs {
+    for (port, r) in runs {
         assert_eq!(
             r.seen.allocs, 0,
             "{port}, {}: {} allocations in steady state (stacks above)",

@@ -37,27 +37,16 @@ const T: Duration = Duration::from_secs(10);
 
 static N: AtomicU32 = AtomicU32::new(0);
 
-/// Whether the test can run here; prints why not. Under CI a kernel
-/// without AF_XDP is a failure, not a skip.
+/// Whether the test can run here; prints why not (root and AF_XDP; under
+/// CI a kernel without AF_XDP fails instead).
 fn can_run() -> bool {
-    if !softoe_testbed::is_root() {
-        eprintln!("skipped: needs root");
-        return false;
+    match softoe_engine::testing::xdp_available() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            false
+        }
     }
-    // SAFETY: socket takes no pointers; the descriptor is closed below.
-    let fd = unsafe { libc::socket(44, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        assert!(
-            std::env::var_os("SOFTOE_CI").is_none(),
-            "no AF_XDP sockets on this kernel: {e}"
-        );
-        eprintln!("skipped: no AF_XDP sockets on this kernel: {e}");
-        return false;
-    }
-    // SAFETY: `fd` is the descriptor just opened, closed once.
-    unsafe { libc::close(fd) };
-    true
 }
 
 /// Linux in `linux`, the engine on `eth0` of its own namespace, one veth

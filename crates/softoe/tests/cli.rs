@@ -207,8 +207,8 @@ fn engine_on_afpacket_with_faults() {
 /// program gone from the interface.
 #[test]
 fn engine_on_xdp() {
-    if !softoe_testbed::is_root() {
-        eprintln!("skipped: needs root");
+    if let Err(why) = softoe_engine::testing::xdp_available() {
+        eprintln!("skipped: {why}");
         return;
     }
     let mut tb = Testbed::new().unwrap();

@@ -135,6 +135,14 @@ const MAX_KICKS: usize = 1024;
 /// How soon the engine comes back to frames a kick left on the TX ring.
 const RETRY_AFTER: std::time::Duration = std::time::Duration::from_micros(50);
 
+/// Whether this kernel has AF_XDP sockets (and this process may open
+/// one): opens one and closes it.
+pub fn supported() -> io::Result<()> {
+    // SAFETY: socket takes no pointers.
+    let raw = unsafe { libc::socket(sys::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    sys::owned_fd(raw.into(), "opening an AF_XDP socket").map(drop)
+}
+
 /// A port on an AF_XDP socket bound to queue 0 of one interface, in copy
 /// mode. See the [module docs](self).
 #[derive(Debug)]
