@@ -365,6 +365,12 @@ impl Port for BondPort {
         Ok(None)
     }
 
+    fn flush(&mut self) {
+        for m in &mut self.members {
+            m.port.flush();
+        }
+    }
+
     fn raw_fd(&self) -> RawFd {
         self.epoll.as_raw_fd()
     }

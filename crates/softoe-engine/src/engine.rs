@@ -484,6 +484,7 @@ impl<P: Port> Engine<P> {
         }
         self.counters.run_nanos = self.started.elapsed().as_nanos() as u64;
         self.port.stop();
+        self.port.flush();
         if let Some(p) = self.pcap.as_mut() {
             p.flush();
         }
@@ -686,6 +687,9 @@ impl<P: Port> Engine<P> {
                 break;
             }
         }
+        // What the turn sent goes out now: one system call for the batch
+        // on a ring-based port.
+        self.port.flush();
         // The control socket is looked at once a millisecond, not every
         // turn: an accept(2) per turn would cost more than the frames.
         if let Some(c) = self.control.as_mut()

@@ -5,7 +5,9 @@
 //! - **Ports** ([`Port`]): a TAP device with virtio-net offloads
 //!   ([`TapPort`]: TSO super-segments, checksum offload, receive
 //!   coalescing, each switchable); an AF_PACKET socket on a veth with the
-//!   same offloads ([`AfPacketPort`]); BondingPlus, several member ports
+//!   same offloads ([`AfPacketPort`]); an AF_XDP socket whose rings and
+//!   UMEM replace a system call per frame with one per batch
+//!   ([`XdpPort`]); BondingPlus, several member ports
 //!   behind one address with ARP+ and real-time members ([`BondPort`]);
 //!   and a wrapper that loses, duplicates, reorders, corrupts and delays
 //!   frames on any of them, seeded ([`FaultPort`], on the stack's fault
@@ -46,6 +48,7 @@ pub mod tap;
 #[cfg(feature = "testbed")]
 pub mod testing;
 pub mod vnet;
+pub mod xdp;
 
 pub use afpacket::{AfPacketOffloads, AfPacketOptions, AfPacketPort, AfPacketStats};
 pub use app::App;
@@ -62,3 +65,4 @@ pub use fault::{
 pub use memory::Memory;
 pub use port::{Port, RxFrame};
 pub use tap::{TapOffloads, TapPort};
+pub use xdp::{XdpMode, XdpOptions, XdpPort, XdpPortStats};

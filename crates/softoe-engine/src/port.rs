@@ -27,6 +27,14 @@ pub trait Port {
     fn send(&mut self, frame: &TxFrame<'_>, mem: &Memory) -> io::Result<bool>;
     /// Reads one frame into `buf`; `Ok(None)` when none is waiting.
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<RxFrame>>;
+    /// The engine's turn is over: hand the kernel what [`send`](Self::send)
+    /// queued and give back what [`recv`](Self::recv) read. A port whose
+    /// every `send` is already a system call has nothing to do (the
+    /// default); a ring-based port ([`XdpPort`](crate::XdpPort)) makes its
+    /// one system call for the turn's frames here, so a turn that answers
+    /// a burst costs one call, not one per frame. Called once per turn,
+    /// before the engine sleeps, and after the last turn.
+    fn flush(&mut self) {}
     /// A descriptor to wait on for readability.
     fn raw_fd(&self) -> RawFd;
     /// A short description for logs and `softoe stat`.

@@ -29,7 +29,10 @@
 //!    and once with 500 µs of think time on Linux's side, so that the
 //!    engine sleeps in `ppoll` and the program on its doorbell between
 //!    messages, and both are woken — the counters taken around the window
-//!    prove they were.
+//!    prove they were;
+//! 4. again on the AF_XDP port (`XdpPort` on a veth to the bridge): bulk
+//!    host→Linux with the copy policy, Linux→host through the receive
+//!    ring, and the request/response with think time.
 //!
 //! Why it is shaped so:
 //!
@@ -589,22 +592,71 @@ fn run() {
         ..Config::default()
     })
     .unwrap();
-    let runs = vec![
-        host_to_linux(&bed, &c, &pat, Sending::Policy(SendPolicy::Copy), 9100),
-        host_to_linux(&bed, &c, &pat, Sending::Policy(SendPolicy::Overlap), 9101),
-        host_to_linux(&bed, &c, &pat, Sending::Zerocopy, 9102),
-        linux_to_host(&bed, &c, &pat, SMALL_READ, 9103),
-        linux_to_host(&bed, &c, &pat, LARGE_READ, 9104),
-        ping_pong(&bed, &c, Duration::ZERO, 9105),
-        ping_pong(&bed, &c, Duration::from_micros(500), 9106),
+    let mut runs = vec![
+        (
+            "tap",
+            host_to_linux(&bed, &c, &pat, Sending::Policy(SendPolicy::Copy), 9100),
+        ),
+        (
+            "tap",
+            host_to_linux(&bed, &c, &pat, Sending::Policy(SendPolicy::Overlap), 9101),
+        ),
+        (
+            "tap",
+            host_to_linux(&bed, &c, &pat, Sending::Zerocopy, 9102),
+        ),
+        ("tap", linux_to_host(&bed, &c, &pat, SMALL_READ, 9103)),
+        ("tap", linux_to_host(&bed, &c, &pat, LARGE_READ, 9104)),
+        ("tap", ping_pong(&bed, &c, Duration::ZERO, 9105)),
+        ("tap", ping_pong(&bed, &c, Duration::from_micros(500), 9106)),
     ];
-    println!(
-        "{:<46} {:>7} {:>9} {:>11} {:>9}  notes",
-        "steady state", "allocs", "alloc B", "moved", "Gb/s"
+    drop(c);
+    drop(bed);
+    if let Err(why) = softoe_engine::testing::xdp_available() {
+        println!("the AF_XDP port's runs skipped: {why}");
+    } else {
+        xdp_runs(&pat, &mut runs);
+    }
+    report(&runs);
+}
+
+/// The AF_XDP port's runs, on a bed of their own.
+fn xdp_runs(pat: &Arc<Vec<u8>>, runs: &mut Vec<(&'static str, Run)>) {
+    // The AF_XDP port's paths: its rings and UMEM each way, its one
+    // `sendto` per turn, and sleeping on the socket between messages.
+    let bed = Bed::start(
+        Options {
+            host: true,
+            xdp: true,
+            ..Options::default()
+        },
+        Vec::new(),
     );
-    for r in &runs {
+    let c = Client::attach_with(Config {
+        path: bed.host.clone(),
+        direct_min: 16 << 10,
+        ..Config::default()
+    })
+    .unwrap();
+    runs.extend([
+        (
+            "xdp",
+            host_to_linux(&bed, &c, pat, Sending::Policy(SendPolicy::Copy), 9110),
+        ),
+        ("xdp", linux_to_host(&bed, &c, pat, SMALL_READ, 9111)),
+        ("xdp", ping_pong(&bed, &c, Duration::from_micros(500), 9112)),
+    ]);
+}
+
+/// Prints every run, the allocation sites seen, and fails on any.
+fn report(runs: &[(&'static str, Run)]) {
+    println!(
+        "{:<4} {:<46} {:>7} {:>9} {:>11} {:>9}  notes",
+        "port", "steady state", "allocs", "alloc B", "moved", "Gb/s"
+    );
+    for (port, r) in runs {
         println!(
-            "{:<46} {:>7} {:>9} {:>7.1} MiB {:>9.2}  {}",
+            "{port:<4} {:<46} {:>7} {:>9} {:>7.1} MiB {:>9.2}  {}",
             r.what,
             r.seen.allocs,
             r.seen.alloc_bytes,
@@ -625,10 +677,10 @@ fn run() {
     for (t, n) in &sites {
         println!("\nallocated in a window ({n}× recorded), from:\n{t}");
     }
-    for r in &runs {
+    for (port, r) in runs {
         assert_eq!(
             r.seen.allocs, 0,
-            "{}: {} allocations in steady state (stacks above)",
+            "{port}, {}: {} allocations in steady state (stacks above)",
             r.what, r.seen.allocs
         );
     }

@@ -1,6 +1,7 @@
 //! The real-wire testbed `softoe demo` and `softoe bench` share: network
 //! namespaces joined by a Linux bridge, the softoe engine on a TAP (with
-//! TSO, checksum offload and receive coalescing) serving host programs over
+//! TSO, checksum offload and receive coalescing) or on an AF_XDP socket on
+//! a veth to the bridge ([`BedPort`]) serving host programs over
 //! shared memory, a Linux client host that runs the workloads, and a Linux
 //! peer host that serves the same workloads with the kernel's TCP.
 
@@ -11,7 +12,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use softoe_engine::host::{HostConfig, HostService};
-use softoe_engine::{Engine, EngineConfig, EngineCounters, TapOffloads, TapPort};
+use softoe_engine::{
+    Engine, EngineConfig, EngineCounters, Port, TapOffloads, TapPort, XdpOptions, XdpPort,
+};
 
 use softoe_stack::StackConfig;
 pub use softoe_testbed::is_root;
@@ -25,9 +28,23 @@ pub const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 2);
 /// The Linux host that serves them with the kernel's TCP.
 pub const PEER: Ipv4Addr = Ipv4Addr::new(10, 7, 0, 3);
 
+/// The engine's port on the bridge.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BedPort {
+    /// A TAP device on the bridge (with [`BedOptions::offloads`]).
+    #[default]
+    Tap,
+    /// An AF_XDP socket (copy mode, no offloads) on a veth whose other end
+    /// is on the bridge; that end computes checksums in software (`tx`
+    /// off), as the port cannot vouch for partial ones.
+    Xdp,
+}
+
 /// How the engine runs.
 #[derive(Clone, Debug, Default)]
 pub struct BedOptions {
+    /// The engine's port.
+    pub port: BedPort,
     /// Record every frame here.
     pub pcap: Option<PathBuf>,
     /// The TAP's offloads (all on by default).
@@ -74,7 +91,9 @@ pub struct RealBed {
     pub peer: Netns,
     /// The client's bridge port (in `sw`).
     pub client_port: String,
-    /// The engine's TAP device (in `sw`).
+    /// The engine's device on the bridge (in `sw`): its TAP, or with
+    /// [`BedPort::Xdp`] the bridge's end of its veth (frames to the engine
+    /// leave through it, as through the TAP).
     pub tap: String,
     /// Where host programs attach.
     pub host: PathBuf,
@@ -100,13 +119,25 @@ impl RealBed {
         let (client_port, client, peer) = (client.port, client.ns, peer.ns);
 
         let tap = format!("sot{}", std::process::id() % 100_000);
+        // The engine's own device: the TAP, or the veth end XDP drives.
+        let engine_dev = match opts.port {
+            BedPort::Tap => tap.clone(),
+            BedPort::Xdp => {
+                let dev = format!("sox{}", std::process::id() % 100_000);
+                sw.ip(&["link", "add", &dev, "type", "veth", "peer", "name", &tap])?;
+                sw.ip(&["link", "set", &dev, "up"])?;
+                sw.ip(&["link", "set", &tap, "up"])?;
+                tb.ethtool_k(&sw, &tap, &["tx", "off"])?;
+                dev
+            }
+        };
         let (tx, rx) = mpsc::channel();
-        let tap_name = tap.clone();
+        let tap_name = engine_dev.clone();
         let host = std::env::temp_dir().join(format!("softoe-bed-{}.sock", std::process::id()));
         let mut hcfg = HostConfig {
             path: host.clone(),
             mode: 0o600,
-            device: Some(tap.clone()),
+            device: Some(engine_dev.clone()),
             ..HostConfig::default()
         };
         if !opts.wake_delay.is_zero() {
@@ -117,45 +148,18 @@ impl RealBed {
         let host_service = HostService::new(hcfg)
             .with_context(|| format!("serving host programs on {}", host.display()))?;
         let engine = sw.spawn(move || -> Result<EngineCounters> {
-            let port =
-                TapPort::open(&tap_name, opts.offloads, 1500).context("opening the TAP device")?;
-            let mut cfg = StackConfig::new(
-                EthernetAddress([2, 0x50, 0, 0, 0, 1]),
-                Ipv4Cidr::new(Ipv4Address(ENGINE.octets()), 24)
-                    .ok_or_else(|| anyhow!("address"))?,
-            );
-            cfg.seed = 1;
-            cfg.tcp.rx_buffer = 4 << 20;
-            cfg.tcp.tx_buffer = 4 << 20;
-            cfg.tcp.tx_max_chunks = 4096;
-            let mut ecfg = EngineConfig::default();
-            ecfg.pcap = opts.pcap;
-            ecfg.rx_coalesce = opts.rx_coalesce;
-            if let Some(spin) = opts.spin {
-                ecfg.spin = spin;
+            match opts.port {
+                BedPort::Tap => {
+                    let port = TapPort::open(&tap_name, opts.offloads, 1500)
+                        .context("opening the TAP device")?;
+                    run_engine(port, opts, host_service, tx)
+                }
+                BedPort::Xdp => {
+                    let port = XdpPort::open(&tap_name, &XdpOptions::default())
+                        .context("opening the AF_XDP port")?;
+                    run_engine(port, opts, host_service, tx)
+                }
             }
-            ecfg.cpu = opts.cpu;
-            ecfg.control = opts.control;
-            ecfg.profile_stages = opts.profile_stages;
-            if let Some(speed) = opts.speed {
-                ecfg = ecfg
-                    .with_speed(speed)
-                    .map_err(|e| anyhow!("the engine's speed: {e}"))?;
-            }
-            ecfg = ecfg
-                .with_access_delay(opts.access_delay)
-                .map_err(|e| anyhow!("the engine's memory delay: {e}"))?;
-            let mut e = Engine::new(cfg, port, ecfg)?;
-            e.watch_sessions(host_service.stats());
-            e.add_service(Box::new(host_service));
-            let tid = this_thread_id()?;
-            tx.send(Started {
-                stop: e.stop_handle(),
-                tid,
-            })
-            .map_err(|_| anyhow!("the testbed went away"))?;
-            e.run()?;
-            Ok(*e.counters())
         })?;
         let started = rx
             .recv_timeout(Duration::from_secs(10))
@@ -198,6 +202,53 @@ impl Drop for RealBed {
             let _ = t.join();
         }
     }
+}
+
+/// Runs the testbed's engine on `port` until stopped (on the calling
+/// thread, in the switch's namespace); tells `started` once it runs.
+fn run_engine<P: Port>(
+    port: P,
+    opts: BedOptions,
+    host_service: HostService,
+    started: mpsc::Sender<Started>,
+) -> Result<EngineCounters> {
+    let mut cfg = StackConfig::new(
+        EthernetAddress([2, 0x50, 0, 0, 0, 1]),
+        Ipv4Cidr::new(Ipv4Address(ENGINE.octets()), 24).ok_or_else(|| anyhow!("address"))?,
+    );
+    cfg.seed = 1;
+    cfg.tcp.rx_buffer = 4 << 20;
+    cfg.tcp.tx_buffer = 4 << 20;
+    cfg.tcp.tx_max_chunks = 4096;
+    let mut ecfg = EngineConfig::default();
+    ecfg.pcap = opts.pcap;
+    ecfg.rx_coalesce = opts.rx_coalesce;
+    if let Some(spin) = opts.spin {
+        ecfg.spin = spin;
+    }
+    ecfg.cpu = opts.cpu;
+    ecfg.control = opts.control;
+    ecfg.profile_stages = opts.profile_stages;
+    if let Some(speed) = opts.speed {
+        ecfg = ecfg
+            .with_speed(speed)
+            .map_err(|e| anyhow!("the engine's speed: {e}"))?;
+    }
+    ecfg = ecfg
+        .with_access_delay(opts.access_delay)
+        .map_err(|e| anyhow!("the engine's memory delay: {e}"))?;
+    let mut e = Engine::new(cfg, port, ecfg)?;
+    e.watch_sessions(host_service.stats());
+    e.add_service(Box::new(host_service));
+    let tid = this_thread_id()?;
+    started
+        .send(Started {
+            stop: e.stop_handle(),
+            tid,
+        })
+        .map_err(|_| anyhow!("the testbed went away"))?;
+    e.run()?;
+    Ok(*e.counters())
 }
 
 /// The calling thread's kernel id, from `/proc/thread-self`

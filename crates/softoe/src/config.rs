@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Deserializer, Serialize};
-use softoe_engine::{EngineConfig, FaultConfig, TapOffloads};
+use softoe_engine::{EngineConfig, FaultConfig, TapOffloads, XdpMode, XdpOptions};
 use softoe_stack::{Algorithm, StackConfig};
 use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
 
@@ -60,17 +60,48 @@ pub enum PortKind {
     Tap,
     /// An existing interface (e.g. a veth) through an AF_PACKET socket.
     Afpacket,
+    /// An existing interface through an AF_XDP socket (queue 0, copy
+    /// mode): frames through rings shared with the kernel, one system call
+    /// per batch instead of per frame.
+    Xdp,
+}
+
+/// `[port.xdp]`: the AF_XDP port's UMEM and program (with `kind = "xdp"`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct XdpSection {
+    /// Bytes per UMEM frame: 2048 or 4096 (a frame must hold the MTU plus
+    /// 14 bytes of Ethernet header and 256 of the kernel's headroom).
+    pub frame_size: u32,
+    /// UMEM frames, a power of two from 64 to 65536: half receive, half
+    /// send.
+    pub frames: u32,
+    /// Where the XDP program runs: `driver` (the interface's own XDP hook;
+    /// a veth has one) or `generic` (any interface, slower). Default: the
+    /// driver's if it has one.
+    pub mode: Option<XdpMode>,
+}
+
+impl Default for XdpSection {
+    fn default() -> XdpSection {
+        let o = XdpOptions::default();
+        XdpSection {
+            frame_size: o.frame_size,
+            frames: o.frames,
+            mode: o.mode,
+        }
+    }
 }
 
 /// `[port]`: the device the engine drives.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PortSection {
-    /// `tap` or `afpacket`.
+    /// `tap`, `afpacket` or `xdp`.
     pub kind: PortKind,
     /// TAP device name (created if absent).
     pub tap: String,
-    /// For `afpacket`: the interface to drive.
+    /// For `afpacket` and `xdp`: the interface to drive.
     pub interface: Option<String>,
     /// Attach the TAP device to this Linux bridge.
     pub bridge: Option<String>,
@@ -86,6 +117,8 @@ pub struct PortSection {
     /// every connection's frames in flight when the engine is the
     /// bottleneck.
     pub queue: u32,
+    /// For `xdp`: the UMEM and where the program runs.
+    pub xdp: XdpSection,
 }
 
 impl Default for PortSection {
@@ -99,6 +132,7 @@ impl Default for PortSection {
             csum: true,
             gro: true,
             queue: softoe_engine::tap::DEFAULT_QUEUE_LEN,
+            xdp: XdpSection::default(),
         }
     }
 }
@@ -627,7 +661,25 @@ impl FileConfig {
             PortKind::Afpacket if self.port.interface.is_none() => {
                 bail!("port kind afpacket needs port.interface (or --afpacket IFACE)");
             }
+            PortKind::Xdp if self.port.interface.is_none() => {
+                bail!("port kind xdp needs port.interface (or --xdp IFACE)");
+            }
             _ => {}
+        }
+        let x = &self.port.xdp;
+        if self.port.kind == PortKind::Xdp {
+            if x.frame_size != 2048 && x.frame_size != 4096 {
+                bail!(
+                    "port.xdp.frame_size must be 2048 or 4096, got {}",
+                    x.frame_size
+                );
+            }
+            if !x.frames.is_power_of_two() || !(64..=1 << 16).contains(&x.frames) {
+                bail!(
+                    "port.xdp.frames must be a power of two from 64 to 65536, got {}",
+                    x.frames
+                );
+            }
         }
         if let Some(f) = &self.fault {
             f.validate().context("in [fault]")?;
@@ -890,6 +942,36 @@ mod tests {
         )
         .unwrap();
         assert!(format!("{:#}", no_iface.build().unwrap_err()).contains("interface"));
+        let xdp = FileConfig::parse(
+            "[interface]\naddress = \"10.0.0.1/24\"\n[port]\nkind = \"xdp\"\ninterface = \"veth1\"\n[port.xdp]\nframes = 1024\nmode = \"generic\"\n",
+        )
+        .unwrap();
+        xdp.build().unwrap();
+        assert_eq!(xdp.port.kind, PortKind::Xdp);
+        assert_eq!(
+            (
+                xdp.port.xdp.frame_size,
+                xdp.port.xdp.frames,
+                xdp.port.xdp.mode
+            ),
+            (4096, 1024, Some(XdpMode::Generic))
+        );
+        for (bad, why) in [
+            ("[port]\nkind = \"xdp\"\n", "--xdp IFACE"),
+            (
+                "[port]\nkind = \"xdp\"\ninterface = \"v\"\n[port.xdp]\nframes = 1000\n",
+                "power of two",
+            ),
+            (
+                "[port]\nkind = \"xdp\"\ninterface = \"v\"\n[port.xdp]\nframe_size = 1500\n",
+                "2048 or 4096",
+            ),
+        ] {
+            let c = FileConfig::parse(&format!("[interface]\naddress = \"10.0.0.1/24\"\n{bad}"))
+                .unwrap();
+            let e = format!("{:#}", c.build().unwrap_err());
+            assert!(e.contains(why), "{bad}: {e}");
+        }
     }
 
     #[test]

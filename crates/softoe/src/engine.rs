@@ -10,7 +10,7 @@ use softoe_engine::host::{HostConfig, HostService};
 use softoe_engine::services::{Discard, Echo, RequestResponse, Service, Source};
 use softoe_engine::{
     AfPacketOffloads, AfPacketOptions, AfPacketPort, BondMember, BondPort, Engine, FaultConfig,
-    FaultPort, Port, TapPort,
+    FaultPort, Port, TapPort, XdpMode, XdpOptions, XdpPort,
 };
 use tracing::info;
 
@@ -36,7 +36,7 @@ pub struct EngineArgs {
     #[arg(long)]
     mtu: Option<usize>,
     /// TAP device to create (or attach to).
-    #[arg(long, conflicts_with_all = ["afpacket", "bond"])]
+    #[arg(long, conflicts_with_all = ["afpacket", "xdp", "bond"])]
     tap: Option<String>,
     /// Bond these devices behind the one address (BondingPlus): TAP devices
     /// the engine creates, each with its own MAC (or, with --bond-afpacket,
@@ -46,7 +46,7 @@ pub struct EngineArgs {
         long,
         value_name = "DEV,DEV,...",
         value_delimiter = ',',
-        conflicts_with = "afpacket"
+        conflicts_with_all = ["afpacket", "xdp"]
     )]
     bond: Vec<String>,
     /// The --bond members are existing interfaces (e.g. veths), driven
@@ -67,8 +67,22 @@ pub struct EngineArgs {
     bond_rate: Option<u64>,
     /// Drive this existing interface (e.g. a veth) through AF_PACKET instead
     /// of a TAP device.
-    #[arg(long, value_name = "IFACE")]
+    #[arg(long, value_name = "IFACE", conflicts_with = "xdp")]
     afpacket: Option<String>,
+    /// Drive this existing interface through an AF_XDP socket: the engine
+    /// loads an XDP program that hands it every frame of the interface's
+    /// queue 0, and frames move through rings shared with the kernel — one
+    /// system call per batch of frames, not one per frame. Copy mode (what
+    /// a veth offers): no TSO or checksum offload, so a Linux peer on the
+    /// veth's other end must compute its checksums (ethtool -K PEER tx
+    /// off). The interface needs one receive queue (ethtool -L IFACE rx 1).
+    #[arg(long, value_name = "IFACE")]
+    xdp: Option<String>,
+    /// Where --xdp's program runs: driver (the interface's own XDP hook;
+    /// veth has one) or generic (any interface, slower). Default: driver
+    /// if the interface has it.
+    #[arg(long, value_name = "MODE", requires = "xdp", value_parser = ["driver", "generic"])]
+    xdp_mode: Option<String>,
     /// Inject seeded faults at the port: drop this fraction (0–1) of frames
     /// each way (more kinds in the file's `[fault]` section).
     #[arg(long, value_name = "FRACTION")]
@@ -160,6 +174,10 @@ Examples:
   # On an existing veth through AF_PACKET, dropping 1 % of frames each way:
   sudo softoe engine --address 10.7.0.1/24 --afpacket veth1 --fault-loss 0.01 -s echo:7
 
+  # On a veth through AF_XDP (the peer end computes its own checksums):
+  sudo ip netns exec peer ethtool -K veth0 tx off
+  sudo softoe engine --address 10.7.0.1/24 --xdp veth1 -s echo:7
+
   # From a file (every key: --print-config), with a capture:
   sudo softoe engine --config engine.toml --pcap /tmp/engine.pcap
 
@@ -168,12 +186,13 @@ Examples:
 
 The engine creates the TAP device, brings it up and, with --bridge, attaches
 it. Without a bridge, put the TAP in your topology yourself (ip link set
-softoe0 master BRIDGE). With --afpacket the interface must exist and be up;
-the engine answers for its own address and MAC on it. It runs until Ctrl-C
-or SIGTERM and prints its counters on the way out. The [fault] section of
-the file takes per-direction loss, duplicate, reorder, corrupt, delay_us
-and jitter_us ([fault.rx], [fault.tx]) and a seed. Logs: RUST_LOG=info (or
-debug).";
+softoe0 master BRIDGE). With --afpacket or --xdp the interface must exist
+and be up; the engine answers for its own address and MAC on it. The XDP
+port's UMEM is in the file's [port.xdp] (frame_size, frames). It runs until
+Ctrl-C or SIGTERM and prints its counters on the way out. The [fault]
+section of the file takes per-direction loss, duplicate, reorder, corrupt,
+delay_us and jitter_us ([fault.rx], [fault.tx]) and a seed. Logs:
+RUST_LOG=info (or debug).";
 
 impl EngineArgs {
     /// The file (if any) with the flags applied.
@@ -197,6 +216,16 @@ impl EngineArgs {
         if let Some(i) = &self.afpacket {
             p.kind = PortKind::Afpacket;
             p.interface = Some(i.clone());
+        }
+        if let Some(i) = &self.xdp {
+            p.kind = PortKind::Xdp;
+            p.interface = Some(i.clone());
+        }
+        if let Some(m) = &self.xdp_mode {
+            p.xdp.mode = Some(match m.as_str() {
+                "generic" => XdpMode::Generic,
+                _ => XdpMode::Driver,
+            });
         }
         if self.bond_afpacket {
             p.kind = PortKind::Afpacket;
@@ -286,6 +315,7 @@ pub fn run(args: &EngineArgs) -> Result<()> {
             let port: Box<dyn Port + Send> = match cfg.port.kind {
                 PortKind::Tap => Box::new(open_tap(&cfg, &built, name)?),
                 PortKind::Afpacket => Box::new(open_afpacket(&cfg, name)?),
+                PortKind::Xdp => Box::new(open_xdp(&cfg, name)?),
             };
             members.push(BondMember {
                 name: name.clone(),
@@ -303,6 +333,11 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         PortKind::Afpacket => {
             let iface = cfg.port.interface.clone().unwrap_or_default();
             let port = open_afpacket(&cfg, &iface)?;
+            with_faults(&cfg, built, port)
+        }
+        PortKind::Xdp => {
+            let iface = cfg.port.interface.clone().unwrap_or_default();
+            let port = open_xdp(&cfg, &iface)?;
             with_faults(&cfg, built, port)
         }
     }
@@ -350,6 +385,18 @@ fn open_afpacket(cfg: &FileConfig, iface: &str) -> Result<AfPacketPort> {
     AfPacketPort::open(iface, &opts).map_err(|e| anyhow!("opening AF_PACKET on {iface}: {e}"))
 }
 
+/// Opens an AF_XDP port on queue 0 of the existing interface `iface`.
+fn open_xdp(cfg: &FileConfig, iface: &str) -> Result<XdpPort> {
+    let x = &cfg.port.xdp;
+    let opts = XdpOptions {
+        frame_size: x.frame_size,
+        frames: x.frames,
+        mtu: cfg.interface.mtu,
+        mode: x.mode,
+    };
+    XdpPort::open(iface, &opts).map_err(|e| anyhow!("opening AF_XDP on {iface}: {e}"))
+}
+
 /// Wraps the port in the fault injector if `[fault]` asks for it.
 fn with_faults<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
     match &cfg.fault {
@@ -369,7 +416,7 @@ fn serve<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
         let device = match cfg.port.kind {
             _ if cfg.bond.active() => cfg.bond.members.first().cloned(),
             PortKind::Tap => Some(cfg.port.tap.clone()),
-            PortKind::Afpacket => cfg.port.interface.clone(),
+            PortKind::Afpacket | PortKind::Xdp => cfg.port.interface.clone(),
         };
         let h = HostService::new(HostConfig {
             path: path.clone(),

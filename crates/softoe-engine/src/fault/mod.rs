@@ -696,6 +696,10 @@ impl<P: Port> Port for FaultPort<P> {
         self.recv_at(Instant::now(), buf)
     }
 
+    fn flush(&mut self) {
+        self.inner.flush();
+    }
+
     fn raw_fd(&self) -> RawFd {
         self.inner.raw_fd()
     }

@@ -23,7 +23,8 @@ use super::other;
 use crate::host::{HostConfig, HostService};
 use crate::services::Service;
 use crate::{
-    App, Engine, EngineConfig, EngineCounters, Snapshot, StopHandle, TapOffloads, TapPort,
+    App, Engine, EngineConfig, EngineCounters, Port, Snapshot, StopHandle, TapOffloads, TapPort,
+    XdpOptions, XdpPort,
 };
 
 /// The engine's address (a /24 with Linux's).
@@ -76,7 +77,8 @@ pub struct Bed {
     pub sw: Netns,
     /// Linux, on `eth0` ([`LINUX_IP`]).
     pub linux: Netns,
-    /// The engine's TAP device (in `sw`).
+    /// The engine's TAP device (in `sw`), or with [`BedOptions::xdp`] the
+    /// bridge's end of the engine's veth.
     pub tap: String,
     /// Sockets on the engine, from the test's threads.
     pub app: App,
@@ -101,6 +103,11 @@ pub struct BedOptions {
     pub host: bool,
     /// Changes to the stack's configuration, made last.
     pub stack: fn(&mut StackConfig),
+    /// Put the engine on an [`XdpPort`] (copy mode, no offloads:
+    /// `offloads` do not apply) on a veth whose other end is on the
+    /// bridge, in place of the TAP. That end computes checksums itself
+    /// (`tx` off), as the port cannot vouch for partial ones.
+    pub xdp: bool,
 }
 
 impl Default for BedOptions {
@@ -113,6 +120,7 @@ impl Default for BedOptions {
             engine: EngineConfig::default(),
             host: false,
             stack: |_| {},
+            xdp: false,
         }
     }
 }
@@ -138,8 +146,25 @@ impl Bed {
         let tap = format!("sotap{n}");
         let control =
             std::env::temp_dir().join(format!("softoe-test-{}-{n}.sock", std::process::id()));
+        // The engine's own device: the TAP, or the veth end XDP drives.
+        let dev = if opts.xdp {
+            let dev = format!("soxdp{n}");
+            sw.ip(&["link", "add", &dev, "type", "veth", "peer", "name", &tap])
+                .map_err(tb_err("the engine's veth"))?;
+            for d in [&dev, &tap] {
+                tb.mtu(&sw, d, opts.mtu).map_err(tb_err("the veth's MTU"))?;
+                sw.ip(&["link", "set", d, "up"])
+                    .map_err(tb_err("the engine's veth up"))?;
+            }
+            tb.ethtool_k(&sw, &tap, &["tx", "off"])
+                .map_err(tb_err("the veth's checksums"))?;
+            dev
+        } else {
+            tap.clone()
+        };
+        let xdp = opts.xdp;
         let (tx, rx) = mpsc::channel();
-        let tap_name = tap.clone();
+        let tap_name = dev.clone();
         let (offloads, mtu, mut ecfg, tune) = (opts.offloads, opts.mtu, opts.engine, opts.stack);
         // SOFTOE_TEST_PCAP=FILE records the engine's frames in any test
         // (one engine at a time: the last test run writes the file).
@@ -154,16 +179,16 @@ impl Bed {
             .then(|| {
                 HostService::new(HostConfig {
                     path: host.clone(),
-                    device: Some(tap.clone()),
+                    device: Some(dev.clone()),
                     ..Default::default()
                 })
             })
             .transpose()
             .map_err(|e| other("serving host programs", e))?;
+        let sessions = host_service.as_ref().map(HostService::stats);
         let (app, app_service) = crate::app::channel()?;
         let engine = sw
             .spawn(move || -> Result<EngineCounters, String> {
-                let port = TapPort::open(&tap_name, offloads, mtu).map_err(|e| e.to_string())?;
                 let mut cfg = StackConfig::new(
                     EthernetAddress([2, 0x50, 0, 0, 0, 1]),
                     Ipv4Cidr::new(Ipv4Address(ENGINE_IP.octets()), 24).ok_or("bad prefix")?,
@@ -173,18 +198,20 @@ impl Bed {
                 cfg.tcp.tx_buffer = 4 << 20;
                 cfg.tcp.tx_max_chunks = 4096;
                 tune(&mut cfg);
-                let mut e = Engine::new(cfg, port, ecfg).map_err(|e| e.to_string())?;
-                e.add_service(Box::new(app_service));
+                let mut services: Vec<Box<dyn Service>> = services;
                 if let Some(h) = host_service {
-                    e.watch_sessions(h.stats());
-                    e.add_service(Box::new(h));
+                    services.insert(0, Box::new(h));
                 }
-                for s in services {
-                    e.add_service(s);
+                services.insert(0, Box::new(app_service));
+                if xdp {
+                    let port = XdpPort::open(&tap_name, &XdpOptions::default())
+                        .map_err(|e| e.to_string())?;
+                    serve(cfg, port, ecfg, services, sessions, &tx)
+                } else {
+                    let port =
+                        TapPort::open(&tap_name, offloads, mtu).map_err(|e| e.to_string())?;
+                    serve(cfg, port, ecfg, services, sessions, &tx)
                 }
-                tx.send(e.stop_handle()).map_err(|e| e.to_string())?;
-                e.run().map_err(|e| e.to_string())?;
-                Ok(*e.counters())
             })
             .map_err(|e| other("starting the engine thread", e))?;
         let (stop, engine) = super::wait_started(&rx, engine, &ENGINE_IP.to_string())?;
@@ -258,6 +285,28 @@ impl Drop for Bed {
             let _ = t.join();
         }
     }
+}
+
+/// Runs the bed's engine on `port` with `services` until stopped, telling
+/// `started` its stop handle first.
+fn serve<P: Port>(
+    cfg: StackConfig,
+    port: P,
+    ecfg: EngineConfig,
+    services: Vec<Box<dyn Service>>,
+    sessions: Option<crate::host::SessionStats>,
+    started: &mpsc::Sender<StopHandle>,
+) -> Result<EngineCounters, String> {
+    let mut e = Engine::new(cfg, port, ecfg).map_err(|e| e.to_string())?;
+    if let Some(s) = sessions {
+        e.watch_sessions(s);
+    }
+    for s in services {
+        e.add_service(s);
+    }
+    started.send(e.stop_handle()).map_err(|e| e.to_string())?;
+    e.run().map_err(|e| e.to_string())?;
+    Ok(*e.counters())
 }
 
 /// Waits until `f` holds (polling every 10 ms); an error (`TimedOut`,

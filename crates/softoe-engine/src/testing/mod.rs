@@ -22,6 +22,25 @@ pub mod bonded;
 pub use bed::{Bed, BedOptions, ENGINE_IP, LINUX_IP, describe_current, hex, sha256, wait_for};
 pub use bonded::{BondHost, BondHostSpec};
 
+/// Whether a test that needs AF_XDP can run here: `Err` with the reason
+/// (to print as the test skips) when not root or the kernel has no AF_XDP
+/// sockets. Under CI (`SOFTOE_CI` set) a kernel without AF_XDP is a
+/// failure, not a skip: this panics.
+pub fn xdp_available() -> Result<(), String> {
+    if !softoe_testbed::is_root() {
+        return Err("needs root".into());
+    }
+    if let Err(e) = crate::xdp::supported() {
+        let why = format!("no AF_XDP sockets on this kernel: {e}");
+        #[allow(clippy::panic)]
+        if std::env::var_os("SOFTOE_CI").is_some() {
+            panic!("{why}");
+        }
+        return Err(why);
+    }
+    Ok(())
+}
+
 /// An error that says what failed.
 fn other(what: &str, e: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("{what}: {e}"))

@@ -212,6 +212,13 @@ pub struct BenchArgs {
     /// (default: the engine's 50): longer trades a core for wake-up time.
     #[arg(long)]
     engine_spin_us: Option<u64>,
+    /// The engine's port on the real wire: `tap` (a TAP device on the
+    /// bridge, with its virtio-net offloads: the default) or `xdp` (an
+    /// AF_XDP socket on a veth whose other end is on the bridge: copy mode,
+    /// no offloads, one system call per batch of frames). The ablation's
+    /// offload variants apply to `tap` only.
+    #[arg(long, value_name = "PORT", default_value = "tap", value_parser = ["tap", "xdp"])]
+    port: String,
     /// Write every frame the engine sends and receives to this pcap file
     /// (tcpdump and Wireshark read it; each testbed the run builds appends
     /// its own engine's frames, so name one scenario with --only).
@@ -358,6 +365,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         cpu: args.engine_cpu,
         spin: args.engine_spin_us.map(Duration::from_micros),
         pcap: args.pcap.clone(),
+        port: if args.port == "xdp" {
+            crate::bed::BedPort::Xdp
+        } else {
+            crate::bed::BedPort::Tap
+        },
         ..BedOptions::default()
     };
     // The loss sweep and the bond's experiments take minutes: they run

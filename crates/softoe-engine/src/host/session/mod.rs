@@ -209,8 +209,12 @@ impl<P: Program> SessionCore<P> {
             free_hint: 0,
             open_n: 0,
             detached_n: 0,
-            dirty: Vec::new(),
-            blocked: Vec::new(),
+            // Each holds a socket at most once: sized for every socket up
+            // front, so the first socket to block mid-stream does not
+            // allocate (the allocation test caught `blocked` growing on
+            // the AF_XDP port's slower receive).
+            dirty: Vec::with_capacity(layout.socks() as usize),
+            blocked: Vec::with_capacity(layout.socks() as usize),
             by_handle: HashMap::new(),
             retiring: HashMap::new(),
             overflow: VecDeque::new(),
