@@ -60,6 +60,16 @@ pub struct ScaleRow {
     pub held_p50_us: f64,
     /// Its p99.
     pub held_p99_us: f64,
+    /// Engine thread CPU per held round trip (µs; softoe only): what the
+    /// engine spends, work and idle spinning, while one flow ping-pongs
+    /// among `conns` idle connections. Flat in `conns` when nothing the
+    /// engine does grows with the connections held.
+    pub held_engine_us: f64,
+    /// Engine thread time slices per held round trip (softoe only): each
+    /// wake-up from a sleep starts one (so do preemptions). A deadline per
+    /// idle connection that woke the engine showed here as a count that
+    /// grew with `conns`.
+    pub held_engine_slices: f64,
     /// Engine thread CPU per request under load (ns; softoe only), all of
     /// it: work, the port's system calls, and idle spinning.
     pub engine_ns_per_rpc: f64,
@@ -288,7 +298,7 @@ pub fn run(
     pb: &indicatif::ProgressBar,
 ) -> Result<Vec<ScaleRow>> {
     use crate::bed::{ENGINE, PEER, RealBed};
-    use crate::bench::cpu::thread_cpu;
+    use crate::bench::cpu::{thread_cpu, thread_sched};
     use crate::server::Servers;
 
     raise_fd_limit();
@@ -314,10 +324,13 @@ pub fn run(
             let (re1, dr1) = (bed.client.run(tcp_retrans)??, bed.sw.run(drops)??);
             let rss1 = rss_anon_kib()?;
             rtts.sort();
+            let (hc0, _, hs0) = thread_sched(bed.engine_tid)?;
             let mut held = bed
                 .client
                 .run(move || crate::linux::ping_pong(addr, MSG, rounds))??;
+            let (hc1, _, hs1) = thread_sched(bed.engine_tid)?;
             held.sort();
+            let per_round = |x: f64| x / held.len().max(1) as f64;
             drop(clients);
             servers.wait_conns(|c| c == 0)?;
             let per_rpc = engine.as_secs_f64() * 1e9 / done.max(1) as f64;
@@ -329,6 +342,16 @@ pub fn run(
                 load_fairness: fairness,
                 held_p50_us: crate::linux::percentile_us(&held, 50.0),
                 held_p99_us: crate::linux::percentile_us(&held, 99.0),
+                held_engine_us: if softoe {
+                    per_round(hc1.saturating_sub(hc0).as_secs_f64() * 1e6)
+                } else {
+                    0.0
+                },
+                held_engine_slices: if softoe {
+                    per_round(hs1.saturating_sub(hs0) as f64)
+                } else {
+                    0.0
+                },
                 engine_ns_per_rpc: if softoe { per_rpc } else { 0.0 },
                 engine_kib_per_conn: if softoe {
                     rss1.saturating_sub(rss0) as f64 / n as f64
