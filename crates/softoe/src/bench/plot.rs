@@ -208,6 +208,7 @@ mod tests {
             load_fairness: 1.0,
             held_p50_us: 30.0 + conns as f64,
             held_p99_us: 60.0 + conns as f64,
+            held_quiet_ms: 0.0,
             held_engine_us: 0.0,
             held_engine_slices: 0.0,
             engine_ns_per_rpc: 0.0,

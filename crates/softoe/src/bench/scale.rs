@@ -13,7 +13,10 @@
 //!   the round trips' p99 under that load (it grows with the queue, N
 //!   requests deep, on any server);
 //! - **held**: the connections stay open and idle while one more connection
-//!   ping-pongs 64 bytes: p50 and p99. This is what holding N connections
+//!   ping-pongs 64 bytes: p50 and p99. It starts once the load's tail has
+//!   crossed (no TCP segment in or out of the client host for 200 ms,
+//!   [`quiet_tcp`]), and the engine's CPU and wake-ups per round trip are
+//!   counted beside it. This is what holding N connections
 //!   costs a flow among them — the target compares p99 at 10,000
 //!   with p99 at 1,000.
 //!
@@ -60,6 +63,10 @@ pub struct ScaleRow {
     pub held_p50_us: f64,
     /// Its p99.
     pub held_p99_us: f64,
+    /// How long the connections took to fall quiet after the load (ms):
+    /// the held flow starts once the client host has neither sent nor
+    /// received a TCP segment for 200 ms.
+    pub held_quiet_ms: f64,
     /// Engine thread CPU per held round trip (µs; softoe only): what the
     /// engine spends, work and idle spinning, while one flow ping-pongs
     /// among `conns` idle connections. Flat in `conns` when nothing the
@@ -221,6 +228,36 @@ pub(crate) fn snmp_field(snmp: &str, proto: &str, name: &str) -> Option<u64> {
     values.split_whitespace().nth(i)?.parse().ok()
 }
 
+/// Waits until the calling thread's network namespace has neither sent
+/// nor received a TCP segment for `still` (`InSegs`, `OutSegs` of
+/// `/proc/net/snmp`), at most 10 s; returns how long it waited. After the
+/// load, answers, delayed ACKs and retransmissions (tens of thousands at
+/// 10,000 connections when answers outlast the client's retransmission
+/// timeout) go on crossing for a while: a flow measured among them is
+/// not one among idle connections, and what it met grew with the count.
+pub fn quiet_tcp(still: Duration) -> Result<Duration> {
+    let segs = || -> Result<(u64, u64)> {
+        let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp")
+            .context("reading /proc/thread-self/net/snmp")?;
+        let f = |name| {
+            snmp_field(&snmp, "Tcp", name).ok_or_else(|| anyhow!("no Tcp {name} in /proc/net/snmp"))
+        };
+        Ok((f("InSegs")?, f("OutSegs")?))
+    };
+    let start = Instant::now();
+    let mut last = segs()?;
+    let mut since = Instant::now();
+    while since.elapsed() < still && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+        let now = segs()?;
+        if now != last {
+            last = now;
+            since = Instant::now();
+        }
+    }
+    Ok(start.elapsed())
+}
+
 /// Writes a small request whole (a fresh connection's send buffer always
 /// has room for 64 bytes; a short write would be a broken peer).
 fn write_all(s: &mut TcpStream, b: &[u8]) -> Result<()> {
@@ -324,6 +361,9 @@ pub fn run(
             let (re1, dr1) = (bed.client.run(tcp_retrans)??, bed.sw.run(drops)??);
             let rss1 = rss_anon_kib()?;
             rtts.sort();
+            // The held flow runs among idle connections: not while the
+            // load's last answers, ACKs and retransmissions still cross.
+            let quiet = bed.client.run(|| quiet_tcp(Duration::from_millis(200)))??;
             let (hc0, _, hs0) = thread_sched(bed.engine_tid)?;
             let mut held = bed
                 .client
@@ -342,6 +382,7 @@ pub fn run(
                 load_fairness: fairness,
                 held_p50_us: crate::linux::percentile_us(&held, 50.0),
                 held_p99_us: crate::linux::percentile_us(&held, 99.0),
+                held_quiet_ms: quiet.as_secs_f64() * 1e3,
                 held_engine_us: if softoe {
                     per_round(hc1.saturating_sub(hc0).as_secs_f64() * 1e6)
                 } else {
