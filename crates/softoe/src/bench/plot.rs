@@ -209,6 +209,8 @@ mod tests {
             held_p50_us: 30.0 + conns as f64,
             held_p99_us: 60.0 + conns as f64,
             held_quiet_ms: 0.0,
+            idle_engine_slices: 0,
+            idle_engine_ms: 0.0,
             held_engine_us: 0.0,
             held_engine_slices: 0.0,
             engine_ns_per_rpc: 0.0,

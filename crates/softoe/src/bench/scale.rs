@@ -67,6 +67,13 @@ pub struct ScaleRow {
     /// the held flow starts once the client host has neither sent nor
     /// received a TCP segment for 200 ms.
     pub held_quiet_ms: f64,
+    /// Engine thread time slices (its wake-ups) in a second with nothing
+    /// on the wire, after the connections fell quiet and before the held
+    /// flow (softoe only). Deadlines the connections cancelled during the
+    /// load woke the engine here, once each.
+    pub idle_engine_slices: u64,
+    /// Engine thread CPU in that second (ms; softoe only).
+    pub idle_engine_ms: f64,
     /// Engine thread CPU per held round trip (µs; softoe only): what the
     /// engine spends, work and idle spinning, while one flow ping-pongs
     /// among `conns` idle connections. Flat in `conns` when nothing the
@@ -364,6 +371,11 @@ pub fn run(
             // The held flow runs among idle connections: not while the
             // load's last answers, ACKs and retransmissions still cross.
             let quiet = bed.client.run(|| quiet_tcp(Duration::from_millis(200)))??;
+            // A second with nothing on the wire: what the engine does then
+            // is for the connections it holds, not for any traffic.
+            let (ic0, _, is0) = thread_sched(bed.engine_tid)?;
+            std::thread::sleep(Duration::from_secs(1));
+            let (ic1, _, is1) = thread_sched(bed.engine_tid)?;
             let (hc0, _, hs0) = thread_sched(bed.engine_tid)?;
             let mut held = bed
                 .client
@@ -383,6 +395,12 @@ pub fn run(
                 held_p50_us: crate::linux::percentile_us(&held, 50.0),
                 held_p99_us: crate::linux::percentile_us(&held, 99.0),
                 held_quiet_ms: quiet.as_secs_f64() * 1e3,
+                idle_engine_slices: if softoe { is1.saturating_sub(is0) } else { 0 },
+                idle_engine_ms: if softoe {
+                    ic1.saturating_sub(ic0).as_secs_f64() * 1e3
+                } else {
+                    0.0
+                },
                 held_engine_us: if softoe {
                     per_round(hc1.saturating_sub(hc0).as_secs_f64() * 1e6)
                 } else {
