@@ -297,6 +297,7 @@ impl SocketSet {
         self.free.push(index);
         self.live -= 1;
         self.released.push_back(handle);
+        self.settle_timers();
         Some(socket)
     }
 
@@ -416,6 +417,42 @@ impl SocketSet {
             }
             _ => {}
         }
+        self.settle_timers();
+    }
+
+    /// Makes the heap's earliest entry a deadline that some socket still
+    /// has, so that [`next_deadline`](Self::next_deadline) — the runtime's
+    /// sleep — is not cut short by a deadline that was cancelled or moved
+    /// later (a delayed ACK that left with data, a retransmission timer
+    /// whose data was acknowledged). Entries that no longer match their
+    /// socket are dropped; a socket whose deadline moved later is re-armed
+    /// at the one it has. Only the top is looked at, so this costs one peek
+    /// when the top is live, and each entry is dropped at most once.
+    ///
+    /// Without it every connection woke the runtime once per deadline it
+    /// had cancelled: after a burst of traffic on 10,000 connections, tens
+    /// of thousands of wake-ups with nothing to do.
+    fn settle_timers(&mut self) {
+        while let Some(&Reverse((t, i, g))) = self.timers.peek() {
+            let slot = self.slots.get_mut(i);
+            let live = slot
+                .as_ref()
+                .is_some_and(|s| s.generation == g && s.socket.is_some() && s.armed == t);
+            let Some(slot) = slot.filter(|_| live) else {
+                self.timers.pop();
+                continue;
+            };
+            let at = slot.socket.as_ref().and_then(Socket::poll_at);
+            if at.is_some_and(|a| a <= t) {
+                return;
+            }
+            self.timers.pop();
+            slot.armed = Instant::MAX;
+            if let Some(a) = at {
+                slot.armed = a;
+                self.timers.push(Reverse((a, i, g)));
+            }
+        }
     }
 
     /// Drops stale heap entries.
@@ -474,6 +511,8 @@ impl SocketSet {
     pub(crate) fn pop_expired(&mut self, now: Instant) -> Option<usize> {
         while let Some(Reverse((t, i, g))) = self.timers.peek().copied() {
             if t > now {
+                // Stale entries popped below may have left one on top.
+                self.settle_timers();
                 return None;
             }
             self.timers.pop();
@@ -489,8 +528,10 @@ impl SocketSet {
         None
     }
 
-    /// The earliest deadline in the heap (possibly a stale one: an early
-    /// wake-up is harmless).
+    /// The earliest deadline in the heap: one a socket has, as
+    /// `settle_timers` leaves the top after every change (a socket
+    /// inserted since, whose slot held a stale entry, can still make it
+    /// early: an early wake-up is harmless).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.timers.peek().map(|Reverse((t, _, _))| *t)
     }

@@ -4,6 +4,7 @@
 
 mod bug_classes;
 mod harness;
+mod idle;
 mod iface;
 mod ip_fields;
 mod offload;

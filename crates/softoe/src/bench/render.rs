@@ -141,7 +141,7 @@ pub(super) fn render(r: &Report) -> String {
         );
         let _ = writeln!(
             o,
-            "{:<8} {:>6} {:>9} {:>12} {:>6} {:>8} {:>7} {:>12} {:>12} {:>11} {:>9}",
+            "{:<8} {:>6} {:>9} {:>12} {:>6} {:>8} {:>7} {:>12} {:>12} {:>11} {:>9} {:>12} {:>11} {:>11}",
             "system",
             "conns",
             "kreq/s",
@@ -152,12 +152,15 @@ pub(super) fn render(r: &Report) -> String {
             "held p50 µs",
             "held p99 µs",
             "eng µs/req",
-            "KiB/conn"
+            "KiB/conn",
+            "held eng µs",
+            "held slices",
+            "idle wakes"
         );
         for x in &r.scale {
             let _ = writeln!(
                 o,
-                "{:<8} {:>6} {:>9.1} {:>12.1} {:>6.2} {:>8} {:>7} {:>12.1} {:>12.1} {:>11.2} {:>9.1}",
+                "{:<8} {:>6} {:>9.1} {:>12.1} {:>6.2} {:>8} {:>7} {:>12.1} {:>12.1} {:>11.2} {:>9.1} {:>12.2} {:>11.2} {:>11}",
                 x.system,
                 x.conns,
                 x.rps / 1e3,
@@ -168,7 +171,10 @@ pub(super) fn render(r: &Report) -> String {
                 x.held_p50_us,
                 x.held_p99_us,
                 x.engine_ns_per_rpc / 1e3,
-                x.engine_kib_per_conn
+                x.engine_kib_per_conn,
+                x.held_engine_us,
+                x.held_engine_slices,
+                x.idle_engine_slices
             );
         }
         let _ = writeln!(
@@ -176,7 +182,10 @@ pub(super) fn render(r: &Report) -> String {
             "(fair: Jain's index of the requests each connection got under load, 1 = all alike;\n \
              retrans: segments the client host retransmitted under load; drops: frames the\n \
              kernel dropped on their way to the engine (its TAP queue full);\n \
-             eng µs/req: the engine thread's CPU per request, idle spinning included)"
+             eng µs/req: the engine thread's CPU per request, idle spinning included;\n \
+             held eng µs, held slices: the engine thread's CPU and time slices (its wake-ups)\n \
+             per round trip of the held flow; idle wakes: the engine thread's time slices in a\n \
+             second with nothing on the wire before the held flow, 50 of them its 20 ms sleep cap)"
         );
     }
     if let Some(c) = &r.engine_cost {

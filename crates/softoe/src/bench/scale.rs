@@ -13,7 +13,10 @@
 //!   the round trips' p99 under that load (it grows with the queue, N
 //!   requests deep, on any server);
 //! - **held**: the connections stay open and idle while one more connection
-//!   ping-pongs 64 bytes: p50 and p99. This is what holding N connections
+//!   ping-pongs 64 bytes: p50 and p99. It starts once the load's tail has
+//!   crossed (no TCP segment in or out of the client host for 200 ms,
+//!   [`quiet_tcp`]), and the engine's CPU and wake-ups per round trip are
+//!   counted beside it. This is what holding N connections
 //!   costs a flow among them — the target compares p99 at 10,000
 //!   with p99 at 1,000.
 //!
@@ -60,6 +63,27 @@ pub struct ScaleRow {
     pub held_p50_us: f64,
     /// Its p99.
     pub held_p99_us: f64,
+    /// How long the connections took to fall quiet after the load (ms):
+    /// the held flow starts once the client host has neither sent nor
+    /// received a TCP segment for 200 ms.
+    pub held_quiet_ms: f64,
+    /// Engine thread time slices (its wake-ups) in a second with nothing
+    /// on the wire, after the connections fell quiet and before the held
+    /// flow (softoe only). Deadlines the connections cancelled during the
+    /// load woke the engine here, once each.
+    pub idle_engine_slices: u64,
+    /// Engine thread CPU in that second (ms; softoe only).
+    pub idle_engine_ms: f64,
+    /// Engine thread CPU per held round trip (µs; softoe only): what the
+    /// engine spends, work and idle spinning, while one flow ping-pongs
+    /// among `conns` idle connections. Flat in `conns` when nothing the
+    /// engine does grows with the connections held.
+    pub held_engine_us: f64,
+    /// Engine thread time slices per held round trip (softoe only): each
+    /// wake-up from a sleep starts one (so do preemptions). A deadline per
+    /// idle connection that woke the engine showed here as a count that
+    /// grew with `conns`.
+    pub held_engine_slices: f64,
     /// Engine thread CPU per request under load (ns; softoe only), all of
     /// it: work, the port's system calls, and idle spinning.
     pub engine_ns_per_rpc: f64,
@@ -211,6 +235,36 @@ pub(crate) fn snmp_field(snmp: &str, proto: &str, name: &str) -> Option<u64> {
     values.split_whitespace().nth(i)?.parse().ok()
 }
 
+/// Waits until the calling thread's network namespace has neither sent
+/// nor received a TCP segment for `still` (`InSegs`, `OutSegs` of
+/// `/proc/net/snmp`), at most 10 s; returns how long it waited. After the
+/// load, answers, delayed ACKs and retransmissions (tens of thousands at
+/// 10,000 connections when answers outlast the client's retransmission
+/// timeout) go on crossing for a while: a flow measured among them is
+/// not one among idle connections, and what it met grew with the count.
+pub fn quiet_tcp(still: Duration) -> Result<Duration> {
+    let segs = || -> Result<(u64, u64)> {
+        let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp")
+            .context("reading /proc/thread-self/net/snmp")?;
+        let f = |name| {
+            snmp_field(&snmp, "Tcp", name).ok_or_else(|| anyhow!("no Tcp {name} in /proc/net/snmp"))
+        };
+        Ok((f("InSegs")?, f("OutSegs")?))
+    };
+    let start = Instant::now();
+    let mut last = segs()?;
+    let mut since = Instant::now();
+    while since.elapsed() < still && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+        let now = segs()?;
+        if now != last {
+            last = now;
+            since = Instant::now();
+        }
+    }
+    Ok(start.elapsed())
+}
+
 /// Writes a small request whole (a fresh connection's send buffer always
 /// has room for 64 bytes; a short write would be a broken peer).
 fn write_all(s: &mut TcpStream, b: &[u8]) -> Result<()> {
@@ -288,7 +342,7 @@ pub fn run(
     pb: &indicatif::ProgressBar,
 ) -> Result<Vec<ScaleRow>> {
     use crate::bed::{ENGINE, PEER, RealBed};
-    use crate::bench::cpu::thread_cpu;
+    use crate::bench::cpu::{thread_cpu, thread_sched};
     use crate::server::Servers;
 
     raise_fd_limit();
@@ -314,10 +368,21 @@ pub fn run(
             let (re1, dr1) = (bed.client.run(tcp_retrans)??, bed.sw.run(drops)??);
             let rss1 = rss_anon_kib()?;
             rtts.sort();
+            // The held flow runs among idle connections: not while the
+            // load's last answers, ACKs and retransmissions still cross.
+            let quiet = bed.client.run(|| quiet_tcp(Duration::from_millis(200)))??;
+            // A second with nothing on the wire: what the engine does then
+            // is for the connections it holds, not for any traffic.
+            let (ic0, _, is0) = thread_sched(bed.engine_tid)?;
+            std::thread::sleep(Duration::from_secs(1));
+            let (ic1, _, is1) = thread_sched(bed.engine_tid)?;
+            let (hc0, _, hs0) = thread_sched(bed.engine_tid)?;
             let mut held = bed
                 .client
                 .run(move || crate::linux::ping_pong(addr, MSG, rounds))??;
+            let (hc1, _, hs1) = thread_sched(bed.engine_tid)?;
             held.sort();
+            let per_round = |x: f64| x / held.len().max(1) as f64;
             drop(clients);
             servers.wait_conns(|c| c == 0)?;
             let per_rpc = engine.as_secs_f64() * 1e9 / done.max(1) as f64;
@@ -329,6 +394,23 @@ pub fn run(
                 load_fairness: fairness,
                 held_p50_us: crate::linux::percentile_us(&held, 50.0),
                 held_p99_us: crate::linux::percentile_us(&held, 99.0),
+                held_quiet_ms: quiet.as_secs_f64() * 1e3,
+                idle_engine_slices: if softoe { is1.saturating_sub(is0) } else { 0 },
+                idle_engine_ms: if softoe {
+                    ic1.saturating_sub(ic0).as_secs_f64() * 1e3
+                } else {
+                    0.0
+                },
+                held_engine_us: if softoe {
+                    per_round(hc1.saturating_sub(hc0).as_secs_f64() * 1e6)
+                } else {
+                    0.0
+                },
+                held_engine_slices: if softoe {
+                    per_round(hs1.saturating_sub(hs0) as f64)
+                } else {
+                    0.0
+                },
                 engine_ns_per_rpc: if softoe { per_rpc } else { 0.0 },
                 engine_kib_per_conn: if softoe {
                     rss1.saturating_sub(rss0) as f64 / n as f64

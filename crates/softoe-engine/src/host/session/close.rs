@@ -250,7 +250,7 @@ impl<P: Program> SessionCore<P> {
             detach_sink(stack, h, &mut s, &v);
         }
         self.count(Some(&s), -1);
-        self.free_hint = self.free_hint.min(id as usize);
+        self.ids.clear(id);
         if let Some(v) = self.region.slot(id) {
             v.set_events(EV_HUP);
         }

@@ -27,6 +27,7 @@ mod adopt;
 mod close;
 mod command;
 mod fds;
+mod ids;
 #[cfg(any(test, feature = "fuzzing"))]
 mod local;
 mod opts;
@@ -141,8 +142,8 @@ pub(crate) struct SessionCore<P> {
     cmds: Consumer<Command>,
     cmps: Producer<Completion>,
     socks: Vec<Option<HSock>>,
-    /// No socket id below this is free (`SessionCore::new_id`).
-    free_hint: usize,
+    /// Which ids in `socks` are taken (`SessionCore::new_id`).
+    ids: ids::Ids,
     /// Sockets in `socks`, and how many of them are detached: kept as they
     /// change, so `softoe stat`'s figures cost nothing per refresh.
     open_n: usize,
@@ -206,7 +207,7 @@ impl<P: Program> SessionCore<P> {
             cmds,
             cmps,
             socks: (0..layout.socks()).map(|_| None).collect(),
-            free_hint: 0,
+            ids: ids::Ids::new(layout.socks() as usize),
             open_n: 0,
             detached_n: 0,
             // Each holds a socket at most once: sized for every socket up
@@ -505,15 +506,13 @@ impl<P: Program> SessionCore<P> {
         ring.wrapping_add(self.direct)
     }
 
-    /// A free socket id: the lowest one from `free_hint` on (wrapping), so
-    /// that opening the 10,000th socket does not walk 10,000 slots.
+    /// The lowest free socket id, found in a bitmap of the ids taken
+    /// (`ids.rs`): opening the 10,000th socket, or filling a hole below
+    /// 10,000 open ones, reads a few words, not the table.
     fn new_id(&self) -> Result<u32> {
-        let n = self.socks.len();
-        let from = self.free_hint.min(n);
-        (from..n)
-            .chain(0..from)
-            .find(|&i| self.socks[i].is_none())
-            .map(|i| i as u32)
+        self.ids
+            .lowest_free()
+            .filter(|&i| (i as usize) < self.socks.len())
             .ok_or(errno::EMFILE)
     }
 
@@ -525,7 +524,7 @@ impl<P: Program> SessionCore<P> {
             self.count(before.as_ref(), -1);
             self.open_n += 1;
             self.detached_n += usize::from(detached);
-            self.free_hint = id as usize + 1;
+            self.ids.set(id);
         }
     }
 
@@ -544,7 +543,7 @@ impl<P: Program> SessionCore<P> {
         if let Some(s) = self.socks.get_mut(id as usize) {
             let before = s.take();
             self.count(before.as_ref(), -1);
-            self.free_hint = self.free_hint.min(id as usize);
+            self.ids.clear(id);
         }
     }
 

@@ -179,3 +179,33 @@ fn commands_and_serves_are_timed_when_profiled() {
     assert_eq!(c.stages.serve.bytes, 0, "nothing was received");
     assert_eq!(c.access_delay_nanos, 0);
 }
+
+/// A server holding 10,000 sockets whose low ids come and go: every new id
+/// is the lowest free one, and finding it reads a few words of the id
+/// bitmap however many sockets are open (the search from a hint walked
+/// every open socket above a refilled hole, 10,000 slots per accept).
+#[test]
+fn a_new_id_costs_the_same_among_ten_thousand() {
+    let layout = Layout::new(64, 64, 10_064, 1 << 16).unwrap();
+    let mut s = SessionCore::local(1, [7, 11], Local::new(layout, 0));
+    let span = RingSpan { offset: 0, len: 0 };
+    let open = |s: &mut SessionCore<Local>| {
+        let id = s.new_id().unwrap();
+        s.install(id, HSock::new(SockKind::Tcp, span, span));
+        id
+    };
+    for i in 0..10_000 {
+        assert_eq!(open(&mut s), i);
+    }
+    for hole in [5u32, 4_000, 9_998] {
+        s.forget(hole);
+        assert_eq!(open(&mut s), hole, "the hole is the lowest free id");
+        assert_eq!(s.new_id().unwrap(), 10_000);
+        assert!(s.ids.read() <= 4, "{} words read", s.ids.read());
+    }
+    for i in 10_000..10_064 {
+        assert_eq!(open(&mut s), i);
+    }
+    assert_eq!(s.new_id(), Err(errno::EMFILE));
+    assert_eq!(s.stat().sockets, 10_064);
+}
