@@ -27,10 +27,8 @@ pub const EV_ERR: u32 = 1 << 4;
 pub const EV_CONNECTED: u32 = 1 << 5;
 /// A listener has connections waiting for `ACCEPT`.
 pub const EV_ACCEPT: u32 = 1 << 6;
-/// The engine holds received data the ring could not take, or the ring is
-/// over half full and its free space is what the peer may send: post
-/// `RXDONE` after taking bytes from the ring, or they wait (and the window
-/// stays closed).
+/// The engine holds received data the ring could not take: post `RXDONE`
+/// after taking bytes from the ring, or they wait.
 pub const EV_RXFULL: u32 = 1 << 7;
 /// Received bytes wait in the engine for the next posted buffer (`RECV`):
 /// after a read placed directly, the engine keeps what follows out of the

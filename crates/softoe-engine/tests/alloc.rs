@@ -460,7 +460,8 @@ fn linux_to_host(bed: &Bed, c: &Client, pat: &Arc<Vec<u8>>, read: usize, port: u
     assert_eq!(got, end, "{read}-byte reads: every byte arrived");
     assert!(intact, "{read}-byte reads: other bytes than Linux sent");
     // Bytes the stack wrote straight into the ring: the window covered
-    // that path too (most of a ring reader's bytes take it).
+    // that path too (67–100 % of a ring reader's bytes take it; the rest
+    // found the stack's buffer holding bytes, when the reader fell behind).
     let remote = linux_addr(port).to_string();
     let sunk = bed
         .snapshot()
@@ -471,8 +472,8 @@ fn linux_to_host(bed: &Bed, c: &Client, pat: &Arc<Vec<u8>>, read: usize, port: u
         .sum::<u64>();
     if read < LARGE_READ {
         assert!(
-            sunk > end / 2,
-            "ring reads: {sunk} of {end} bytes went straight into the ring"
+            sunk >= 8 << 20,
+            "ring reads: only {sunk} of {end} bytes went straight into the ring"
         );
     }
     drop(s);

@@ -1152,15 +1152,17 @@ impl Stack {
     /// as before, for [`tcp_recv_with`](Self::tcp_recv_with). The ring
     /// starts open, with nothing unread (`head = tail`).
     ///
-    /// The window advertised is then the smaller of the stack's free space
-    /// and the ring's (as of the last [`tcp_rx_sink_sync`](Self::tcp_rx_sink_sync)):
-    /// a reader that falls behind holds the peer back with a full ring,
-    /// not with a second queue in the stack that would cost a copy more.
-    /// The stack learns of room only through `tcp_rx_sink_sync`, so the
-    /// runtime must call it when the reader frees room in a ring that was
-    /// nearly full (it may then send a window update). Take the ring away
-    /// before its memory goes (the socket closed or moved, the reader
-    /// gone): the stack writes it for as long as it is set.
+    /// The ring adds to the buffer, it does not replace it: the window
+    /// advertised is still the stack's own free space, so a reader that
+    /// falls behind fills its ring and then the stack's buffer, whose
+    /// bytes the runtime moves into the ring as the reader frees room.
+    /// (Capping the window by the ring's free space, as the stack last
+    /// heard it, was measured worse: one connection into a ring reader
+    /// fell from 12–14 to 10 Gb/s, the engine spending more per byte on
+    /// window updates and the reader's notices than the copy it saved;
+    /// docs/results.md.) Take the ring away before its memory goes (the
+    /// socket closed or moved, the reader gone): the stack writes it for
+    /// as long as it is set.
     pub fn tcp_set_rx_sink(
         &mut self,
         h: SocketHandle,
@@ -1194,14 +1196,10 @@ impl Stack {
         open: bool,
     ) -> Result<Option<u64>, HandleError> {
         let i = self.tcp_index(h)?;
-        let Some(sock) = self.sockets.tcp_mut(i) else {
-            return Ok(None);
-        };
-        let tail = sock.sink_sync(head, wrote, open);
-        if sock.window_update {
-            self.mark_ready(i);
-        }
-        Ok(tail)
+        Ok(self
+            .sockets
+            .tcp_mut(i)
+            .and_then(|s| s.sink_sync(head, wrote, open)))
     }
 
     /// Copies readable bytes without consuming them (`MSG_PEEK`).

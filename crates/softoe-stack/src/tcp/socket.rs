@@ -455,38 +455,28 @@ impl TcpSocket {
     }
 
     /// Bytes we may still receive: free space in the receive buffer, capped
-    /// by what the window field can say. With a reader's ring, its free
-    /// space caps it too: the peer sends only what the ring can take, so
-    /// the bytes go there straight and the stack's buffer stays empty (it
-    /// holds what arrives out of order, or while the ring is closed).
+    /// by what the window field can say. A reader's ring does not change
+    /// it: the ring takes what it can, straight, and the buffer the rest
+    /// (see [`Stack::tcp_set_rx_sink`](crate::Stack::tcp_set_rx_sink) for
+    /// why the ring's free space does not cap the window).
     pub(crate) fn rx_free(&self) -> u32 {
         let max = 65_535u32 << self.rcv_wscale;
-        let mut free = self.rx.window();
-        if let Some(k) = &self.sink {
-            free = free.min(k.free());
-        }
-        (free.min(u32::MAX as usize) as u32).min(max)
+        (self.rx.window().min(u32::MAX as usize) as u32).min(max)
     }
 
     /// The reader's ring ([`RxSink`]) brought up to date: read up to
     /// `head` (clamped into what was written), `wrote` bytes written at the
     /// tail by the runtime, open or closed to the stack. Returns the tail,
-    /// or `None` without a ring. Room the read made may be worth a window
-    /// update, as after a read from the stack's own buffer.
+    /// or `None` without a ring.
     pub(crate) fn sink_sync(&mut self, head: u64, wrote: u64, open: bool) -> Option<u64> {
         let k = self.sink.as_mut()?;
         k.tail = k.tail.wrapping_add(wrote);
         let ahead = head.wrapping_sub(k.head);
-        let read = if ahead <= k.tail.wrapping_sub(k.head) {
+        if ahead <= k.tail.wrapping_sub(k.head) {
             k.head = head;
-            ahead
-        } else {
-            0
-        };
+        }
         k.open = open;
-        let tail = k.tail;
-        self.after_read(usize::try_from(read).unwrap_or(usize::MAX));
-        Some(tail)
+        Some(k.tail)
     }
 
     /// Our timestamp clock: milliseconds, offset per connection.
@@ -675,10 +665,7 @@ impl TcpSocket {
         }
         let cur = seq::dist(self.rcv_adv_edge, self.rcv_nxt);
         let free = self.rx_free();
-        let ring = self.sink.map_or(u64::MAX, |k| k.ring.len);
-        let cap = (self.rx.capacity() as u64)
-            .min(ring)
-            .min(u64::from(u32::MAX)) as u32;
+        let cap = self.rx.capacity().min(u32::MAX as usize) as u32;
         if cur <= cap / 2 && free >= cur.saturating_mul(2) && free >= self.rcv_mss.min(cap / 2) {
             self.window_update = true;
         }

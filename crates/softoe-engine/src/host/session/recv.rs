@@ -327,12 +327,6 @@ impl<P: Program> SessionCore<P> {
                 Err(_) => break,
             }
         }
-        // A ring the stack writes caps the window by its free space (as
-        // last told): over half full, the program must say when it reads,
-        // or a closing window would not reopen (`EV_RXFULL`, `RXDONE`).
-        if s.sink && (s.rx_tail - s.rx_head) * 2 > s.rx.len {
-            s.rx_blocked = true;
-        }
         // Queued zero-copy buffers take the room ACKs freed.
         if !s.queued.is_empty()
             && let Some(data) = self.mem
