@@ -60,7 +60,6 @@
 
 #![allow(unsafe_code)]
 
-use std::ffi::CString;
 use std::io;
 use std::mem::{MaybeUninit, size_of};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -68,6 +67,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use softoe_stack::{DeviceCaps, RxMeta, TxFrame};
 
 use crate::memory::Memory;
+use crate::netdev::{self, os_error, setsockopt};
 use crate::port::{Port, RxFrame};
 use crate::vnet::{self, VnetHdr};
 
@@ -104,22 +104,6 @@ const DEFAULT_SOCKET_BUFFER: usize = 4 << 20;
 /// receive buffer (its `truesize`: the 1,514 bytes in a 2 KiB buffer, plus
 /// the `sk_buff`), what [`AfPacketOptions::receive_frames`] counts with.
 pub const FRAME_CHARGE: usize = 2304;
-
-/// `struct ifreq` with the int member of its union (`ifr_ifindex`, `ifr_mtu`).
-#[repr(C)]
-struct IfReqInt {
-    name: [libc::c_char; libc::IFNAMSIZ],
-    value: libc::c_int,
-    _pad: [u8; 20],
-}
-
-/// `struct ifreq` with the sockaddr member of its union (`ifr_hwaddr`).
-#[repr(C)]
-struct IfReqAddr {
-    name: [libc::c_char; libc::IFNAMSIZ],
-    addr: libc::sockaddr,
-    _pad: [u8; 8],
-}
 
 /// `struct tpacket_auxdata`.
 #[repr(C)]
@@ -250,49 +234,10 @@ pub struct AfPacketPort {
     stats: AfPacketStats,
 }
 
-fn os_error(what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
-    io::Error::new(e.kind(), format!("{what}: {e}"))
-}
-
-/// Sets a socket option whose value is `*val`.
-fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, val: &T) -> io::Result<()> {
-    // SAFETY: `val` points at a live `T` of `size_of::<T>()` bytes for the
-    // call, all of them initialised (callers pass a `c_int` or the
-    // padding-free `PacketMreq`); setsockopt only reads that many bytes.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            opt,
-            (val as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 impl AfPacketPort {
     /// Opens a port on interface `ifname` of the calling thread's network
     /// namespace. Needs `CAP_NET_RAW`. The interface should be up.
     pub fn open(ifname: &str, opts: &AfPacketOptions) -> io::Result<AfPacketPort> {
-        let cname = CString::new(ifname)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"))?;
-        let bytes = cname.as_bytes_with_nul();
-        if bytes.len() > libc::IFNAMSIZ || bytes.len() < 2 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("interface name {ifname:?} must be 1 to 15 bytes"),
-            ));
-        }
-        let mut name = [0 as libc::c_char; libc::IFNAMSIZ];
-        for (d, s) in name.iter_mut().zip(bytes) {
-            *d = *s as libc::c_char;
-        }
-
         // Protocol 0: the socket hears nothing until it is bound to the
         // interface below, so no other interface's frames slip in.
         // SAFETY: socket takes no pointers; a negative result is an error.
@@ -317,40 +262,9 @@ impl AfPacketPort {
         // closes it exactly once.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
 
-        let mut req = IfReqInt {
-            name,
-            value: 0,
-            _pad: [0; 20],
-        };
-        // SAFETY: SIOCGIFINDEX reads the name of and writes the int member of
-        // a `struct ifreq`, laid out as `IfReqInt` (16-byte name, union of 24
-        // bytes); `req` lives for the call.
-        let rc = unsafe {
-            libc::ioctl(
-                fd.as_raw_fd(),
-                libc::SIOCGIFINDEX,
-                &mut req as *mut IfReqInt,
-            )
-        };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::ENODEV) => io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!("interface {ifname} not found in this network namespace"),
-                ),
-                _ => io::Error::new(e.kind(), format!("looking up interface {ifname}: {e}")),
-            });
-        }
-        let ifindex = req.value;
-
-        // SAFETY: SIOCGIFMTU fills the int member of the same layout.
-        let rc =
-            unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFMTU, &mut req as *mut IfReqInt) };
-        if rc < 0 {
-            return Err(os_error(&format!("reading the MTU of {ifname}")));
-        }
-        let if_mtu = usize::try_from(req.value).unwrap_or(0);
+        let info = netdev::if_info(&fd, ifname)?;
+        let ifindex = info.ifindex as libc::c_int;
+        let if_mtu = info.mtu;
         let mtu = match opts.mtu {
             None => if_mtu,
             Some(m) if m > if_mtu => {
@@ -368,37 +282,7 @@ impl AfPacketPort {
             ));
         }
 
-        let mut hw = IfReqAddr {
-            name,
-            // SAFETY: `sockaddr` is plain old data; all zeroes is a valid value.
-            addr: unsafe { MaybeUninit::<libc::sockaddr>::zeroed().assume_init() },
-            _pad: [0; 8],
-        };
-        // SAFETY: SIOCGIFHWADDR fills the sockaddr member of a `struct
-        // ifreq`, laid out as `IfReqAddr`; `hw` lives for the call.
-        let rc = unsafe {
-            libc::ioctl(
-                fd.as_raw_fd(),
-                libc::SIOCGIFHWADDR,
-                &mut hw as *mut IfReqAddr,
-            )
-        };
-        if rc < 0 {
-            return Err(os_error(&format!("reading the address of {ifname}")));
-        }
-        if hw.addr.sa_family != libc::ARPHRD_ETHER {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!(
-                    "{ifname} is not an Ethernet interface (ARPHRD {})",
-                    hw.addr.sa_family
-                ),
-            ));
-        }
-        let mut mac = [0u8; 6];
-        for (d, s) in mac.iter_mut().zip(hw.addr.sa_data) {
-            *d = s as u8;
-        }
+        let mac = info.mac;
 
         let offloads = AfPacketOffloads {
             tso: opts.offloads.tso && opts.offloads.csum,
@@ -527,37 +411,7 @@ impl AfPacketPort {
     /// Whether the interface is up with carrier (`IFF_UP` and
     /// `IFF_RUNNING`; a veth whose peer is down has no carrier).
     pub fn link_up(&self) -> io::Result<bool> {
-        let mut req = IfReqInt {
-            name: [0; libc::IFNAMSIZ],
-            value: 0,
-            _pad: [0; 20],
-        };
-        for (d, s) in req
-            .name
-            .iter_mut()
-            .zip(self.name.bytes().take(libc::IFNAMSIZ - 1))
-        {
-            *d = s as libc::c_char;
-        }
-        // SAFETY: SIOCGIFFLAGS reads the name of and writes the short
-        // `ifr_flags` at the start of the union of a `struct ifreq`, laid out
-        // as `IfReqInt` (16-byte name, 24-byte union); `req` lives for the
-        // call. The flags are the first two bytes of `value` in memory, which
-        // `to_ne_bytes` keeps in memory order on any host.
-        let rc = unsafe {
-            libc::ioctl(
-                self.fd.as_raw_fd(),
-                libc::SIOCGIFFLAGS,
-                &mut req as *mut IfReqInt,
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let b = req.value.to_ne_bytes();
-        let flags = libc::c_short::from_ne_bytes([b[0], b[1]]);
-        let want = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        Ok(flags & want == want)
+        netdev::link_up(&self.fd, &self.name)
     }
 
     /// Adds what the kernel dropped since the last look (reading

@@ -40,6 +40,7 @@ pub mod engine;
 pub mod fault;
 pub mod host;
 pub mod memory;
+mod netdev;
 pub mod pcap;
 pub mod port;
 pub mod services;

@@ -2,9 +2,8 @@
 //! socket and interface calls the port makes, each returning an error that
 //! names the step that failed.
 
-use std::ffi::CString;
 use std::io;
-use std::mem::{MaybeUninit, size_of};
+use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 // Kept here rather than relying on the libc crate's version having them.
@@ -116,57 +115,7 @@ pub struct XdpStatistics {
     pub tx_ring_empty_descs: u64,
 }
 
-/// `struct ifreq` with the int member of its union (`ifr_ifindex`,
-/// `ifr_mtu`, `ifr_flags` in its first two bytes).
-#[repr(C)]
-pub(crate) struct IfReqInt {
-    pub name: [libc::c_char; libc::IFNAMSIZ],
-    pub value: libc::c_int,
-    pub _pad: [u8; 20],
-}
-
-/// `struct ifreq` with the sockaddr member of its union (`ifr_hwaddr`).
-#[repr(C)]
-struct IfReqAddr {
-    name: [libc::c_char; libc::IFNAMSIZ],
-    addr: libc::sockaddr,
-    _pad: [u8; 8],
-}
-
-/// `struct ifreq` with the pointer member of its union (`ifr_data`).
-#[repr(C)]
-struct IfReqPtr {
-    name: [libc::c_char; libc::IFNAMSIZ],
-    data: *mut libc::c_void,
-    _pad: [u8; 16],
-}
-
-/// `struct ethtool_channels`.
-#[repr(C)]
-#[derive(Default)]
-struct EthtoolChannels {
-    cmd: u32,
-    max_rx: u32,
-    max_tx: u32,
-    max_other: u32,
-    max_combined: u32,
-    rx_count: u32,
-    tx_count: u32,
-    other_count: u32,
-    combined_count: u32,
-}
-const ETHTOOL_GCHANNELS: u32 = 0x3c;
-
-/// The error of the last system call, prefixed with what was being done.
-pub(crate) fn os_error(what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
-    context(what, e)
-}
-
-/// `e`, prefixed with what was being done.
-pub(crate) fn context(what: &str, e: io::Error) -> io::Error {
-    io::Error::new(e.kind(), format!("{what}: {e}"))
-}
+pub(crate) use crate::netdev::{context, if_info, link_up, os_error, setsockopt};
 
 /// Takes ownership of a descriptor a system call returned (`rc ≥ 0`).
 pub(crate) fn owned_fd(rc: libc::c_long, what: &str) -> io::Result<OwnedFd> {
@@ -178,31 +127,6 @@ pub(crate) fn owned_fd(rc: libc::c_long, what: &str) -> io::Result<OwnedFd> {
     // SAFETY: `fd` is a descriptor the kernel just returned to this
     // process; nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Sets socket option `opt` to `*val`.
-pub(crate) fn setsockopt<T>(
-    fd: &OwnedFd,
-    level: libc::c_int,
-    opt: libc::c_int,
-    val: &T,
-) -> io::Result<()> {
-    // SAFETY: `val` points at a live, initialised `T` of `size_of::<T>()`
-    // bytes for the call (callers pass integers or the padding-free
-    // `#[repr(C)]` structs above); setsockopt only reads that many bytes.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            opt,
-            (val as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Reads socket option `opt` into `*val`; returns the length the kernel
@@ -226,172 +150,12 @@ pub(crate) fn getsockopt<T: Copy>(
     Ok(len as usize)
 }
 
-/// An interface name as `struct ifreq` holds it.
-pub(crate) fn ifname_bytes(ifname: &str) -> io::Result<[libc::c_char; libc::IFNAMSIZ]> {
-    let cname = CString::new(ifname)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"))?;
-    let bytes = cname.as_bytes_with_nul();
-    if bytes.len() > libc::IFNAMSIZ || bytes.len() < 2 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("interface name {ifname:?} must be 1 to 15 bytes"),
-        ));
-    }
-    let mut name = [0 as libc::c_char; libc::IFNAMSIZ];
-    for (d, s) in name.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    Ok(name)
-}
-
-/// What the port learns of its interface when it opens.
-#[derive(Debug)]
-pub(crate) struct IfInfo {
-    pub ifindex: u32,
-    pub mtu: usize,
-    pub mac: [u8; 6],
-    /// Receive queues (`ETHTOOL_GCHANNELS`), where the driver tells.
-    pub rx_queues: Option<u32>,
-}
-
 /// A datagram socket for interface ioctls in the calling thread's
 /// namespace (an AF_XDP socket answers none of them).
 pub(crate) fn ioctl_socket() -> io::Result<OwnedFd> {
     // SAFETY: socket takes no pointers.
     let rc = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     owned_fd(rc.into(), "opening a socket for interface ioctls")
-}
-
-/// Looks interface `ifname` up through `sock`.
-pub(crate) fn if_info(sock: &OwnedFd, ifname: &str) -> io::Result<IfInfo> {
-    let name = ifname_bytes(ifname)?;
-    let mut req = IfReqInt {
-        name,
-        value: 0,
-        _pad: [0; 20],
-    };
-    // SAFETY: SIOCGIFINDEX reads the name of and writes the int member of a
-    // `struct ifreq`, laid out as `IfReqInt` (16-byte name, 24-byte union);
-    // `req` lives for the call.
-    let rc = unsafe {
-        libc::ioctl(
-            sock.as_raw_fd(),
-            libc::SIOCGIFINDEX,
-            &mut req as *mut IfReqInt,
-        )
-    };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::ENODEV) => io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("interface {ifname} not found in this network namespace"),
-            ),
-            _ => context(&format!("looking up interface {ifname}"), e),
-        });
-    }
-    let ifindex = req.value.unsigned_abs();
-    // SAFETY: SIOCGIFMTU fills the int member of the same layout.
-    let rc = unsafe {
-        libc::ioctl(
-            sock.as_raw_fd(),
-            libc::SIOCGIFMTU,
-            &mut req as *mut IfReqInt,
-        )
-    };
-    if rc < 0 {
-        return Err(os_error(&format!("reading the MTU of {ifname}")));
-    }
-    let mtu = usize::try_from(req.value).unwrap_or(0);
-
-    let mut hw = IfReqAddr {
-        name,
-        // SAFETY: `sockaddr` is plain old data; all zeroes is a valid value.
-        addr: unsafe { MaybeUninit::<libc::sockaddr>::zeroed().assume_init() },
-        _pad: [0; 8],
-    };
-    // SAFETY: SIOCGIFHWADDR fills the sockaddr member of a `struct ifreq`,
-    // laid out as `IfReqAddr`; `hw` lives for the call.
-    let rc = unsafe {
-        libc::ioctl(
-            sock.as_raw_fd(),
-            libc::SIOCGIFHWADDR,
-            &mut hw as *mut IfReqAddr,
-        )
-    };
-    if rc < 0 {
-        return Err(os_error(&format!("reading the address of {ifname}")));
-    }
-    if hw.addr.sa_family != libc::ARPHRD_ETHER {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "{ifname} is not an Ethernet interface (ARPHRD {})",
-                hw.addr.sa_family
-            ),
-        ));
-    }
-    let mut mac = [0u8; 6];
-    for (d, s) in mac.iter_mut().zip(hw.addr.sa_data) {
-        *d = s as u8;
-    }
-
-    let mut ch = EthtoolChannels {
-        cmd: ETHTOOL_GCHANNELS,
-        ..EthtoolChannels::default()
-    };
-    let mut preq = IfReqPtr {
-        name,
-        data: (&raw mut ch).cast(),
-        _pad: [0; 16],
-    };
-    // SAFETY: SIOCETHTOOL reads the name and the data pointer of a `struct
-    // ifreq` laid out as `IfReqPtr`; the pointer names `ch`, a `struct
-    // ethtool_channels` with its command set, which the kernel fills; both
-    // live for the call.
-    let rc = unsafe {
-        libc::ioctl(
-            sock.as_raw_fd(),
-            libc::SIOCETHTOOL,
-            &mut preq as *mut IfReqPtr,
-        )
-    };
-    // A veth counts its queues in `rx_count` and the smaller of its RX and
-    // TX queues again in `combined_count`; a NIC counts combined channels.
-    let rx_queues = (rc == 0).then(|| ch.rx_count.max(ch.combined_count).max(1));
-    Ok(IfInfo {
-        ifindex,
-        mtu,
-        mac,
-        rx_queues,
-    })
-}
-
-/// Whether `ifname` is up with carrier (`IFF_UP` and `IFF_RUNNING`).
-pub(crate) fn link_up(sock: &OwnedFd, ifname: &str) -> io::Result<bool> {
-    let mut req = IfReqInt {
-        name: ifname_bytes(ifname)?,
-        value: 0,
-        _pad: [0; 20],
-    };
-    // SAFETY: SIOCGIFFLAGS reads the name of and writes the short
-    // `ifr_flags` at the start of the union of a `struct ifreq`, laid out as
-    // `IfReqInt`; `req` lives for the call. The flags are the first two
-    // bytes of `value` in memory, which `to_ne_bytes` keeps in order.
-    let rc = unsafe {
-        libc::ioctl(
-            sock.as_raw_fd(),
-            libc::SIOCGIFFLAGS,
-            &mut req as *mut IfReqInt,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let b = req.value.to_ne_bytes();
-    let flags = libc::c_short::from_ne_bytes([b[0], b[1]]);
-    let want = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-    Ok(flags & want == want)
 }
 
 /// An anonymous or file mapping, unmapped on drop.
