@@ -28,10 +28,14 @@ const SNIFFER: &str = r#"
 import socket, struct, sys, time
 src, port, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+# Room for a burst: a dropped frame (the FIN) would end the capture late,
+# in the next connection's packets.
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
 s.bind(("eth0", 0))
 s.settimeout(0.2)
 print("ready", flush=True)
 end = time.time() + secs
+first = None
 while time.time() < end:
     try:
         f = s.recv(65535)
@@ -43,6 +47,13 @@ while time.time() < end:
     tcp = ip[(ip[0] & 15) * 4:]
     sport, dport = struct.unpack("!HH", tcp[:4])
     if port not in (sport, dport):
+        continue
+    # The first connection only: the one whose SYN (or SYN-ACK) comes first.
+    if first is None:
+        if not tcp[13] & 2:
+            continue
+        first = sport
+    if sport != first:
         continue
     print(ip[1], ip[8], tcp[13], flush=True)
     if tcp[13] & 1:
