@@ -868,7 +868,8 @@ impl Stack {
         let iss = self
             .isn
             .isn(now, (local.addr, local.port), (remote.addr, remote.port));
-        let mut sock = Box::new(TcpSocket::new(cfg, self.path, now));
+        let rx = self.sockets.rx_ring(cfg.rx_buffer);
+        let mut sock = Box::new(TcpSocket::new(cfg, self.path, now, rx));
         sock.accept_syn(now, local, remote, syn, iss, &mut self.rand);
         sock.parent = Some(l);
         let Some(h) = self.sockets.insert(Socket::Tcp(sock)) else {
@@ -996,7 +997,8 @@ impl Stack {
         let iss = self
             .isn
             .isn(now, (local.addr, local.port), (remote.addr, remote.port));
-        let mut sock = Box::new(TcpSocket::new(cfg, self.path, now));
+        let rx = self.sockets.rx_ring(cfg.rx_buffer);
+        let mut sock = Box::new(TcpSocket::new(cfg, self.path, now, rx));
         sock.connect(now, local, remote, iss, &mut self.rand);
         let h = self
             .sockets

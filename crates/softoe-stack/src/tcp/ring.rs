@@ -35,6 +35,24 @@ impl RingBuffer {
         }
     }
 
+    /// A ring over `buf`, empty whatever `buf` holds (its old bytes are
+    /// never read: only what is written after is readable).
+    pub(crate) fn with_storage(buf: Box<[u8]>) -> RingBuffer {
+        RingBuffer {
+            buf,
+            read: 0,
+            len: 0,
+        }
+    }
+
+    /// Gives up the storage, leaving a ring of capacity 0 (which owns no
+    /// allocation).
+    pub(crate) fn take_storage(&mut self) -> Box<[u8]> {
+        self.read = 0;
+        self.len = 0;
+        core::mem::take(&mut self.buf)
+    }
+
     pub(crate) fn capacity(&self) -> usize {
         self.buf.len()
     }

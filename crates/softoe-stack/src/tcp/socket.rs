@@ -332,8 +332,10 @@ pub(crate) struct TcpSocket {
 }
 
 impl TcpSocket {
-    /// A closed socket with its buffers allocated.
-    pub(crate) fn new(cfg: TcpConfig, path: PathCaps, now: Instant) -> TcpSocket {
+    /// A closed socket with its buffers allocated; `rx` is its receive
+    /// ring, of `cfg.rx_buffer` bytes (a spare from a closed connection,
+    /// or fresh).
+    pub(crate) fn new(cfg: TcpConfig, path: PathCaps, now: Instant, rx: RingBuffer) -> TcpSocket {
         let adv_mss = {
             let m = path
                 .mtu
@@ -375,7 +377,7 @@ impl TcpSocket {
             irs: TcpSeqNumber(0),
             rcv_nxt: TcpSeqNumber(0),
             rcv_wscale,
-            rx: RingBuffer::new(cfg.rx_buffer),
+            rx,
             sink: None,
             ooo: RangeSet::new(cfg.max_ooo_ranges.max(1)),
             rx_fin: None,
