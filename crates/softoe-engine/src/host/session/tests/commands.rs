@@ -481,3 +481,59 @@ fn a_post_is_refused_while_the_stack_has_written_into_the_ring() {
     assert_eq!(buf, first);
     s.finish();
 }
+
+/// `TCP_NODELAY` posted quiet (no answer; the host does not wait for
+/// one) governs the sends queued behind it: a second small send, a turn
+/// after the first, leaves at once, where Nagle alone holds it until the
+/// peer's delayed ACK. A quiet option for a socket the engine does not
+/// know is answered, with its error, under tag 0.
+#[test]
+fn a_quiet_nodelay_applies_to_the_sends_behind_it() {
+    for nodelay in [false, true] {
+        let mut s = sim();
+        let (id, ph) = connected(&mut s);
+        let region = s.core.region();
+        let (_, tx) = rings(0);
+        assert!(region.ring_write(tx, 0, &[5u8; 20]));
+        let mut cmds = Vec::new();
+        if nodelay {
+            cmds.push(Command::new(
+                Opcode::SetOpt,
+                softoe_abi::CMD_QUIET,
+                id,
+                0,
+                [softoe_abi::SockOpt::NoDelay as u64, 1, 0, 0, 0, 0],
+            ));
+        }
+        let send = |tag, at| Command::new(Opcode::Send, SEND_RING, id, tag, [at, 10, 0, 0, 0, 0]);
+        cmds.push(send(3, 0));
+        assert_eq!(s.post(&cmds), cmds.len());
+        s.turn(Duration::from_millis(1));
+        assert_eq!(s.post(&[send(4, 10)]), 1);
+        s.turn(Duration::from_millis(1));
+        let got = s.reap();
+        assert!(
+            got.iter().all(|c| c.tag != 0),
+            "a quiet option that worked is not answered: {got:?}"
+        );
+        let want = if nodelay { 20 } else { 10 };
+        assert_eq!(peer_read(&mut s, ph).len(), want, "nodelay {nodelay}");
+        if nodelay {
+            let bad = Command::new(
+                Opcode::SetOpt,
+                softoe_abi::CMD_QUIET,
+                id + 100,
+                0,
+                [softoe_abi::SockOpt::NoDelay as u64, 1, 0, 0, 0, 0],
+            );
+            assert_eq!(s.post(&[bad]), 1);
+            s.turn(Duration::from_millis(1));
+            let got = s.reap();
+            assert!(
+                got.iter().any(|c| c.tag == 0 && c.result < 0),
+                "the failure is answered: {got:?}"
+            );
+        }
+        s.finish();
+    }
+}
