@@ -477,7 +477,7 @@ impl Stack {
                     lst.forget_embryo(i);
                 }
                 self.sockets.conns.remove(&key);
-                self.sockets.remove(i);
+                self.sockets.discard(i);
                 return;
             }
             let handle = self.sockets.handle_of(i);
@@ -501,7 +501,7 @@ impl Stack {
                 .tcp(i)
                 .is_some_and(|s| s.orphan && !s.rst_pending);
             if orphan {
-                self.sockets.remove(i);
+                self.sockets.discard(i);
             }
         }
     }
@@ -868,8 +868,7 @@ impl Stack {
         let iss = self
             .isn
             .isn(now, (local.addr, local.port), (remote.addr, remote.port));
-        let rx = self.sockets.rx_ring(cfg.rx_buffer);
-        let mut sock = Box::new(TcpSocket::new(cfg, self.path, now, rx));
+        let mut sock = self.sockets.new_tcp(cfg, self.path, now);
         sock.accept_syn(now, local, remote, syn, iss, &mut self.rand);
         sock.parent = Some(l);
         let Some(h) = self.sockets.insert(Socket::Tcp(sock)) else {
@@ -997,8 +996,7 @@ impl Stack {
         let iss = self
             .isn
             .isn(now, (local.addr, local.port), (remote.addr, remote.port));
-        let rx = self.sockets.rx_ring(cfg.rx_buffer);
-        let mut sock = Box::new(TcpSocket::new(cfg, self.path, now, rx));
+        let mut sock = self.sockets.new_tcp(cfg, self.path, now);
         sock.connect(now, local, remote, iss, &mut self.rand);
         let h = self
             .sockets
@@ -1266,7 +1264,7 @@ impl Stack {
             Some(Socket::Udp(u)) => {
                 let local = u.local;
                 self.sockets.udp.remove(&local);
-                self.sockets.remove(i);
+                self.sockets.discard(i);
             }
             None => return Err(HandleError::Invalid),
         }
@@ -1300,7 +1298,7 @@ impl Stack {
                 }
             }
         }
-        self.sockets.remove(l);
+        self.sockets.discard(l);
     }
 
     /// Aborts the connection: a RST goes out and everything queued is dropped.

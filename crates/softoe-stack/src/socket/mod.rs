@@ -23,10 +23,10 @@ use core::fmt;
 use hashbrown::HashMap;
 use softoe_wire::Ipv4Address;
 
+use crate::config::TcpConfig;
 use crate::tcp::Endpoint;
 use crate::tcp::listener::TcpListener;
-use crate::tcp::ring::RingBuffer;
-use crate::tcp::socket::TcpSocket;
+use crate::tcp::socket::{PathCaps, Storage, TcpSocket};
 use crate::time::Instant;
 use udp::UdpSocket;
 
@@ -222,52 +222,60 @@ pub(crate) struct SocketSet {
     spares: Spares,
 }
 
-/// Receive rings of closed connections, kept for the next ones.
+/// Closed connections, kept for the next ones to reuse their allocations.
 ///
-/// A ring is the receive buffer's size (4 MiB by default): the allocator
-/// maps it fresh for every connection and unmaps it at the close, and
-/// under a new connection per request (a web server's load) the two
-/// system calls, the page faults and the zeroing were a fifth of the
-/// engine's time (docs/results.md, "New connections"). A few kept rings
-/// make opening a connection cost no system call; their bytes are never
-/// read again (a ring reads only what is written after it is taken).
+/// A connection's receive ring is the receive buffer's size (4 MiB by
+/// default): the allocator maps it fresh for every connection and unmaps
+/// it at the close, and under a new connection per request (a web
+/// server's load) the two system calls, the page faults and the zeroing
+/// were a fifth of the engine's time, and `free`'s merging of the
+/// connection's other blocks (send queue, ranges, transmit log, the
+/// control block itself) a tenth more (docs/results.md, "Unmodified
+/// servers after the receive rings are kept"). A few kept sockets make
+/// opening a connection allocate nothing; a ring's old bytes are never
+/// read (a ring reads only what is written after it is taken).
 #[derive(Debug)]
 struct Spares {
-    rings: Vec<Box<[u8]>>,
+    // Boxed on purpose: the box is the control block a connection lives
+    // in (`Socket::Tcp`), kept with everything else.
+    #[allow(clippy::vec_box)]
+    socks: Vec<Box<TcpSocket>>,
     bytes: usize,
 }
 
-/// At most this many spare rings...
-const SPARE_RINGS: usize = 16;
-/// ...holding at most this many bytes (their pages stay resident).
+/// At most this many kept sockets...
+const SPARE_SOCKETS: usize = 16;
+/// ...whose receive rings hold at most this many bytes (their pages stay
+/// resident).
 const SPARE_BYTES: usize = 64 << 20;
 
 impl Spares {
     fn new() -> Spares {
         Spares {
-            rings: Vec::with_capacity(SPARE_RINGS),
+            socks: Vec::with_capacity(SPARE_SOCKETS),
             bytes: 0,
         }
     }
 
-    /// A ring of `len` bytes: a spare one if one has that size.
-    fn take(&mut self, len: usize) -> RingBuffer {
-        match self.rings.iter().rposition(|r| r.len() == len) {
-            Some(i) => {
-                let r = self.rings.swap_remove(i);
-                self.bytes -= r.len();
-                RingBuffer::with_storage(r)
-            }
-            None => RingBuffer::new(len),
-        }
+    /// A kept socket, one whose ring is `rx` bytes if there is one.
+    fn take(&mut self, rx: usize) -> Option<Box<TcpSocket>> {
+        let i = self
+            .socks
+            .iter()
+            .rposition(|s| s.rx_capacity() == rx)
+            .or_else(|| self.socks.len().checked_sub(1))?;
+        let s = self.socks.swap_remove(i);
+        self.bytes -= s.rx_capacity();
+        Some(s)
     }
 
-    /// Keeps `r` if there is room (the list never grows past its
+    /// Keeps `s` if there is room (the list never grows past its
     /// capacity, so keeping never allocates); drops it otherwise.
-    fn keep(&mut self, r: Box<[u8]>) {
-        if !r.is_empty() && self.rings.len() < SPARE_RINGS && self.bytes + r.len() <= SPARE_BYTES {
-            self.bytes += r.len();
-            self.rings.push(r);
+    fn keep(&mut self, s: Box<TcpSocket>) {
+        let n = s.rx_capacity();
+        if self.socks.len() < SPARE_SOCKETS && self.bytes + n <= SPARE_BYTES {
+            self.bytes += n;
+            self.socks.push(s);
         }
     }
 }
@@ -291,10 +299,22 @@ impl SocketSet {
         }
     }
 
-    /// A receive ring of `len` bytes for a new connection (a closed one's
-    /// if one of that size is kept).
-    pub(crate) fn rx_ring(&mut self, len: usize) -> RingBuffer {
-        self.spares.take(len)
+    /// A closed socket for a new connection, in a closed one's
+    /// allocations if one is kept.
+    pub(crate) fn new_tcp(
+        &mut self,
+        cfg: TcpConfig,
+        path: PathCaps,
+        now: Instant,
+    ) -> Box<TcpSocket> {
+        match self.spares.take(cfg.rx_buffer) {
+            Some(mut s) => {
+                let st = s.take_storage();
+                *s = TcpSocket::new(cfg, path, now, st);
+                s
+            }
+            None => Box::new(TcpSocket::new(cfg, path, now, Storage::default())),
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -347,10 +367,7 @@ impl SocketSet {
     /// A `RELEASED` event is queued for its handle.
     pub(crate) fn remove(&mut self, index: usize) -> Option<Socket> {
         let slot = self.slots.get_mut(index)?;
-        let mut socket = slot.socket.take()?;
-        if let Socket::Tcp(t) = &mut socket {
-            self.spares.keep(t.rx.take_storage());
-        }
+        let socket = slot.socket.take()?;
         let handle = SocketHandle {
             index: index as u32,
             generation: slot.generation,
@@ -361,6 +378,15 @@ impl SocketSet {
         self.released.push_back(handle);
         self.settle_timers();
         Some(socket)
+    }
+
+    /// Removes a socket that nobody needs any more (as
+    /// [`remove`](SocketSet::remove)), keeping a connection's allocations
+    /// for the next.
+    pub(crate) fn discard(&mut self, index: usize) {
+        if let Some(Socket::Tcp(t)) = self.remove(index) {
+            self.spares.keep(t);
+        }
     }
 
     /// The slot index of `h`, if it is live.
@@ -654,29 +680,57 @@ impl SocketSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::DeviceCaps;
+
+    fn sock(rx: usize) -> Box<TcpSocket> {
+        let cfg = TcpConfig {
+            rx_buffer: rx,
+            ..TcpConfig::default()
+        };
+        let path = PathCaps::from_device(&DeviceCaps::default());
+        Box::new(TcpSocket::new(cfg, path, Instant::ZERO, Storage::default()))
+    }
 
     #[test]
-    fn spare_rings_are_kept_up_to_their_count_and_bytes_and_taken_by_size() {
+    fn closed_sockets_are_kept_up_to_their_count_and_bytes_and_taken_by_ring_size() {
         let mut s = Spares::new();
-        for _ in 0..SPARE_RINGS + 4 {
-            s.keep(alloc::vec![1u8; 8].into_boxed_slice());
+        for _ in 0..SPARE_SOCKETS + 4 {
+            s.keep(sock(8));
         }
-        assert_eq!(s.rings.len(), SPARE_RINGS, "no more than the count");
-        assert_eq!(s.bytes, SPARE_RINGS * 8);
-        // A ring of another size is fresh; one of a kept size is a spare,
-        // empty whatever its old bytes.
-        let fresh = s.take(16);
-        assert_eq!((fresh.capacity(), fresh.len()), (16, 0));
-        assert_eq!(s.rings.len(), SPARE_RINGS);
-        let spare = s.take(8);
-        assert_eq!((spare.capacity(), spare.len()), (8, 0));
-        assert_eq!(s.rings.len(), SPARE_RINGS - 1);
-        assert_eq!(s.bytes, (SPARE_RINGS - 1) * 8);
-        // Nothing past the byte budget, and no empty storage.
-        let mut s = Spares::new();
-        s.keep(alloc::vec![0u8; SPARE_BYTES].into_boxed_slice());
-        s.keep(alloc::vec![0u8; 1].into_boxed_slice());
-        s.keep(Box::default());
-        assert_eq!((s.rings.len(), s.bytes), (1, SPARE_BYTES));
+        assert_eq!(s.socks.len(), SPARE_SOCKETS, "no more than the count");
+        assert_eq!(s.bytes, SPARE_SOCKETS * 8);
+        s.socks.truncate(2);
+        s.bytes = 16;
+        s.keep(sock(32));
+        // A ring of the size asked for is preferred; else any kept socket
+        // (its ring is replaced).
+        assert_eq!(s.take(8).map(|t| t.rx_capacity()), Some(8));
+        assert_eq!(s.take(64).map(|t| t.rx_capacity()), Some(32));
+        assert_eq!(s.take(64).map(|t| t.rx_capacity()), Some(8));
+        assert!(s.take(8).is_none());
+        assert_eq!(s.bytes, 0);
+        // Nothing past the byte budget.
+        s.keep(sock(SPARE_BYTES));
+        s.keep(sock(1));
+        assert_eq!((s.socks.len(), s.bytes), (1, SPARE_BYTES));
+    }
+
+    #[test]
+    fn a_kept_socket_opens_as_a_fresh_one() {
+        let mut set = SocketSet::new(8, 1);
+        let path = PathCaps::from_device(&DeviceCaps::default());
+        let cfg = TcpConfig {
+            rx_buffer: 4096,
+            ..TcpConfig::default()
+        };
+        let mut old = sock(4096);
+        assert!(old.rx.enqueue_slice(b"old bytes") > 0);
+        set.spares.keep(old);
+        let s = set.new_tcp(cfg, path, Instant::ZERO);
+        assert!(set.spares.socks.is_empty(), "the kept one was taken");
+        assert_eq!((s.rx_capacity(), s.rx.len()), (4096, 0));
+        assert_eq!(s.tx.len(), 0);
+        assert!(s.ooo.is_empty());
+        assert_eq!(s.state, crate::tcp::State::Closed);
     }
 }

@@ -21,12 +21,23 @@ pub(crate) struct RangeSet {
 }
 
 impl RangeSet {
+    #[cfg(test)]
     pub(crate) fn new(max_ranges: usize) -> RangeSet {
+        RangeSet::with_storage(max_ranges, Vec::new())
+    }
+
+    /// A new one, in `ranges`' allocation (a closed
+    /// connection's), emptied and grown if it is short.
+    pub(crate) fn with_storage(max_ranges: usize, mut ranges: Vec<(u32, u32)>) -> RangeSet {
         let max = max_ranges.max(1);
-        RangeSet {
-            ranges: Vec::with_capacity(max + 1),
-            max,
-        }
+        ranges.clear();
+        ranges.reserve_exact(max + 1);
+        RangeSet { ranges, max }
+    }
+
+    /// Gives up the allocation, leaving the set empty.
+    pub(crate) fn take_storage(&mut self) -> Vec<(u32, u32)> {
+        core::mem::take(&mut self.ranges)
     }
 
     pub(crate) fn len(&self) -> usize {

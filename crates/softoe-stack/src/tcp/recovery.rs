@@ -23,6 +23,8 @@
 //! duplicate ACKs, window inflation, one retransmission per partial ACK, and
 //! go-back-N after a timeout. The RTO (RFC 6298) backs off exponentially.
 
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
 use core::time::Duration;
 
 use softoe_wire::{TcpControl, TcpRepr, TcpSeqNumber};
@@ -236,10 +238,18 @@ pub(crate) struct Undo {
 }
 
 impl Recovery {
-    pub(crate) fn new(max_ranges: usize, max_entries: usize) -> Recovery {
+    /// Recovery state for a new connection, in a closed connection's
+    /// allocations (its scoreboard's and its transmit log's; empty ones
+    /// for a fresh connection).
+    pub(crate) fn with_storage(
+        max_ranges: usize,
+        max_entries: usize,
+        board: Vec<(u32, u32)>,
+        sent: VecDeque<Sent>,
+    ) -> Recovery {
         Recovery {
-            scoreboard: RangeSet::new(max_ranges),
-            sent: SentLog::new(max_entries),
+            scoreboard: RangeSet::with_storage(max_ranges, board),
+            sent: SentLog::with_storage(max_entries, sent),
             rack: Rack::new(),
             dupacks: 0,
             phase: None,

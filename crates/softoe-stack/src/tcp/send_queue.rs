@@ -30,10 +30,23 @@ pub(crate) struct SendQueue {
 }
 
 impl SendQueue {
+    #[cfg(test)]
     pub(crate) fn new(max_bytes: usize, max_chunks: usize) -> SendQueue {
+        SendQueue::with_storage(max_bytes, max_chunks, VecDeque::new())
+    }
+
+    /// A new one, in `chunks`' allocation (a closed
+    /// connection's), emptied and grown to the chunk budget if it is short.
+    pub(crate) fn with_storage(
+        max_bytes: usize,
+        max_chunks: usize,
+        mut chunks: VecDeque<PayloadRef>,
+    ) -> SendQueue {
         let max_chunks = max_chunks.max(1);
+        chunks.clear();
+        chunks.reserve_exact(max_chunks);
         SendQueue {
-            chunks: VecDeque::with_capacity(max_chunks),
+            chunks,
             max_chunks,
             max_bytes,
             front_skip: 0,
@@ -42,6 +55,15 @@ impl SendQueue {
             cursor_idx: 0,
             cursor_off: 0,
         }
+    }
+
+    /// Gives up the chunk list's allocation, leaving the queue empty.
+    pub(crate) fn take_storage(&mut self) -> VecDeque<PayloadRef> {
+        self.len = 0;
+        self.front_skip = 0;
+        self.cursor_idx = 0;
+        self.cursor_off = 0;
+        core::mem::take(&mut self.chunks)
     }
 
     /// Bytes queued (sent-but-unacknowledged plus unsent).

@@ -99,9 +99,25 @@ pub(crate) struct SentLog {
 }
 
 impl SentLog {
+    /// Gives up the log's allocation, leaving it empty.
+    pub(crate) fn take_storage(&mut self) -> VecDeque<Sent> {
+        self.sacked_bytes = 0;
+        self.lost_bytes = 0;
+        self.total_bytes = 0;
+        core::mem::take(&mut self.q)
+    }
+
+    #[cfg(test)]
     pub(crate) fn new(max_entries: usize) -> SentLog {
+        SentLog::with_storage(max_entries, VecDeque::new())
+    }
+
+    /// A new one, in `q`'s allocation (a closed
+    /// connection's, which grew with its sends), emptied.
+    pub(crate) fn with_storage(max_entries: usize, mut q: VecDeque<Sent>) -> SentLog {
+        q.clear();
         SentLog {
-            q: VecDeque::new(),
+            q,
             next_xmit: 0,
             max_entries: max_entries.max(16),
             sacked_bytes: 0,

@@ -5,6 +5,9 @@
 //! [`recovery`](super::recovery); this file holds the state they share, the
 //! timer table, and the application-facing operations.
 
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
 use core::time::Duration;
 
 use softoe_wire::TcpSeqNumber;
@@ -15,6 +18,7 @@ use super::recovery::Recovery;
 use super::ring::RingBuffer;
 use super::rtt::RttEstimator;
 use super::send_queue::SendQueue;
+use super::sent::Sent;
 use super::seq;
 use super::{Endpoint, RecvError, SendError, State, TcpError, TcpInfo};
 use crate::config::TcpConfig;
@@ -188,6 +192,19 @@ impl RxSink {
     }
 }
 
+/// The allocations of a closed connection, for the next one to reuse
+/// (`SocketSet` keeps a few closed sockets): its receive ring, send queue,
+/// out-of-order and SACK ranges and transmit log. Empty: a fresh socket
+/// allocates its own.
+#[derive(Debug, Default)]
+pub(crate) struct Storage {
+    rx: Box<[u8]>,
+    chunks: VecDeque<PayloadRef>,
+    ooo: Vec<(u32, u32)>,
+    board: Vec<(u32, u32)>,
+    sent: VecDeque<Sent>,
+}
+
 /// A TCP connection.
 #[derive(Debug)]
 pub(crate) struct TcpSocket {
@@ -332,10 +349,32 @@ pub(crate) struct TcpSocket {
 }
 
 impl TcpSocket {
-    /// A closed socket with its buffers allocated; `rx` is its receive
-    /// ring, of `cfg.rx_buffer` bytes (a spare from a closed connection,
-    /// or fresh).
-    pub(crate) fn new(cfg: TcpConfig, path: PathCaps, now: Instant, rx: RingBuffer) -> TcpSocket {
+    /// Gives up the socket's allocations (it is closed and about to be
+    /// reused: see [`Storage`]).
+    pub(crate) fn take_storage(&mut self) -> Storage {
+        Storage {
+            rx: self.rx.take_storage(),
+            chunks: self.tx.take_storage(),
+            ooo: self.ooo.take_storage(),
+            board: self.rec.scoreboard.take_storage(),
+            sent: self.rec.sent.take_storage(),
+        }
+    }
+
+    /// The size of its receive ring (what a kept closed socket holds).
+    pub(crate) fn rx_capacity(&self) -> usize {
+        self.rx.capacity()
+    }
+
+    /// A closed socket with its buffers allocated, in `st`'s where it has
+    /// them (a closed connection's; a receive ring of another size is not
+    /// reused).
+    pub(crate) fn new(cfg: TcpConfig, path: PathCaps, now: Instant, st: Storage) -> TcpSocket {
+        let rx = if st.rx.len() == cfg.rx_buffer {
+            RingBuffer::with_storage(st.rx)
+        } else {
+            RingBuffer::new(cfg.rx_buffer)
+        };
         let adv_mss = {
             let m = path
                 .mtu
@@ -370,7 +409,7 @@ impl TcpSocket {
             snd_wl2: TcpSeqNumber(0),
             max_snd_wnd: 0,
             snd_wscale: 0,
-            tx: SendQueue::new(cfg.tx_buffer, cfg.tx_max_chunks),
+            tx: SendQueue::with_storage(cfg.tx_buffer, cfg.tx_max_chunks, st.chunks),
             tx_seq0: TcpSeqNumber(0),
             fin_queued: false,
             snd_sml: TcpSeqNumber(0),
@@ -379,7 +418,7 @@ impl TcpSocket {
             rcv_wscale,
             rx,
             sink: None,
-            ooo: RangeSet::new(cfg.max_ooo_ranges.max(1)),
+            ooo: RangeSet::with_storage(cfg.max_ooo_ranges.max(1), st.ooo),
             rx_fin: None,
             rx_closed: false,
             rcv_adv_edge: TcpSeqNumber(0),
@@ -398,10 +437,12 @@ impl TcpSocket {
             rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
             cc: Controller::new(cfg.congestion, snd_mss),
             rtt_timing: None,
-            rec: Recovery::new(
+            rec: Recovery::with_storage(
                 cfg.max_ooo_ranges.max(1),
                 // Room to cut every segment of a full send buffer in two.
                 (cfg.tx_buffer / usize::from(adv_mss.max(64))).saturating_mul(2) + 64,
+                st.board,
+                st.sent,
             ),
             syn_retransmitted: false,
             retries: 0,
