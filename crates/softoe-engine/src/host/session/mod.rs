@@ -150,6 +150,11 @@ pub(crate) struct SessionCore<P> {
     detached_n: usize,
     /// Sockets to serve this turn (each once: `HSock::dirty`).
     dirty: Vec<u32>,
+    /// The list `step` serves from: `dirty` is swapped in here as the
+    /// turn's sockets are served, and this one, empty, takes the marks
+    /// made meanwhile. Both are made with room for every socket and only
+    /// swap, so neither a mark nor a turn allocates. Empty between steps.
+    serving: Vec<u32>,
     /// Sockets whose receive ring was full with more in the stack.
     blocked: Vec<u32>,
     by_handle: HashMap<SocketHandle, u32>,
@@ -215,6 +220,7 @@ impl<P: Program> SessionCore<P> {
             // allocate (the allocation test caught `blocked` growing on
             // the AF_XDP port's slower receive).
             dirty: Vec::with_capacity(layout.socks() as usize),
+            serving: Vec::with_capacity(layout.socks() as usize),
             blocked: Vec::with_capacity(layout.socks() as usize),
             by_handle: HashMap::new(),
             retiring: HashMap::new(),
@@ -454,11 +460,16 @@ impl<P: Program> SessionCore<P> {
             }
             i += 1;
         }
-        let dirty = std::mem::take(&mut self.dirty);
+        // The turn's sockets move to `serving`; `dirty` becomes the empty
+        // spare, with its room, for sockets marked while these are served.
+        std::mem::swap(&mut self.dirty, &mut self.serving);
+        // Out of `self` while it is walked (an empty `Vec` stands in: it
+        // never allocates, nothing pushes to `serving`).
+        let mut serving = std::mem::take(&mut self.serving);
         // The stack writes TCP rings itself: they need the data area as a
         // `Memory` region (made once).
-        let data = (!dirty.is_empty()).then(|| self.data_region(cx.mem));
-        for &id in &dirty {
+        let data = (!serving.is_empty()).then(|| self.data_region(cx.mem));
+        for &id in &serving {
             let profiled = self.meter.profiling().then(|| {
                 (
                     std::time::Instant::now(),
@@ -483,12 +494,10 @@ impl<P: Program> SessionCore<P> {
                 self.blocked.push(id);
             }
         }
-        // Keep the allocation (no allocation per turn in steady state).
-        let mut dirty = dirty;
-        dirty.clear();
-        if self.dirty.is_empty() {
-            self.dirty = dirty;
-        }
+        // Back, empty, with its room: the spare for the next turn. Marks
+        // made while serving stay in `dirty` for the next turn.
+        serving.clear();
+        self.serving = serving;
         if !self.dead {
             self.wake(now, cx.cfg);
         }

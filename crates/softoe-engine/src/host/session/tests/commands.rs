@@ -537,3 +537,48 @@ fn a_quiet_nodelay_applies_to_the_sends_behind_it() {
         s.finish();
     }
 }
+
+/// Marking a socket never allocates, however many sockets are marked and
+/// served: the turn's list and the spare that takes the marks made while
+/// it is served are both made with room for every socket, and only swap.
+/// (The spare was an empty `Vec` taken out of the session: a socket marked
+/// while the others were served would have allocated, and the turn's list,
+/// with its room, been dropped.)
+#[test]
+fn marking_and_serving_keep_both_lists_and_their_room() {
+    let mut s = sim();
+    let socks = s.core.region().layout().socks() as usize;
+    let lists = |s: &Sim| {
+        let mut v = [s.core.dirty.as_ptr(), s.core.serving.as_ptr()];
+        v.sort();
+        v
+    };
+    let before = lists(&s);
+    // Every socket opened (its command marks it), then named by a command
+    // each turn, so every one is served every turn.
+    let open: Vec<Command> = (0..socks as u64)
+        .map(|n| {
+            Command::socket(
+                n + 1,
+                SockKind::Udp,
+                (n * 8192, 4096),
+                (n * 8192 + 4096, 4096),
+            )
+        })
+        .collect();
+    let got = exchange(&mut s, &open);
+    assert!(got.iter().all(|c| c.result >= 0), "{got:?}");
+    assert_eq!(s.core.stat().sockets, socks);
+    for round in 0..4u64 {
+        let nops: Vec<Command> = (0..socks as u32)
+            .map(|id| cmd(Opcode::Nop, id, 100 + round * 100 + u64::from(id), [0; 6]))
+            .collect();
+        assert_eq!(s.post(&nops), socks);
+        s.turn(Duration::from_millis(1));
+        s.reap();
+        assert!(s.core.serving.is_empty(), "nothing left to serve");
+        assert_eq!(lists(&s), before, "the same two lists, never reallocated");
+        assert!(s.core.dirty.capacity() >= socks && s.core.serving.capacity() >= socks);
+    }
+    s.finish();
+}
