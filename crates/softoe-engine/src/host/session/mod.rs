@@ -157,6 +157,12 @@ pub(crate) struct SessionCore<P> {
     serving: Vec<u32>,
     /// Sockets whose receive ring was full with more in the stack.
     blocked: Vec<u32>,
+    /// Whether each socket id is in `blocked`: the membership test at
+    /// O(1), not a search of `blocked` per socket that blocks (quadratic
+    /// with thousands of full rings). Per id, not per socket, as `blocked`
+    /// holds ids: an id stays listed across its socket's close and the next
+    /// socket to take it until the walk in `step` drops it.
+    in_blocked: Vec<bool>,
     by_handle: HashMap<SocketHandle, u32>,
     retiring: HashMap<SocketHandle, Retiring>,
     overflow: VecDeque<Completion>,
@@ -222,6 +228,7 @@ impl<P: Program> SessionCore<P> {
             dirty: Vec::with_capacity(layout.socks() as usize),
             serving: Vec::with_capacity(layout.socks() as usize),
             blocked: Vec::with_capacity(layout.socks() as usize),
+            in_blocked: vec![false; layout.socks() as usize],
             by_handle: HashMap::new(),
             retiring: HashMap::new(),
             overflow: VecDeque::new(),
@@ -453,6 +460,9 @@ impl<P: Program> SessionCore<P> {
             };
             if !blocked {
                 self.blocked.swap_remove(i);
+                if let Some(b) = self.in_blocked.get_mut(id as usize) {
+                    *b = false;
+                }
                 continue;
             }
             if moved {
@@ -489,8 +499,10 @@ impl<P: Program> SessionCore<P> {
                 self.ring_waiters(id);
             }
             if matches!(self.socks.get(id as usize), Some(Some(s)) if s.rx_blocked)
-                && !self.blocked.contains(&id)
+                && let Some(listed) = self.in_blocked.get_mut(id as usize)
+                && !*listed
             {
+                *listed = true;
                 self.blocked.push(id);
             }
         }

@@ -582,3 +582,112 @@ fn marking_and_serving_keep_both_lists_and_their_room() {
     }
     s.finish();
 }
+
+/// `blocked` lists each socket id once, and `in_blocked` says which: the
+/// two agree for every id.
+fn assert_blocked_listed_once(s: &Sim) {
+    let b = &s.core.blocked;
+    for (id, &listed) in s.core.in_blocked.iter().enumerate() {
+        let n = b.iter().filter(|&&x| x as usize == id).count();
+        assert!(n <= 1, "socket {id} listed {n} times: {b:?}");
+        assert_eq!(listed, n == 1, "socket {id}: flag {listed}, list {b:?}");
+    }
+}
+
+/// Connections whose rings fill are each listed blocked once, taken off
+/// when they close (the id listed across its next socket until the walk
+/// drops it), and a ring read from takes more; the membership flag per id
+/// agrees with the list throughout.
+#[test]
+fn full_rings_are_listed_blocked_once() {
+    let mut s = sim();
+    let got = exchange(
+        &mut s,
+        &[
+            socket(1, SockKind::Tcp, 0),
+            cmd(
+                Opcode::Bind,
+                0,
+                2,
+                [addr(ENGINE_IP), u64::from(ENGINE_PORT), 0, 0, 0, 0],
+            ),
+            cmd(Opcode::Listen, 0, 3, [16, 0, 0, 0, 0, 0]),
+        ],
+    );
+    assert!(got.iter().all(|c| c.result >= 0), "{got:?}");
+    let now = s.now;
+    let peers: Vec<SocketHandle> = (0..3)
+        .map(|_| {
+            s.peer
+                .tcp_connect(now, Endpoint::new(ENGINE_IP, ENGINE_PORT), None, None)
+                .unwrap()
+        })
+        .collect();
+    s.peer_poll();
+    s.run(5);
+    let accepts: Vec<Command> = (1..=3u64)
+        .map(|k| {
+            let (rx, tx) = rings(k);
+            cmd(
+                Opcode::Accept,
+                0,
+                10 + k,
+                [0, rx.offset, rx.len, tx.offset, tx.len, 0],
+            )
+        })
+        .collect();
+    let got = exchange(&mut s, &accepts);
+    let ids: Vec<u32> = (1..=3)
+        .map(|k| answer(&got, 10 + k).result as u32)
+        .collect();
+    assert_eq!(ids, [1, 2, 3]);
+    // Each peer sends more than its ring and the stack's buffer hold; the
+    // program reads nothing.
+    let total = 4 * RING as usize;
+    let r = s.peer_mem.add(vec![7u8; total].into_boxed_slice());
+    let mut sent = [0usize; 3];
+    for _ in 0..100 {
+        for (p, n) in peers.iter().zip(sent.iter_mut()) {
+            if let Ok(k) = s
+                .peer
+                .tcp_send(*p, PayloadRef::new(r, *n as u64, (total - *n) as u32))
+            {
+                *n += k;
+            }
+        }
+        s.peer_poll();
+        s.turn(Duration::from_millis(1));
+        assert_blocked_listed_once(&s);
+    }
+    let region = s.core.region();
+    for &id in &ids {
+        assert_ne!(region.slot(id).unwrap().events() & EV_RXFULL, 0, "{id}");
+    }
+    let mut listed = s.core.blocked.clone();
+    listed.sort_unstable();
+    assert_eq!(listed, ids, "each full ring listed once");
+    // The program reads socket 2's ring: it takes more, and stays listed
+    // (still more than the ring holds).
+    let slot = region.slot(2).unwrap();
+    let tail = slot.rx_tail();
+    slot.set_rx_head(tail);
+    assert_eq!(s.post(&[cmd(Opcode::RxDone, 2, 20, [0; 6])]), 1);
+    s.turn(Duration::from_millis(1));
+    assert_blocked_listed_once(&s);
+    assert!(slot.rx_tail() > tail, "a ring read from takes more");
+    // Socket 1 closes and a new socket takes its id in the same turn: the
+    // id is dropped from the list (the new socket is not blocked).
+    let got = exchange(
+        &mut s,
+        &[
+            cmd(Opcode::Close, 1, 21, [1, 0, 0, 0, 0, 0]),
+            socket(22, SockKind::Tcp, 4),
+        ],
+    );
+    assert_eq!(answer(&got, 22).result, 1, "the new socket is id 1");
+    assert_blocked_listed_once(&s);
+    let mut listed = s.core.blocked.clone();
+    listed.sort_unstable();
+    assert_eq!(listed, [2, 3]);
+    s.finish();
+}
