@@ -8,7 +8,7 @@ use softoe_abi::{
     EV_WRITABLE, Layout, Opcode, RECV_REMOTE, RingSpan, SEND_REMOTE, SEND_RING, SockKind, errno,
     pack_addr, waiter_word,
 };
-use softoe_stack::{Endpoint, PayloadRef, SocketHandle};
+use softoe_stack::{Endpoint, PayloadRef, SocketHandle, State};
 use softoe_wire::Ipv4Address;
 
 use crate::host::session::sim::{ENGINE_IP, PEER_IP, Sim};
@@ -690,4 +690,82 @@ fn full_rings_are_listed_blocked_once() {
     listed.sort_unstable();
     assert_eq!(listed, [2, 3]);
     s.finish();
+}
+
+/// `finished` as it was written first: a walk of the whole socket table
+/// and of every closed socket (the oracle for the count it keeps now).
+fn finished_by_walk(s: &Sim) -> bool {
+    let c = &s.core;
+    c.dead
+        && c.socks.iter().all(Option::is_none)
+        && c.retiring.iter().all(|(&h, r)| {
+            r.stream == 0
+                || s.stack.tcp_acked(h).is_err()
+                || s.stack.tcp_acked(h).is_ok_and(|a| a >= r.stream)
+                || s.stack
+                    .tcp_state(h)
+                    .is_ok_and(|st| matches!(st, State::Closed | State::TimeWait))
+        })
+}
+
+/// Whether the dead session may be reclaimed, asked as the host service
+/// asks it, checked against the walk.
+fn finished(s: &Sim) -> bool {
+    let f = s.core.finished(&s.stack);
+    assert_eq!(f, finished_by_walk(s), "finished() and the walk disagree");
+    f
+}
+
+/// A dead program's session is finished when no socket is left in its
+/// table (a detached connection keeps it, with its unread bytes) and every
+/// closed connection's bytes are acknowledged: not before, and as soon as
+/// the stack says so, turn by turn as the walk of every socket said.
+#[test]
+fn a_dead_session_finishes_when_nothing_is_left_waiting() {
+    // A connection other processes still hold (`fork`): detached at exit,
+    // closed at its last descriptor; and a UDP socket, waiting for the
+    // stack to let it go.
+    let mut s = sim();
+    let (id, _ph) = connected(&mut s);
+    let h = engine_handle(&s);
+    let got = exchange(&mut s, &[socket(5, SockKind::Udp, 1)]);
+    assert_eq!(answer(&got, 5).result, 1);
+    s.core.socks[id as usize].as_mut().unwrap().watched = true;
+    assert!(!finished(&s), "alive");
+    s.exit();
+    assert_eq!(s.core.stat().detached, 1);
+    for _ in 0..5 {
+        assert!(!finished(&s), "a detached connection holds the region");
+        s.turn(Duration::from_millis(1));
+    }
+    let now = s.now;
+    s.core.watch_gone(now, &mut s.stack, h);
+    assert_eq!(s.core.stat().sockets, 0);
+    assert!(finished(&s), "nothing sent, nothing to wait for");
+    s.run(3);
+    assert!(finished(&s));
+    s.core.reclaim(&mut s.mem);
+
+    // A connection whose last send has not reached the peer when the
+    // program goes: finished once the peer has acknowledged it.
+    let mut s = sim();
+    let (id, ph) = connected(&mut s);
+    let (_, tx) = rings(0);
+    let out = [9u8; 3000];
+    assert!(s.core.region().ring_write(tx, 0, &out));
+    let send = Command::new(Opcode::Send, SEND_RING, id, 3, [0, 3000, 0, 0, 0, 0]);
+    assert_eq!(s.post(&[send]), 1);
+    s.exit();
+    assert_eq!(s.core.stat().sockets, 0);
+    assert_eq!(s.core.acking.len(), 1);
+    assert!(!finished(&s), "3000 bytes not acknowledged");
+    let mut turns = 0;
+    while !finished(&s) {
+        assert!(turns < 400, "never finished");
+        s.turn(Duration::from_millis(1));
+        turns += 1;
+    }
+    assert!(turns > 0);
+    assert_eq!(peer_read(&mut s, ph).len(), out.len());
+    s.core.reclaim(&mut s.mem);
 }
