@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use softoe_abi::{
-    CMP_RELEASE, Command, Completion, EV_ACCEPT, EV_CONNECTED, EV_HUP, EV_READABLE, EV_RXFULL,
-    EV_WRITABLE, Layout, Opcode, RECV_REMOTE, RingSpan, SEND_REMOTE, SEND_RING, SockKind, errno,
-    pack_addr, waiter_word,
+    CMP_RELEASE, Command, Completion, EV_ACCEPT, EV_CONNECTED, EV_HELD, EV_HUP, EV_READABLE,
+    EV_RXFULL, EV_WRITABLE, Layout, Opcode, RECV_REMOTE, RingSpan, SEND_REMOTE, SEND_RING,
+    SockKind, errno, pack_addr, waiter_word,
 };
 use softoe_stack::{Endpoint, PayloadRef, SocketHandle, State};
 use softoe_wire::Ipv4Address;
@@ -768,4 +768,59 @@ fn a_dead_session_finishes_when_nothing_is_left_waiting() {
     assert!(turns > 0);
     assert_eq!(peer_read(&mut s, ph).len(), out.len());
     s.core.reclaim(&mut s.mem);
+}
+
+/// Around a placed read the ring is closed to the stack and opened again
+/// only when the program asks for it: a post is filled from the stack's
+/// buffer, the bytes after it are held there (`EV_HELD`), not written into
+/// the ring, and after `RXDONE` they come into the ring in order, and the
+/// stack writes there straight again.
+#[test]
+fn the_ring_reopens_to_the_stack_only_after_a_placed_read_is_done() {
+    let mut s = sim();
+    let (id, ph) = connected(&mut s);
+    let eh = engine_handle(&s);
+    let region = s.core.region();
+    let slot = region.slot(id).unwrap();
+    let (rx, _) = rings(0);
+    // Each of the peer's sends leaves at once (no Nagle behind the last).
+    s.peer.tcp_set_nodelay(ph, true).unwrap();
+    let data: Vec<u8> = (0..90u8).collect();
+    let r = s.peer_mem.add(data.clone().into_boxed_slice());
+    let peer_send = |s: &mut Sim, from: u64, n: u32| {
+        assert_eq!(
+            s.peer.tcp_send(ph, PayloadRef::new(r, from, n)),
+            Ok(n as usize)
+        );
+        s.peer_poll();
+        s.run(3);
+    };
+    let recv = Command::new(Opcode::Recv, RECV_REMOTE, id, 4, [4000, 64, 0, 0, 0, 0]);
+    assert_eq!(s.post(&[recv]), 1);
+    s.run(1);
+    assert!(s.reap().is_empty(), "nothing to place yet");
+    peer_send(&mut s, 0, 40);
+    let got = s.reap();
+    assert_eq!(answer(&got, 4).result, 40);
+    assert_eq!(&s.core.program().memory[4000..4040], &data[..40]);
+    assert_eq!(slot.rx_tail(), 0, "nothing in the ring");
+    let sunk = s.stack.tcp_info(eh).unwrap().bytes_sunk;
+    // Held for the next post: not in the ring.
+    peer_send(&mut s, 40, 30);
+    assert_eq!(slot.rx_tail(), 0, "held bytes stay in the stack");
+    assert_ne!(slot.events() & EV_HELD, 0);
+    assert_eq!(s.stack.tcp_info(eh).unwrap().bytes_sunk, sunk);
+    // The program asks for the ring: the held bytes come first.
+    let got = exchange(&mut s, &[cmd(Opcode::RxDone, id, 5, [0; 6])]);
+    assert_eq!(answer(&got, 5).result, 0);
+    assert_eq!(slot.rx_tail(), 30);
+    assert_eq!(slot.events() & EV_HELD, 0);
+    // And the stack writes into the ring itself again.
+    peer_send(&mut s, 70, 20);
+    assert_eq!(slot.rx_tail(), 50);
+    assert_eq!(s.stack.tcp_info(eh).unwrap().bytes_sunk, sunk + 20);
+    let mut buf = vec![0u8; 50];
+    assert!(region.ring_read(rx, 0, &mut buf));
+    assert_eq!(buf, &data[40..]);
+    s.finish();
 }
