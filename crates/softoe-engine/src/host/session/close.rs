@@ -25,6 +25,18 @@ pub(super) struct Retiring {
     pub(super) copy: Option<(u32, u64)>,
 }
 
+/// Whether closed or moved connection `h` (its `Retiring` entry `r`) no
+/// longer needs the region: it handed the stack nothing, or the peer
+/// acknowledged all of it, or the stack let the connection go or holds it
+/// only in TIME-WAIT (or it is closed).
+fn all_acked(stack: &Stack, h: SocketHandle, r: &Retiring) -> bool {
+    r.stream == 0
+        || stack.tcp_acked(h).map_or(true, |a| a >= r.stream)
+        || stack
+            .tcp_state(h)
+            .is_ok_and(|st| matches!(st, State::Closed | State::TimeWait))
+}
+
 impl<P: Program> SessionCore<P> {
     /// The program has gone (its end of the Unix socket closed). What it
     /// posted before it went is carried out first: its writes returned, so
@@ -79,19 +91,29 @@ impl<P: Program> SessionCore<P> {
     /// Dead, and the stack holds no reference into its region: every
     /// closed socket is gone or has had all its bytes acknowledged (a
     /// socket in TIME-WAIT needs nothing of the program).
+    ///
+    /// The host service asks every session about once a millisecond (its
+    /// `look`), so this costs no walk of the socket table: the table is
+    /// empty when its count (`open_n`, kept by `occupy`, `forget` and
+    /// `close_sock`) is 0, and only the connections in `acking` can still
+    /// be waiting — every `Retiring` with bytes handed to the stack is
+    /// listed there when it is made (`close_sock`, `take_stream`) and
+    /// leaves the list only with its entry (`moved_acked`); the others
+    /// (listeners, UDP, connections that sent nothing) wait for nothing.
+    /// `acking` is pruned every step, so it holds only those still
+    /// unacknowledged at the last one; they are asked afresh here, as the
+    /// walk of every closed socket asked them, and the first still waiting
+    /// ends the question: one look at the stack, plus one per connection
+    /// acknowledged since the last step.
     pub(in crate::host) fn finished(&self, stack: &Stack) -> bool {
         self.dead
             // Detached connections wait for another process or the last
             // descriptor; the region holds their unread bytes.
-            && self.socks.iter().all(Option::is_none)
-            && self.retiring.iter().all(|(&h, r)| {
-                r.stream == 0
-                    || stack.tcp_acked(h).is_err()
-                    || stack.tcp_acked(h).is_ok_and(|a| a >= r.stream)
-                    || stack
-                        .tcp_state(h)
-                        .is_ok_and(|st| matches!(st, State::Closed | State::TimeWait))
-            })
+            && self.open_n == 0
+            && self
+                .acking
+                .iter()
+                .all(|h| self.retiring.get(h).is_none_or(|r| all_acked(stack, *h, r)))
     }
 
     /// Closed or moved connections whose bytes are all acknowledged release
@@ -100,16 +122,7 @@ impl<P: Program> SessionCore<P> {
         let mut i = 0;
         while i < self.acking.len() {
             let h = self.acking[i];
-            let done = match self.retiring.get(&h) {
-                Some(r) => {
-                    r.stream == 0
-                        || stack.tcp_acked(h).map_or(true, |a| a >= r.stream)
-                        || stack
-                            .tcp_state(h)
-                            .is_ok_and(|st| matches!(st, State::Closed | State::TimeWait))
-                }
-                None => true,
-            };
+            let done = self.retiring.get(&h).is_none_or(|r| all_acked(stack, h, r));
             if !done {
                 i += 1;
                 continue;

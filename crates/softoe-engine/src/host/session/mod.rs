@@ -150,8 +150,19 @@ pub(crate) struct SessionCore<P> {
     detached_n: usize,
     /// Sockets to serve this turn (each once: `HSock::dirty`).
     dirty: Vec<u32>,
+    /// The list `step` serves from: `dirty` is swapped in here as the
+    /// turn's sockets are served, and this one, empty, takes the marks
+    /// made meanwhile. Both are made with room for every socket and only
+    /// swap, so neither a mark nor a turn allocates. Empty between steps.
+    serving: Vec<u32>,
     /// Sockets whose receive ring was full with more in the stack.
     blocked: Vec<u32>,
+    /// Whether each socket id is in `blocked`: the membership test at
+    /// O(1), not a search of `blocked` per socket that blocks (quadratic
+    /// with thousands of full rings). Per id, not per socket, as `blocked`
+    /// holds ids: an id stays listed across its socket's close and the next
+    /// socket to take it until the walk in `step` drops it.
+    in_blocked: Vec<bool>,
     by_handle: HashMap<SocketHandle, u32>,
     retiring: HashMap<SocketHandle, Retiring>,
     overflow: VecDeque<Completion>,
@@ -215,7 +226,9 @@ impl<P: Program> SessionCore<P> {
             // allocate (the allocation test caught `blocked` growing on
             // the AF_XDP port's slower receive).
             dirty: Vec::with_capacity(layout.socks() as usize),
+            serving: Vec::with_capacity(layout.socks() as usize),
             blocked: Vec::with_capacity(layout.socks() as usize),
+            in_blocked: vec![false; layout.socks() as usize],
             by_handle: HashMap::new(),
             retiring: HashMap::new(),
             overflow: VecDeque::new(),
@@ -447,6 +460,9 @@ impl<P: Program> SessionCore<P> {
             };
             if !blocked {
                 self.blocked.swap_remove(i);
+                if let Some(b) = self.in_blocked.get_mut(id as usize) {
+                    *b = false;
+                }
                 continue;
             }
             if moved {
@@ -454,11 +470,16 @@ impl<P: Program> SessionCore<P> {
             }
             i += 1;
         }
-        let dirty = std::mem::take(&mut self.dirty);
+        // The turn's sockets move to `serving`; `dirty` becomes the empty
+        // spare, with its room, for sockets marked while these are served.
+        std::mem::swap(&mut self.dirty, &mut self.serving);
+        // Out of `self` while it is walked (an empty `Vec` stands in: it
+        // never allocates, nothing pushes to `serving`).
+        let mut serving = std::mem::take(&mut self.serving);
         // The stack writes TCP rings itself: they need the data area as a
         // `Memory` region (made once).
-        let data = (!dirty.is_empty()).then(|| self.data_region(cx.mem));
-        for &id in &dirty {
+        let data = (!serving.is_empty()).then(|| self.data_region(cx.mem));
+        for &id in &serving {
             let profiled = self.meter.profiling().then(|| {
                 (
                     std::time::Instant::now(),
@@ -478,17 +499,17 @@ impl<P: Program> SessionCore<P> {
                 self.ring_waiters(id);
             }
             if matches!(self.socks.get(id as usize), Some(Some(s)) if s.rx_blocked)
-                && !self.blocked.contains(&id)
+                && let Some(listed) = self.in_blocked.get_mut(id as usize)
+                && !*listed
             {
+                *listed = true;
                 self.blocked.push(id);
             }
         }
-        // Keep the allocation (no allocation per turn in steady state).
-        let mut dirty = dirty;
-        dirty.clear();
-        if self.dirty.is_empty() {
-            self.dirty = dirty;
-        }
+        // Back, empty, with its room: the spare for the next turn. Marks
+        // made while serving stay in `dirty` for the next turn.
+        serving.clear();
+        self.serving = serving;
         if !self.dead {
             self.wake(now, cx.cfg);
         }

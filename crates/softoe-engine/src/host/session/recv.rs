@@ -262,7 +262,6 @@ impl<P: Program> SessionCore<P> {
         if let Some(d) = data {
             attach_sink(stack, h, s, d);
         }
-        moved |= sync_sink(stack, h, s, &view, 0, sink_open(s));
         let mut done = std::mem::take(&mut self.done_buf);
         let mut error = None;
         if let Some(p) = s.posted {
@@ -292,8 +291,16 @@ impl<P: Program> SessionCore<P> {
         if held {
             ev |= EV_HELD;
         }
-        // A post answered above may open the ring to the stack again.
-        sync_sink(stack, h, s, &view, 0, sink_open(s));
+        // The ring brought up to date with the stack, once per serve: what
+        // the stack wrote there taken in, the program's head told, and the
+        // ring open to the stack or not as the post and the hold now say
+        // (a post answered above may open it again). Once, after the post,
+        // not also before it: the sync only records the ring's head, tail
+        // and openness in the stack, and nothing between reads them or
+        // runs the stack's receive (`place` and the look for held bytes
+        // take from the stack's own buffer), so the earlier call's effects
+        // were all repeated or overwritten by this one.
+        moved |= sync_sink(stack, h, s, &view, 0, sink_open(s));
         for _ in 0..2 {
             if s.rx_fin || held {
                 break;

@@ -210,6 +210,14 @@ impl Sim {
     /// Ends the session as the host service does when its program is
     /// gone, and gives its memory back.
     pub(crate) fn finish(mut self) {
+        self.exit();
+        self.core.reclaim(&mut self.mem);
+    }
+
+    /// Ends the session as the host service does when its program is
+    /// gone (what it posted is carried out first, then its sockets close),
+    /// keeping it: the engine turns on while it drains.
+    pub(crate) fn exit(&mut self) {
         let now = self.now;
         self.core.exit(&mut Ctx {
             now,
@@ -220,7 +228,6 @@ impl Sim {
             scratch: &mut self.scratch,
             mem: &mut self.mem,
         });
-        self.core.reclaim(&mut self.mem);
     }
 }
 

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use softoe_abi::{
-    CMP_RELEASE, Command, Completion, EV_ACCEPT, EV_CONNECTED, EV_HUP, EV_READABLE, EV_RXFULL,
-    EV_WRITABLE, Layout, Opcode, RECV_REMOTE, RingSpan, SEND_REMOTE, SEND_RING, SockKind, errno,
-    pack_addr, waiter_word,
+    CMP_RELEASE, Command, Completion, EV_ACCEPT, EV_CONNECTED, EV_HELD, EV_HUP, EV_READABLE,
+    EV_RXFULL, EV_WRITABLE, Layout, Opcode, RECV_REMOTE, RingSpan, SEND_REMOTE, SEND_RING,
+    SockKind, errno, pack_addr, waiter_word,
 };
-use softoe_stack::{Endpoint, PayloadRef, SocketHandle};
+use softoe_stack::{Endpoint, PayloadRef, SocketHandle, State};
 use softoe_wire::Ipv4Address;
 
 use crate::host::session::sim::{ENGINE_IP, PEER_IP, Sim};
@@ -536,4 +536,291 @@ fn a_quiet_nodelay_applies_to_the_sends_behind_it() {
         }
         s.finish();
     }
+}
+
+/// Marking a socket never allocates, however many sockets are marked and
+/// served: the turn's list and the spare that takes the marks made while
+/// it is served are both made with room for every socket, and only swap.
+/// (The spare was an empty `Vec` taken out of the session: a socket marked
+/// while the others were served would have allocated, and the turn's list,
+/// with its room, been dropped.)
+#[test]
+fn marking_and_serving_keep_both_lists_and_their_room() {
+    let mut s = sim();
+    let socks = s.core.region().layout().socks() as usize;
+    let lists = |s: &Sim| {
+        let mut v = [s.core.dirty.as_ptr(), s.core.serving.as_ptr()];
+        v.sort();
+        v
+    };
+    let before = lists(&s);
+    // Every socket opened (its command marks it), then named by a command
+    // each turn, so every one is served every turn.
+    let open: Vec<Command> = (0..socks as u64)
+        .map(|n| {
+            Command::socket(
+                n + 1,
+                SockKind::Udp,
+                (n * 8192, 4096),
+                (n * 8192 + 4096, 4096),
+            )
+        })
+        .collect();
+    let got = exchange(&mut s, &open);
+    assert!(got.iter().all(|c| c.result >= 0), "{got:?}");
+    assert_eq!(s.core.stat().sockets, socks);
+    for round in 0..4u64 {
+        let nops: Vec<Command> = (0..socks as u32)
+            .map(|id| cmd(Opcode::Nop, id, 100 + round * 100 + u64::from(id), [0; 6]))
+            .collect();
+        assert_eq!(s.post(&nops), socks);
+        s.turn(Duration::from_millis(1));
+        s.reap();
+        assert!(s.core.serving.is_empty(), "nothing left to serve");
+        assert_eq!(lists(&s), before, "the same two lists, never reallocated");
+        assert!(s.core.dirty.capacity() >= socks && s.core.serving.capacity() >= socks);
+    }
+    s.finish();
+}
+
+/// `blocked` lists each socket id once, and `in_blocked` says which: the
+/// two agree for every id.
+fn assert_blocked_listed_once(s: &Sim) {
+    let b = &s.core.blocked;
+    for (id, &listed) in s.core.in_blocked.iter().enumerate() {
+        let n = b.iter().filter(|&&x| x as usize == id).count();
+        assert!(n <= 1, "socket {id} listed {n} times: {b:?}");
+        assert_eq!(listed, n == 1, "socket {id}: flag {listed}, list {b:?}");
+    }
+}
+
+/// Connections whose rings fill are each listed blocked once, taken off
+/// when they close (the id listed across its next socket until the walk
+/// drops it), and a ring read from takes more; the membership flag per id
+/// agrees with the list throughout.
+#[test]
+fn full_rings_are_listed_blocked_once() {
+    let mut s = sim();
+    let got = exchange(
+        &mut s,
+        &[
+            socket(1, SockKind::Tcp, 0),
+            cmd(
+                Opcode::Bind,
+                0,
+                2,
+                [addr(ENGINE_IP), u64::from(ENGINE_PORT), 0, 0, 0, 0],
+            ),
+            cmd(Opcode::Listen, 0, 3, [16, 0, 0, 0, 0, 0]),
+        ],
+    );
+    assert!(got.iter().all(|c| c.result >= 0), "{got:?}");
+    let now = s.now;
+    let peers: Vec<SocketHandle> = (0..3)
+        .map(|_| {
+            s.peer
+                .tcp_connect(now, Endpoint::new(ENGINE_IP, ENGINE_PORT), None, None)
+                .unwrap()
+        })
+        .collect();
+    s.peer_poll();
+    s.run(5);
+    let accepts: Vec<Command> = (1..=3u64)
+        .map(|k| {
+            let (rx, tx) = rings(k);
+            cmd(
+                Opcode::Accept,
+                0,
+                10 + k,
+                [0, rx.offset, rx.len, tx.offset, tx.len, 0],
+            )
+        })
+        .collect();
+    let got = exchange(&mut s, &accepts);
+    let ids: Vec<u32> = (1..=3)
+        .map(|k| answer(&got, 10 + k).result as u32)
+        .collect();
+    assert_eq!(ids, [1, 2, 3]);
+    // Each peer sends more than its ring and the stack's buffer hold; the
+    // program reads nothing.
+    let total = 4 * RING as usize;
+    let r = s.peer_mem.add(vec![7u8; total].into_boxed_slice());
+    let mut sent = [0usize; 3];
+    for _ in 0..100 {
+        for (p, n) in peers.iter().zip(sent.iter_mut()) {
+            if let Ok(k) = s
+                .peer
+                .tcp_send(*p, PayloadRef::new(r, *n as u64, (total - *n) as u32))
+            {
+                *n += k;
+            }
+        }
+        s.peer_poll();
+        s.turn(Duration::from_millis(1));
+        assert_blocked_listed_once(&s);
+    }
+    let region = s.core.region();
+    for &id in &ids {
+        assert_ne!(region.slot(id).unwrap().events() & EV_RXFULL, 0, "{id}");
+    }
+    let mut listed = s.core.blocked.clone();
+    listed.sort_unstable();
+    assert_eq!(listed, ids, "each full ring listed once");
+    // The program reads socket 2's ring: it takes more, and stays listed
+    // (still more than the ring holds).
+    let slot = region.slot(2).unwrap();
+    let tail = slot.rx_tail();
+    slot.set_rx_head(tail);
+    assert_eq!(s.post(&[cmd(Opcode::RxDone, 2, 20, [0; 6])]), 1);
+    s.turn(Duration::from_millis(1));
+    assert_blocked_listed_once(&s);
+    assert!(slot.rx_tail() > tail, "a ring read from takes more");
+    // Socket 1 closes and a new socket takes its id in the same turn: the
+    // id is dropped from the list (the new socket is not blocked).
+    let got = exchange(
+        &mut s,
+        &[
+            cmd(Opcode::Close, 1, 21, [1, 0, 0, 0, 0, 0]),
+            socket(22, SockKind::Tcp, 4),
+        ],
+    );
+    assert_eq!(answer(&got, 22).result, 1, "the new socket is id 1");
+    assert_blocked_listed_once(&s);
+    let mut listed = s.core.blocked.clone();
+    listed.sort_unstable();
+    assert_eq!(listed, [2, 3]);
+    s.finish();
+}
+
+/// `finished` as it was written first: a walk of the whole socket table
+/// and of every closed socket (the oracle for the count it keeps now).
+fn finished_by_walk(s: &Sim) -> bool {
+    let c = &s.core;
+    c.dead
+        && c.socks.iter().all(Option::is_none)
+        && c.retiring.iter().all(|(&h, r)| {
+            r.stream == 0
+                || s.stack.tcp_acked(h).is_err()
+                || s.stack.tcp_acked(h).is_ok_and(|a| a >= r.stream)
+                || s.stack
+                    .tcp_state(h)
+                    .is_ok_and(|st| matches!(st, State::Closed | State::TimeWait))
+        })
+}
+
+/// Whether the dead session may be reclaimed, asked as the host service
+/// asks it, checked against the walk.
+fn finished(s: &Sim) -> bool {
+    let f = s.core.finished(&s.stack);
+    assert_eq!(f, finished_by_walk(s), "finished() and the walk disagree");
+    f
+}
+
+/// A dead program's session is finished when no socket is left in its
+/// table (a detached connection keeps it, with its unread bytes) and every
+/// closed connection's bytes are acknowledged: not before, and as soon as
+/// the stack says so, turn by turn as the walk of every socket said.
+#[test]
+fn a_dead_session_finishes_when_nothing_is_left_waiting() {
+    // A connection other processes still hold (`fork`): detached at exit,
+    // closed at its last descriptor; and a UDP socket, waiting for the
+    // stack to let it go.
+    let mut s = sim();
+    let (id, _ph) = connected(&mut s);
+    let h = engine_handle(&s);
+    let got = exchange(&mut s, &[socket(5, SockKind::Udp, 1)]);
+    assert_eq!(answer(&got, 5).result, 1);
+    s.core.socks[id as usize].as_mut().unwrap().watched = true;
+    assert!(!finished(&s), "alive");
+    s.exit();
+    assert_eq!(s.core.stat().detached, 1);
+    for _ in 0..5 {
+        assert!(!finished(&s), "a detached connection holds the region");
+        s.turn(Duration::from_millis(1));
+    }
+    let now = s.now;
+    s.core.watch_gone(now, &mut s.stack, h);
+    assert_eq!(s.core.stat().sockets, 0);
+    assert!(finished(&s), "nothing sent, nothing to wait for");
+    s.run(3);
+    assert!(finished(&s));
+    s.core.reclaim(&mut s.mem);
+
+    // A connection whose last send has not reached the peer when the
+    // program goes: finished once the peer has acknowledged it.
+    let mut s = sim();
+    let (id, ph) = connected(&mut s);
+    let (_, tx) = rings(0);
+    let out = [9u8; 3000];
+    assert!(s.core.region().ring_write(tx, 0, &out));
+    let send = Command::new(Opcode::Send, SEND_RING, id, 3, [0, 3000, 0, 0, 0, 0]);
+    assert_eq!(s.post(&[send]), 1);
+    s.exit();
+    assert_eq!(s.core.stat().sockets, 0);
+    assert_eq!(s.core.acking.len(), 1);
+    assert!(!finished(&s), "3000 bytes not acknowledged");
+    let mut turns = 0;
+    while !finished(&s) {
+        assert!(turns < 400, "never finished");
+        s.turn(Duration::from_millis(1));
+        turns += 1;
+    }
+    assert!(turns > 0);
+    assert_eq!(peer_read(&mut s, ph).len(), out.len());
+    s.core.reclaim(&mut s.mem);
+}
+
+/// Around a placed read the ring is closed to the stack and opened again
+/// only when the program asks for it: a post is filled from the stack's
+/// buffer, the bytes after it are held there (`EV_HELD`), not written into
+/// the ring, and after `RXDONE` they come into the ring in order, and the
+/// stack writes there straight again.
+#[test]
+fn the_ring_reopens_to_the_stack_only_after_a_placed_read_is_done() {
+    let mut s = sim();
+    let (id, ph) = connected(&mut s);
+    let eh = engine_handle(&s);
+    let region = s.core.region();
+    let slot = region.slot(id).unwrap();
+    let (rx, _) = rings(0);
+    // Each of the peer's sends leaves at once (no Nagle behind the last).
+    s.peer.tcp_set_nodelay(ph, true).unwrap();
+    let data: Vec<u8> = (0..90u8).collect();
+    let r = s.peer_mem.add(data.clone().into_boxed_slice());
+    let peer_send = |s: &mut Sim, from: u64, n: u32| {
+        assert_eq!(
+            s.peer.tcp_send(ph, PayloadRef::new(r, from, n)),
+            Ok(n as usize)
+        );
+        s.peer_poll();
+        s.run(3);
+    };
+    let recv = Command::new(Opcode::Recv, RECV_REMOTE, id, 4, [4000, 64, 0, 0, 0, 0]);
+    assert_eq!(s.post(&[recv]), 1);
+    s.run(1);
+    assert!(s.reap().is_empty(), "nothing to place yet");
+    peer_send(&mut s, 0, 40);
+    let got = s.reap();
+    assert_eq!(answer(&got, 4).result, 40);
+    assert_eq!(&s.core.program().memory[4000..4040], &data[..40]);
+    assert_eq!(slot.rx_tail(), 0, "nothing in the ring");
+    let sunk = s.stack.tcp_info(eh).unwrap().bytes_sunk;
+    // Held for the next post: not in the ring.
+    peer_send(&mut s, 40, 30);
+    assert_eq!(slot.rx_tail(), 0, "held bytes stay in the stack");
+    assert_ne!(slot.events() & EV_HELD, 0);
+    assert_eq!(s.stack.tcp_info(eh).unwrap().bytes_sunk, sunk);
+    // The program asks for the ring: the held bytes come first.
+    let got = exchange(&mut s, &[cmd(Opcode::RxDone, id, 5, [0; 6])]);
+    assert_eq!(answer(&got, 5).result, 0);
+    assert_eq!(slot.rx_tail(), 30);
+    assert_eq!(slot.events() & EV_HELD, 0);
+    // And the stack writes into the ring itself again.
+    peer_send(&mut s, 70, 20);
+    assert_eq!(slot.rx_tail(), 50);
+    assert_eq!(s.stack.tcp_info(eh).unwrap().bytes_sunk, sunk + 20);
+    let mut buf = vec![0u8; 50];
+    assert!(region.ring_read(rx, 0, &mut buf));
+    assert_eq!(buf, &data[40..]);
+    s.finish();
 }
