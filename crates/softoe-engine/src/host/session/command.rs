@@ -294,7 +294,6 @@ impl<P: Program> SessionCore<P> {
         n.opts.priority = cx.stack.priority(h).ok();
         apply_opts(cx.now, cx.stack, h, &n.opts);
         self.by_handle.insert(h, id);
-        n.dirty = false;
         self.occupy(id, n);
         done.sock = id;
         done.aux = packed(info.remote);

@@ -148,8 +148,13 @@ pub(crate) struct SessionCore<P> {
     /// change, so `softoe stat`'s figures cost nothing per refresh.
     open_n: usize,
     detached_n: usize,
-    /// Sockets to serve this turn (each once: `HSock::dirty`).
+    /// Socket ids to serve this turn (each once: `marked`).
     dirty: Vec<u32>,
+    /// Whether each socket id is in `dirty`. Per id, not per socket: a
+    /// socket closed and another opened on its id in one batch leave the
+    /// id listed once (per socket, a batch of opens and closes longer
+    /// than the table listed it once per socket and outgrew `dirty`).
+    marked: Vec<bool>,
     /// The list `step` serves from: `dirty` is swapped in here as the
     /// turn's sockets are served, and this one, empty, takes the marks
     /// made meanwhile. Both are made with room for every socket and only
@@ -227,6 +232,7 @@ impl<P: Program> SessionCore<P> {
             // the AF_XDP port's slower receive).
             dirty: Vec::with_capacity(layout.socks() as usize),
             serving: Vec::with_capacity(layout.socks() as usize),
+            marked: vec![false; layout.socks() as usize],
             blocked: Vec::with_capacity(layout.socks() as usize),
             in_blocked: vec![false; layout.socks() as usize],
             by_handle: HashMap::new(),
@@ -291,10 +297,11 @@ impl<P: Program> SessionCore<P> {
     }
 
     fn mark(&mut self, id: u32) {
-        if let Some(Some(s)) = self.socks.get_mut(id as usize)
-            && !s.dirty
+        if let Some(Some(_)) = self.socks.get(id as usize)
+            && let Some(m) = self.marked.get_mut(id as usize)
+            && !*m
         {
-            s.dirty = true;
+            *m = true;
             self.dirty.push(id);
         }
     }
@@ -480,6 +487,10 @@ impl<P: Program> SessionCore<P> {
         // `Memory` region (made once).
         let data = (!serving.is_empty()).then(|| self.data_region(cx.mem));
         for &id in &serving {
+            // Marks from here on list it again, for the next turn.
+            if let Some(m) = self.marked.get_mut(id as usize) {
+                *m = false;
+            }
             let profiled = self.meter.profiling().then(|| {
                 (
                     std::time::Instant::now(),
@@ -576,8 +587,6 @@ impl<P: Program> SessionCore<P> {
         if let Some(h) = s.h {
             self.by_handle.insert(h, id);
         }
-        let mut s = s;
-        s.dirty = false;
         self.occupy(id, s);
     }
 

@@ -170,7 +170,6 @@ impl<P: Program> SessionCore<P> {
         let Some(Some(s)) = self.socks.get_mut(id as usize) else {
             return false;
         };
-        s.dirty = false;
         let Some(h) = s.h else {
             // A socket whose connection moved keeps saying so (its process
             // learns from EV_MOVED to take it back, never to use it); one

@@ -91,7 +91,6 @@ pub(super) struct HSock {
     pub(super) hold: bool,
     pub(super) opts: Opts,
     pub(super) events: u32,
-    pub(super) dirty: bool,
     /// Other processes may hold this connection (a `fork` since it was
     /// made): the host service watches the descriptor every holder shares,
     /// and until the last copy closes a `CLOSE` only detaches it.
@@ -205,7 +204,6 @@ impl HSock {
             hold: false,
             opts: Opts::default(),
             events: 0,
-            dirty: true,
             watched: false,
             detached: None,
             queued: VecDeque::new(),

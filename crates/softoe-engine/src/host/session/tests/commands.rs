@@ -583,6 +583,45 @@ fn marking_and_serving_keep_both_lists_and_their_room() {
     s.finish();
 }
 
+/// Sockets opened and closed in one batch, each new one taking the id the
+/// last one left: the id is listed to serve once, not once per socket
+/// that held it, so a batch longer than the socket table cannot outgrow
+/// the lists' room.
+#[test]
+fn an_id_reused_within_a_batch_is_listed_once() {
+    let mut s = sim();
+    let socks = s.core.region().layout().socks() as usize;
+    let lists = |s: &Sim| {
+        let mut v = [s.core.dirty.as_ptr(), s.core.serving.as_ptr()];
+        v.sort();
+        v
+    };
+    let before = lists(&s);
+    let pairs = 30u64;
+    assert!(pairs as usize > socks, "more sockets than the table has");
+    let mut batch = Vec::new();
+    for n in 0..pairs {
+        batch.push(Command::socket(
+            2 * n + 1,
+            SockKind::Udp,
+            (0, 4096),
+            (4096, 4096),
+        ));
+        // The first free id is 0 each time: the close frees it again.
+        batch.push(cmd(Opcode::Close, 0, 2 * n + 2, [0; 6]));
+    }
+    assert_eq!(s.post(&batch), batch.len());
+    s.turn(Duration::from_millis(1));
+    let got = s.reap();
+    assert!(
+        got.iter().filter(|c| c.tag % 2 == 1).all(|c| c.result == 0),
+        "every socket took id 0: {got:?}"
+    );
+    assert_eq!(lists(&s), before, "the same two lists, never reallocated");
+    assert!(s.core.dirty.len() <= 1 && s.core.serving.is_empty());
+    s.finish();
+}
+
 /// `blocked` lists each socket id once, and `in_blocked` says which: the
 /// two agree for every id.
 fn assert_blocked_listed_once(s: &Sim) {
