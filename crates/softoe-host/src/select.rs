@@ -67,6 +67,28 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Takes the session's changed bits: calls `f` once with each socket id
+    /// the engine marked changed since the last take. For a program that
+    /// keeps its own index of who waits for which socket instead of a
+    /// [`Selector`] (the shim's `epoll`). The bits have one taker per
+    /// session: such a program makes no selector, and while one lives this
+    /// takes nothing and returns `false`.
+    pub fn take_changed(&self, f: impl FnMut(u32)) -> bool {
+        if self.inner.selector_taken.load(Ordering::Acquire) {
+            return false;
+        }
+        self.region().take_changed(f);
+        true
+    }
+
+    /// Whether `other` is this attachment (a clone of the same [`Client`]),
+    /// not merely one with the same session number.
+    pub fn same_as(&self, other: &Client) -> bool {
+        std::sync::Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
 impl Drop for Selector {
     fn drop(&mut self) {
         self.c.inner.selector_taken.store(false, Ordering::Release);

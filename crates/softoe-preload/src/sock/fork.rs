@@ -174,8 +174,10 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
     let failed = st.as_ref().err().copied();
     fresh.set(st.unwrap_or_else(St::Lost));
     let fresh = Arc::new(fresh);
-    // Every descriptor naming the old socket (dup) names the new one.
-    TABLE.replace(&s, &fresh);
+    // Every descriptor naming the old socket (dup) names the new one, and
+    // the epoll sets index it anew.
+    let fds = TABLE.replace(&s, &fresh);
+    crate::hooks::wait::socket_replaced(&fds);
     Some(match failed {
         Some(e) => Err(e),
         None => Ok(fresh),
@@ -205,7 +207,8 @@ fn take_back(fd: c_int, s: &Arc<Sock>) -> Res<Arc<Sock>> {
     fresh.watched.store(true, Ordering::Relaxed);
     fresh.set(St::Stream(Arc::new(stream_of(t, old.peer))));
     let fresh = Arc::new(fresh);
-    TABLE.replace(s, &fresh);
+    let fds = TABLE.replace(s, &fresh);
+    crate::hooks::wait::socket_replaced(&fds);
     Ok(fresh)
 }
 

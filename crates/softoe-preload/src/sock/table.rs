@@ -58,17 +58,21 @@ impl Table {
         }
     }
 
-    /// Points every descriptor that names `old` at `new`.
-    pub(crate) fn replace(&self, old: &Arc<Sock>, new: &Arc<Sock>) {
+    /// Points every descriptor that names `old` at `new`; returns those
+    /// descriptors.
+    pub(crate) fn replace(&self, old: &Arc<Sock>, new: &Arc<Sock>) -> Vec<c_int> {
         let mut m = self
             .map
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for v in m.values_mut() {
+        let mut fds = Vec::new();
+        for (&fd, v) in m.iter_mut() {
             if Arc::ptr_eq(v, old) {
                 *v = new.clone();
+                fds.push(fd);
             }
         }
+        fds
     }
 
     /// This process's connections not yet watched, each with every

@@ -1,18 +1,33 @@
 //! `epoll` over softoe sockets and kernel descriptors together: an epoll
 //! set keeps its softoe sockets' registrations here, beside the kernel's
 //! own, and a wait on it runs the one wait loop of `wait` over both.
+//!
+//! A wait costs what changed, not what is registered. The engine marks each
+//! socket whose slot it changed in the session's bitmap
+//! ([`Client::take_changed`]), and the shim is the bitmap's only taker (it
+//! makes no `Selector`). Under the sets' lock a wait takes the bits and
+//! hands each changed socket id to every set that registered one of its
+//! descriptors ([`Epolls::index`], kept by `epoll_ctl`, the forget paths
+//! and adoption, which gives a socket another session and id); the set
+//! then looks only at those registrations plus the ones it found ready
+//! last time (level-triggered), as `Selector::collect` does. A
+//! registration whose socket is not a connection or listener of this
+//! process's session (not given to the engine yet, inherited and not yet
+//! taken, lost, UDP, of a session that ended) is loose: looked at every
+//! wait, as every registration once was.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use libc::{c_int, epoll_event, sigset_t, timespec};
+use softoe_host::Client;
 
 use super::{ms_timeout, poll_bits, ts_timeout, wait_loop};
 use crate::real::{self, set_errno};
-use crate::sock::{TABLE, lock};
+use crate::sock::{Sock, St, TABLE, lock, pid, shim};
 
 /// A softoe socket's registration in an epoll set.
 #[derive(Clone, Copy, Debug)]
@@ -21,18 +36,323 @@ struct Reg {
     data: u64,
     /// `EPOLLONESHOT` fired: silent until `EPOLL_CTL_MOD`.
     disabled: bool,
+    /// The socket id it is indexed under (its socket is a connection or
+    /// listener of the indexed session); `None`: on the set's loose list.
+    key: Option<u32>,
+    /// On the set's candidate list.
+    queued: bool,
 }
 
 /// The softoe side of one epoll set.
 #[derive(Debug, Default)]
 struct EpSet {
     regs: HashMap<c_int, Reg>,
+    /// Indexed registrations to look at in the next wait: the engine
+    /// changed their socket since, or they were ready last time
+    /// (level-triggered), or were modified since. Each at most once
+    /// (`Reg::queued`).
+    candidates: VecDeque<c_int>,
+    /// Registrations not indexed: looked at every wait.
+    loose: Vec<c_int>,
 }
 
-/// Epoll sets that hold softoe sockets, by their descriptor.
-fn epolls() -> &'static Mutex<HashMap<c_int, EpSet>> {
-    static E: OnceLock<Mutex<HashMap<c_int, EpSet>>> = OnceLock::new();
-    E.get_or_init(|| Mutex::new(HashMap::new()))
+impl EpSet {
+    /// Puts indexed registration `fd` on the candidate list.
+    fn enqueue(&mut self, fd: c_int) {
+        if let Some(r) = self.regs.get_mut(&fd)
+            && r.key.is_some()
+            && !r.queued
+        {
+            r.queued = true;
+            self.candidates.push_back(fd);
+        }
+    }
+}
+
+/// Every epoll set that holds softoe sockets, and who waits for which
+/// socket.
+#[derive(Debug, Default)]
+struct Epolls {
+    /// By the set's descriptor.
+    sets: HashMap<c_int, EpSet>,
+    /// Socket id (in `owner`'s session) → the (set, descriptor)
+    /// registrations indexed under it: where a changed bit is handed.
+    index: HashMap<u32, Vec<(c_int, c_int)>>,
+    /// The attachment the index is for, and the process that made it.
+    owner: Option<(u32, Client)>,
+}
+
+fn unindex(index: &mut HashMap<u32, Vec<(c_int, c_int)>>, id: u32, epfd: c_int, fd: c_int) {
+    if let Some(v) = index.get_mut(&id) {
+        v.retain(|&p| p != (epfd, fd));
+        if v.is_empty() {
+            index.remove(&id);
+        }
+    }
+}
+
+/// The id socket `s` is indexed under if it is a connection or listener
+/// of attachment `c` (UDP sockets stay loose: their readiness is read
+/// under their own lock, as before).
+fn key_of(s: &Sock, c: &Client) -> Option<u32> {
+    if !s.ours() {
+        return None;
+    }
+    match &**lock(&s.st) {
+        St::Listening(l) if l.client.same_as(c) => Some(l.id),
+        St::Stream(t) if t.client.same_as(c) => Some(t.id),
+        _ => None,
+    }
+}
+
+/// What a wait on set `epfd` reports of registration `reg` of socket `s`:
+/// its events (0: nothing), and whether it stays a candidate (ready and
+/// level-triggered: reported again at the next wait).
+fn examine(epfd: c_int, reg: &mut Reg, s: &Sock) -> (u32, bool) {
+    if reg.disabled {
+        return (0, false);
+    }
+    let r = s.readiness();
+    let bits = poll_bits(r, reg.events);
+    if bits == 0 {
+        return (0, false);
+    }
+    let edge = reg.events & libc::EPOLLET as u32 != 0;
+    if edge {
+        // Edge: report again only after the socket moved (every move
+        // marks it changed, so it is looked at again then).
+        let mut rep = lock(&s.reported);
+        if rep.get(&epfd) == Some(&r.seq) {
+            return (0, false);
+        }
+        rep.insert(epfd, r.seq);
+    }
+    if reg.events & libc::EPOLLONESHOT as u32 != 0 {
+        reg.disabled = true;
+        return (bits, false);
+    }
+    (bits, !edge)
+}
+
+impl Epolls {
+    /// Makes registration (`epfd`, `fd`) loose (off the index and the
+    /// candidates): its socket changed under it.
+    fn unkey(&mut self, epfd: c_int, fd: c_int) {
+        let Some(set) = self.sets.get_mut(&epfd) else {
+            return;
+        };
+        let Some(reg) = set.regs.get_mut(&fd) else {
+            return;
+        };
+        if reg.queued {
+            reg.queued = false;
+            set.candidates.retain(|&f| f != fd);
+        }
+        if let Some(id) = reg.key.take() {
+            unindex(&mut self.index, id, epfd, fd);
+            set.loose.push(fd);
+        }
+    }
+
+    /// Removes registration (`epfd`, `fd`); whether there was one.
+    fn remove(&mut self, epfd: c_int, fd: c_int) -> Option<Reg> {
+        self.unkey(epfd, fd);
+        let set = self.sets.get_mut(&epfd)?;
+        let reg = set.regs.remove(&fd)?;
+        set.loose.retain(|&f| f != fd);
+        Some(reg)
+    }
+
+    /// The index is for attachment `c` of this process: if it was for
+    /// another (none yet, a parent's before `fork`, one that ended and was
+    /// replaced), every registration is loose again, to be indexed anew.
+    fn set_owner(&mut self, c: Option<&Client>) {
+        let me = pid();
+        let same = match (&self.owner, c) {
+            (None, None) => true,
+            (Some((p, o)), Some(c)) => *p == me && o.same_as(c),
+            _ => false,
+        };
+        if same {
+            return;
+        }
+        for set in self.sets.values_mut() {
+            for (&fd, reg) in set.regs.iter_mut() {
+                if reg.key.take().is_some() {
+                    set.loose.push(fd);
+                }
+                reg.queued = false;
+            }
+            set.candidates.clear();
+        }
+        self.index.clear();
+        if let Some((p, old)) = self.owner.take()
+            && p != me
+        {
+            // A parent's attachment, copied by `fork`: left alone, as the
+            // shim leaves its own copy.
+            std::mem::forget(old);
+        }
+        self.owner = c.map(|c| (me, c.clone()));
+    }
+
+    /// Hands changed socket `id` to every set that registered it.
+    fn route(&mut self, id: u32) {
+        if let Some(v) = self.index.get(&id) {
+            for &(epfd, fd) in v {
+                if let Some(set) = self.sets.get_mut(&epfd) {
+                    set.enqueue(fd);
+                }
+            }
+        }
+    }
+
+    /// Set `epfd`'s loose registrations whose socket another process had
+    /// (inherited across `fork`, not yet taken).
+    fn inherited(&self, epfd: c_int) -> Vec<c_int> {
+        self.sets.get(&epfd).map_or_else(Vec::new, |set| {
+            set.loose
+                .iter()
+                .copied()
+                .filter(|&fd| TABLE.get(fd).is_some_and(|s| !s.ours()))
+                .collect()
+        })
+    }
+
+    /// Indexes set `epfd`'s loose registrations whose socket is now a
+    /// connection or listener of `c` (connected, listening or taken since),
+    /// each a candidate.
+    fn key_loose(&mut self, epfd: c_int, c: &Client) {
+        let Epolls { sets, index, .. } = self;
+        let Some(set) = sets.get_mut(&epfd) else {
+            return;
+        };
+        let mut i = 0;
+        while i < set.loose.len() {
+            let fd = set.loose[i];
+            let id = TABLE.get(fd).and_then(|s| key_of(&s, c));
+            let Some(reg) = set.regs.get_mut(&fd) else {
+                set.loose.swap_remove(i);
+                continue;
+            };
+            let Some(id) = id else {
+                i += 1;
+                continue;
+            };
+            set.loose.swap_remove(i);
+            reg.key = Some(id);
+            index.entry(id).or_default().push((epfd, fd));
+            set.enqueue(fd);
+        }
+    }
+
+    /// Writes what set `epfd` has ready into `out`; returns how many.
+    /// `c` is this process's attachment (`set_owner` was told).
+    fn collect(&mut self, epfd: c_int, c: Option<&Client>, out: &mut [epoll_event]) -> usize {
+        let live = c.filter(|c| c.is_alive());
+        // A session that ended marks nothing, and every socket of it now
+        // reports failure: look at them all.
+        let mut scan_all = c.is_some() && live.is_none();
+        if let Some(c) = live {
+            if !c.take_changed(|id| self.route(id)) {
+                // Another taker (none should exist): no bits to go by.
+                scan_all = true;
+            }
+            self.key_loose(epfd, c);
+        }
+        let Epolls { sets, index, .. } = self;
+        let Some(set) = sets.get_mut(&epfd) else {
+            return 0;
+        };
+        let mut n = 0usize;
+        if scan_all {
+            for (&fd, reg) in set.regs.iter_mut() {
+                if n >= out.len() {
+                    break;
+                }
+                let Some(s) = TABLE.get(fd).filter(|s| s.ours()) else {
+                    continue;
+                };
+                let (bits, _) = examine(epfd, reg, &s);
+                if bits != 0 {
+                    out[n] = epoll_event {
+                        events: bits,
+                        u64: reg.data,
+                    };
+                    n += 1;
+                }
+            }
+            return n;
+        }
+        // The candidates, each once: those still ready (level-triggered)
+        // go to the back, so a full `out` leaves the unseen ones first for
+        // the next wait.
+        for _ in 0..set.candidates.len() {
+            if n >= out.len() {
+                break;
+            }
+            let Some(fd) = set.candidates.pop_front() else {
+                break;
+            };
+            let Some(reg) = set.regs.get_mut(&fd) else {
+                continue;
+            };
+            let s = TABLE.get(fd);
+            let valid = match (&s, live) {
+                (Some(s), Some(c)) => key_of(s, c) == reg.key,
+                _ => false,
+            };
+            let (Some(s), true) = (s, valid) else {
+                // Its socket changed behind the index (no path should let
+                // it): loose again, looked at below.
+                reg.queued = false;
+                if let Some(id) = reg.key.take() {
+                    unindex(index, id, epfd, fd);
+                    set.loose.push(fd);
+                }
+                continue;
+            };
+            let (bits, stay) = examine(epfd, reg, &s);
+            if bits != 0 {
+                out[n] = epoll_event {
+                    events: bits,
+                    u64: reg.data,
+                };
+                n += 1;
+            }
+            if stay {
+                set.candidates.push_back(fd);
+            } else {
+                reg.queued = false;
+            }
+        }
+        for &fd in &set.loose {
+            if n >= out.len() {
+                break;
+            }
+            let Some(reg) = set.regs.get_mut(&fd) else {
+                continue;
+            };
+            let Some(s) = TABLE.get(fd).filter(|s| s.ours()) else {
+                continue;
+            };
+            let (bits, _) = examine(epfd, reg, &s);
+            if bits != 0 {
+                out[n] = epoll_event {
+                    events: bits,
+                    u64: reg.data,
+                };
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+/// Epoll sets that hold softoe sockets.
+fn epolls() -> &'static Mutex<Epolls> {
+    static E: OnceLock<Mutex<Epolls>> = OnceLock::new();
+    E.get_or_init(|| Mutex::new(Epolls::default()))
 }
 
 /// The tag a doorbell carries in an application's epoll set: no pointer or
@@ -66,8 +386,9 @@ pub unsafe extern "C" fn epoll_ctl(
         Some(unsafe { std::ptr::read_unaligned(ev) })
     };
     ANY_SET.store(true, Ordering::Relaxed);
-    let mut sets = lock(epolls());
-    let set = sets.entry(epfd).or_default();
+    let mut g = lock(epolls());
+    let eps = &mut *g;
+    let set = eps.sets.entry(epfd).or_default();
     match op {
         libc::EPOLL_CTL_ADD | libc::EPOLL_CTL_MOD => {
             let Some(e) = e else {
@@ -83,21 +404,36 @@ pub unsafe extern "C" fn epoll_ctl(
                 set_errno(libc::ENOENT);
                 return -1;
             }
-            set.regs.insert(
-                fd,
-                Reg {
-                    events: e.events,
-                    data: e.u64,
-                    disabled: false,
-                },
-            );
+            match set.regs.get_mut(&fd) {
+                Some(reg) => {
+                    reg.events = e.events;
+                    reg.data = e.u64;
+                    reg.disabled = false;
+                }
+                None => {
+                    // Loose until the next wait indexes it.
+                    set.regs.insert(
+                        fd,
+                        Reg {
+                            events: e.events,
+                            data: e.u64,
+                            disabled: false,
+                            key: None,
+                            queued: false,
+                        },
+                    );
+                    set.loose.push(fd);
+                }
+            }
+            // It may be ready already: look at it in the next wait.
+            set.enqueue(fd);
             if let Some(s) = TABLE.get(fd) {
                 lock(&s.reported).remove(&epfd);
             }
             0
         }
         libc::EPOLL_CTL_DEL => {
-            if set.regs.remove(&fd).is_none() {
+            if eps.remove(epfd, fd).is_none() {
                 set_errno(libc::ENOENT);
                 return -1;
             }
@@ -128,61 +464,36 @@ unsafe fn epoll_impl(
     let out = unsafe { std::slice::from_raw_parts_mut(evs, max) };
     let out = RefCell::new(out);
     // Softoe entries are written from the front; the kernel's after them.
-    let filled = std::cell::Cell::new(0usize);
+    let filled = Cell::new(0usize);
     let softoe = || -> c_int {
-        // Sockets inherited across fork are taken into this process's
-        // session first, without the sets' lock (that may attach, and
-        // attaching goes through our own hooks).
-        let fds: Vec<c_int> = lock(epolls())
-            .get(&epfd)
-            .map(|set| set.regs.keys().copied().collect())
-            .unwrap_or_default();
-        for fd in fds {
-            if TABLE.get(fd).is_some_and(|s| !s.ours()) {
-                let _ = crate::sock::current(fd);
-            }
-        }
-        let mut sets = lock(epolls());
-        let Some(set) = sets.get_mut(&epfd) else {
+        let start = filled.get();
+        let mut out = out.borrow_mut();
+        let Some(room) = out.get_mut(start..) else {
             return 0;
         };
-        let mut out = out.borrow_mut();
-        let mut count = 0usize;
-        let start = filled.get();
-        for (&fd, reg) in set.regs.iter_mut() {
-            if start + count >= max {
-                break;
-            }
-            if reg.disabled {
-                continue;
-            }
-            let Some(s) = TABLE.get(fd).filter(|s| s.ours()) else {
-                continue;
-            };
-            let bits = poll_bits(s.readiness(), reg.events);
-            if bits == 0 {
-                continue;
-            }
-            if reg.events & libc::EPOLLET as u32 != 0 {
-                // Edge: report again only after the socket moved.
-                let seq = s.readiness().seq;
-                let mut rep = lock(&s.reported);
-                if rep.get(&epfd) == Some(&seq) {
+        let mut adopted = false;
+        loop {
+            let c = shim().client_if_attached();
+            let mut g = lock(epolls());
+            g.set_owner(c.as_ref());
+            if !adopted {
+                // Sockets inherited across fork are taken into this
+                // process's session first, without the sets' lock (that
+                // may attach, and attaching goes through our own hooks).
+                let fds = g.inherited(epfd);
+                if !fds.is_empty() {
+                    drop(g);
+                    for fd in fds {
+                        let _ = crate::sock::current(fd);
+                    }
+                    adopted = true;
                     continue;
                 }
-                rep.insert(epfd, seq);
             }
-            if reg.events & libc::EPOLLONESHOT as u32 != 0 {
-                reg.disabled = true;
-            }
-            out[start + count] = epoll_event {
-                events: bits,
-                u64: reg.data,
-            };
-            count += 1;
+            let n = g.collect(epfd, c.as_ref(), room);
+            filled.set(start + n);
+            return n as c_int;
         }
-        filled.set(start + count);
-        count as c_int
     };
     let kernel = |bell: Option<c_int>, ms: c_int| -> c_int {
         if let Some(b) = bell {
@@ -225,6 +536,7 @@ unsafe fn epoll_impl(
 
 fn has_softoe(epfd: c_int) -> bool {
     lock(epolls())
+        .sets
         .get(&epfd)
         .is_some_and(|s| !s.regs.is_empty())
 }
@@ -286,15 +598,29 @@ pub unsafe extern "C" fn epoll_pwait2(
 /// `fd` was closed: its registrations go (the kernel drops a closed
 /// descriptor's registrations too).
 pub(crate) fn forget_fd(fd: c_int) {
-    for set in lock(epolls()).values_mut() {
-        set.regs.remove(&fd);
+    let mut g = lock(epolls());
+    let sets: Vec<c_int> = g
+        .sets
+        .iter()
+        .filter(|(_, s)| s.regs.contains_key(&fd))
+        .map(|(&e, _)| e)
+        .collect();
+    for epfd in sets {
+        g.remove(epfd, fd);
     }
 }
 
 /// `fd` may have been an epoll set: forget it.
 pub(crate) fn forget_epoll(fd: c_int) {
     if ANY_SET.load(Ordering::Relaxed) {
-        lock(epolls()).remove(&fd);
+        let mut g = lock(epolls());
+        if let Some(set) = g.sets.remove(&fd) {
+            for (&sfd, reg) in &set.regs {
+                if let Some(id) = reg.key {
+                    unindex(&mut g.index, id, fd, sfd);
+                }
+            }
+        }
     }
 }
 
@@ -302,11 +628,33 @@ pub(crate) fn forget_epoll(fd: c_int) {
 /// descriptors need not look).
 static ANY_SET: AtomicBool = AtomicBool::new(false);
 
+/// The socket behind descriptors `fds` was replaced (taken into this
+/// process's session, or taken back from a child): their registrations
+/// are indexed anew at the next wait.
+pub(crate) fn socket_replaced(fds: &[c_int]) {
+    if !ANY_SET.load(Ordering::Relaxed) || fds.is_empty() {
+        return;
+    }
+    let mut g = lock(epolls());
+    let sets: Vec<c_int> = g.sets.keys().copied().collect();
+    for epfd in sets {
+        for &fd in fds {
+            g.unkey(epfd, fd);
+        }
+    }
+}
+
 /// `fd` is the kernel's now: its registrations move to the kernel's sets.
 pub(crate) fn moved_to_kernel(fd: c_int) {
-    let mut sets = lock(epolls());
-    for (&epfd, set) in sets.iter_mut() {
-        if let Some(reg) = set.regs.remove(&fd) {
+    let mut g = lock(epolls());
+    let sets: Vec<c_int> = g
+        .sets
+        .iter()
+        .filter(|(_, s)| s.regs.contains_key(&fd))
+        .map(|(&e, _)| e)
+        .collect();
+    for epfd in sets {
+        if let Some(reg) = g.remove(epfd, fd) {
             let mut ev = epoll_event {
                 events: reg.events,
                 u64: reg.data,

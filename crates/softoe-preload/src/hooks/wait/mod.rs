@@ -23,7 +23,7 @@ use crate::sock::{Sock, TABLE, shim};
 mod epoll;
 
 pub use epoll::{epoll_create, epoll_create1, epoll_ctl, epoll_pwait, epoll_pwait2, epoll_wait};
-pub(crate) use epoll::{forget_epoll, forget_fd, moved_to_kernel};
+pub(crate) use epoll::{forget_epoll, forget_fd, moved_to_kernel, socket_replaced};
 
 /// Poll bits for `r`, limited to what was asked (errors and hang-ups are
 /// always reported).
