@@ -134,7 +134,40 @@ fn examine(epfd: c_int, reg: &mut Reg, s: &Sock) -> (u32, bool) {
     (bits, !edge)
 }
 
+/// What a wait reports of registration `reg` of descriptor `fd` looked at
+/// whatever changed (a loose one, or every one when no bits say what
+/// changed): its events, 0 if none or if `fd` is not a softoe socket of
+/// this process.
+fn look(epfd: c_int, fd: c_int, reg: &mut Reg) -> u32 {
+    TABLE
+        .get(fd)
+        .filter(|s| s.ours())
+        .map_or(0, |s| examine(epfd, reg, &s).0)
+}
+
+/// Puts an event with `bits` (none if 0) and `data` at `out[*n]`.
+fn report(out: &mut [epoll_event], n: &mut usize, bits: u32, data: u64) {
+    if bits != 0
+        && let Some(e) = out.get_mut(*n)
+    {
+        *e = epoll_event {
+            events: bits,
+            u64: data,
+        };
+        *n += 1;
+    }
+}
+
 impl Epolls {
+    /// The sets that registered descriptor `fd`.
+    fn sets_with(&self, fd: c_int) -> Vec<c_int> {
+        self.sets
+            .iter()
+            .filter(|(_, s)| s.regs.contains_key(&fd))
+            .map(|(&e, _)| e)
+            .collect()
+    }
+
     /// Makes registration (`epfd`, `fd`) loose (off the index and the
     /// candidates): its socket changed under it.
     fn unkey(&mut self, epfd: c_int, fd: c_int) {
@@ -270,17 +303,8 @@ impl Epolls {
                 if n >= out.len() {
                     break;
                 }
-                let Some(s) = TABLE.get(fd).filter(|s| s.ours()) else {
-                    continue;
-                };
-                let (bits, _) = examine(epfd, reg, &s);
-                if bits != 0 {
-                    out[n] = epoll_event {
-                        events: bits,
-                        u64: reg.data,
-                    };
-                    n += 1;
-                }
+                let bits = look(epfd, fd, reg);
+                report(out, &mut n, bits, reg.data);
             }
             return n;
         }
@@ -313,13 +337,7 @@ impl Epolls {
                 continue;
             };
             let (bits, stay) = examine(epfd, reg, &s);
-            if bits != 0 {
-                out[n] = epoll_event {
-                    events: bits,
-                    u64: reg.data,
-                };
-                n += 1;
-            }
+            report(out, &mut n, bits, reg.data);
             if stay {
                 set.candidates.push_back(fd);
             } else {
@@ -333,17 +351,8 @@ impl Epolls {
             let Some(reg) = set.regs.get_mut(&fd) else {
                 continue;
             };
-            let Some(s) = TABLE.get(fd).filter(|s| s.ours()) else {
-                continue;
-            };
-            let (bits, _) = examine(epfd, reg, &s);
-            if bits != 0 {
-                out[n] = epoll_event {
-                    events: bits,
-                    u64: reg.data,
-                };
-                n += 1;
-            }
+            let bits = look(epfd, fd, reg);
+            report(out, &mut n, bits, reg.data);
         }
         n
     }
@@ -599,12 +608,7 @@ pub unsafe extern "C" fn epoll_pwait2(
 /// descriptor's registrations too).
 pub(crate) fn forget_fd(fd: c_int) {
     let mut g = lock(epolls());
-    let sets: Vec<c_int> = g
-        .sets
-        .iter()
-        .filter(|(_, s)| s.regs.contains_key(&fd))
-        .map(|(&e, _)| e)
-        .collect();
+    let sets = g.sets_with(fd);
     for epfd in sets {
         g.remove(epfd, fd);
     }
@@ -647,12 +651,7 @@ pub(crate) fn socket_replaced(fds: &[c_int]) {
 /// `fd` is the kernel's now: its registrations move to the kernel's sets.
 pub(crate) fn moved_to_kernel(fd: c_int) {
     let mut g = lock(epolls());
-    let sets: Vec<c_int> = g
-        .sets
-        .iter()
-        .filter(|(_, s)| s.regs.contains_key(&fd))
-        .map(|(&e, _)| e)
-        .collect();
+    let sets = g.sets_with(fd);
     for epfd in sets {
         if let Some(reg) = g.remove(epfd, fd) {
             let mut ev = epoll_event {

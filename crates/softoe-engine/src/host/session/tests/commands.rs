@@ -548,12 +548,7 @@ fn a_quiet_nodelay_applies_to_the_sends_behind_it() {
 fn marking_and_serving_keep_both_lists_and_their_room() {
     let mut s = sim();
     let socks = s.core.region().layout().socks() as usize;
-    let lists = |s: &Sim| {
-        let mut v = [s.core.dirty.as_ptr(), s.core.serving.as_ptr()];
-        v.sort();
-        v
-    };
-    let before = lists(&s);
+    let before = serve_lists(&s);
     // Every socket opened (its command marks it), then named by a command
     // each turn, so every one is served every turn.
     let open: Vec<Command> = (0..socks as u64)
@@ -577,10 +572,22 @@ fn marking_and_serving_keep_both_lists_and_their_room() {
         s.turn(Duration::from_millis(1));
         s.reap();
         assert!(s.core.serving.is_empty(), "nothing left to serve");
-        assert_eq!(lists(&s), before, "the same two lists, never reallocated");
+        assert_eq!(
+            serve_lists(&s),
+            before,
+            "the same two lists, never reallocated"
+        );
         assert!(s.core.dirty.capacity() >= socks && s.core.serving.capacity() >= socks);
     }
     s.finish();
+}
+
+/// Where the session's two serve lists live (sorted: they swap every
+/// turn): the same addresses turn after turn means neither reallocated.
+fn serve_lists(s: &Sim) -> [*const u32; 2] {
+    let mut v = [s.core.dirty.as_ptr(), s.core.serving.as_ptr()];
+    v.sort();
+    v
 }
 
 /// Sockets opened and closed in one batch, each new one taking the id the
@@ -591,12 +598,7 @@ fn marking_and_serving_keep_both_lists_and_their_room() {
 fn an_id_reused_within_a_batch_is_listed_once() {
     let mut s = sim();
     let socks = s.core.region().layout().socks() as usize;
-    let lists = |s: &Sim| {
-        let mut v = [s.core.dirty.as_ptr(), s.core.serving.as_ptr()];
-        v.sort();
-        v
-    };
-    let before = lists(&s);
+    let before = serve_lists(&s);
     let pairs = 30u64;
     assert!(pairs as usize > socks, "more sockets than the table has");
     let mut batch = Vec::new();
@@ -617,7 +619,11 @@ fn an_id_reused_within_a_batch_is_listed_once() {
         got.iter().filter(|c| c.tag % 2 == 1).all(|c| c.result == 0),
         "every socket took id 0: {got:?}"
     );
-    assert_eq!(lists(&s), before, "the same two lists, never reallocated");
+    assert_eq!(
+        serve_lists(&s),
+        before,
+        "the same two lists, never reallocated"
+    );
     assert!(s.core.dirty.len() <= 1 && s.core.serving.is_empty());
     s.finish();
 }
