@@ -13,6 +13,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, unsafe_code)]
 
+mod common;
+
+use common::{hex, pattern_sha, reports};
+
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpStream};
 use std::path::PathBuf;
@@ -174,33 +178,12 @@ impl<R> Drop for Bed<R> {
     }
 }
 
-fn reports() -> Reports {
-    std::sync::Arc::new(std::sync::Mutex::new(Vec::new()))
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + T;
     while !f() {
         assert!(Instant::now() < end, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(5));
     }
-}
-
-/// SHA-256 of the first `n` bytes of the stream the Source service sends.
-fn pattern_sha(n: u64) -> String {
-    let p = softoe_engine::memory::pattern(4 << 20, 1);
-    let mut h = Sha256::new();
-    let mut left = n;
-    while left > 0 {
-        let k = left.min(p.len() as u64) as usize;
-        h.update(&p[..k]);
-        left -= k as u64;
-    }
-    hex(&h.finalize())
 }
 
 /// Linux sends `n` bytes to the engine's Discard service on `port` and
@@ -251,18 +234,8 @@ fn both_ways(bed: &Bed<impl Send + 'static>, n: u64, port: u16, discarded: &Repo
             let t = Instant::now();
             let mut s = TcpStream::connect_timeout(&source.into(), T).unwrap();
             s.set_read_timeout(Some(T)).unwrap();
-            let mut h = Sha256::new();
-            let mut buf = vec![0u8; 1 << 20];
-            let mut got = 0u64;
-            loop {
-                let k = s.read(&mut buf).unwrap();
-                if k == 0 {
-                    break;
-                }
-                h.update(&buf[..k]);
-                got += k as u64;
-            }
-            (got, hex(&h.finalize()), t.elapsed().as_secs_f64())
+            let (got, sha) = common::hash_stream(&mut s);
+            (got, sha, t.elapsed().as_secs_f64())
         })
         .unwrap();
     assert_eq!((got, got_sha), (n, pattern_sha(n)), "engine → Linux intact");
