@@ -929,6 +929,13 @@ impl Stack {
 
     // ---- TCP API ----------------------------------------------------------------------
 
+    /// Where a connection's receive buffer starts reading in its storage.
+    #[cfg(test)]
+    pub(crate) fn tcp_rx_read_position(&self, h: SocketHandle) -> Option<usize> {
+        let i = self.tcp_index(h).ok()?;
+        self.sockets.tcp(i).map(|s| s.rx.read_position())
+    }
+
     fn tcp_index(&self, h: SocketHandle) -> Result<usize, HandleError> {
         let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
         match self.sockets.get(i) {

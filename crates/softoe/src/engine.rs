@@ -151,9 +151,10 @@ pub struct EngineArgs {
     /// Congestion control.
     #[arg(long, value_enum)]
     cc: Option<Congestion>,
-    /// A built-in service: echo:7, discard:9, source:19:1G (bytes to each
-    /// client), rr:5000:4:64 (answer each 4-byte request with 64 bytes).
-    /// Repeat for more.
+    /// A built-in service: echo:7, discard:9 (hashing what arrives, SHA-256
+    /// in the report), sink:9 (discard that only counts: for measuring the
+    /// engine's receive), source:19:1G (bytes to each client), rr:5000:4:64
+    /// (answer each 4-byte request with 64 bytes). Repeat for more.
     #[arg(long = "service", short = 's')]
     services: Vec<ServiceSpec>,
     /// Serve host programs (softoe-host, `softoe run`) on this Unix socket
@@ -432,6 +433,7 @@ fn serve<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
         let svc: Box<dyn Service> = match s.kind {
             ServiceKind::Echo => Box::new(Echo::new(s.port, reports.clone())),
             ServiceKind::Discard => Box::new(Discard::new(s.port, reports.clone())),
+            ServiceKind::Sink => Box::new(Discard::counting(s.port, reports.clone())),
             ServiceKind::Source => Box::new(Source::new(
                 s.port,
                 s.bytes.map_or(0, |b| b.0),

@@ -171,10 +171,31 @@ impl RingBuffer {
         n
     }
 
+    /// Moves the read position back to the start of the storage. Only
+    /// for a ring with nothing readable and nothing written past its end
+    /// (no out-of-order data): then no byte's position changes meaning.
+    /// A connection that trades small messages then writes the same first
+    /// bytes of its storage again and again, warm in the cache, instead of
+    /// walking all of it — and touching each page for the first time
+    /// (a page fault and a zeroed page every 4 KiB; a 64-byte
+    /// request/response engine spent about a twentieth of its time there).
+    pub(crate) fn rewind(&mut self) {
+        debug_assert_eq!(self.len, 0);
+        if self.len == 0 {
+            self.read = 0;
+        }
+    }
+
     /// Moves readable bytes into `out`.
     pub(crate) fn dequeue_slice(&mut self, out: &mut [u8]) -> usize {
         let n = self.peek_at(0, out);
         self.consume(n)
+    }
+
+    /// Where reading starts in the storage (tests: whether it rewound).
+    #[cfg(test)]
+    pub(crate) fn read_position(&self) -> usize {
+        self.read
     }
 
     #[cfg(test)]
@@ -218,7 +239,7 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn matches_a_model(ops in proptest::collection::vec((0u8..3, 0usize..20), 1..200)) {
+        fn matches_a_model(ops in proptest::collection::vec((0u8..4, 0usize..20), 1..200)) {
             let mut r = RingBuffer::new(17);
             let mut model: VecDeque<u8> = VecDeque::new();
             let mut next = 0u8;
@@ -235,6 +256,13 @@ mod tests {
                         let got = r.dequeue_slice(&mut out);
                         let want: Vec<u8> = model.drain(..got.min(model.len())).collect();
                         proptest::prop_assert_eq!(&out[..got], &want[..]);
+                    }
+                    3 => {
+                        // Emptied: starting the storage over changes nothing.
+                        if r.is_empty() {
+                            r.rewind();
+                            proptest::prop_assert_eq!(r.read_position(), 0);
+                        }
                     }
                     _ => {
                         // Out-of-order write then fill the gap: same as in order.

@@ -703,6 +703,11 @@ impl TcpSocket {
     /// rule: when the advertised window is at most half the buffer and would
     /// at least double).
     fn after_read(&mut self, n: usize) {
+        if self.rx.is_empty() && self.ooo.is_empty() {
+            // Nothing readable and nothing stored past it: start the
+            // storage over (see `RingBuffer::rewind`).
+            self.rx.rewind();
+        }
         if n == 0 || !self.state.is_synchronized() || self.rx_closed {
             return;
         }

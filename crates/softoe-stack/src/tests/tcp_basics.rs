@@ -196,6 +196,47 @@ fn out_of_order_data_is_acked_at_once_with_sack() {
     assert_eq!(h.stack.tcp_recv(conn, &mut buf).unwrap(), 1000);
 }
 
+/// A connection trading small messages reuses the first bytes of its
+/// receive buffer: emptied by a read with nothing out of order, the buffer
+/// starts over, so it does not walk (and fault in) its whole storage. With
+/// out-of-order data stored past the readable end it must not start over.
+#[test]
+fn an_emptied_receive_buffer_starts_over_unless_data_waits_past_a_hole() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack(&mut h);
+    let data: Vec<u8> = (0..64 * 300).map(|i| (i * 13 % 251) as u8).collect();
+    let mut buf = [0u8; 4096];
+    for k in 0..200 {
+        let part = &data[k * 64..(k + 1) * 64];
+        h.send(TcpRepr {
+            seq_number: add(REMOTE_SEQ, 1 + k * 64),
+            ack_number: Some(our),
+            payload: part,
+            ..SEND_TEMPL
+        });
+        assert_eq!(h.stack.tcp_recv(conn, &mut buf).unwrap(), 64);
+        assert_eq!(&buf[..64], part);
+        assert_eq!(h.stack.tcp_rx_read_position(conn), Some(0), "message {k}");
+    }
+    // Bytes 128.. of the next 192 arrive first, then 0..64: reading those
+    // empties the buffer while 128..192 wait past the hole.
+    let base = 200 * 64;
+    let at = |o: usize| TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1 + base + o),
+        ack_number: Some(our),
+        payload: &data[base + o..base + o + 64],
+        ..SEND_TEMPL
+    };
+    h.send(at(128));
+    h.send(at(0));
+    assert_eq!(h.stack.tcp_recv(conn, &mut buf).unwrap(), 64);
+    assert_eq!(h.stack.tcp_rx_read_position(conn), Some(64), "a hole: kept");
+    h.send(at(64));
+    assert_eq!(h.stack.tcp_recv(conn, &mut buf).unwrap(), 128);
+    assert_eq!(&buf[..128], &data[base + 64..base + 192]);
+    assert_eq!(h.stack.tcp_rx_read_position(conn), Some(0));
+}
+
 #[test]
 fn passive_close_then_last_ack() {
     let mut h = Harness::new();
