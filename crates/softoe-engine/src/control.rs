@@ -58,6 +58,13 @@ pub struct EngineCounters {
     /// access_delay`), as measured (each wait lasts at least the delay).
     #[serde(default)]
     pub access_delay_nanos: u64,
+    /// Times the engine started or stopped steering the kernel's work for
+    /// the frames it sends to other cores ([`crate::steer`]).
+    #[serde(default)]
+    pub steer_switches: u64,
+    /// Nanoseconds it was steering.
+    #[serde(default)]
+    pub steered_nanos: u64,
     /// Time per stage of the engine's work, for calibrating the simulator
     /// (`EngineConfig::profile_stages`; all zero when it is off).
     #[serde(default)]

@@ -25,6 +25,7 @@ use crate::memory::{self, Memory};
 use crate::pcap::Pcap;
 use crate::port::Port;
 use crate::services::Service;
+use crate::steer::{Steer, Steering};
 
 /// How the engine runs.
 #[derive(Clone, Debug)]
@@ -71,6 +72,10 @@ pub struct EngineConfig {
     /// [`EngineCounters::stages`], for calibrating the simulator. Off (the
     /// default), a turn pays a branch per stage and nothing more.
     pub profile_stages: bool,
+    /// Whether the kernel's work for the frames the engine writes into its
+    /// TAP moves to other cores (RPS on the device's queue; see
+    /// [`crate::steer`]). `Auto` (the default): where there is room for it.
+    pub steer: Steer,
 }
 
 /// The longest [`EngineConfig::access_delay`]: past it the engine would
@@ -136,6 +141,7 @@ impl Default for EngineConfig {
             speed: 1.0,
             access_delay: Duration::ZERO,
             profile_stages: false,
+            steer: Steer::Auto,
         }
     }
 }
@@ -325,6 +331,8 @@ pub struct Engine<P: Port> {
     slow: SlowClock,
     /// Whether turns are timed (the engine is slowed or profiles stages).
     timed: bool,
+    /// The TAP queue's steering, while the engine runs.
+    steering: Option<Steering>,
 }
 
 impl<P: Port> std::fmt::Debug for Engine<P> {
@@ -390,6 +398,7 @@ impl<P: Port> Engine<P> {
             port_desc,
             slow: SlowClock::new(slowdown),
             timed,
+            steering: None,
         })
     }
 
@@ -463,9 +472,28 @@ impl<P: Port> Engine<P> {
         }
         info!(port = %self.port.describe(), "engine running");
         self.started = std::time::Instant::now();
+        if let Some(dev) = self.port.steer_device() {
+            // After pinning: the first look must see the engine's own core.
+            self.steering = match Steering::open(dev, self.cfg.steer, self.started) {
+                Ok(s) => s,
+                Err(e) => {
+                    warn!(dev, error = %e, "cannot steer the TAP's queue; the kernel's work for sent frames stays on the engine's core");
+                    None
+                }
+            };
+        }
         let mut idle_since: Option<std::time::Instant> = None;
         while !self.stop.stopped() {
             let busy = self.turn()?;
+            if let Some(st) = self.steering.as_mut() {
+                st.tick(
+                    std::time::Instant::now(),
+                    self.counters.idle_nanos + self.counters.spin_nanos,
+                    self.counters.frames_in + self.counters.frames_out,
+                );
+                self.counters.steer_switches = st.switches;
+                self.counters.steered_nanos = st.steered_nanos;
+            }
             if busy {
                 if let Some(t) = idle_since.take() {
                     self.counters.spin_nanos += t.elapsed().as_nanos() as u64;
@@ -483,6 +511,12 @@ impl<P: Port> Engine<P> {
             idle_since = None;
         }
         self.counters.run_nanos = self.started.elapsed().as_nanos() as u64;
+        if let Some(mut st) = self.steering.take() {
+            st.finish(std::time::Instant::now());
+            self.counters.steer_switches = st.switches;
+            self.counters.steered_nanos = st.steered_nanos;
+            // Dropping it puts the queue's own mask back.
+        }
         self.port.stop();
         self.port.flush();
         if let Some(p) = self.pcap.as_mut() {

@@ -45,6 +45,7 @@ pub mod pcap;
 pub mod port;
 pub mod services;
 pub mod sockpath;
+pub mod steer;
 pub mod tap;
 #[cfg(feature = "testbed")]
 pub mod testing;
@@ -65,5 +66,6 @@ pub use fault::{
 };
 pub use memory::Memory;
 pub use port::{Port, RxFrame};
+pub use steer::{Steer, Steering};
 pub use tap::{TapOffloads, TapPort};
 pub use xdp::{XdpMode, XdpOptions, XdpPort, XdpPortStats};

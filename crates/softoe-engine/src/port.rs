@@ -56,6 +56,13 @@ pub trait Port {
     fn carrier(&mut self) -> Option<bool> {
         None
     }
+    /// The device whose receive queue 0 carries the frames the engine
+    /// sends, where the kernel receives them inside the engine's writes (a
+    /// TAP device): the engine may steer that work to other cores
+    /// ([`crate::steer`]). `None` (the default): nothing to steer.
+    fn steer_device(&self) -> Option<&str> {
+        None
+    }
     /// The engine stops: last words on the wire (a bond's `ARPP_CLEAR`, so
     /// peers forget it at once). Called once, after the last turn.
     fn stop(&mut self) {}

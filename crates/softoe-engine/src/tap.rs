@@ -295,6 +295,10 @@ fn dev_tx_dropped(t: &str, dev: &str) -> Option<u64> {
 }
 
 impl Port for TapPort {
+    fn steer_device(&self) -> Option<&str> {
+        Some(&self.name)
+    }
+
     fn dropped(&mut self) -> Option<u64> {
         queue_drops(&self.name).ok()
     }

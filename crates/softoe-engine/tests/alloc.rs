@@ -34,6 +34,10 @@
 //!    host→Linux with the copy policy, Linux→host through the receive
 //!    ring, and the request/response with think time.
 //!
+//! The TAP's engine steers the kernel's work for its frames to the other
+//! cores (`Steer::On`), so its look at the machine's load every 100 ms
+//! (`/proc/stat`, its core, the queue's mask) runs inside the windows too.
+//!
 //! Why it is shaped so:
 //!
 //! - *Nothing in the process allocates during a window*, rather than
@@ -578,9 +582,14 @@ fn run() {
         .unwrap()
         .reserve(TRACES_PER_WINDOW.load(Ordering::Relaxed) * 8);
     let pat = pattern();
+    // Steering on: its look every 100 ms (`/proc/stat`, the core, the
+    // mask) runs inside the windows too.
+    let mut engine = softoe_engine::EngineConfig::default();
+    engine.steer = softoe_engine::Steer::On;
     let bed = Bed::start(
         Options {
             host: true,
+            engine,
             ..Options::default()
         },
         Vec::new(),

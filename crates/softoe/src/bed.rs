@@ -70,6 +70,9 @@ pub struct BedOptions {
     pub access_delay: Duration,
     /// Time the engine's stages (`EngineConfig::profile_stages`).
     pub profile_stages: bool,
+    /// Where the kernel's work for the engine's sent frames runs
+    /// (`EngineConfig::steer`; default: auto).
+    pub steer: softoe_engine::Steer,
 }
 
 /// What the engine's thread reports when it starts.
@@ -229,6 +232,7 @@ fn run_engine<P: Port>(
     ecfg.cpu = opts.cpu;
     ecfg.control = opts.control;
     ecfg.profile_stages = opts.profile_stages;
+    ecfg.steer = opts.steer;
     if let Some(speed) = opts.speed {
         ecfg = ecfg
             .with_speed(speed)

@@ -336,6 +336,35 @@ pub struct EngineSection {
     /// serving sockets, timers, wake-ups) for `softoe stat --json`: what
     /// the simulator's calibration reads.
     pub profile_stages: bool,
+    /// Where the kernel does its work for the frames the engine writes
+    /// into its TAP (the bridge, and a local peer's receive path): `off`
+    /// (inside the engine's writes, on its core), `on` (steered to the
+    /// other cores: RPS on the TAP's queue) or `auto` (steered while the
+    /// engine's core is full and the others have room).
+    pub steer: SteerMode,
+}
+
+/// `[engine] steer` and `--steer`: see [`softoe_engine::steer`].
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum SteerMode {
+    /// The kernel's work stays inside the engine's writes.
+    Off,
+    /// Always on the other cores.
+    On,
+    /// On the other cores while the engine's is full and theirs are not.
+    #[default]
+    Auto,
+}
+
+impl From<SteerMode> for softoe_engine::Steer {
+    fn from(m: SteerMode) -> softoe_engine::Steer {
+        match m {
+            SteerMode::Off => softoe_engine::Steer::Off,
+            SteerMode::On => softoe_engine::Steer::On,
+            SteerMode::Auto => softoe_engine::Steer::Auto,
+        }
+    }
 }
 
 /// Where `softoe engine` and `softoe stat` meet by default.
@@ -356,6 +385,7 @@ impl Default for EngineSection {
             speed: d.speed,
             access_delay_ns: d.access_delay.as_nanos() as u64,
             profile_stages: d.profile_stages,
+            steer: SteerMode::Auto,
         }
     }
 }
@@ -651,6 +681,7 @@ impl FileConfig {
         engine.cpu = e.cpu;
         engine.control = Some(e.control.clone());
         engine.profile_stages = e.profile_stages;
+        engine.steer = e.steer.into();
         let engine = engine
             .with_speed(e.speed)
             .and_then(|c| c.with_access_delay(Duration::from_nanos(e.access_delay_ns)))

@@ -138,6 +138,13 @@ pub struct EngineArgs {
     /// batch (more ACKs; for ablations).
     #[arg(long)]
     no_batch_acks: bool,
+    /// Where the kernel does its work for the frames the engine writes
+    /// into its TAP — the bridge and, with the peer on this machine, the
+    /// peer's receive path: off (inside the engine's writes), on (on the
+    /// other cores, by RPS on the TAP's queue), auto (on the other cores
+    /// while the engine's is full and theirs have room; the default).
+    #[arg(long, value_enum)]
+    steer: Option<crate::config::SteerMode>,
     /// Write every frame sent and received to this pcap file (super-segments
     /// as written; tcpdump -r and tshark -r read it).
     #[arg(long)]
@@ -269,6 +276,7 @@ impl EngineArgs {
         e.speed = self.engine_speed.unwrap_or(e.speed);
         e.access_delay_ns = self.access_delay_ns.unwrap_or(e.access_delay_ns);
         e.profile_stages |= self.profile_stages;
+        e.steer = self.steer.unwrap_or(e.steer);
         e.pcap = self.pcap.clone().or(e.pcap.take());
         if let Some(ctl) = &self.control {
             e.control = ctl.clone();

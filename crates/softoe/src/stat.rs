@@ -202,6 +202,15 @@ pub fn render(s: &Snapshot) -> String {
             e.access_delay_nanos as f64 / 1e9
         );
     }
+    if e.steer_switches > 0 {
+        let _ = writeln!(
+            o,
+            "steering: the kernel's work for sent frames ran on the other cores for {:.1} s \
+             ({} changes; softoe engine --steer)",
+            e.steered_nanos as f64 / 1e9,
+            e.steer_switches
+        );
+    }
     render_stages(&mut o, &e.stages);
     if let Some(f) = &s.faults {
         let _ = writeln!(o, "faults injected at the port: {f}");

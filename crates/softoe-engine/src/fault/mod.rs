@@ -696,6 +696,10 @@ impl<P: Port> Port for FaultPort<P> {
         self.recv_at(Instant::now(), buf)
     }
 
+    fn steer_device(&self) -> Option<&str> {
+        self.inner.steer_device()
+    }
+
     fn flush(&mut self) {
         self.inner.flush();
     }

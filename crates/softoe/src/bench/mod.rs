@@ -208,6 +208,13 @@ pub struct BenchArgs {
     /// (default: let the scheduler place it).
     #[arg(long)]
     engine_cpu: Option<usize>,
+    /// Where the kernel does its work for the frames the engine writes
+    /// into its TAP (the bridge, and the Linux client's receive path):
+    /// off (inside the engine's writes), on (on the other cores), auto
+    /// (there while the engine's core is full and theirs have room; the
+    /// engine's default). See `softoe engine --help`.
+    #[arg(long, value_enum)]
+    engine_steer: Option<crate::config::SteerMode>,
     /// How long the real-wire engine spins for work before it sleeps, µs
     /// (default: the engine's 50): longer trades a core for wake-up time.
     #[arg(long)]
@@ -364,6 +371,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let base = BedOptions {
         cpu: args.engine_cpu,
         spin: args.engine_spin_us.map(Duration::from_micros),
+        steer: args.engine_steer.map(Into::into).unwrap_or_default(),
         pcap: args.pcap.clone(),
         port: if args.port == "xdp" {
             crate::bed::BedPort::Xdp
