@@ -245,6 +245,13 @@ pub struct StackConfig {
     pub rto_min_routes: Vec<(Ipv4Cidr, Duration)>,
     /// ICMP errors (port unreachable) sent per second at most.
     pub icmp_error_limit: u32,
+    /// Closed connections kept for new ones to open in (their control
+    /// block, receive ring, send queue and logs), so that opening a
+    /// connection allocates nothing: at most this many…
+    pub keep_closed: usize,
+    /// …whose receive rings hold at most this many bytes together (their
+    /// pages stay resident while kept). 0 for either keeps none.
+    pub keep_closed_bytes: usize,
 }
 
 impl StackConfig {
@@ -275,6 +282,8 @@ impl StackConfig {
             challenge_ack_limit: 1000,
             icmp_error_limit: 1000,
             rto_min_routes: Vec::new(),
+            keep_closed: 16,
+            keep_closed_bytes: 64 << 20,
         }
     }
 }

@@ -221,7 +221,12 @@ impl Stack {
                 tx_csum: cfg.caps.tx_csum,
             },
             path: PathCaps::from_device(&cfg.caps),
-            sockets: SocketSet::new(cfg.max_sockets, cfg.seed),
+            sockets: SocketSet::new(
+                cfg.max_sockets,
+                cfg.seed,
+                cfg.keep_closed,
+                cfg.keep_closed_bytes,
+            ),
             arp: ArpCache::new(cfg.arp, cfg.seed),
             isn: IsnGenerator::new(cfg.secret),
             rand,

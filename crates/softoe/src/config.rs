@@ -426,6 +426,12 @@ pub struct TcpSection {
     /// `TCP_RTO_MIN`; "5ms", "500us").
     #[serde(with = "humantime_serde")]
     pub rto_min: Duration,
+    /// Closed connections kept for new ones to open in (their buffers
+    /// reused: opening a connection then allocates nothing); 0 keeps none.
+    pub keep_closed: usize,
+    /// The kept connections' receive buffers together at most this large
+    /// (their memory stays resident while kept).
+    pub keep_closed_bytes: Size,
     /// `[[tcp.route]]`: a different `rto_min` for peers inside a prefix,
     /// as Linux's `ip route … rto_min` (the longest prefix wins).
     pub route: Vec<TcpRoute>,
@@ -459,6 +465,8 @@ impl Default for TcpSection {
             quickack: false,
             orphan_retries: 8,
             rto_min: Duration::from_millis(200),
+            keep_closed: 16,
+            keep_closed_bytes: Size(64 << 20),
             route: Vec::new(),
         }
     }
@@ -649,6 +657,14 @@ impl FileConfig {
             );
         }
         stack.tcp.min_rto = t.rto_min;
+        if t.keep_closed > 4096 {
+            bail!(
+                "tcp.keep_closed must be at most 4096, got {}",
+                t.keep_closed
+            );
+        }
+        stack.keep_closed = t.keep_closed;
+        stack.keep_closed_bytes = usize::try_from(t.keep_closed_bytes.0).unwrap_or(usize::MAX);
         for r in &t.route {
             let net: Ipv4Cidr = if r.to.contains('/') {
                 r.to.parse()
@@ -851,6 +867,8 @@ mod tests {
             tx_buffer = 65536
             congestion = "newreno"
             orphan_retries = 3
+            keep_closed = 0
+            keep_closed_bytes = "8M"
             rto_min = "20ms"
             [[tcp.route]]
             to = "10.9.0.0/16"
@@ -874,6 +892,10 @@ mod tests {
         assert_eq!(b.stack.tcp.tx_buffer, 65536);
         assert_eq!(b.stack.tcp.congestion, Algorithm::NewReno);
         assert_eq!(b.stack.tcp.orphan_retries, 3);
+        assert_eq!(
+            (b.stack.keep_closed, b.stack.keep_closed_bytes),
+            (0, 8 << 20)
+        );
         assert_eq!(b.stack.tcp.min_rto, Duration::from_millis(20));
         let rto = |a: [u8; 4]| b.stack.rto_min_for(Ipv4Address(a));
         assert_eq!(
@@ -925,6 +947,10 @@ mod tests {
                 .contains("port.queue")
         );
         assert!(err("[interface]\naddress = \"10.0.0.1/24\"\n[port]\nqueue = 4096").is_empty());
+        assert!(
+            err("[interface]\naddress = \"10.0.0.1/24\"\n[tcp]\nkeep_closed = 5000")
+                .contains("tcp.keep_closed")
+        );
         assert!(
             err("[interface]\naddress = \"10.0.0.1/24\"\n[tcp]\norphan_retries = 0")
                 .contains("tcp.orphan_retries must be 1–32")

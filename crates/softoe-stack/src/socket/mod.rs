@@ -241,19 +241,20 @@ struct Spares {
     #[allow(clippy::vec_box)]
     socks: Vec<Box<TcpSocket>>,
     bytes: usize,
+    /// At most this many kept sockets (`StackConfig::keep_closed`)…
+    max: usize,
+    /// …whose receive rings hold at most this many bytes
+    /// (`StackConfig::keep_closed_bytes`).
+    max_bytes: usize,
 }
 
-/// At most this many kept sockets...
-const SPARE_SOCKETS: usize = 16;
-/// ...whose receive rings hold at most this many bytes (their pages stay
-/// resident).
-const SPARE_BYTES: usize = 64 << 20;
-
 impl Spares {
-    fn new() -> Spares {
+    fn new(max: usize, max_bytes: usize) -> Spares {
         Spares {
-            socks: Vec::with_capacity(SPARE_SOCKETS),
+            socks: Vec::with_capacity(max),
             bytes: 0,
+            max,
+            max_bytes,
         }
     }
 
@@ -273,7 +274,7 @@ impl Spares {
     /// capacity, so keeping never allocates); drops it otherwise.
     fn keep(&mut self, s: Box<TcpSocket>) {
         let n = s.rx_capacity();
-        if self.socks.len() < SPARE_SOCKETS && self.bytes + n <= SPARE_BYTES {
+        if self.socks.len() < self.max && self.bytes + n <= self.max_bytes {
             self.bytes += n;
             self.socks.push(s);
         }
@@ -281,7 +282,9 @@ impl Spares {
 }
 
 impl SocketSet {
-    pub(crate) fn new(max: usize, seed: u64) -> SocketSet {
+    /// A table of at most `max` sockets that keeps up to `keep` closed
+    /// connections with `keep_bytes` of receive rings between them.
+    pub(crate) fn new(max: usize, seed: u64, keep: usize, keep_bytes: usize) -> SocketSet {
         let hasher = |k: u64| foldhash::fast::FixedState::with_seed(seed ^ k);
         SocketSet {
             slots: Vec::new(),
@@ -295,7 +298,7 @@ impl SocketSet {
             ready: VecDeque::new(),
             events: VecDeque::new(),
             released: VecDeque::new(),
-            spares: Spares::new(),
+            spares: Spares::new(keep, keep_bytes),
         }
     }
 
@@ -693,12 +696,14 @@ mod tests {
 
     #[test]
     fn closed_sockets_are_kept_up_to_their_count_and_bytes_and_taken_by_ring_size() {
-        let mut s = Spares::new();
-        for _ in 0..SPARE_SOCKETS + 4 {
+        const KEEP: usize = 16;
+        const BYTES: usize = 64 << 20;
+        let mut s = Spares::new(KEEP, BYTES);
+        for _ in 0..KEEP + 4 {
             s.keep(sock(8));
         }
-        assert_eq!(s.socks.len(), SPARE_SOCKETS, "no more than the count");
-        assert_eq!(s.bytes, SPARE_SOCKETS * 8);
+        assert_eq!(s.socks.len(), KEEP, "no more than the count");
+        assert_eq!(s.bytes, KEEP * 8);
         s.socks.truncate(2);
         s.bytes = 16;
         s.keep(sock(32));
@@ -710,14 +715,20 @@ mod tests {
         assert!(s.take(8).is_none());
         assert_eq!(s.bytes, 0);
         // Nothing past the byte budget.
-        s.keep(sock(SPARE_BYTES));
+        s.keep(sock(BYTES));
         s.keep(sock(1));
-        assert_eq!((s.socks.len(), s.bytes), (1, SPARE_BYTES));
+        assert_eq!((s.socks.len(), s.bytes), (1, BYTES));
+        // A table told to keep none keeps none.
+        for (keep, bytes) in [(0, BYTES), (KEEP, 0)] {
+            let mut none = Spares::new(keep, bytes);
+            none.keep(sock(8));
+            assert!(none.socks.is_empty() && none.take(8).is_none());
+        }
     }
 
     #[test]
     fn a_kept_socket_opens_as_a_fresh_one() {
-        let mut set = SocketSet::new(8, 1);
+        let mut set = SocketSet::new(8, 1, 16, 64 << 20);
         let path = PathCaps::from_device(&DeviceCaps::default());
         let cfg = TcpConfig {
             rx_buffer: 4096,
