@@ -20,6 +20,43 @@ use crate::bench::cpu::thread_sched;
 
 // ---- E2 --------------------------------------------------------------------------------
 
+/// The same moment on the monotonic clock (the messages' stamps) and the
+/// wall clock (the wire tap's capture times), read as close together as
+/// the machine allows: the pair with the smallest gap between a monotonic
+/// read before and one after the wall read, out of 64 tries, the monotonic
+/// moment taken halfway. A thread preempted between two plain reads (130 µs
+/// once in CI) shifts every wire time by that much: messages then seemed to
+/// reach the wire before they were sent and to spend the difference
+/// between wire and program.
+pub(super) fn clock_pair() -> (Instant, std::time::SystemTime) {
+    best_pair(64, || {
+        let a = Instant::now();
+        let w = std::time::SystemTime::now();
+        (a, w, Instant::now())
+    })
+}
+
+/// Of `tries` reads (monotonic, wall, monotonic), the one whose monotonic
+/// reads are closest: (their midpoint, its wall time).
+fn best_pair<W: Copy>(
+    tries: usize,
+    mut read: impl FnMut() -> (Instant, W, Instant),
+) -> (Instant, W) {
+    let (a, mut wall, b) = read();
+    let (mut gap, mut mid) = (
+        b.saturating_duration_since(a),
+        a + b.saturating_duration_since(a) / 2,
+    );
+    for _ in 1..tries {
+        let (a, w, b) = read();
+        let g = b.saturating_duration_since(a);
+        if g < gap {
+            (gap, mid, wall) = (g, a + g / 2, w);
+        }
+    }
+    (mid, wall)
+}
+
 /// Nanoseconds since `epoch`.
 pub(super) fn ns_since(epoch: Instant) -> u64 {
     epoch.elapsed().as_nanos() as u64
@@ -299,7 +336,7 @@ pub(super) fn e2(o: &Options, pb: &ProgressBar) -> Result<Vec<E2Row>> {
                 realtime_class(tid).context("SCHED_FIFO (--bond-rt-fifo needs root)")?;
             }
         }
-        let (epoch, wall0) = (Instant::now(), std::time::SystemTime::now());
+        let (epoch, wall0) = clock_pair();
         let sched0 = sched_of([a, b]);
         let port = 7200 + k as u16;
         let got = if proto == "tcp" {
@@ -505,6 +542,26 @@ mod tests {
         assert_eq!(w.into.get(&5), Some(&2000));
         assert_eq!((w.out.len(), w.into.len()), (2, 2));
         assert_eq!(rt_parse(&rt_message(9, epoch)).map(|m| m.0), Some(9));
+    }
+
+    #[test]
+    fn the_clock_pair_is_the_read_with_the_smallest_gap() {
+        let t = Instant::now();
+        let us = |n: u64| t + Duration::from_micros(n);
+        // The first read was preempted for 130 µs between its reads, the
+        // third only 2 µs apart: its wall time goes with its midpoint.
+        let reads = [
+            (0, 'a', 130),
+            (200, 'b', 210),
+            (300, 'c', 302),
+            (400, 'd', 420),
+        ];
+        let mut it = reads.iter();
+        let (mid, wall) = best_pair(reads.len(), || {
+            let &(a, w, b) = it.next().unwrap();
+            (us(a), w, us(b))
+        });
+        assert_eq!((mid, wall), (us(301), 'c'));
         assert_eq!(rt_parse(b"RTMS"), None);
     }
 
