@@ -317,6 +317,11 @@ struct Report {
     targets: Vec<Target>,
     /// The engine's share of time asleep during bulk and latency runs.
     engine_idle_share: Option<f64>,
+    /// The engine's share of those runs with the kernel's work for its
+    /// sent frames steered to other cores (`--engine-steer`), and how
+    /// often that changed.
+    engine_steered_share: Option<f64>,
+    engine_steer_switches: Option<u64>,
     /// The loss sweep's transfers.
     loss: Vec<loss::LossRow>,
     /// The loss sweep's medians by rate and transfer, over its rounds.

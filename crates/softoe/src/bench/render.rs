@@ -94,6 +94,14 @@ pub(super) fn render(r: &Report) -> String {
             idle * 100.0
         );
     }
+    if let (Some(share), Some(n)) = (r.engine_steered_share, r.engine_steer_switches) {
+        let _ = writeln!(
+            o,
+            "the kernel's work for the engine's sent frames on the other cores {:.0} % of the run \
+             ({n} changes; --engine-steer).",
+            share * 100.0
+        );
+    }
     if !r.ablation.is_empty() {
         let _ = writeln!(
             o,

@@ -249,5 +249,8 @@ pub(super) fn bulk_and_latency(
     pb.set_message("stopping");
     let counters = bed.stop()?;
     report.engine_idle_share = Some(counters.idle_share());
+    report.engine_steered_share =
+        Some(counters.steered_nanos as f64 / counters.run_nanos.max(1) as f64);
+    report.engine_steer_switches = Some(counters.steer_switches);
     Ok(())
 }
