@@ -553,13 +553,13 @@ mod tests {
     /// Runs `periods` of [`PERIOD`] through a controller: each gives the
     /// (engine spare, others' spare, frame rate) that steering or not
     /// steering would measure; returns what it chose each period.
-    fn drive(periods: usize, mut world: impl FnMut(usize, bool) -> (f64, f64, f64)) -> Vec<bool> {
+    fn drive(periods: usize, mut world: impl FnMut(bool) -> (f64, f64, f64)) -> Vec<bool> {
         let t0 = Instant::now();
         let mut c = Controller::new(t0);
         let mut on = false;
         (1..=periods)
             .map(|k| {
-                let (e, o, r) = world(k, on);
+                let (e, o, r) = world(on);
                 on = c.next(t0 + PERIOD * k as u32, on, e, Some(o), r);
                 on
             })
@@ -570,7 +570,7 @@ mod tests {
     fn a_change_that_pays_is_kept() {
         // A request load: the engine full, room elsewhere; steered, more
         // frames a second (and both sides full).
-        let got = drive(50, |_, on| {
+        let got = drive(50, |on| {
             if on {
                 (0.03, 0.04, 1.2)
             } else {
@@ -583,7 +583,7 @@ mod tests {
     #[test]
     fn a_change_that_costs_is_undone_and_tried_again_ever_later() {
         // The rule says steer, but steered the engine moves fewer frames.
-        let got = drive(400, |_, on| {
+        let got = drive(400, |on| {
             if on {
                 (0.02, 0.30, 0.88)
             } else {
@@ -606,7 +606,7 @@ mod tests {
     #[test]
     fn a_bulk_receiver_with_a_full_sender_is_never_steered() {
         // The engine has room, the sender's core none.
-        let got = drive(100, |_, _| (0.6, 0.04, 1.0));
+        let got = drive(100, |_| (0.6, 0.04, 1.0));
         assert!(got.iter().all(|&on| !on));
         // Unknown others: nothing changes.
         let t0 = Instant::now();
