@@ -473,12 +473,20 @@ impl Steering {
         let _ = self.sample_others(None);
     }
 
+    /// Steers to every core but `cpu`, or (`on` false) gives the queue its
+    /// own mask back: not steering leaves the device as it was found (an
+    /// RPS mask someone set on it stays theirs).
     fn apply(&mut self, on: bool, cpu: Option<usize>) {
-        for (i, m) in self.mask_cpus.iter_mut().enumerate() {
-            *m = on && Some(i) != cpu;
-        }
-        format_mask(&self.mask_cpus, &mut self.mask_text);
-        match self.rps.write_at(&self.mask_text, 0) {
+        let text = if on {
+            for (i, m) in self.mask_cpus.iter_mut().enumerate() {
+                *m = Some(i) != cpu;
+            }
+            format_mask(&self.mask_cpus, &mut self.mask_text);
+            &self.mask_text
+        } else {
+            &self.original
+        };
+        match self.rps.write_at(text, 0) {
             Ok(_) => {
                 if on != self.steering {
                     self.switches += 1;
@@ -621,7 +629,8 @@ mod tests {
         let mut buf = vec![0; 64 << 10];
         let cpus = cpu_count(&stat, &mut buf).unwrap();
         let path = std::env::temp_dir().join(format!("softoe-rps-test-{}", std::process::id()));
-        std::fs::write(&path, b"00000000\n").unwrap();
+        // Someone's own mask on the queue (cores 0 and 1).
+        std::fs::write(&path, b"00000003\n").unwrap();
         let rps = OpenOptions::new()
             .read(true)
             .write(true)
@@ -642,13 +651,17 @@ mod tests {
             cpus - 1,
             "every core but this thread's: {text}"
         );
+        // Stopping to steer writes the queue's own mask, not an empty one.
+        st.apply(false, None);
+        assert_eq!(std::fs::read(&path).unwrap(), b"00000003\n");
+        st.apply(true, None);
         st.finish(now + PERIOD * 2);
         assert_eq!(
             (st.switches, st.steered_nanos),
-            (1, PERIOD.as_nanos() as u64)
+            (3, PERIOD.as_nanos() as u64)
         );
         drop(st);
-        assert_eq!(std::fs::read(&path).unwrap(), b"00000000\n");
+        assert_eq!(std::fs::read(&path).unwrap(), b"00000003\n");
         let _ = std::fs::remove_file(&path);
     }
 
