@@ -387,7 +387,8 @@ impl Steering {
             switches: 0,
             steered_nanos: 0,
         };
-        s.sample();
+        // The first reading, for the first look to count from.
+        let _ = s.sample_others(None);
         info!(
             dev,
             ?mode,
@@ -467,10 +468,6 @@ impl Steering {
             }
         });
         (total > 0).then(|| idle as f64 / total as f64)
-    }
-
-    fn sample(&mut self) {
-        let _ = self.sample_others(None);
     }
 
     /// Steers to every core but `cpu`, or (`on` false) gives the queue its
