@@ -9,13 +9,14 @@ use softoe_abi::{Bell, BellOp, Hello, Welcome};
 fuzz_target!(|data: &[u8]| {
     if let Some(b) = Bell::from_bytes(data) {
         let again = b.to_bytes();
-        assert_eq!(&again[..20], &data[..20]);
+        assert_eq!(&again[..], data, "every byte of a bell means something");
         assert_eq!(Bell::from_bytes(&again), Some(b));
         match b.op() {
             Some(BellOp::Add) => assert_eq!(b.op, 1),
             Some(BellOp::Remove) => assert_eq!(b.op, 2),
             Some(BellOp::Watch) => assert_eq!(b.op, 3),
-            None => assert!(!(1..=3).contains(&b.op)),
+            Some(BellOp::Claim) => assert_eq!(b.op, 4),
+            None => assert!(!(1..=4).contains(&b.op)),
         }
     }
     if let Some(h) = Hello::from_bytes(data) {

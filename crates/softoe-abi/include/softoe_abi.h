@@ -24,6 +24,11 @@
 #define softoe_MAX_BELLS 64
 
 /**
+ * The `from_session` of an `ADOPT` that names a grant ([`BellOp::Claim`]).
+ */
+#define softoe_GRANTED 0
+
+/**
  * The first eight bytes of every region: `b"softoe\0\x01"` read as a
  * little-endian `u64`.
  */
@@ -33,7 +38,7 @@
  * The ABI version this crate speaks. A program refuses a region whose
  * version differs.
  */
-#define softoe_VERSION 2
+#define softoe_VERSION 3
 
 /**
  * The engine is polling its rings (`RegionHeader::engine_state`).
@@ -112,6 +117,17 @@
  * `RECV` flag: the buffer is in the data area.
  */
 #define softoe_RECV_REGION (1 << 1)
+
+/**
+ * `RECV` flag: complete at once — with the bytes there are, or
+ * `-EAGAIN` when none are (a non-blocking read of a shared connection).
+ */
+#define softoe_RECV_NOWAIT (1 << 2)
+
+/**
+ * `RECV` flag: copy the next bytes without consuming them (`MSG_PEEK`).
+ */
+#define softoe_RECV_PEEK (1 << 3)
 
 /**
  * Shut down the receive side.
@@ -215,13 +231,16 @@
 #define softoe_EV_HELD (1 << 8)
 
 /**
- * Another session took this connection (`ADOPT`): the socket reads as
- * finished and refuses writes, but the connection lives on. An `ADOPT`
- * naming this socket takes it back (a process that handed its connection
- * to a child and uses it again once the child is done, as sshd's monitor
- * does for a root login).
+ * Other sessions hold this connection too (processes that share it after
+ * `fork`, `exec` or `SCM_RIGHTS`), and any of them may read next: the
+ * receive ring is not used while this is set. Every read is a `RECV`
+ * (with `RECV_NOWAIT` when it must not wait, `RECV_PEEK` to peek), so
+ * the engine hands each byte to exactly one reader, in order;
+ * [`EV_HELD`] says bytes wait. Bytes the ring held when the connection
+ * became shared are taken back by the engine first (it moves `rx_head`
+ * to `rx_tail` with a compare-and-swap, as readers do).
  */
-#define softoe_EV_MOVED (1 << 9)
+#define softoe_EV_SHARED (1 << 10)
 
 /**
  * The program waits to read (`interest`).
@@ -347,7 +366,11 @@ enum softoe_Opcode
    * [`RECV_REGION`] (`args[0]` is a data-area offset). `args[1]`: the
    * length. `-EAGAIN` at once while the receive ring holds unread bytes
    * (read those first: the stream stays in order); `-EBUSY` while
-   * another receive is posted on the socket.
+   * another receive is posted on the socket. With [`RECV_NOWAIT`] it
+   * completes at once, `-EAGAIN` if nothing is there; with
+   * [`RECV_PEEK`] the bytes stay where they were. On a connection other
+   * sessions hold too ([`EV_SHARED`](crate::EV_SHARED)) this is how
+   * every read is made.
    */
   SOFTOE_OPCODE_RECV = 14,
   /**
@@ -459,6 +482,16 @@ enum softoe_SockOpt
    * the new class, as Linux applies it to every later packet.
    */
   SOFTOE_SOCK_OPT_PRIORITY = 10,
+  /**
+   * `SO_REUSEPORT`: on (1) or off (0), set before `BIND` and `LISTEN`.
+   * A TCP socket with it may listen where listeners of the same user
+   * that set it too already listen, and the group shares the new
+   * connections (a hash of each four-tuple picks the listener, as on
+   * Linux); `BIND` then refuses (`EADDRINUSE`) only what `LISTEN`
+   * would, as Linux refuses at `bind`. An engine from before the
+   * option answers `ENOPROTOOPT`.
+   */
+  SOFTOE_SOCK_OPT_REUSE_PORT = 11,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

@@ -31,17 +31,38 @@ pub enum BellOp {
     /// Program → engine: forget bell `index` (no answer).
     Remove = 2,
     /// Program → engine, with one descriptor (`SCM_RIGHTS`): watch
-    /// connection `index` across `fork`. The descriptor is one end of a
-    /// socket pair whose other end the program now keeps under the
-    /// socket's number; the kernel counts that end's copies in every
-    /// process, and when the last closes the engine sees a hang-up. Until
-    /// then a `CLOSE` only detaches the socket from its session (the
-    /// connection lives on for another process to take with
-    /// [`Opcode::Adopt`](crate::Opcode::Adopt)); after it the connection
+    /// connection or listener `index` across `fork`, `exec` and
+    /// `SCM_RIGHTS`. The descriptor is one end of a socket pair whose
+    /// other end the program now keeps under the socket's number (bound
+    /// to an abstract name starting with [`WATCH_NAME`]); the kernel
+    /// counts that end's copies in every process, and when the last closes
+    /// the engine sees a hang-up. Until then a `CLOSE` only detaches the
+    /// socket from its session (it lives on for another process to take
+    /// with [`Opcode::Adopt`](crate::Opcode::Adopt)); after it the socket
     /// closes as at a last close. Answered like `Add` (`index` echoed;
     /// `status` 0 or a negated errno).
     Watch = 3,
+    /// Program → engine, with one descriptor (`SCM_RIGHTS`): the program
+    /// holds this descriptor, received from another process (over a Unix
+    /// socket), and its name says it is a watched softoe socket's. The
+    /// engine checks that it is the far end of one of its watches, and
+    /// answers with a grant: `index` is a number this session may name in
+    /// an `ADOPT` (`from_session` [`GRANTED`], `from_sock` the number, no
+    /// secret), `extra[0]` is 1 for a listener, 0 for a connection; or
+    /// `status` is a negated errno (`ENOENT`: no watch has that end).
+    Claim = 4,
 }
+
+/// The start of the abstract Unix-socket name the program's end of a
+/// watch is bound to ([`BellOp::Watch`]): `"\0softoe-watch:"`, then a
+/// digit of flags (1: an `AF_INET6` socket, 2: a listener) and a `:` and
+/// whatever makes it unique. A process that receives a descriptor over a
+/// Unix socket recognises a softoe socket by it, and claims it
+/// ([`BellOp::Claim`]); the engine checks the claim itself.
+pub const WATCH_NAME: &[u8] = b"\0softoe-watch:";
+
+/// The `from_session` of an `ADOPT` that names a grant ([`BellOp::Claim`]).
+pub const GRANTED: u32 = 0;
 
 /// A waiter's own doorbell, registered after attaching.
 ///
@@ -61,8 +82,9 @@ pub struct Bell {
     pub index: u32,
     /// 0, or a negated errno (answers only).
     pub status: i32,
-    /// Reserved.
-    pub _pad: [u32; 3],
+    /// What an answer carries besides (a claim's: [`BellOp::Claim`]); 0
+    /// otherwise.
+    pub extra: [u32; 3],
 }
 
 const _: () = assert!(size_of::<Bell>() == 32);
@@ -75,6 +97,9 @@ impl Bell {
         b[8..12].copy_from_slice(&self.op.to_ne_bytes());
         b[12..16].copy_from_slice(&self.index.to_ne_bytes());
         b[16..20].copy_from_slice(&self.status.to_ne_bytes());
+        for (i, x) in self.extra.iter().enumerate() {
+            b[20 + 4 * i..24 + 4 * i].copy_from_slice(&x.to_ne_bytes());
+        }
         b
     }
 
@@ -86,7 +111,11 @@ impl Bell {
             op: u32::from_ne_bytes(b[8..12].try_into().ok()?),
             index: u32::from_ne_bytes(b[12..16].try_into().ok()?),
             status: i32::from_ne_bytes(b[16..20].try_into().ok()?),
-            _pad: [0; 3],
+            extra: [
+                u32::from_ne_bytes(b[20..24].try_into().ok()?),
+                u32::from_ne_bytes(b[24..28].try_into().ok()?),
+                u32::from_ne_bytes(b[28..32].try_into().ok()?),
+            ],
         };
         (m.magic == BELL_MAGIC).then_some(m)
     }
@@ -97,6 +126,7 @@ impl Bell {
             1 => Some(BellOp::Add),
             2 => Some(BellOp::Remove),
             3 => Some(BellOp::Watch),
+            4 => Some(BellOp::Claim),
             _ => None,
         }
     }
@@ -230,7 +260,7 @@ mod tests {
             op: BellOp::Add as u32,
             index: 63,
             status: -28,
-            _pad: [0; 3],
+            extra: [1, 2, 3],
         };
         assert_eq!(Bell::from_bytes(&b.to_bytes()), Some(b));
         assert_eq!(b.op(), Some(BellOp::Add));

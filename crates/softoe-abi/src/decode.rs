@@ -9,8 +9,9 @@
 use crate::errno::{EFAULT, EINVAL, ENOPROTOOPT, ENOSYS, EPROTONOSUPPORT};
 use crate::layout::Layout;
 use crate::record::{
-    CMD_QUIET, Command, MAX_PRIORITY, Opcode, RECV_REGION, RECV_REMOTE, SEND_MORE, SEND_OVERLAP,
-    SEND_QUEUE, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SHUT_RDWR, SockKind, SockOpt,
+    CMD_QUIET, Command, MAX_PRIORITY, Opcode, RECV_NOWAIT, RECV_PEEK, RECV_REGION, RECV_REMOTE,
+    SEND_MORE, SEND_OVERLAP, SEND_QUEUE, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SHUT_RDWR,
+    SockKind, SockOpt,
 };
 use crate::request::{MAX_SPAN, RecvTarget, Request, RingSpan, SendSource};
 
@@ -166,7 +167,10 @@ pub fn decode(cmd: &Command, layout: &Layout) -> Result<Request, i32> {
             if len == 0 || len > MAX_SPAN {
                 return Err(EINVAL);
             }
-            let target = match flags {
+            if flags & !(RECV_REGION | RECV_REMOTE | RECV_NOWAIT | RECV_PEEK) != 0 {
+                return Err(EINVAL);
+            }
+            let target = match flags & (RECV_REGION | RECV_REMOTE) {
                 RECV_REGION => {
                     if !layout.data_contains(a[0], len) {
                         return Err(EFAULT);
@@ -176,7 +180,13 @@ pub fn decode(cmd: &Command, layout: &Layout) -> Result<Request, i32> {
                 RECV_REMOTE => RecvTarget::Remote { addr: a[0] },
                 _ => return Err(EINVAL),
             };
-            Request::Recv { sock, target, len }
+            Request::Recv {
+                sock,
+                target,
+                len,
+                nowait: flags & RECV_NOWAIT != 0,
+                peek: flags & RECV_PEEK != 0,
+            }
         }
         Opcode::CancelRecv => Request::CancelRecv { sock },
     })
@@ -356,7 +366,9 @@ mod tests {
             Ok(Request::Recv {
                 sock: 4,
                 target: RecvTarget::Remote { addr: 0x7000_0000 },
-                len: 65_536
+                len: 65_536,
+                nowait: false,
+                peek: false,
             })
         );
         let c = Command::new(Opcode::Recv, RECV_REGION, 4, 0, [64, 4096, 0, 0, 0, 0]);
@@ -365,7 +377,27 @@ mod tests {
             Ok(Request::Recv {
                 sock: 4,
                 target: RecvTarget::Region { offset: 64 },
-                len: 4096
+                len: 4096,
+                nowait: false,
+                peek: false,
+            })
+        );
+        // At once, and without consuming: a shared connection's reads.
+        let c = Command::new(
+            Opcode::Recv,
+            RECV_REGION | RECV_NOWAIT | RECV_PEEK,
+            4,
+            0,
+            [64, 4096, 0, 0, 0, 0],
+        );
+        assert_eq!(
+            decode(&c, &l),
+            Ok(Request::Recv {
+                sock: 4,
+                target: RecvTarget::Region { offset: 64 },
+                len: 4096,
+                nowait: true,
+                peek: true,
             })
         );
         // Outside the data area; both places; neither; empty; too long.
@@ -376,6 +408,7 @@ mod tests {
             (0, 64),
             (RECV_REMOTE, 0),
             (RECV_REMOTE, MAX_SPAN + 1),
+            (RECV_REMOTE | 1 << 9, 64),
         ] {
             let c = Command::new(Opcode::Recv, flags, 4, 0, [64, len, 0, 0, 0, 0]);
             assert_eq!(decode(&c, &l), Err(EINVAL), "{flags} {len}");

@@ -81,7 +81,9 @@ mod request;
 mod ring;
 mod slot;
 
-pub use attach::{ATTACH_MAGIC, BELL_MAGIC, Bell, BellOp, Hello, MAX_BELLS, Welcome};
+pub use attach::{
+    ATTACH_MAGIC, BELL_MAGIC, Bell, BellOp, GRANTED, Hello, MAX_BELLS, WATCH_NAME, Welcome,
+};
 pub use decode::decode;
 pub use layout::{
     ENGINE_POLLING, ENGINE_SLEEPING, Layout, LayoutError, MAGIC, RegionHeader, SESSION_CLOSED,
@@ -89,14 +91,14 @@ pub use layout::{
 };
 pub use record::{
     CMD_QUIET, CMP_RELEASE, CONGESTION_CUBIC, CONGESTION_RENO, Command, Completion, MAX_PRIORITY,
-    Opcode, RECV_REGION, RECV_REMOTE, SEND_MORE, SEND_OVERLAP, SEND_QUEUE, SEND_REMOTE, SEND_RING,
-    SEND_ZEROCOPY, SHUT_RD, SHUT_RDWR, SHUT_WR, SockKind, SockOpt, TCPI_OPT_SACK,
-    TCPI_OPT_TIMESTAMPS, TCPI_OPT_WSCALE, TcpInfoRecord, pack_addr, unpack_addr,
+    Opcode, RECV_NOWAIT, RECV_PEEK, RECV_REGION, RECV_REMOTE, SEND_MORE, SEND_OVERLAP, SEND_QUEUE,
+    SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SHUT_RD, SHUT_RDWR, SHUT_WR, SockKind, SockOpt,
+    TCPI_OPT_SACK, TCPI_OPT_TIMESTAMPS, TCPI_OPT_WSCALE, TcpInfoRecord, pack_addr, unpack_addr,
 };
 pub use request::{MAX_SPAN, RecvTarget, Request, RingSpan, SendSource, encode};
 pub use ring::{Consumer, Producer, RingError};
 pub use slot::{
-    EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_MOVED, EV_RDHUP, EV_READABLE, EV_RXFULL,
+    EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP, EV_READABLE, EV_RXFULL, EV_SHARED,
     EV_WRITABLE, SlotView, SockSlot, UdpHeader, WANT_READ, WANT_WRITE, waiter_bell, waiter_word,
 };
 

@@ -121,7 +121,11 @@ pub enum Opcode {
     /// [`RECV_REGION`] (`args[0]` is a data-area offset). `args[1]`: the
     /// length. `-EAGAIN` at once while the receive ring holds unread bytes
     /// (read those first: the stream stays in order); `-EBUSY` while
-    /// another receive is posted on the socket.
+    /// another receive is posted on the socket. With [`RECV_NOWAIT`] it
+    /// completes at once, `-EAGAIN` if nothing is there; with
+    /// [`RECV_PEEK`] the bytes stay where they were. On a connection other
+    /// sessions hold too ([`EV_SHARED`](crate::EV_SHARED)) this is how
+    /// every read is made.
     Recv = 14,
     /// Takes back the buffer posted by `RECV` on this socket: the `RECV`
     /// completes (with the bytes placed so far, or `-ECANCELED`) before
@@ -187,6 +191,11 @@ pub const CMP_RELEASE: u32 = 1 << 0;
 pub const RECV_REMOTE: u16 = 1 << 0;
 /// `RECV` flag: the buffer is in the data area.
 pub const RECV_REGION: u16 = 1 << 1;
+/// `RECV` flag: complete at once — with the bytes there are, or
+/// `-EAGAIN` when none are (a non-blocking read of a shared connection).
+pub const RECV_NOWAIT: u16 = 1 << 2;
+/// `RECV` flag: copy the next bytes without consuming them (`MSG_PEEK`).
+pub const RECV_PEEK: u16 = 1 << 3;
 
 /// Shut down the receive side.
 pub const SHUT_RD: u64 = 0;
@@ -250,6 +259,14 @@ pub enum SockOpt {
     /// live connection (or a bound UDP socket), the next frame goes with
     /// the new class, as Linux applies it to every later packet.
     Priority = 10,
+    /// `SO_REUSEPORT`: on (1) or off (0), set before `BIND` and `LISTEN`.
+    /// A TCP socket with it may listen where listeners of the same user
+    /// that set it too already listen, and the group shares the new
+    /// connections (a hash of each four-tuple picks the listener, as on
+    /// Linux); `BIND` then refuses (`EADDRINUSE`) only what `LISTEN`
+    /// would, as Linux refuses at `bind`. An engine from before the
+    /// option answers `ENOPROTOOPT`.
+    ReusePort = 11,
 }
 
 /// The largest [`SockOpt::Priority`] the engine takes.
@@ -276,6 +293,7 @@ impl SockOpt {
             8 => SockOpt::Congestion,
             9 => SockOpt::QuickAck,
             10 => SockOpt::Priority,
+            11 => SockOpt::ReusePort,
             _ => return None,
         })
     }
@@ -459,9 +477,9 @@ mod tests {
                 named += 1;
             }
         }
-        assert_eq!(named, 10, "options 1..=10");
-        assert_eq!(SockOpt::from_u64(10), Some(SockOpt::Priority));
-        assert_eq!(SockOpt::from_u64(11), None);
+        assert_eq!(named, 11, "options 1..=11");
+        assert_eq!(SockOpt::from_u64(11), Some(SockOpt::ReusePort));
+        assert_eq!(SockOpt::from_u64(12), None);
     }
 
     #[test]

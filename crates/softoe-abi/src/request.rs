@@ -12,8 +12,8 @@
 //! `decode` only, side by side.
 
 use crate::record::{
-    Command, Opcode, RECV_REGION, RECV_REMOTE, SEND_MORE, SEND_OVERLAP, SEND_QUEUE, SEND_REMOTE,
-    SEND_RING, SEND_ZEROCOPY, SockKind, SockOpt,
+    Command, Opcode, RECV_NOWAIT, RECV_PEEK, RECV_REGION, RECV_REMOTE, SEND_MORE, SEND_OVERLAP,
+    SEND_QUEUE, SEND_REMOTE, SEND_RING, SEND_ZEROCOPY, SockKind, SockOpt,
 };
 
 /// The largest ring or single send the engine accepts: 1 GiB.
@@ -202,6 +202,10 @@ pub enum Request {
         target: RecvTarget,
         /// Its length (at least 1).
         len: u64,
+        /// `RECV_NOWAIT`: answer at once.
+        nowait: bool,
+        /// `RECV_PEEK`: leave the bytes unconsumed.
+        peek: bool,
     },
     /// `CANCEL_RECV`.
     CancelRecv {
@@ -333,11 +337,19 @@ pub fn encode(req: &Request, tag: u64) -> Command {
             ],
         ),
         Request::Info { offset, len, .. } => (0, [offset, len, 0, 0, 0, 0]),
-        Request::Recv { target, len, .. } => {
+        Request::Recv {
+            target,
+            len,
+            nowait,
+            peek,
+            ..
+        } => {
             let (flags, at) = match target {
                 RecvTarget::Region { offset } => (RECV_REGION, offset),
                 RecvTarget::Remote { addr } => (RECV_REMOTE, addr),
             };
+            let flags =
+                flags | if nowait { RECV_NOWAIT } else { 0 } | if peek { RECV_PEEK } else { 0 };
             (flags, [at, len, 0, 0, 0, 0])
         }
     };
@@ -440,6 +452,8 @@ mod tests {
                 sock: 2,
                 target: RecvTarget::Remote { addr: 0x7000_0000 },
                 len: 65_536,
+                nowait: true,
+                peek: false,
             },
             Opcode::CancelRecv => Request::CancelRecv { sock: 2 },
         }
@@ -663,19 +677,27 @@ mod tests {
                 len
             }),
             any::<u32>().prop_map(|sock| Request::Arm { sock }),
-            (any::<u32>(), any::<u64>(), 1..=MAX_SPAN).prop_map(|(sock, addr, len)| {
-                Request::Recv {
+            (
+                any::<u32>(),
+                any::<u64>(),
+                1..=MAX_SPAN,
+                any::<(bool, bool)>()
+            )
+                .prop_map(|(sock, addr, len, (nowait, peek))| Request::Recv {
                     sock,
                     target: RecvTarget::Remote { addr },
                     len,
-                }
-            }),
-            (any::<u32>(), buffer())
-                .prop_filter("a receive is not empty", |(_, (_, l))| *l > 0)
-                .prop_map(|(sock, (offset, len))| Request::Recv {
+                    nowait,
+                    peek,
+                }),
+            (any::<u32>(), buffer(), any::<(bool, bool)>())
+                .prop_filter("a receive is not empty", |(_, (_, l), _)| *l > 0)
+                .prop_map(|(sock, (offset, len), (nowait, peek))| Request::Recv {
                     sock,
                     target: RecvTarget::Region { offset },
                     len,
+                    nowait,
+                    peek,
                 }),
             any::<u32>().prop_map(|sock| Request::CancelRecv { sock }),
         ]

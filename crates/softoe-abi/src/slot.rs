@@ -35,12 +35,15 @@ pub const EV_RXFULL: u32 = 1 << 7;
 /// ring so that the next large read is placed directly too. Post `RECV`,
 /// or `RXDONE` to have the bytes moved into the ring.
 pub const EV_HELD: u32 = 1 << 8;
-/// Another session took this connection (`ADOPT`): the socket reads as
-/// finished and refuses writes, but the connection lives on. An `ADOPT`
-/// naming this socket takes it back (a process that handed its connection
-/// to a child and uses it again once the child is done, as sshd's monitor
-/// does for a root login).
-pub const EV_MOVED: u32 = 1 << 9;
+/// Other sessions hold this connection too (processes that share it after
+/// `fork`, `exec` or `SCM_RIGHTS`), and any of them may read next: the
+/// receive ring is not used while this is set. Every read is a `RECV`
+/// (with `RECV_NOWAIT` when it must not wait, `RECV_PEEK` to peek), so
+/// the engine hands each byte to exactly one reader, in order;
+/// [`EV_HELD`] says bytes wait. Bytes the ring held when the connection
+/// became shared are taken back by the engine first (it moves `rx_head`
+/// to `rx_tail` with a compare-and-swap, as readers do).
+pub const EV_SHARED: u32 = 1 << 10;
 
 /// The waiter word for bell `index` on the thread's `sleep`-th sleep
 /// ([`SockSlot::rx_waiter`]).
@@ -258,6 +261,16 @@ impl<'r> SlotView<'r> {
         AtomicU32,
         "what the program waits for."
     );
+
+    /// Moves `rx_head` from `old` to `new` if no one moved it since
+    /// (compare-and-swap): how readers take bytes from the ring, so that the
+    /// engine can take back what nobody took yet ([`EV_SHARED`]). On
+    /// failure, the head as it is now.
+    pub fn take_rx(&self, old: u64, new: u64) -> Result<(), u64> {
+        self.at::<AtomicU64>(offset_of!(SockSlot, rx_head))
+            .compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ())
+    }
 
     /// The waiter word for reading (`tx == false`) or writing: for the
     /// program to claim (compare-and-swap from 0) and clear, and for the

@@ -176,6 +176,11 @@ pub struct ConnStat {
     pub rto_ms: f64,
     /// MSS we send.
     pub snd_mss: u32,
+    /// The path MTU its segments are sized for (`ss -ti`'s `pmtu`: the
+    /// device's, or less where path-MTU discovery learnt so; 0 from an
+    /// engine that does not say).
+    #[serde(default)]
+    pub pmtu: u32,
     /// Segments retransmitted.
     pub retrans: u64,
     /// RTO expirations.
@@ -254,13 +259,18 @@ pub struct ConnStat {
 pub struct ListenerStat {
     /// Local address (`0.0.0.0` for any of ours).
     pub local: String,
+    /// It set `SO_REUSEPORT`: a member of a group of listeners on this
+    /// address that share its new connections.
+    #[serde(default)]
+    pub reuseport: bool,
     /// Connections waiting for `accept` (`ss`'s Recv-Q).
     pub queued: usize,
     /// Handshakes under way (SYN-RECEIVED).
     pub syn_received: usize,
     /// Most connections that may wait (`ss`'s Send-Q).
     pub backlog: usize,
-    /// SYNs dropped for a full SYN queue.
+    /// SYNs dropped: a full SYN queue with cookies off, or a full accept
+    /// queue (with cookies, a full SYN queue drops nothing).
     pub syn_drops: u64,
 }
 
@@ -286,6 +296,7 @@ impl From<&TcpInfo> for ConnStat {
             rttvar_us: i.rttvar.as_secs_f64() * 1e6,
             rto_ms: i.rto.as_secs_f64() * 1e3,
             snd_mss: i.snd_mss,
+            pmtu: i.pmtu,
             retrans: i.retransmits,
             rto_count: i.rto_count,
             fast_retrans: i.fast_retransmits,
@@ -356,6 +367,55 @@ pub struct StackCounters {
     /// program did not read fast enough: Linux's `RcvbufErrors`).
     #[serde(default)]
     pub udp_drops: u64,
+    /// IPv4 fragments received for us.
+    #[serde(default)]
+    pub rx_fragments: u64,
+    /// Datagrams reassembled from them (Linux's `ReasmOKs`).
+    #[serde(default)]
+    pub reasm_ok: u64,
+    /// Datagrams whose reassembly timed out (`ReasmTimeout`).
+    #[serde(default)]
+    pub reasm_timeouts: u64,
+    /// Datagrams dropped for an overlapping fragment (`ReasmOverlaps`).
+    #[serde(default)]
+    pub reasm_overlaps: u64,
+    /// Datagrams dropped to keep reassembly within its memory bounds.
+    #[serde(default)]
+    pub reasm_over_budget: u64,
+    /// Fragments refused as malformed or as RFC 1858 attacks.
+    #[serde(default)]
+    pub reasm_invalid: u64,
+    /// Fragmentation-needed messages that lowered a path MTU.
+    #[serde(default)]
+    pub pmtu_lowered: u64,
+    /// Fragmentation-needed messages ignored (naming nothing in flight,
+    /// or no lower MTU).
+    #[serde(default)]
+    pub pmtu_ignored: u64,
+    /// Learnt path MTUs that expired.
+    #[serde(default)]
+    pub pmtu_expired: u64,
+    /// SYNs dropped: a full SYN queue without cookies, or a full accept
+    /// queue.
+    #[serde(default)]
+    pub tcp_syn_drops: u64,
+    /// SYNs and cookie ACKs dropped for a full accept queue (Linux's
+    /// `ListenOverflows`).
+    #[serde(default)]
+    pub tcp_listen_overflows: u64,
+    /// SYN cookies sent (Linux's `SyncookiesSent`).
+    #[serde(default)]
+    pub tcp_syncookies_sent: u64,
+    /// ACKs whose cookie checked (Linux's `SyncookiesRecv`).
+    #[serde(default)]
+    pub tcp_syncookies_recv: u64,
+    /// ACKs whose cookie did not (Linux's `SyncookiesFailed`).
+    #[serde(default)]
+    pub tcp_syncookies_failed: u64,
+    /// Connection attempts ended (and handshakes of ours dropped) by an
+    /// ICMP error.
+    #[serde(default)]
+    pub tcp_icmp_aborts: u64,
 }
 
 /// The whole answer of `softoe stat`.
@@ -575,6 +635,7 @@ impl Snapshot {
             .filter_map(|h| stack.tcp_listener_info(h).ok())
             .map(|l| ListenerStat {
                 local: l.local.to_string(),
+                reuseport: l.reuseport,
                 queued: l.queued,
                 syn_received: l.syn_received,
                 backlog: l.backlog,
@@ -600,6 +661,21 @@ impl Snapshot {
                 icmp_echo: s.icmp_echo,
                 udp_rx: s.udp_rx,
                 udp_drops: s.udp_drops,
+                rx_fragments: s.rx_fragments,
+                reasm_ok: s.reasm_ok,
+                reasm_timeouts: s.reasm_timeouts,
+                reasm_overlaps: s.reasm_overlaps,
+                reasm_over_budget: s.reasm_over_budget,
+                reasm_invalid: s.reasm_invalid,
+                pmtu_lowered: s.pmtu_lowered,
+                pmtu_ignored: s.pmtu_ignored,
+                pmtu_expired: s.pmtu_expired,
+                tcp_syn_drops: s.tcp_syn_drops,
+                tcp_listen_overflows: s.tcp_listen_overflows,
+                tcp_syncookies_sent: s.tcp_syncookies_sent,
+                tcp_syncookies_recv: s.tcp_syncookies_recv,
+                tcp_syncookies_failed: s.tcp_syncookies_failed,
+                tcp_icmp_aborts: s.tcp_icmp_aborts,
             },
             connections,
             listeners,
@@ -682,7 +758,7 @@ impl Control {
 }
 
 /// Process `pid`'s effective user id now (`/proc/PID/status`).
-fn effective_uid(pid: i32) -> Option<u32> {
+pub(crate) fn effective_uid(pid: i32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()

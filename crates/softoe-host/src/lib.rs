@@ -29,6 +29,7 @@
 mod alloc;
 mod client;
 mod errno;
+mod process;
 mod select;
 mod socket;
 mod spin;
@@ -36,9 +37,11 @@ mod sys;
 
 pub use client::{Armed, Client, Config, Waiter};
 pub use errno::errno_of;
+pub use process::process_id;
 pub use select::{Event, Selector};
 pub use socket::{
     Congestion, Interest, Pollable, Readiness, SendPolicy, TcpListener, TcpOptions, TcpReader,
     TcpStream, UdpSocket, ZcBuf,
 };
 pub use softoe_abi::TcpInfoRecord;
+pub use sys::watch_flags;

@@ -100,6 +100,69 @@ pub(crate) fn send_fds(fd: RawFd, b: &[u8], pass: &[RawFd]) -> io::Result<()> {
 
 /// A new non-blocking eventfd.
 /// A connected pair of Unix stream sockets, close-on-exec.
+/// Binds `fd` (one end of a watch's socket pair) to an abstract name
+/// [`softoe_abi::WATCH_NAME`], the digit of `flags`, `:` and 32 random hex
+/// digits: unique, and how a process the descriptor is passed to knows it.
+pub(crate) fn bind_watch_name(fd: RawFd, flags: u8) -> io::Result<()> {
+    for _ in 0..8 {
+        let mut r = [0u8; 16];
+        // SAFETY: writes at most `r.len()` bytes into `r`.
+        let got = unsafe { libc::getrandom(r.as_mut_ptr().cast(), r.len(), 0) };
+        if got != r.len() as isize {
+            return Err(io::Error::last_os_error());
+        }
+        let mut name = softoe_abi::WATCH_NAME.to_vec();
+        name.push(b'0' + (flags & 7));
+        name.push(b':');
+        for b in r {
+            name.extend_from_slice(format!("{b:02x}").as_bytes());
+        }
+        // SAFETY: an all-zero sockaddr_un is valid; the name fits its path.
+        let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (d, s) in a.sun_path.iter_mut().zip(&name) {
+            *d = *s as libc::c_char;
+        }
+        let len = (size_of::<libc::sa_family_t>() + name.len()) as libc::socklen_t;
+        // SAFETY: `a` is a valid sockaddr_un of at least `len` bytes.
+        if unsafe { libc::bind(fd, (&raw const a).cast(), len) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EADDRINUSE) {
+            return Err(e);
+        }
+    }
+    Err(io::Error::from_raw_os_error(libc::EADDRINUSE))
+}
+
+/// The flags of a watched softoe socket's descriptor
+/// ([`softoe_abi::WATCH_NAME`]: 1 `AF_INET6`, 2 a listener), if `fd` is
+/// one by its name: what a process that received `fd` over a Unix socket
+/// asks before it claims it.
+pub fn watch_flags(fd: RawFd) -> Option<u8> {
+    // SAFETY: an all-zero sockaddr_un is a valid out-parameter.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: `a` and `len` are valid for the call.
+    if unsafe { libc::getsockname(fd, (&raw mut a).cast(), &raw mut len) } != 0
+        || i32::from(a.sun_family) != libc::AF_UNIX
+    {
+        return None;
+    }
+    let path = (len as usize).checked_sub(size_of::<libc::sa_family_t>())?;
+    let p = softoe_abi::WATCH_NAME;
+    let got: Vec<u8> = a.sun_path[..path.min(a.sun_path.len())]
+        .iter()
+        .map(|&c| c as u8)
+        .collect();
+    if !got.starts_with(p) {
+        return None;
+    }
+    let d = *got.get(p.len())?;
+    d.is_ascii_digit().then(|| d - b'0')
+}
+
 pub(crate) fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: `fds` has room for the two descriptors the kernel writes.

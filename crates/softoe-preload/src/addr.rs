@@ -52,6 +52,20 @@ pub(crate) unsafe fn read_addr(
     }
 }
 
+/// The family of the address at `addr`, if `len` covers it.
+///
+/// # Safety
+/// `addr` is null or valid for `len` bytes.
+pub(crate) unsafe fn family(addr: *const sockaddr, len: socklen_t) -> Option<c_int> {
+    if addr.is_null() || (len as usize) < size_of::<libc::sa_family_t>() {
+        return None;
+    }
+    // SAFETY: at least the family's bytes; read unaligned.
+    Some(i32::from(unsafe {
+        std::ptr::read_unaligned(addr.cast::<libc::sa_family_t>())
+    }))
+}
+
 /// Writes `a` to `addr`/`len` as the kernel does (truncated to `*len`,
 /// `*len` set to the full size): `sockaddr_in`, or for an `AF_INET6`
 /// socket `sockaddr_in6` with the address IPv4-mapped (`::` for "any").

@@ -33,15 +33,36 @@
 //! `::ffff:a.b.c.d`), answering with IPv4-mapped addresses; a real IPv6
 //! address or `IPV6_V6ONLY` leaves them to the kernel.
 //!
+//! Two unrelated programs may listen on one address and port with
+//! `SO_REUSEPORT` (a haproxy reload with `-sf`): the engine spreads new
+//! connections between them by a hash of each four-tuple. A TCP `bind`
+//! asks the engine whether a listener holds the port, so the refusal
+//! (`EADDRINUSE`) comes at `bind`, where Linux gives it, not at `listen`.
+//!
 //! After `fork` the child attaches a session of its own; a listener it
 //! inherited is shared into it at first use (parent and child both accept,
 //! as with the kernel: nginx's master and workers). Before every `fork`
-//! (`pthread_atfork`) the parent puts each connection's numbers on a
-//! descriptor the engine watches, so the kernel counts the copies every
-//! process holds; a child takes a connection it uses into its own session,
-//! and the connection closes when the last copy does. Inherited UDP
-//! sockets fail with `EBADF`. A signal handler without `SA_RESTART`
-//! interrupts a blocking call (`EINTR`), as it does a kernel socket call.
+//! (`pthread_atfork`) the parent puts each connection's and listener's
+//! numbers on a descriptor the engine watches, so the kernel counts the
+//! copies every process holds; a child that uses a connection joins it
+//! from its own session — both then read and write it at once, each byte
+//! to one reader, in order — and a socket closes when the last copy does.
+//! Softoe sockets passed over a Unix socket (`SCM_RIGHTS`) go as those
+//! watched descriptors, and the receiving process claims them from the
+//! engine by the descriptor itself. Inherited UDP
+//! sockets fail with `EBADF`. A child made past libc's `fork` (a raw
+//! `clone`, as vsftpd makes them) is told from its parent all the same:
+//! the process id the shim checks lives in a page the kernel zeroes in
+//! every child, and libc's `syscall` is hooked so that such a `clone`
+//! prepares the connections as `fork` does. A signal handler without
+//! `SA_RESTART` interrupts a blocking call (`EINTR`, a blocking `connect`
+//! too), as it does a kernel socket call.
+//!
+//! The shim's own messages (warnings, `RUST_LOG`) are written with libc's
+//! `write` to `SOFTOE_LOG_FILE` if set, else to descriptor 2 unless that
+//! is a softoe socket (an inetd-style server's client connection): never
+//! through the shim's own hooks. Under an address-space limit the shared
+//! region leaves the program room (`RLIMIT_AS`: see `hooks/limits.rs`).
 //!
 //! `fcntl` and `ioctl` are variadic in C; the hooks take the one argument
 //! every command this shim handles passes, which the x86-64 and AArch64
@@ -58,6 +79,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod addr;
+mod diag;
 mod hooks;
 mod opts;
 mod real;

@@ -19,10 +19,13 @@ fn resolve(slot: &AtomicUsize, name: &CStr) -> usize {
     // pseudo-handle for a shared object's lookups.
     let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
     if p == 0 {
-        let msg = b"softoe-preload: a libc function is missing (dlsym RTLD_NEXT)\n";
-        // SAFETY: a raw syscall writing a static buffer to stderr; no hook
-        // is involved.
-        unsafe { libc::syscall(libc::SYS_write, 2, msg.as_ptr(), msg.len()) };
+        // (`write` itself missing: nothing to say it with.)
+        if name != c"write" {
+            crate::diag::say(&format!(
+                "softoe-preload: libc has no {} (dlsym RTLD_NEXT)",
+                name.to_string_lossy()
+            ));
+        }
         std::process::abort();
     }
     slot.store(p, Ordering::Relaxed);
@@ -123,6 +126,19 @@ pub(crate) unsafe fn prctl(
     let f: unsafe extern "C" fn(c_int, ...) -> c_int = unsafe { std::mem::transmute(p) };
     // SAFETY: the caller passes what `option` expects.
     unsafe { f(option, a2, a3, a4, a5) }
+}
+
+/// `syscall` is variadic in C; the real one is called as such, with the
+/// six arguments any system call takes (the caller's unused ones are
+/// passed on as they came: the kernel reads only those the call has).
+pub(crate) unsafe fn syscall(n: libc::c_long, a: [libc::c_long; 6]) -> libc::c_long {
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let p = resolve(&SLOT, c"syscall");
+    // SAFETY: `p` is libc's `long syscall(long, ...)`.
+    let f: unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long =
+        unsafe { std::mem::transmute(p) };
+    // SAFETY: the caller passes what system call `n` expects.
+    unsafe { f(n, a[0], a[1], a[2], a[3], a[4], a[5]) }
 }
 
 /// `fcntl` and `ioctl` are variadic in C; the real ones are called as such.

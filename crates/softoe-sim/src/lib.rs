@@ -9,6 +9,11 @@
 //! learning switch to join many nodes. It jumps from event to event, driving
 //! each stack to its next `poll_at` deadline.
 //!
+//! A [`Router`] joins links of different MTUs, and answers a packet too
+//! large for the next one as its [`DfPolicy`] says: a fragmentation-needed
+//! message (path-MTU discovery), silence (a black hole), or fragments
+//! (reassembly at the receiver).
+//!
 //! A node may have several NICs, each with its own link
 //! ([`World::add_node_with_nics`]), and a link can be cut and restored
 //! ([`World::cut_link`]). That is what **bonded hosts** are made of
@@ -73,12 +78,14 @@ pub mod link;
 pub mod machine;
 pub(crate) mod nic;
 pub mod node;
+pub mod router;
 pub mod scenario;
 pub mod workload;
 pub mod world;
 
 pub use link::{ConfigError, LinkConfig, LinkStats};
 pub use node::{App, Pattern, SimDev, StackNode};
+pub use router::{DfPolicy, Router, RouterPort, RouterStats};
 pub use world::{
     LinkId, NicConfig, Node, NodeId, RxInfo, SimFrame, SwitchId, Tap, TapEvent, World, WorldStats,
 };

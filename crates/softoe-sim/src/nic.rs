@@ -59,6 +59,10 @@ pub(crate) fn tcp_layout(f: &[u8]) -> Option<TcpLayout> {
     }
     let ihl = usize::from(vihl & 0x0f) * 4;
     let total = usize::from(be16(f, ip + 2));
+    // A fragment is no TCP segment to cut or merge (MF, or an offset).
+    if be16(f, ip + 6) & 0x3fff != 0 {
+        return None;
+    }
     if *f.get(ip + 9)? != 6 || ihl < 20 || total < ihl || ip + total > f.len() {
         return None;
     }
@@ -260,6 +264,10 @@ pub(crate) fn verify_checksums(f: &[u8]) -> bool {
     let Ok(repr) = Ipv4Repr::parse(&ip, &ChecksumCaps::default()) else {
         return false;
     };
+    if ip.is_fragment() {
+        // A NIC cannot vouch for a transport checksum it does not see whole.
+        return false;
+    }
     match repr.next_header {
         IpProtocol::Tcp => TcpPacket::new_checked(ip.payload())
             .is_ok_and(|t| t.verify_checksum(&repr.src_addr, &repr.dst_addr)),
@@ -409,5 +417,22 @@ mod tests {
         let mut out = Vec::new();
         segment(&[1, 2, 3], 100, &mut out);
         assert_eq!(out, vec![vec![1, 2, 3]]);
+    }
+
+    #[test]
+    fn fragments_are_neither_cut_merged_nor_verified() {
+        let mut f = frame(1000, &[7u8; 100], TcpControl::None, false);
+        let l = tcp_layout(&f).unwrap();
+        fill_tcp_checksums(&mut f, &l);
+        assert!(verify_checksums(&f));
+        // Mark it the first fragment of a larger datagram.
+        let mut ip = Ipv4Packet::new_unchecked(&mut f[14..]);
+        ip.set_flags_and_offset(false, true, 0);
+        ip.fill_checksum();
+        assert!(tcp_layout(&f).is_none(), "no TCP segment to cut or merge");
+        assert!(
+            !verify_checksums(&f),
+            "a NIC cannot vouch for part of a datagram"
+        );
     }
 }

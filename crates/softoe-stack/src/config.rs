@@ -80,6 +80,11 @@ pub struct TcpConfig {
     pub time_wait: Duration,
     /// SYN retransmissions before `connect` fails.
     pub syn_retries: u32,
+    /// SYN-ACK retransmissions before a handshake a listener started is
+    /// given up (Linux's `tcp_synack_retries`, 5: the embryo holds its
+    /// place in the SYN queue 63 s). Under pressure old embryos get fewer,
+    /// down to 2 (see [`StackConfig::syncookies`]).
+    pub synack_retries: u32,
     /// Retransmissions of the same data before the connection is aborted.
     pub max_retries: u32,
     /// Persist-timer probes (and retransmissions) an orphan gets — a
@@ -134,6 +139,7 @@ impl Default for TcpConfig {
             max_rto: Duration::from_secs(60),
             time_wait: Duration::from_secs(60),
             syn_retries: 6,
+            synack_retries: 5,
             max_retries: 15,
             orphan_retries: 8,
             max_ooo_ranges: 512,
@@ -209,6 +215,63 @@ impl Default for ArpConfig {
     }
 }
 
+/// IPv4 settings: fragment reassembly and path-MTU discovery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IpConfig {
+    /// Bytes of fragments held in reassembly at most, all datagrams
+    /// together (Linux's `ipfrag_high_thresh`: 4 MiB). Past it the oldest
+    /// datagram in reassembly makes way.
+    pub reasm_max_bytes: usize,
+    /// Datagrams in reassembly at once, at most; past it the oldest makes
+    /// way.
+    pub reasm_max_datagrams: usize,
+    /// How long a datagram may take to arrive whole from its first
+    /// fragment (Linux's `ipfrag_time`: 30 s; RFC 1122 §3.3.2 asks for
+    /// 60–120 s at most). When it expires with the first fragment in
+    /// hand, the sender gets an ICMP time exceeded (code 1).
+    pub reasm_timeout: Duration,
+    /// The smallest path MTU a fragmentation-needed message may set
+    /// (Linux's `min_pmtu`: 552). A smaller one is taken as this, with DF
+    /// off towards that destination, as Linux does.
+    pub pmtu_min: usize,
+    /// How long a learnt path MTU holds before the larger one is tried
+    /// again (Linux's `mtu_expires`: 10 minutes).
+    pub pmtu_expires: Duration,
+    /// Destinations whose path MTU is remembered, at most; a new one
+    /// replaces the entry that expires first.
+    pub pmtu_cache_entries: usize,
+}
+
+impl Default for IpConfig {
+    fn default() -> IpConfig {
+        IpConfig {
+            reasm_max_bytes: 4 << 20,
+            reasm_max_datagrams: 64,
+            reasm_timeout: Duration::from_secs(30),
+            pmtu_min: 552,
+            pmtu_expires: Duration::from_secs(600),
+            pmtu_cache_entries: 256,
+        }
+    }
+}
+
+/// When a listener answers a SYN with a SYN cookie (RFC 4987 §3.6)
+/// instead of a connection in its SYN queue (Linux's `tcp_syncookies`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SynCookies {
+    /// Never: a SYN that finds the SYN queue full is dropped.
+    Off,
+    /// When the SYN queue is full (or the socket table is): the default,
+    /// as Linux's 1.
+    #[default]
+    WhenFull,
+    /// For every SYN (Linux's 2; for tests and for listeners under a
+    /// flood that never ends).
+    Always,
+}
+
 /// Everything a [`Stack`](crate::Stack) is built from.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -222,7 +285,8 @@ pub struct StackConfig {
     pub gateway: Option<Ipv4Address>,
     /// What the port can do.
     pub caps: DeviceCaps,
-    /// Secret key for ISNs (RFC 6528). Keep it secret and random.
+    /// Secret key for ISNs (RFC 6528) and SYN cookies (RFC 4987). Keep it
+    /// secret and random.
     pub secret: [u8; 16],
     /// Seed of the stack's PRNG (ephemeral ports, timestamp offsets).
     pub seed: u64,
@@ -232,6 +296,8 @@ pub struct StackConfig {
     pub udp: UdpConfig,
     /// ARP behaviour.
     pub arp: ArpConfig,
+    /// Fragment reassembly and path-MTU discovery.
+    pub ip: IpConfig,
     /// Most sockets (connections, listeners, UDP) at once.
     pub max_sockets: usize,
     /// Ephemeral port range for `connect` without a local port.
@@ -245,6 +311,18 @@ pub struct StackConfig {
     pub rto_min_routes: Vec<(Ipv4Cidr, Duration)>,
     /// ICMP errors (port unreachable) sent per second at most.
     pub icmp_error_limit: u32,
+    /// Most connections a listener may hold waiting for `accept`,
+    /// whatever backlog it asks for (Linux's `net.core.somaxconn`, 4096).
+    pub somaxconn: usize,
+    /// Most handshakes a listener keeps in its SYN queue, whatever its
+    /// backlog (which bounds them too, as on Linux). Each is a whole
+    /// connection with its buffers here (a Linux request socket is a few
+    /// hundred bytes), so past this a SYN gets a cookie, which costs
+    /// nothing; default 1024 (Linux's `tcp_max_syn_backlog` is 128–4096
+    /// by memory, and bounds only a listener without cookies).
+    pub max_syn_backlog: usize,
+    /// When a listener answers with SYN cookies.
+    pub syncookies: SynCookies,
     /// Closed connections kept for new ones to open in (their control
     /// block, receive ring, send queue and logs), so that opening a
     /// connection allocates nothing: at most this many…
@@ -277,10 +355,14 @@ impl StackConfig {
             tcp: TcpConfig::default(),
             udp: UdpConfig::default(),
             arp: ArpConfig::default(),
+            ip: IpConfig::default(),
             max_sockets: 65_536,
             ephemeral_ports: (32_768, 60_999),
             challenge_ack_limit: 1000,
             icmp_error_limit: 1000,
+            somaxconn: 4096,
+            max_syn_backlog: 1024,
+            syncookies: SynCookies::WhenFull,
             rto_min_routes: Vec::new(),
             keep_closed: 16,
             keep_closed_bytes: 64 << 20,

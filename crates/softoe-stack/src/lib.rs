@@ -3,7 +3,9 @@
 //! softoe is a software TCP/IP offload engine: a standalone stack runs on a
 //! dedicated engine core and serves host programs through shared memory. This
 //! crate is that stack's protocol core, and nothing else: Ethernet/ARP,
-//! IPv4, ICMP, UDP and TCP (RFC 9293 with SACK, window scaling, timestamps
+//! IPv4 (fragment reassembly bounded in memory and time, overlaps dropped;
+//! path-MTU discovery after RFC 1191 with RFC 5927's checks and a
+//! per-destination cache), ICMP, UDP and TCP (RFC 9293 with SACK, window scaling, timestamps
 //! and PAWS; RFC 6298 RTO with a per-connection floor; loss detection by
 //! RACK with tail-loss probes (RFC 8985), its reordering window adapted by
 //! D-SACK, over a SACK scoreboard (RFC 6675); Proportional Rate Reduction
@@ -113,7 +115,9 @@ pub mod fault;
 mod iface;
 pub mod isn;
 pub mod payload;
+mod pmtu;
 pub mod rand;
+mod reasm;
 mod socket;
 mod stack;
 pub mod stats;
@@ -123,7 +127,9 @@ pub mod time;
 #[cfg(test)]
 mod tests;
 
-pub use config::{ArpConfig, DEFAULT_TTL, Keepalive, StackConfig, TcpConfig, UdpConfig};
+pub use config::{
+    ArpConfig, DEFAULT_TTL, IpConfig, Keepalive, StackConfig, SynCookies, TcpConfig, UdpConfig,
+};
 pub use device::{Device, DeviceCaps, PartialCsum, RxMeta, RxRing, TxBusy, TxFrame, TxOffload};
 pub use payload::PayloadRef;
 pub use socket::{Events, SocketHandle};

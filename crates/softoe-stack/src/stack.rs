@@ -7,26 +7,30 @@ use core::time::Duration;
 
 use softoe_wire::{
     ArpOperation, ArpPacket, ArpRepr, Checksum, ChecksumCaps, EtherType, EthernetFrame,
-    Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr,
-    TcpControl, TcpPacket, TcpRepr, TcpSeqNumber, UdpPacket, UdpRepr,
+    Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr, Icmpv4TimeExceeded, IpProtocol, Ipv4Address,
+    Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber, UdpPacket, UdpRepr,
 };
 
-use crate::config::{Keepalive, StackConfig, TcpConfig, UdpConfig};
+use crate::config::{Keepalive, StackConfig, SynCookies, TcpConfig, UdpConfig};
 use crate::device::{Device, RxMeta, RxRing};
 use crate::iface::arp::ArpCache;
 use crate::iface::{CSUM_CHUNK, ETH_HEADER, Egress, IPV4_HEADER, Iface, IpFields};
 use crate::isn::IsnGenerator;
 use crate::payload::PayloadRef;
+use crate::pmtu::PmtuCache;
 use crate::rand::Rand;
+use crate::reasm::{Outcome, Reassembly};
 use crate::socket::udp::UdpSocket;
-use crate::socket::{Events, Socket, SocketHandle, SocketSet};
+use crate::socket::{Events, ListenGroup, Socket, SocketHandle, SocketSet};
 use crate::stats::StackStats;
 use crate::tcp::congestion::Algorithm;
+use crate::tcp::icmp::{self, IcmpVerdict};
 use crate::tcp::input::{Ctx, RateLimiter, Reply, rst_for};
-use crate::tcp::listener::TcpListener;
+use crate::tcp::listener::{GroupHash, TcpListener};
 use crate::tcp::output::{MAX_REFS_PER_FRAME, SinkError};
 use crate::tcp::socket::{PathCaps, RxSink, TcpSocket};
-use crate::tcp::{Endpoint, ListenerInfo, RecvError, SendError, State, TcpError, TcpInfo};
+use crate::tcp::syncookie::{self, SynCookies as CookieKeys};
+use crate::tcp::{Endpoint, ListenerInfo, RecvError, SendError, State, TcpError, TcpInfo, seq};
 use crate::time::Instant;
 
 /// A configuration the stack cannot run with.
@@ -150,6 +154,9 @@ pub struct Stack {
     sockets: SocketSet,
     arp: ArpCache,
     isn: IsnGenerator,
+    cookies: CookieKeys,
+    /// Picks a reuseport group's member for a new connection.
+    reuse_hash: GroupHash,
     rand: Rand,
     challenge: RateLimiter,
     icmp_limit: RateLimiter,
@@ -160,6 +167,13 @@ pub struct Stack {
     arp_requests: Vec<Ipv4Address>,
     ident: u16,
     stats: StackStats,
+    /// Datagrams arriving in fragments.
+    reasm: Reassembly,
+    /// Path MTUs learnt from fragmentation-needed messages.
+    pmtu: PmtuCache,
+    /// A datagram too large for the MTU, whole, before it is cut into
+    /// fragments (an echo reply to a large ping); grows once.
+    frag_out: Vec<u8>,
     next_port: u16,
     /// Inside [`begin_batch`](Stack::begin_batch): answers wait for the end.
     batching: bool,
@@ -187,6 +201,7 @@ macro_rules! egress {
             chunk: &mut $self.chunk,
             ident: &mut $self.ident,
             stats: &mut $self.stats,
+            pmtu: &$self.pmtu,
         }
     };
 }
@@ -229,6 +244,8 @@ impl Stack {
             ),
             arp: ArpCache::new(cfg.arp, cfg.seed),
             isn: IsnGenerator::new(cfg.secret),
+            cookies: CookieKeys::new(cfg.secret),
+            reuse_hash: GroupHash::new(cfg.secret),
             rand,
             challenge: RateLimiter::new(cfg.challenge_ack_limit),
             icmp_limit: RateLimiter::new(cfg.icmp_error_limit),
@@ -238,6 +255,9 @@ impl Stack {
             arp_requests: Vec::with_capacity(16),
             ident: (cfg.seed >> 16) as u16,
             stats: StackStats::default(),
+            reasm: Reassembly::new(cfg.ip),
+            pmtu: PmtuCache::new(&cfg.ip),
+            frag_out: Vec::new(),
             next_port,
             batching: false,
             cfg,
@@ -285,10 +305,15 @@ impl Stack {
         if self.sockets.has_ready() {
             return Some(Instant::ZERO);
         }
-        match (self.sockets.next_deadline(), self.arp.poll_at()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.sockets.next_deadline(),
+            self.arp.poll_at(),
+            self.reasm.poll_at(),
+            self.pmtu.poll_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Starts a receive batch: until [`end_batch`](Stack::end_batch), the
@@ -316,6 +341,8 @@ impl Stack {
     /// Does all the work that is due: queued application data, ACKs owed,
     /// expired timers, ARP retries. Calling it early is harmless.
     pub fn poll<D: Device>(&mut self, now: Instant, dev: &mut D) {
+        self.expire_fragments(now, dev);
+        crate::pmtu::expire(now, &mut self.pmtu, &mut self.sockets, &mut self.stats);
         let dropped = self.arp.poll(now, &mut self.arp_requests);
         self.stats.arp_drops += dropped as u64;
         if !self.arp_requests.is_empty() {
@@ -394,12 +421,43 @@ impl Stack {
         };
         let prev = sock.state;
         if !skip_timers {
+            let embryo = sock.parent.filter(|_| prev == State::SynReceived);
+            if let Some(l) = embryo {
+                // How long it may hold its place depends on how crowded
+                // the SYN queue is (`TcpListener::synack_limit`).
+                let retries = sock.cfg.synack_retries;
+                let limit = match self.sockets.get(l) {
+                    Some(Socket::Listener(lst)) => lst.synack_limit(retries),
+                    _ => retries,
+                };
+                if let Some(sock) = self.sockets.tcp_mut(i) {
+                    sock.synack_limit = limit;
+                }
+            }
+            let Some(sock) = self.sockets.tcp_mut(i) else {
+                return true;
+            };
             let was_open = sock.error.is_none();
             sock.on_timers(now);
-            if was_open && sock.error == Some(TcpError::TimedOut) {
+            // An embryo is not a connection timing out (Linux counts a
+            // request socket's end nowhere).
+            if was_open && sock.error.is_some() && sock.timed_out && embryo.is_none() {
                 self.stats.tcp_timeouts += 1;
             }
+            if let Some(l) = embryo
+                && sock.embryo_young
+                && sock.retries > 0
+            {
+                // Its SYN-ACK went again: no longer young.
+                sock.embryo_young = false;
+                if let Some(lst) = self.sockets.listener_mut(l) {
+                    lst.young = lst.young.saturating_sub(1);
+                }
+            }
         }
+        let Some(sock) = self.sockets.tcp_mut(i) else {
+            return true;
+        };
         let mut eg = egress!(self, now, dev);
         let r = sock.dispatch(now, &mut eg, &mut self.refs);
         self.after_tcp(now, i, prev);
@@ -477,9 +535,10 @@ impl Stack {
             && state != State::SynReceived
             && let Some(l) = parent
         {
+            let young = core::mem::take(&mut sock.embryo_young);
             if state == State::Closed {
                 if let Some(lst) = self.sockets.listener_mut(l) {
-                    lst.forget_embryo(i);
+                    lst.forget_embryo(i, young);
                 }
                 self.sockets.conns.remove(&key);
                 self.sockets.discard(i);
@@ -487,7 +546,7 @@ impl Stack {
             }
             let handle = self.sockets.handle_of(i);
             if let (Some(lst), Some(h)) = (self.sockets.listener_mut(l), handle) {
-                lst.forget_embryo(i);
+                lst.forget_embryo(i, young);
                 lst.accept_queue.push_back(h);
                 lst.events.insert(Events::READABLE);
             }
@@ -589,10 +648,6 @@ impl Stack {
             self.stats.rx_malformed += 1;
             return;
         };
-        if pkt.is_fragment() {
-            self.stats.rx_fragments += 1;
-            return;
-        }
         let Ok(ip) = Ipv4Repr::parse(&pkt, &ChecksumCaps::default()) else {
             self.stats.rx_malformed += 1;
             return;
@@ -603,6 +658,92 @@ impl Stack {
             self.stats.rx_not_for_us += 1;
             return;
         }
+        if pkt.is_fragment() {
+            self.stats.rx_fragments += 1;
+            self.receive_fragment(now, bytes, l2_broadcast, to_us, dev);
+            return;
+        }
+        self.deliver_ipv4(
+            now,
+            &ip,
+            bytes,
+            pkt.payload(),
+            meta,
+            l2_broadcast,
+            to_us,
+            dev,
+        );
+    }
+
+    /// A fragment for us: into reassembly, and the datagram up the stack
+    /// once it is whole, as if it had come in one piece (its checksum
+    /// verified here: no port vouches for a datagram it never saw whole).
+    fn receive_fragment<D: Device>(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+        l2_broadcast: bool,
+        to_us: bool,
+        dev: &mut D,
+    ) {
+        let Outcome::Complete(i) = self.reasm.add(now, bytes, &mut self.stats) else {
+            return;
+        };
+        let Some((buf, len)) = self.reasm.take(i) else {
+            return;
+        };
+        self.stats.reasm_ok += 1;
+        if let Some(whole) = buf.get(..len)
+            && let Ok(pkt) = Ipv4Packet::new_checked(whole)
+            && let Ok(ip) = Ipv4Repr::parse(&pkt, &ChecksumCaps::default())
+        {
+            let meta = RxMeta::default();
+            self.deliver_ipv4(
+                now,
+                &ip,
+                whole,
+                pkt.payload(),
+                meta,
+                l2_broadcast,
+                to_us,
+                dev,
+            );
+        }
+        self.reasm.release(i, buf);
+    }
+
+    /// Drops the datagrams whose reassembly timed out, telling the sender
+    /// of each whose first fragment came (ICMP time exceeded, code 1:
+    /// RFC 792, RFC 1122 §3.3.2), within the ICMP error limit.
+    fn expire_fragments<D: Device>(&mut self, now: Instant, dev: &mut D) {
+        while let Some(expired) = self.reasm.expire(now) {
+            self.stats.reasm_timeouts += 1;
+            let Some(e) = expired else { continue };
+            if !self.iface.has_addr(e.dst) || !self.icmp_limit.allow(now) {
+                continue;
+            }
+            let msg = Icmpv4Repr::TimeExceeded {
+                reason: Icmpv4TimeExceeded::FragReassembly,
+                data: e.quote.get(..e.len).unwrap_or(&[]),
+            };
+            self.stats.icmp_time_exceeded_tx += 1;
+            let _ = egress!(self, now, dev).send_icmp(e.dst, e.src, &msg);
+        }
+    }
+
+    /// A whole datagram for us (or broadcast) up to its protocol.
+    #[allow(clippy::too_many_arguments)]
+    fn deliver_ipv4<D: Device>(
+        &mut self,
+        now: Instant,
+        ip: &Ipv4Repr,
+        bytes: &[u8],
+        payload: &[u8],
+        meta: RxMeta,
+        l2_broadcast: bool,
+        to_us: bool,
+        dev: &mut D,
+    ) {
         let l4_caps = if meta.csum_verified {
             ChecksumCaps {
                 ipv4: Checksum::Both,
@@ -613,13 +754,12 @@ impl Stack {
         } else {
             ChecksumCaps::default()
         };
-        let payload = pkt.payload();
         match ip.next_header {
             IpProtocol::Tcp if to_us && !l2_broadcast => {
-                self.receive_tcp(now, &ip, payload, &l4_caps, meta, dev)
+                self.receive_tcp(now, ip, payload, &l4_caps, meta, dev)
             }
-            IpProtocol::Udp => self.receive_udp(now, &ip, bytes, payload, &l4_caps, to_us, dev),
-            IpProtocol::Icmp if to_us => self.receive_icmp(now, &ip, payload, &l4_caps, dev),
+            IpProtocol::Udp => self.receive_udp(now, ip, bytes, payload, &l4_caps, to_us, dev),
+            IpProtocol::Icmp if to_us => self.receive_icmp(now, ip, payload, &l4_caps, dev),
             _ => self.stats.rx_not_for_us += 1,
         }
     }
@@ -652,13 +792,80 @@ impl Stack {
                     data,
                 };
                 if reply.buffer_len() + IPV4_HEADER > self.cfg.caps.mtu {
-                    return;
+                    return self.send_icmp_fragments(now, ip, &reply, dev);
                 }
                 self.stats.icmp_echo += 1;
                 let _ = egress!(self, now, dev).send_icmp(ip.dst_addr, ip.src_addr, &reply);
             }
-            Icmpv4Repr::DstUnreachable { .. } => self.stats.icmp_errors_rx += 1,
+            Icmpv4Repr::DstUnreachable {
+                reason: Icmpv4DstUnreachable::FragRequired,
+                data,
+            } => {
+                self.stats.icmp_errors_rx += 1;
+                let (pmtu, socks, stats) = (&mut self.pmtu, &mut self.sockets, &mut self.stats);
+                crate::pmtu::on_frag_needed(now, pkt.next_hop_mtu(), data, pmtu, socks, stats);
+            }
+            Icmpv4Repr::DstUnreachable { reason, data, .. } => {
+                self.stats.icmp_errors_rx += 1;
+                self.tcp_icmp_error(now, reason, data);
+            }
             _ => {}
+        }
+    }
+
+    /// An echo reply too large for the MTU (the answer to a large ping),
+    /// built whole and sent as fragments (RFC 1122 §3.2.2.6: the reply
+    /// carries the request's data, however it arrived).
+    fn send_icmp_fragments<D: Device>(
+        &mut self,
+        now: Instant,
+        ip: &Ipv4Repr,
+        reply: &Icmpv4Repr<'_>,
+        dev: &mut D,
+    ) {
+        self.stats.icmp_echo += 1;
+        let mut whole = core::mem::take(&mut self.frag_out);
+        whole.clear();
+        whole.resize(reply.buffer_len(), 0);
+        reply.emit(
+            &mut Icmpv4Packet::new_unchecked(&mut whole[..]),
+            &ChecksumCaps::default(),
+        );
+        let mtu = self.cfg.caps.mtu;
+        let _ = egress!(self, now, dev).send_fragments(
+            ip.dst_addr,
+            ip.src_addr,
+            IpProtocol::Icmp,
+            &whole,
+            mtu,
+            IpFields::DEFAULT,
+        );
+        self.frag_out = whole;
+    }
+
+    /// An ICMP destination-unreachable error: what it does to the TCP
+    /// connection whose segment it quotes, if any (`tcp::icmp`).
+    fn tcp_icmp_error(&mut self, now: Instant, reason: Icmpv4DstUnreachable, quote: &[u8]) {
+        let (Some(err), Some(q)) = (icmp::error_for(reason), icmp::quoted_tcp(quote)) else {
+            return;
+        };
+        let Some(&i) = self.sockets.conns.get(&(q.local, q.remote)) else {
+            return;
+        };
+        let Some(sock) = self.sockets.tcp_mut(i) else {
+            return;
+        };
+        let prev = sock.state;
+        match sock.icmp_error(q.seq, err) {
+            IcmpVerdict::OutOfWindow => self.stats.tcp_icmp_out_of_window += 1,
+            IcmpVerdict::Aborted => {
+                self.stats.tcp_icmp_aborts += 1;
+                self.after_tcp(now, i, prev);
+                if self.sockets.get(i).is_some() {
+                    self.sockets.touch(i);
+                }
+            }
+            IcmpVerdict::Ignored | IcmpVerdict::Recorded => {}
         }
     }
 
@@ -742,6 +949,7 @@ impl Stack {
             .gso_size
             .filter(|&g| g > 0 && seg.payload.len() > usize::from(g));
 
+        let mut reopened = false;
         if let Some(&i) = self.sockets.conns.get(&(local, remote)) {
             let reply = self.process_tcp(now, i, &seg, gso, dev);
             match reply {
@@ -758,17 +966,25 @@ impl Stack {
                     }
                     self.after_tcp(now, i, State::TimeWait);
                     self.sockets.touch(i);
+                    reopened = true;
                 }
             }
         }
 
         // No connection: a listener, or a reset.
-        let listener = self.sockets.find_listener(local);
+        let hash = &self.reuse_hash;
+        let listener = self.sockets.find_listener(local, || hash.of(local, remote));
         let is_syn = seg.control == TcpControl::Syn && seg.ack_number.is_none();
         match listener {
-            Some(l) if is_syn => self.accept_syn(now, l, local, remote, &seg, dev),
-            Some(_) if seg.control != TcpControl::Rst && seg.ack_number.is_some() => {
-                // An ACK for a connection we do not know (e.g. a stale embryo).
+            Some(l) if is_syn => self.accept_syn(now, l, local, remote, &seg, reopened, dev),
+            Some(l) if seg.control != TcpControl::Rst && seg.ack_number.is_some() => {
+                // The ACK of a cookie's SYN-ACK, or one for a connection we
+                // do not know (a stale embryo): a connection, or a reset.
+                if seg.control != TcpControl::Syn
+                    && self.cookie_ack(now, l, local, remote, &seg, gso, dev)
+                {
+                    return;
+                }
                 if let Some(Reply::Rst { seq, ack }) = rst_for(&seg) {
                     self.send_rst(now, local, remote, seq, ack, dev);
                 }
@@ -841,6 +1057,15 @@ impl Stack {
         reply
     }
 
+    /// The path toward `peer`: the device's, with a smaller MTU where one
+    /// was learnt (path-MTU discovery).
+    fn path_for(&self, peer: Ipv4Address, now: Instant) -> PathCaps {
+        match self.pmtu.mtu(peer, now) {
+            Some(mtu) if mtu < self.path.mtu => PathCaps { mtu, ..self.path },
+            _ => self.path,
+        }
+    }
+
     /// The per-route RTO floor for `peer`, if a route names one.
     fn route_rto_min(&self, peer: Ipv4Address) -> Option<Duration> {
         self.cfg
@@ -850,6 +1075,11 @@ impl Stack {
             .then(|| self.cfg.rto_min_for(peer))
     }
 
+    /// A SYN for listener `l`: a connection in its SYN queue, a SYN
+    /// cookie, or nothing (see `tcp::listener` for the rules, Linux's
+    /// `tcp_conn_request`). `reopened`: it took a TIME-WAIT connection's
+    /// place, which Linux lets past a full SYN queue.
+    #[allow(clippy::too_many_arguments)]
     fn accept_syn<D: Device>(
         &mut self,
         now: Instant,
@@ -857,25 +1087,51 @@ impl Stack {
         local: Endpoint,
         remote: Endpoint,
         syn: &TcpRepr<'_>,
+        reopened: bool,
         dev: &mut D,
     ) {
-        let full = self.sockets.is_full();
+        let table_full = self.sockets.is_full();
+        let mode = self.cfg.syncookies;
         let Some(lst) = self.sockets.listener_mut(l) else {
             return;
         };
-        if full || !lst.syn_room() {
+        let queue_full = table_full || !(lst.syn_room() || reopened);
+        let want_cookie = match mode {
+            SynCookies::Always => !reopened || table_full,
+            SynCookies::WhenFull => queue_full,
+            SynCookies::Off => false,
+        };
+        if (queue_full && !want_cookie) || !lst.accept_room() {
             lst.syn_drops += 1;
             self.stats.tcp_syn_drops += 1;
+            if !lst.accept_room() {
+                self.stats.tcp_listen_overflows += 1;
+            }
             return;
         }
         let mut cfg = lst.cfg;
+        if want_cookie {
+            lst.cookies_sent += 1;
+            lst.last_cookie = Some(now);
+            self.stats.tcp_syncookies_sent += 1;
+            let repr = syncookie::syn_ack(&self.cookies, now, &cfg, &self.path, local, remote, syn);
+            let ip = IpFields {
+                tos: cfg.tos,
+                ttl: cfg.ttl,
+                priority: cfg.priority,
+            };
+            self.send_bare(now, local, remote, &repr, ip, dev);
+            return;
+        }
         cfg.min_rto = self.route_rto_min(remote.addr).unwrap_or(cfg.min_rto);
         let iss = self
             .isn
             .isn(now, (local.addr, local.port), (remote.addr, remote.port));
-        let mut sock = self.sockets.new_tcp(cfg, self.path, now);
+        let path = self.path_for(remote.addr, now);
+        let mut sock = self.sockets.new_tcp(cfg, path, now);
         sock.accept_syn(now, local, remote, syn, iss, &mut self.rand);
         sock.parent = Some(l);
+        sock.embryo_young = true;
         let Some(h) = self.sockets.insert(Socket::Tcp(sock)) else {
             self.stats.tcp_syn_drops += 1;
             return;
@@ -883,10 +1139,94 @@ impl Stack {
         let i = h.index();
         if let Some(lst) = self.sockets.listener_mut(l) {
             lst.embryos.push(i);
+            lst.young += 1;
         }
         self.sockets.conns.insert((local, remote), i);
         self.service_tcp(now, i, dev, true);
         self.sockets.touch(i);
+    }
+
+    /// An ACK for listener `l` that matches no connection: if it carries a
+    /// cookie we made lately, the connection its SYN would have made
+    /// (Linux's `cookie_v4_check`). Returns whether it was taken — made
+    /// into a connection, or dropped for want of room — rather than left
+    /// to be reset.
+    #[allow(clippy::too_many_arguments)]
+    fn cookie_ack<D: Device>(
+        &mut self,
+        now: Instant,
+        l: usize,
+        local: Endpoint,
+        remote: Endpoint,
+        seg: &TcpRepr<'_>,
+        gso: Option<u16>,
+        dev: &mut D,
+    ) -> bool {
+        let Some(ack) = seg.ack_number else {
+            return false;
+        };
+        let table_full = self.sockets.is_full();
+        let Some(Socket::Listener(lst)) = self.sockets.get(l) else {
+            return false;
+        };
+        // A reuseport group's members answer for each other's cookies
+        // (one that arrives after its member left still finds one).
+        let lately = lst.cookies_lately(now)
+            || self.sockets.find_group(lst.local).is_some_and(|g| {
+                g.members.iter().any(|&m| {
+                    matches!(self.sockets.get(m), Some(Socket::Listener(o)) if o.cookies_lately(now))
+                })
+            });
+        if self.cfg.syncookies == SynCookies::Off || !lately {
+            return false;
+        }
+        let cookie = seq::sub(ack, 1);
+        let peer_isn = seq::sub(seg.seq_number, 1);
+        let Some(mss) = self.cookies.check(now, local, remote, peer_isn, cookie) else {
+            self.stats.tcp_syncookies_failed += 1;
+            return false;
+        };
+        self.stats.tcp_syncookies_recv += 1;
+        if !lst.accept_room() || table_full {
+            // As the ACK of a SYN-ACK lost: the client sends it again.
+            if !lst.accept_room() {
+                self.stats.tcp_listen_overflows += 1;
+            }
+            return true;
+        }
+        let mut cfg = lst.cfg;
+        cfg.min_rto = self.route_rto_min(remote.addr).unwrap_or(cfg.min_rto);
+        let ts_offset = self.cookies.ts_offset(local, remote);
+        let mut sock = self.sockets.new_tcp(cfg, self.path, now);
+        sock.accept_cookie(
+            now,
+            local,
+            remote,
+            seg,
+            cookie,
+            mss,
+            ts_offset,
+            &mut self.rand,
+        );
+        sock.parent = Some(l);
+        let Some(h) = self.sockets.insert(Socket::Tcp(sock)) else {
+            return true;
+        };
+        let i = h.index();
+        self.sockets.conns.insert((local, remote), i);
+        match self.process_tcp(now, i, seg, gso, dev) {
+            Reply::Rst { seq, ack } => self.send_rst(now, local, remote, seq, ack, dev),
+            Reply::None | Reply::Reopen => {}
+        }
+        if let Some(sock) = self.sockets.tcp_mut(i)
+            && sock.state == State::SynReceived
+        {
+            // The ACK did not complete it after all: no half-made
+            // connection stays behind, out of every queue.
+            sock.set_state(State::Closed);
+            self.after_tcp(now, i, State::SynReceived);
+        }
+        true
     }
 
     fn send_rst<D: Device>(
@@ -914,6 +1254,20 @@ impl Stack {
             payload: &[],
         };
         self.stats.tcp_rst_tx += 1;
+        self.send_bare(now, local, remote, &repr, IpFields::DEFAULT, dev);
+    }
+
+    /// Sends a TCP segment no connection owns (a reset, a cookie's
+    /// SYN-ACK): header only.
+    fn send_bare<D: Device>(
+        &mut self,
+        now: Instant,
+        local: Endpoint,
+        remote: Endpoint,
+        repr: &TcpRepr<'_>,
+        ip: IpFields,
+        dev: &mut D,
+    ) {
         let mut eg = egress!(self, now, dev);
         let _ = eg.send_ipv4(
             local.addr,
@@ -928,7 +1282,7 @@ impl Stack {
             0,
             Some(16),
             None,
-            IpFields::DEFAULT,
+            ip,
         );
     }
 
@@ -1008,7 +1362,8 @@ impl Stack {
         let iss = self
             .isn
             .isn(now, (local.addr, local.port), (remote.addr, remote.port));
-        let mut sock = self.sockets.new_tcp(cfg, self.path, now);
+        let path = self.path_for(remote.addr, now);
+        let mut sock = self.sockets.new_tcp(cfg, path, now);
         sock.connect(now, local, remote, iss, &mut self.rand);
         let h = self
             .sockets
@@ -1022,26 +1377,88 @@ impl Stack {
     }
 
     /// Listens on `local` (address unspecified: all of ours) with room for
-    /// `backlog` connections waiting to be accepted.
+    /// `backlog` connections waiting to be accepted. The address is this
+    /// listener's alone: a listener on it, or on an overlapping one (the
+    /// wildcard and a specific address of the same port), makes
+    /// `AddrInUse`, as on Linux.
     pub fn tcp_listen(
         &mut self,
         local: Endpoint,
         backlog: usize,
         cfg: Option<TcpConfig>,
     ) -> Result<SocketHandle, BindError> {
+        self.listen_on(local, backlog, cfg, None)
+    }
+
+    /// [`tcp_listen`](Stack::tcp_listen) with `SO_REUSEPORT`: the
+    /// listener joins the group of those on `local` that set it too with
+    /// the same `owner` (the engine passes the program's user: Linux
+    /// lets only sockets of one uid share a port), and the group's
+    /// members share the new connections, each four-tuple going to the
+    /// member a keyed hash of it picks (see `tcp::listener`). A listener
+    /// without the option there, or one of another owner, makes
+    /// `AddrInUse`; a wildcard and a specific address of the same port
+    /// may both listen when all their listeners set it, and the specific
+    /// one takes its own address's connections.
+    pub fn tcp_listen_reuseport(
+        &mut self,
+        local: Endpoint,
+        backlog: usize,
+        cfg: Option<TcpConfig>,
+        owner: u32,
+    ) -> Result<SocketHandle, BindError> {
+        self.listen_on(local, backlog, cfg, Some(owner))
+    }
+
+    /// Whether a listener could start on `local` now (`reuseport`: with
+    /// `SO_REUSEPORT` and that owner): what a `bind` checks, as Linux
+    /// refuses a port that a listener holds at `bind`, not at `listen`.
+    /// Nothing is reserved: a listener that starts in between still makes
+    /// the `listen` fail.
+    pub fn tcp_listen_check(
+        &self,
+        local: Endpoint,
+        reuseport: Option<u32>,
+    ) -> Result<(), BindError> {
         if local.port == 0 || !(local.addr.is_unspecified() || self.iface.has_addr(local.addr)) {
             return Err(BindError::Unaddressable);
         }
-        if self.sockets.listeners.contains_key(&local) {
-            return Err(BindError::AddrInUse);
-        }
+        self.sockets
+            .listen_conflict(local, reuseport)
+            .map(drop)
+            .map_err(|()| BindError::AddrInUse)
+    }
+
+    fn listen_on(
+        &mut self,
+        local: Endpoint,
+        backlog: usize,
+        cfg: Option<TcpConfig>,
+        reuseport: Option<u32>,
+    ) -> Result<SocketHandle, BindError> {
+        self.tcp_listen_check(local, reuseport)?;
         let cfg = cfg.unwrap_or(self.cfg.tcp);
-        let lst = Box::new(TcpListener::new(local, cfg, backlog));
+        let lst = Box::new(TcpListener::new(
+            local,
+            reuseport,
+            cfg,
+            backlog,
+            self.cfg.somaxconn,
+            self.cfg.max_syn_backlog,
+        ));
         let h = self
             .sockets
             .insert(Socket::Listener(lst))
             .ok_or(BindError::TooManySockets)?;
-        self.sockets.listeners.insert(local, h.index());
+        let group = self
+            .sockets
+            .listeners
+            .entry(local)
+            .or_insert_with(|| ListenGroup {
+                members: Vec::with_capacity(1),
+                reuseport,
+            });
+        group.members.push(h.index());
         Ok(h)
     }
 
@@ -1115,6 +1532,19 @@ impl Stack {
     pub fn tcp_send_space(&self, h: SocketHandle) -> Result<usize, HandleError> {
         let i = self.tcp_index(h)?;
         Ok(self.sockets.tcp(i).map_or(0, TcpSocket::send_space))
+    }
+
+    /// Bytes the connection has taken to send since it opened,
+    /// acknowledged or not: where the next byte [`Stack::tcp_send`] takes
+    /// lies in its stream (as [`Stack::tcp_acked`] counts). Several
+    /// writers of one connection (the engine's sessions sharing it) place
+    /// their bytes by it.
+    pub fn tcp_sent_total(&self, h: SocketHandle) -> Result<u64, HandleError> {
+        let i = self.tcp_index(h)?;
+        Ok(self
+            .sockets
+            .tcp(i)
+            .map_or(0, |s| s.tx.acked_total() + s.tx.len() as u64))
     }
 
     /// Total payload bytes the peer has acknowledged on this connection. A
@@ -1292,7 +1722,16 @@ impl Stack {
             ),
             None => return,
         };
-        self.sockets.listeners.remove(&local);
+        if let Some(g) = self.sockets.listeners.get_mut(&local) {
+            if let Some(pos) = g.members.iter().position(|&m| m == l) {
+                // The last member takes its place (Linux's
+                // `reuseport_detach_sock`).
+                g.members.swap_remove(pos);
+            }
+            if g.members.is_empty() {
+                self.sockets.listeners.remove(&local);
+            }
+        }
         let children = embryos
             .into_iter()
             .chain(queued.into_iter().filter_map(|h| self.sockets.index_of(h)));
@@ -1369,10 +1808,13 @@ impl Stack {
         match self.sockets.get(i) {
             Some(Socket::Listener(l)) => Ok(ListenerInfo {
                 local: l.local,
+                reuseport: l.reuseport.is_some(),
                 queued: l.accept_queue.len(),
                 syn_received: l.embryos.len(),
                 backlog: l.backlog,
+                syn_backlog: l.syn_backlog,
                 syn_drops: l.syn_drops,
+                cookies_sent: l.cookies_sent,
             }),
             Some(_) => Err(HandleError::WrongKind),
             None => Err(HandleError::Invalid),

@@ -29,8 +29,34 @@ pub struct StackStats {
     pub rx_bad_checksum: u64,
     /// Frames not for us (other MAC or IP, VLAN-tagged, unknown EtherType).
     pub rx_not_for_us: u64,
-    /// IPv4 fragments (not reassembled; dropped).
+    /// IPv4 fragments received (for us; each goes to reassembly).
     pub rx_fragments: u64,
+    /// Datagrams reassembled from fragments and delivered.
+    pub reasm_ok: u64,
+    /// Datagrams whose reassembly timed out (their fragments dropped).
+    pub reasm_timeouts: u64,
+    /// Datagrams dropped whole because a fragment overlapped another
+    /// partly (RFC 5722's rule, Linux's since 2018).
+    pub reasm_overlaps: u64,
+    /// Datagrams dropped to stay within the reassembly budget (bytes,
+    /// datagrams, or holes in one datagram).
+    pub reasm_over_budget: u64,
+    /// Fragments refused: a tiny first TCP fragment or one at offset 8
+    /// (RFC 1858), a length not a multiple of 8, past 65,535 bytes, or
+    /// contradicting the datagram's length (which drops the datagram too).
+    pub reasm_invalid: u64,
+    /// ICMP time exceeded (reassembly) messages sent.
+    pub icmp_time_exceeded_tx: u64,
+    /// Fragmentation-needed messages that lowered a path MTU (RFC 1191).
+    pub pmtu_lowered: u64,
+    /// Fragmentation-needed messages ignored: quoting no connection of
+    /// ours, a sequence number outside what is in flight (RFC 5927), or an
+    /// MTU no lower than the path's.
+    pub pmtu_ignored: u64,
+    /// Learnt path MTUs that expired (the larger MTU is tried again).
+    pub pmtu_expired: u64,
+    /// Datagrams sent as fragments (too large for the MTU, no DF).
+    pub tx_fragmented: u64,
     /// ARP requests and replies received.
     pub arp_rx: u64,
     /// ARP requests sent.
@@ -41,6 +67,14 @@ pub struct StackStats {
     pub icmp_echo: u64,
     /// ICMP errors received.
     pub icmp_errors_rx: u64,
+    /// TCP connection attempts (SYN-SENT) ended by an ICMP error, and
+    /// handshakes of ours (SYN-RECEIVED) dropped by one (RFC 1122
+    /// §4.2.3.9, as Linux's `tcp_v4_err`).
+    pub tcp_icmp_aborts: u64,
+    /// ICMP errors quoting a TCP segment no connection has outstanding
+    /// (RFC 5927 §4.1: ports or sequence number do not match; Linux's
+    /// `OutOfWindowIcmps`): ignored.
+    pub tcp_icmp_out_of_window: u64,
     /// ICMP port-unreachable messages sent.
     pub icmp_unreachable_tx: u64,
     /// TCP resets sent for segments no connection wanted.
@@ -52,8 +86,21 @@ pub struct StackStats {
     /// TCP retransmissions sent, every connection's (closed ones too), as
     /// Linux's `RetransSegs` (a TSO frame resent counts once).
     pub tcp_retransmits: u64,
-    /// SYNs dropped (SYN queue full or socket table full).
+    /// SYNs dropped (SYN queue full without cookies, socket table full
+    /// without cookies, or accept queue full).
     pub tcp_syn_drops: u64,
+    /// SYNs and cookie ACKs dropped because the listener's accept queue
+    /// was full (Linux's `ListenOverflows`).
+    pub tcp_listen_overflows: u64,
+    /// SYN-ACKs sent with a SYN cookie instead of a connection (Linux's
+    /// `SyncookiesSent`).
+    pub tcp_syncookies_sent: u64,
+    /// ACKs that carried a valid cookie (Linux's `SyncookiesRecv`).
+    pub tcp_syncookies_recv: u64,
+    /// ACKs to a listener that had sent cookies lately whose cookie did not
+    /// check (forged, or older than the cookie's two minutes; Linux's
+    /// `SyncookiesFailed`): answered with a RST.
+    pub tcp_syncookies_failed: u64,
     /// Connections accepted into the accept queue.
     pub tcp_passive_opens: u64,
     /// Connections started by `connect`.

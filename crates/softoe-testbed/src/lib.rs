@@ -5,7 +5,8 @@
 //! wire out of what the kernel offers: network namespaces as hosts, veth
 //! pairs as cables, a Linux bridge as the "regular switch", `tbf` for link
 //! rates, a small eBPF program on a device's ingress for random drops, and
-//! the `SIOCETHTOOL` ioctl for offloads. It needs nothing beyond the kernel
+//! the `SIOCETHTOOL` ioctl for offloads, and Linux routers in namespaces
+//! for paths with a narrow hop ([`routed`]). It needs nothing beyond the kernel
 //! and `iproute2` (`ip`, and `tc` for [`Testbed::tbf`]): no `ethtool`, no
 //! `nft`, no `sysctl` binary.
 //!
@@ -41,12 +42,15 @@ mod bpf_drop;
 pub mod lan;
 mod netns;
 mod offload;
+pub mod routed;
 mod watchdog;
 pub mod wiretap;
 
 pub use bonded::{BondedBed, BondedOptions};
 pub use lan::{BRIDGE, Lan, LinuxHost};
 pub use netns::{Netns, NsThread};
+pub use routed::RoutedHost;
+pub use routed::ipnet_like::Cidr;
 pub use watchdog::{Watchdog, test_deadline};
 pub use wiretap::{Sighting, WireTap};
 

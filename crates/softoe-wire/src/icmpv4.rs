@@ -1,9 +1,12 @@
-//! ICMPv4 (RFC 792): echo request and reply, destination unreachable.
+//! ICMPv4 (RFC 792): echo request and reply, destination unreachable, time
+//! exceeded.
 //!
 //! [`Icmpv4Packet`] reads any ICMPv4 message (type, code, checksum, the four
-//! bytes of "rest of header", data); [`Icmpv4Repr`] is the messages the stack
-//! answers or sends. Other types (time exceeded, redirects, timestamps…)
-//! are readable through the view and rejected by [`Icmpv4Repr::parse`].
+//! bytes of "rest of header", data) — among them the next-hop MTU of a
+//! fragmentation-needed message (RFC 1191 §4,
+//! [`Icmpv4Packet::next_hop_mtu`]); [`Icmpv4Repr`] is the messages the stack
+//! answers or sends. Other types (redirects, timestamps…) are readable
+//! through the view and rejected by [`Icmpv4Repr::parse`].
 //!
 //! ## Contract
 //!
@@ -98,6 +101,37 @@ impl From<Icmpv4DstUnreachable> for u8 {
     }
 }
 
+/// Time-exceeded codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Icmpv4TimeExceeded {
+    /// 0: the TTL reached zero in transit.
+    TtlExpired,
+    /// 1: fragment reassembly time exceeded (RFC 792, RFC 1122 §3.3.2).
+    FragReassembly,
+    /// Anything else.
+    Unknown(u8),
+}
+
+impl From<u8> for Icmpv4TimeExceeded {
+    fn from(v: u8) -> Icmpv4TimeExceeded {
+        match v {
+            0 => Icmpv4TimeExceeded::TtlExpired,
+            1 => Icmpv4TimeExceeded::FragReassembly,
+            x => Icmpv4TimeExceeded::Unknown(x),
+        }
+    }
+}
+
+impl From<Icmpv4TimeExceeded> for u8 {
+    fn from(v: Icmpv4TimeExceeded) -> u8 {
+        match v {
+            Icmpv4TimeExceeded::TtlExpired => 0,
+            Icmpv4TimeExceeded::FragReassembly => 1,
+            Icmpv4TimeExceeded::Unknown(x) => x,
+        }
+    }
+}
+
 mod field {
     pub const TYPE: usize = 0;
     pub const CODE: usize = 1;
@@ -177,6 +211,13 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
         self.be16(field::ECHO_SEQNO)
     }
 
+    /// The next-hop MTU of a destination-unreachable, fragmentation-needed
+    /// message (RFC 1191 §4: the low 16 bits of the "unused" field; 0 from
+    /// a router older than RFC 1191).
+    pub fn next_hop_mtu(&self) -> u16 {
+        self.be16(field::ECHO_SEQNO)
+    }
+
     /// The bytes after the header.
     pub fn data(&self) -> &[u8] {
         self.buffer.as_ref().get(HEADER_LEN..).unwrap_or(&[])
@@ -217,6 +258,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
     }
     /// Sets the echo sequence number.
     pub fn set_echo_seq_no(&mut self, v: u16) {
+        self.set16(field::ECHO_SEQNO, v);
+    }
+    /// Sets the next-hop MTU of a fragmentation-needed message (RFC 1191).
+    pub fn set_next_hop_mtu(&mut self, v: u16) {
         self.set16(field::ECHO_SEQNO, v);
     }
     /// The bytes after the header, mutably.
@@ -262,6 +307,14 @@ pub enum Icmpv4Repr<'a> {
         /// The offending packet's IPv4 header and at least 8 bytes of its payload.
         data: &'a [u8],
     },
+    /// Time exceeded (type 11).
+    TimeExceeded {
+        /// Code.
+        reason: Icmpv4TimeExceeded,
+        /// The offending packet's IPv4 header and at least 8 bytes of its
+        /// payload (for reassembly, the first fragment's).
+        data: &'a [u8],
+    },
 }
 
 impl<'a> Icmpv4Repr<'a> {
@@ -269,7 +322,7 @@ impl<'a> Icmpv4Repr<'a> {
     /// verified when `caps.icmpv4.rx()`. Echo request and reply must have
     /// code 0; destination unreachable may have any code (unknown ones come
     /// back as [`Icmpv4DstUnreachable::Unknown`]), and its data is taken as
-    /// received. Other types are errors.
+    /// received; so may time exceeded. Other types are errors.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(
         p: &Icmpv4Packet<&'a T>,
         caps: &ChecksumCaps,
@@ -294,6 +347,10 @@ impl<'a> Icmpv4Repr<'a> {
                 reason: Icmpv4DstUnreachable::from(code),
                 data,
             }),
+            (Icmpv4Message::TimeExceeded, code) => Ok(Icmpv4Repr::TimeExceeded {
+                reason: Icmpv4TimeExceeded::from(code),
+                data,
+            }),
             _ => Err(Error),
         }
     }
@@ -303,12 +360,14 @@ impl<'a> Icmpv4Repr<'a> {
         match self {
             Icmpv4Repr::EchoRequest { data, .. }
             | Icmpv4Repr::EchoReply { data, .. }
-            | Icmpv4Repr::DstUnreachable { data, .. } => HEADER_LEN + data.len(),
+            | Icmpv4Repr::DstUnreachable { data, .. }
+            | Icmpv4Repr::TimeExceeded { data, .. } => HEADER_LEN + data.len(),
         }
     }
 
     /// Writes the message into a buffer of [`buffer_len`](Self::buffer_len)
-    /// bytes (the unused field of destination unreachable is zero); the
+    /// bytes (the unused field of destination unreachable and time
+    /// exceeded is zero); the
     /// checksum is computed when `caps.icmpv4.tx()`, else left zero.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Icmpv4Packet<T>, caps: &ChecksumCaps) {
         let (ty, code, ident, seq, data) = match *self {
@@ -324,6 +383,9 @@ impl<'a> Icmpv4Repr<'a> {
             } => (Icmpv4Message::EchoReply, 0, ident, seq_no, data),
             Icmpv4Repr::DstUnreachable { reason, data } => {
                 (Icmpv4Message::DstUnreachable, u8::from(reason), 0, 0, data)
+            }
+            Icmpv4Repr::TimeExceeded { reason, data } => {
+                (Icmpv4Message::TimeExceeded, u8::from(reason), 0, 0, data)
             }
         };
         p.set_msg_type(ty);
@@ -463,10 +525,11 @@ mod tests {
         );
         for v in 0..=255u8 {
             assert_eq!(u8::from(Icmpv4DstUnreachable::from(v)), v);
+            assert_eq!(u8::from(Icmpv4TimeExceeded::from(v)), v);
             assert_eq!(u8::from(Icmpv4Message::from(v)), v);
         }
         // Types the stack does not speak: readable, not parsed.
-        for ty in [11u8, 13, 5, 42] {
+        for ty in [13u8, 5, 42] {
             let mut b2 = b.clone();
             b2[0] = ty;
             Icmpv4Packet::new_unchecked(&mut b2[..]).fill_checksum();
@@ -504,9 +567,45 @@ mod tests {
         assert!(p.data().is_empty());
     }
 
+    #[test]
+    fn time_exceeded_and_next_hop_mtu() {
+        let quote = [0x45u8; 28];
+        let r = Icmpv4Repr::TimeExceeded {
+            reason: Icmpv4TimeExceeded::FragReassembly,
+            data: &quote,
+        };
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(
+            &mut Icmpv4Packet::new_unchecked(&mut b[..]),
+            &ChecksumCaps::default(),
+        );
+        assert_eq!(&b[..2], &[11, 1]);
+        assert_eq!(&b[4..8], &[0; 4]);
+        let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Icmpv4Repr::parse(&p, &ChecksumCaps::default()).unwrap(), r);
+        // RFC 1191's field: the low half of the unused word.
+        let frag = Icmpv4Repr::DstUnreachable {
+            reason: Icmpv4DstUnreachable::FragRequired,
+            data: &quote,
+        };
+        let mut b = vec![0u8; frag.buffer_len()];
+        let mut p = Icmpv4Packet::new_unchecked(&mut b[..]);
+        frag.emit(&mut p, &ChecksumCaps::default());
+        p.set_next_hop_mtu(1200);
+        p.fill_checksum();
+        assert_eq!(&b[4..8], &[0, 0, 0x04, 0xb0]);
+        let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.next_hop_mtu(), 1200);
+        assert_eq!(
+            Icmpv4Repr::parse(&p, &ChecksumCaps::default()).unwrap(),
+            frag
+        );
+        assert_eq!(Icmpv4Packet::new_unchecked(&b[..7]).next_hop_mtu(), 0);
+    }
+
     fn arb_repr(data: &[u8]) -> impl Strategy<Value = Icmpv4Repr<'_>> {
         (
-            0u8..3,
+            0u8..4,
             any::<u16>(),
             any::<u16>(),
             any::<u8>(),
@@ -525,8 +624,12 @@ mod tests {
                         seq_no,
                         data,
                     },
-                    _ => Icmpv4Repr::DstUnreachable {
+                    2 => Icmpv4Repr::DstUnreachable {
                         reason: Icmpv4DstUnreachable::from(code),
+                        data,
+                    },
+                    _ => Icmpv4Repr::TimeExceeded {
+                        reason: Icmpv4TimeExceeded::from(code),
                         data,
                     },
                 }

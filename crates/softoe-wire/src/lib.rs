@@ -157,7 +157,9 @@ pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use checksum::{Checksum, ChecksumCaps};
 pub use error::{Error, Result};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
-pub use icmpv4::{Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4Repr};
+pub use icmpv4::{
+    Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, Icmpv4TimeExceeded,
+};
 pub use ipv4::{IpProtocol, Ipv4Address, Ipv4Cidr, Ipv4Packet, Ipv4Repr};
 pub use tcp::{
     TcpControl, TcpOption, TcpPacket, TcpRepr, TcpSackRanges, TcpSeqNumber, TcpTimestamp,

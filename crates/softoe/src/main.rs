@@ -18,6 +18,7 @@ mod linux;
 mod plot;
 mod report;
 mod run;
+mod servable;
 mod server;
 mod sim;
 mod sim_machine;

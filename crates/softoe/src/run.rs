@@ -2,12 +2,13 @@
 //! program on a running engine through the `LD_PRELOAD` shim
 //! (`libsoftoe_preload.so`).
 //!
-//! It checks what a user gets wrong before the program starts — no engine
-//! at the socket, no shim to preload, a bad kernel-network list — and then
+//! It checks what a user gets wrong before the program starts — a program
+//! the shim cannot serve (static, or Go: `servable.rs`), no engine at the
+//! socket, no shim to preload, a bad kernel-network list — and then
 //! replaces itself with the program, so exit status, signals and the
 //! terminal are the program's own.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -45,6 +46,12 @@ pub struct RunArgs {
     /// How sends hand bytes to the engine.
     #[arg(long, value_enum, default_value_t = Send::Copy)]
     send: Send,
+    /// Run a program the shim cannot serve anyway: a statically linked
+    /// binary, or a Go program (Go makes its system calls itself), whose
+    /// sockets all stay on Linux's TCP. Without it such a program is
+    /// refused.
+    #[arg(long)]
+    allow_kernel: bool,
     /// The program and its arguments.
     #[arg(
         required = true,
@@ -133,6 +140,29 @@ fn check_nets(list: &str) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a program whose sockets would stay on the kernel (see
+/// [`crate::servable`]), unless `allow` (`--allow-kernel`): then one line
+/// says so.
+fn check_program(program: &OsStr, allow: bool) -> Result<()> {
+    let path = std::env::var_os("PATH");
+    let Some(bad) = crate::servable::check(program, path.as_deref()) else {
+        return Ok(());
+    };
+    let name = program.to_string_lossy();
+    if allow {
+        eprintln!(
+            "softoe run: {}; {name}'s sockets stay on Linux's TCP (--allow-kernel)",
+            bad.why()
+        );
+        return Ok(());
+    }
+    bail!(
+        "{}, so {name}'s sockets would all stay on Linux's TCP, not softoe. \
+         Run it anyway with `softoe run --allow-kernel -- ...`",
+        bad.why()
+    )
+}
+
 /// Runs the program; returns only if it could not be started.
 pub fn run(args: &RunArgs) -> Result<()> {
     let engine = args
@@ -141,6 +171,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
         .or_else(|| std::env::var_os("SOFTOE_SOCKET").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from(softoe_engine::host::DEFAULT_PATH));
     check_nets(&args.kernel_nets)?;
+    let (program, rest) = args
+        .program
+        .split_first()
+        .context("name a program to run")?;
+    check_program(program, args.allow_kernel)?;
     check_engine(&engine)?;
     let shim = find_shim(args.preload.as_deref())?;
     let shim = shim.canonicalize().unwrap_or(shim);
@@ -149,10 +184,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
         preload.push(" ");
         preload.push(prev);
     }
-    let (program, rest) = args
-        .program
-        .split_first()
-        .context("name a program to run")?;
     let err = std::process::Command::new(program)
         .args(rest)
         .env("LD_PRELOAD", preload)

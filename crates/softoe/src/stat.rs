@@ -224,6 +224,36 @@ pub fn render(s: &Snapshot) -> String {
          udp: {} datagrams received, {} dropped (socket queue full)",
         k.tcp_retransmits, k.tcp_timeouts, k.tcp_rst_tx, k.udp_rx, k.udp_drops
     );
+    if k.rx_fragments > 0 || k.pmtu_lowered > 0 || k.pmtu_ignored > 0 {
+        let _ = writeln!(
+            o,
+            "ip: {} fragments, {} datagrams reassembled, {} timed out, {} dropped for overlaps, \
+             {} for memory, {} fragments refused; path MTU lowered {} times, {} messages \
+             ignored, {} expired",
+            k.rx_fragments,
+            k.reasm_ok,
+            k.reasm_timeouts,
+            k.reasm_overlaps,
+            k.reasm_over_budget,
+            k.reasm_invalid,
+            k.pmtu_lowered,
+            k.pmtu_ignored,
+            k.pmtu_expired
+        );
+    }
+    if k.tcp_syncookies_sent + k.tcp_syn_drops + k.tcp_icmp_aborts > 0 {
+        let _ = writeln!(
+            o,
+            "listeners: {} SYN cookies sent, {} checked, {} failed; {} SYNs dropped \
+             ({} for a full accept queue); {} connection attempts ended by ICMP errors",
+            k.tcp_syncookies_sent,
+            k.tcp_syncookies_recv,
+            k.tcp_syncookies_failed,
+            k.tcp_syn_drops,
+            k.tcp_listen_overflows,
+            k.tcp_icmp_aborts
+        );
+    }
     let _ = writeln!(
         o,
         "{:<11} {:>8} {:>8} {:<22} {:<22}",
@@ -235,12 +265,25 @@ pub fn render(s: &Snapshot) -> String {
             "{:<11} {:>8} {:>8} {:<22} {:<22}",
             "LISTEN", l.queued, l.backlog, l.local, "0.0.0.0:*"
         );
+        let mut details = Vec::new();
+        if l.reuseport {
+            // Members of one group: the listeners of this address that
+            // set SO_REUSEPORT (each program's own line).
+            let members = s
+                .listeners
+                .iter()
+                .filter(|m| m.reuseport && m.local == l.local)
+                .count();
+            details.push(format!("reuseport:{members}"));
+        }
         if l.syn_received > 0 || l.syn_drops > 0 {
-            let _ = writeln!(
-                o,
-                "\t syn_recv:{} syn_drops:{}",
+            details.push(format!(
+                "syn_recv:{} syn_drops:{}",
                 l.syn_received, l.syn_drops
-            );
+            ));
+        }
+        if !details.is_empty() {
+            let _ = writeln!(o, "\t {}", details.join(" "));
         }
     }
     for c in &s.connections {
@@ -299,6 +342,9 @@ fn details(c: &ConnStat) -> String {
         c.srtt_us / 1e3,
         c.rttvar_us / 1e3
     ));
+    if c.pmtu > 0 {
+        parts.push(format!("pmtu:{}", c.pmtu));
+    }
     parts.push(format!("mss:{}", c.snd_mss));
     parts.push(format!("cwnd:{}", c.cwnd.div_ceil(mss)));
     if c.ssthresh < u32::MAX / 2 {
@@ -450,6 +496,32 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("plain-ARP peer 10.0.0.9 on a0"), "{text}");
+    }
+
+    #[test]
+    fn marks_the_members_of_a_reuseport_group() {
+        let l = |local: &str, reuseport: bool| {
+            serde_json::json!({"local": local, "reuseport": reuseport, "queued": 0,
+                               "syn_received": 0, "backlog": 128, "syn_drops": 0})
+        };
+        let snap: Snapshot = serde_json::from_value(serde_json::json!({
+            "port": "tap t0",
+            "engine": softoe_engine::EngineCounters::default(),
+            "stack": softoe_engine::control::StackCounters::default(),
+            "connections": [],
+            "listeners": [l("10.0.0.1:80", true), l("10.0.0.1:80", true),
+                          l("10.0.0.1:81", false)],
+        }))
+        .unwrap();
+        let text = render(&snap);
+        assert_eq!(text.matches("\t reuseport:2\n").count(), 2, "{text}");
+        assert!(
+            text.lines()
+                .skip_while(|l| !l.contains("10.0.0.1:81"))
+                .nth(1)
+                .is_none_or(|next| !next.contains("reuseport")),
+            "{text}"
+        );
     }
 
     #[test]

@@ -634,3 +634,248 @@ fn a_second_engine_leaves_the_first_ones_sockets_alone() {
         assert!(!p.exists(), "{} left behind", p.display());
     }
 }
+
+/// A C program, built here: `static` with `-static` (`libc6-dev` ships
+/// `libc.a`), `go` a dynamic one carrying the section a Go toolchain
+/// leaves (`.go.buildinfo`, added with objcopy: CI has no Go), else a
+/// plain dynamic one. It touches the file it is given, so a test sees
+/// whether it ran.
+fn toucher(dir: &Path, kind: &str) -> PathBuf {
+    let src = dir.join("touch.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\nint main(int c, char **v) { FILE *f = c > 1 ? fopen(v[1], \"w\") : 0; \
+         return f ? fclose(f) : 1; }\n",
+    )
+    .unwrap();
+    let exe = dir.join(format!("touch-{kind}"));
+    let mut cc = Command::new("cc");
+    if kind == "static" {
+        cc.arg("-static");
+    }
+    let st = cc.arg("-o").arg(&exe).arg(&src).status().unwrap();
+    assert!(st.success(), "cc ({kind}) failed");
+    if kind == "go" {
+        let note = dir.join("buildinfo");
+        std::fs::write(&note, b"\xff Go buildinf:").unwrap();
+        let st = Command::new("objcopy")
+            .arg("--add-section")
+            .arg(format!(".go.buildinfo={}", note.display()))
+            .arg(&exe)
+            .status()
+            .unwrap();
+        assert!(st.success(), "objcopy failed");
+    }
+    exe
+}
+
+fn have_cc() -> bool {
+    let ok = Command::new("cc").arg("--version").output().is_ok();
+    if !ok {
+        eprintln!("cc not installed: skipped");
+        assert!(std::env::var_os("SOFTOE_CI").is_none(), "cc missing in CI");
+    }
+    ok
+}
+
+/// `softoe run` refuses a program the shim cannot serve — a static
+/// binary, a Go one, a script whose interpreter is one of those, found
+/// through `PATH` as exec finds it — with one message naming the binary
+/// and why, and without running it; `--allow-kernel` lets it go on (to
+/// the engine check here: no engine runs). A dynamic program is not
+/// flagged. Before, a Go server ran on Linux's TCP without a word.
+#[test]
+fn run_refuses_programs_softoe_cannot_serve() {
+    if !have_cc() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("softoe-cli-servable-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let stat = toucher(&dir, "static");
+    let go = toucher(&dir, "go");
+    let dynamic = toucher(&dir, "dynamic");
+    let script = dir.join("script");
+    std::fs::write(&script, format!("#!{} arg\n", stat.display())).unwrap();
+    std::fs::set_permissions(
+        &script,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    let witness = dir.join("ran");
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .arg("run")
+            .args(["--engine", "/nonexistent/host.sock"])
+            .args(args)
+            .env("PATH", &path)
+            .env_remove("RUST_BACKTRACE")
+            .env_remove("RUST_LIB_BACKTRACE")
+            .output()
+            .unwrap()
+    };
+    let w = witness.to_str().unwrap();
+    for (program, named, why) in [
+        (
+            stat.to_str().unwrap(),
+            stat.display().to_string(),
+            "statically linked",
+        ),
+        (
+            "touch-static",
+            stat.display().to_string(),
+            "statically linked",
+        ),
+        (
+            go.to_str().unwrap(),
+            go.display().to_string(),
+            "a Go program",
+        ),
+        (
+            script.to_str().unwrap(),
+            stat.display().to_string(),
+            "statically linked",
+        ),
+    ] {
+        let out = run(&["--", program, w]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{program}: {err}");
+        assert!(
+            err.contains(&named) && err.contains(why),
+            "{program}: {err}"
+        );
+        assert!(err.contains("--allow-kernel"), "{program}: {err}");
+        assert!(err.contains("Linux's TCP"), "{program}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(!witness.exists(), "{program} ran");
+        // Told to go on: the check passes (and the engine's is next).
+        let out = run(&["--allow-kernel", "--", program, w]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(err.contains("no softoe engine at"), "{program}: {err}");
+        assert!(
+            err.contains("stay on Linux's TCP (--allow-kernel)"),
+            "{program}: {err}"
+        );
+    }
+    // A dynamic program, by path and by name: only the engine is missing.
+    for program in [dynamic.to_str().unwrap(), "touch-dynamic", "true"] {
+        let out = run(&["--", program, w]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(err.contains("no softoe engine at"), "{program}: {err}");
+        assert!(!err.contains("Linux's TCP"), "{program} flagged: {err}");
+    }
+    assert!(
+        softoe(&["run", "--help"])
+            .stdout
+            .windows(14)
+            .any(|w| w == b"--allow-kernel"),
+        "--help names --allow-kernel"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `softoe run` against an engine process logging warnings: its check
+/// that the engine answers (a connection that closes without a hello)
+/// leaves nothing in the engine's log — every run used to leave `attach:
+/// no valid hello` — while a connection that says something that is not
+/// a hello is still warned of. A dynamic program runs; a static one runs
+/// with `--allow-kernel`, told that its sockets stay on the kernel.
+#[test]
+fn run_leaves_nothing_in_the_engines_log() {
+    if !have_cc() {
+        return;
+    }
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("python3 not installed: skipped");
+        assert!(
+            std::env::var_os("SOFTOE_CI").is_none(),
+            "python3 missing in CI"
+        );
+        return;
+    }
+    let mut tb = Testbed::new().unwrap();
+    tb.deadline(softoe_testbed::test_deadline());
+    let lan = tb
+        .lan(&[("lx", "10.12.0.2".parse().unwrap())], 24, None)
+        .unwrap();
+    let sw = lan.sw;
+    let dir = std::env::temp_dir().join(format!("softoe-cli-probe-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let control = dir.join("ctl");
+    let host = dir.join("host.sock");
+    let mut engine = Running(Some(
+        Command::new("ip")
+            .args(["netns", "exec", sw.name(), BIN, "engine"])
+            .args([
+                "--address",
+                "10.12.0.1/24",
+                "--bridge",
+                "br0",
+                "--tap",
+                "soprobe0",
+            ])
+            .arg("--control")
+            .arg(&control)
+            .arg("--host")
+            .arg(&host)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let end = Instant::now() + Duration::from_secs(10);
+    while !(control.exists() && host.exists()) {
+        assert!(Instant::now() < end, "the engine made no sockets");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stat = toucher(&dir, "static");
+    for (i, program) in [toucher(&dir, "dynamic"), stat.clone()].iter().enumerate() {
+        let witness = dir.join(format!("ran{i}"));
+        let mut c = Command::new(BIN);
+        c.arg("run").arg("--engine").arg(&host);
+        if *program == stat {
+            c.arg("--allow-kernel");
+        }
+        let out = c.arg("--").arg(program).arg(&witness).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{}: {err}", program.display());
+        assert!(witness.exists(), "{} did not run", program.display());
+        assert_eq!(
+            err.contains("stay on Linux's TCP"),
+            *program == stat,
+            "{}: {err}",
+            program.display()
+        );
+    }
+    // Something that is not a hello, on the host socket.
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import socket,sys\n\
+             s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.connect(sys.argv[1])\n\
+             s.send(b'not a hello'); s.recv(64)\n",
+        ])
+        .arg(&host)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = engine.terminate();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        log.matches("no valid hello").count(),
+        1,
+        "one warning, the bad hello's:\n{log}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

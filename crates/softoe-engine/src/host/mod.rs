@@ -153,8 +153,35 @@ pub struct HostService {
     sessions: Vec<Option<Session>>,
     /// Which session (slot in `sessions`) owns a stack socket.
     owner: HashMap<SocketHandle, usize>,
-    /// Sessions that share a listener besides its owner (`ADOPT`).
+    /// Sessions that share a listener or a connection besides its owner
+    /// (`ADOPT`): its stack events go to each of them too.
     also: HashMap<SocketHandle, Vec<usize>>,
+    /// Connections more than one socket holds, each in its own session
+    /// (`session/share.rs`): how many, and the bytes taken back from the
+    /// first holder's ring.
+    shared: session::Shares,
+    /// What an `ADOPT` may name: (session, socket id) → the secret it must
+    /// bring and the connection. Every watched connection's socket, and
+    /// every socket that joined one, is a name for as long as the
+    /// connection lives, whatever became of the socket or its session
+    /// since (an `exec`'s new image names the socket of the image before,
+    /// whose session died with it).
+    names: HashMap<(u32, u32), Name>,
+    /// The names of each connection (so its end forgets them).
+    names_of: HashMap<SocketHandle, Vec<(u32, u32)>>,
+    /// The watches by the abstract name of the program's end
+    /// ([`softoe_abi::WATCH_NAME`]): what a process that received such a
+    /// descriptor claims ([`softoe_abi::BellOp::Claim`]).
+    watch_names: HashMap<Vec<u8>, u64>,
+    /// Grants a claim gave: (session id, number) → the socket. An `ADOPT`
+    /// from that session naming the number takes it (once).
+    grants: HashMap<(u32, u32), (SocketHandle, bool)>,
+    next_grant: u32,
+    /// Listeners no session holds whose descriptors some process still
+    /// has (every share closed while one was in flight over a Unix
+    /// socket): kept listening for the process that takes it next, closed
+    /// when the last descriptor closes.
+    orphans: std::collections::HashSet<SocketHandle>,
     /// Connections other processes may hold (`BellOp::Watch`): the
     /// engine's end of each one's socket pair, by epoll token.
     watches: HashMap<u64, (SocketHandle, OwnedFd)>,
@@ -200,6 +227,15 @@ const HELLO_WAIT: Duration = Duration::from_secs(5);
 /// refused with `EAGAIN` (a program that connects and says nothing cannot
 /// make the engine hold descriptors without bound).
 const MAX_HELLOS: usize = 64;
+
+/// A socket an `ADOPT` may name (`HostService::names`).
+#[derive(Clone, Copy, Debug)]
+struct Name {
+    /// The secret of the session whose socket it is.
+    secret: [u64; 2],
+    h: SocketHandle,
+    listener: bool,
+}
 
 /// Answers an attach with an error (a negated errno) and no region.
 fn refuse(fd: RawFd, status: i32) {
@@ -267,6 +303,13 @@ impl HostService {
             sessions: Vec::new(),
             owner: HashMap::new(),
             also: HashMap::new(),
+            shared: session::Shares::new(),
+            names: HashMap::new(),
+            names_of: HashMap::new(),
+            watch_names: HashMap::new(),
+            grants: HashMap::new(),
+            next_grant: 1,
+            orphans: std::collections::HashSet::new(),
             watches: HashMap::new(),
             next_watch: WATCH,
             events: Vec::new(),
@@ -295,6 +338,9 @@ impl HostService {
     fn greet(&mut self, now: Instant, conn: OwnedFd) {
         let mut buf = [0u8; 64];
         match sys::recv(conn.as_raw_fd(), &mut buf) {
+            // Closed without a word: a check that an engine answers here
+            // (`softoe run`'s, `sockpath::alive`), not a program's attach.
+            Ok(Some(0)) => debug!("host socket: a connection closed without a hello (a probe)"),
             Ok(Some(n)) => self.attach(conn, &buf[..n]),
             Ok(None) => {
                 if self.hellos.len() >= MAX_HELLOS {
@@ -501,7 +547,16 @@ impl HostService {
             };
             s.bell_engine().drain();
             let gone = !s.dead && s.read_conn();
-            let watches = s.take_watches();
+            let watches: Vec<_> = s
+                .take_watches()
+                .into_iter()
+                .map(|(h, sock, fd)| {
+                    let l = s.is_listener(sock);
+                    (h, sock, fd, l)
+                })
+                .collect();
+            let claims = s.take_claims();
+            let (session_id, secret) = (s.id, s.secret());
             if gone {
                 info!(
                     session = s.id,
@@ -516,11 +571,12 @@ impl HostService {
                     cfg: &self.cfg,
                     slot: t as usize,
                     owner: &mut self.owner,
+                    shares: &mut self.shared,
                     scratch: &mut self.scratch,
                     mem,
                 });
             }
-            for (h, fd) in watches {
+            for (h, sock, fd, listener) in watches {
                 let token = self.next_watch;
                 self.next_watch += 1;
                 if let Err(e) = self.epoll.add(fd.as_raw_fd(), token) {
@@ -530,14 +586,39 @@ impl HostService {
                     }
                     continue;
                 }
-                debug!(?h, token, "watching a connection across fork");
+                debug!(?h, token, listener, "watching a socket across fork");
+                // The name the program gave its end, if it is one a
+                // receiving process can claim it by.
+                if let Some(n) = sys::unix_name(fd.as_raw_fd(), true)
+                    && n.starts_with(softoe_abi::WATCH_NAME)
+                {
+                    self.watch_names.insert(n, token);
+                }
                 self.watches.insert(token, (h, fd));
+                self.name(
+                    session_id,
+                    sock,
+                    Name {
+                        secret,
+                        h,
+                        listener,
+                    },
+                );
+            }
+            for fd in claims {
+                let r = self.claim(session_id, &fd);
+                if let Err(e) = r {
+                    debug!(session = session_id, errno = e, "claim refused");
+                }
+                if let Some(Some(s)) = self.sessions.get(t as usize) {
+                    s.answer_claim(r);
+                }
             }
         }
         self.expire_hellos(now);
         // A dead session's shared listeners pass to the sessions sharing
         // them before it can be reclaimed.
-        self.shares(stack);
+        self.shares(now, stack);
         // Sessions whose sockets are all released give their region back.
         for (me, slot) in self.sessions.iter_mut().enumerate() {
             if slot.as_ref().is_some_and(|s| s.finished(stack))
@@ -599,39 +680,208 @@ impl HostService {
         }
         self.epoll.delete(raw);
         self.watches.remove(&token);
-        debug!(?h, "every descriptor of a watched connection closed");
-        if let Some(&slot) = self.owner.get(&h)
-            && let Some(Some(s)) = self.sessions.get_mut(slot)
-        {
-            s.watch_gone(now, stack, h);
+        self.watch_names.retain(|_, t| *t != token);
+        debug!(?h, "every descriptor of a watched socket closed");
+        if self.orphans.remove(&h) {
+            let _ = stack.close(now, h);
+        }
+        for slot in self.holders(h) {
+            if let Some(Some(s)) = self.sessions.get_mut(slot) {
+                s.watch_gone(now, stack, &mut self.shared, h);
+            }
         }
     }
 
-    /// Connection `h`, which moved from the session an `ADOPT` named,
-    /// taken from the session that serves it now for session `slot`.
-    fn take_moved(
+    /// The sessions (by slot) with a socket on stack socket `h`: its owner
+    /// first, then those that share it.
+    fn holders(&self, h: SocketHandle) -> Vec<usize> {
+        let mut v: Vec<usize> = self.owner.get(&h).copied().into_iter().collect();
+        for &o in self.also.get(&h).into_iter().flatten() {
+            if !v.contains(&o) {
+                v.push(o);
+            }
+        }
+        v.retain(|&o| matches!(self.sessions.get(o), Some(Some(s)) if s.holds(h)));
+        v
+    }
+
+    /// Socket `sock` of session `session` (whose secret is `secret`) is a
+    /// name of connection `h` from now on.
+    fn name(&mut self, session: u32, sock: u32, n: Name) {
+        let h = n.h;
+        self.names.insert((session, sock), n);
+        let of = self.names_of.entry(h).or_default();
+        if !of.contains(&(session, sock)) {
+            of.push((session, sock));
+        }
+    }
+
+    /// Connection `h` is gone: its names and sharing go with it.
+    fn forget_conn(&mut self, h: SocketHandle) {
+        for n in self.names_of.remove(&h).unwrap_or_default() {
+            if self.names.get(&n).is_some_and(|o| o.h == h) {
+                self.names.remove(&n);
+            }
+        }
+        self.shared.remove(&h);
+        self.orphans.remove(&h);
+        self.grants.retain(|_, (g, _)| *g != h);
+    }
+
+    /// Session `session` claims `fd`, a descriptor it received from another
+    /// process: if it is the far end of one of the watches (its name says
+    /// which, a byte written on the engine's end proves it), a grant the
+    /// session may adopt the socket by.
+    fn claim(&mut self, session: u32, fd: &OwnedFd) -> Result<(u32, bool), i32> {
+        let name = sys::unix_name(fd.as_raw_fd(), false).ok_or(errno::ENOENT)?;
+        let token = *self.watch_names.get(&name).ok_or(errno::ENOENT)?;
+        let (h, ours) = self.watches.get(&token).ok_or(errno::ENOENT)?;
+        let probe = (self.next_grant as u8) | 1;
+        if !sys::is_far_end(ours.as_raw_fd(), fd.as_raw_fd(), probe) {
+            return Err(errno::EACCES);
+        }
+        let h = *h;
+        let listener = self
+            .names_of
+            .get(&h)
+            .into_iter()
+            .flatten()
+            .any(|n| self.names.get(n).is_some_and(|m| m.listener));
+        let g = self.next_grant;
+        self.next_grant = self.next_grant.wrapping_add(1).max(1);
+        self.grants.insert((session, g), (h, listener));
+        Ok((g, listener))
+    }
+
+    /// The connection an `ADOPT` names by (session, socket, secret), if a
+    /// watched connection's socket has that name: `Err(EACCES)` for the
+    /// wrong secret.
+    fn named(&self, a: &session::Adopt) -> Option<Result<(SocketHandle, bool), i32>> {
+        let n = self.names.get(&(a.from_session, a.from_sock))?;
+        let same = ((n.secret[0] ^ a.secret[0]) | (n.secret[1] ^ a.secret[1])) == 0;
+        Some(if same {
+            Ok((n.h, n.listener))
+        } else {
+            Err(errno::EACCES)
+        })
+    }
+
+    /// Session `slot` shares listener `h` (an `ADOPT` naming a watched
+    /// listener's socket): both accept from it from now on. A holder whose
+    /// program closed it (detached: kept for another process's
+    /// descriptor) gives its share up; the joiner's descriptor keeps it.
+    fn adopt_listener(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        h: SocketHandle,
+        slot: usize,
+    ) -> Result<(SocketHandle, Option<softoe_stack::Endpoint>), i32> {
+        let holders = self.holders(h);
+        if holders.contains(&slot) {
+            return Err(errno::EALREADY);
+        }
+        let pick = |live: bool| {
+            holders.iter().find_map(|&f| match self.sessions.get(f) {
+                Some(Some(p)) => p
+                    .sock_of(h)
+                    .filter(|&id| !live || p.listener_live(id))
+                    .map(|id| (f, id)),
+                _ => None,
+            })
+        };
+        let Some((from, id)) = pick(true).or_else(|| pick(false)) else {
+            // Nobody holds it but descriptors do: this session takes it.
+            if self.orphans.remove(&h) {
+                let local = stack.tcp_listener_info(h).map_err(|_| errno::ENOENT)?.local;
+                return Ok((h, Some(local)));
+            }
+            return Err(errno::ENOENT);
+        };
+        let r = match self.sessions.get_mut(from) {
+            Some(Some(p)) => p.share_listener(id)?,
+            _ => return Err(errno::ENOENT),
+        };
+        for f in holders {
+            if let Some(Some(p)) = self.sessions.get_mut(f)
+                && let Some(id) = p.sock_of(h)
+                && !p.listener_live(id)
+            {
+                p.give_up_listener(now, stack, &mut self.shared, id);
+            }
+        }
+        Ok(r)
+    }
+
+    /// Session `slot` takes connection `h` (an `ADOPT`): it joins the
+    /// sockets that hold it, which share it from now on. A holder whose
+    /// program closed it (detached: kept for this adoption or the last
+    /// descriptor) gives its hold up, once its queued sends are out. Not
+    /// yet (`EAGAIN`, tried again on a later turn) while a holder has
+    /// commands the engine has not read, or closed it with sends not yet
+    /// in the stack: the adopter's writes must not overtake them (sshd's
+    /// first child writes, exits, and the next child adopts).
+    fn adopt_conn(
         &mut self,
         stack: &mut Stack,
         h: SocketHandle,
         slot: usize,
-        room: u64,
-    ) -> Result<session::Moving, i32> {
-        let at = *self.owner.get(&h).ok_or(errno::ENOENT)?;
-        if at == slot {
+    ) -> Result<session::Joining, i32> {
+        let holders = self.holders(h);
+        if holders.contains(&slot) {
             return Err(errno::EALREADY);
         }
-        let s = match self.sessions.get_mut(at) {
-            Some(Some(s)) => s,
+        let mut live = None;
+        for &f in &holders {
+            let Some(Some(p)) = self.sessions.get_mut(f) else {
+                continue;
+            };
+            let id = p.sock_of(h).ok_or(errno::ENOENT)?;
+            if p.pending_commands() || p.draining(id) {
+                return Err(errno::EAGAIN);
+            }
+            if live.is_none() && p.holds_live(id) {
+                live = Some((f, id));
+            }
+        }
+        // The socket the joiner continues from: a live one, else any.
+        let (from, from_id) = match live {
+            Some(l) => l,
+            None => {
+                let f = *holders.first().ok_or(errno::ENOENT)?;
+                let id = match self.sessions.get(f) {
+                    Some(Some(p)) => p.sock_of(h).ok_or(errno::ENOENT)?,
+                    _ => return Err(errno::ENOENT),
+                };
+                (f, id)
+            }
+        };
+        let c = self.shared.entry(h).or_default();
+        let (j, unread) = match self.sessions.get_mut(from) {
+            Some(Some(p)) => p.share_out(stack, from_id, c)?,
             _ => return Err(errno::ENOENT),
         };
-        let id = s.sock_of(h).ok_or(errno::ENOENT)?;
-        s.take_stream(stack, id, room)
+        c.holders = holders.len() as u32 + 1;
+        c.prefix.extend(unread);
+        // Holders kept only for this (closed, nothing left to send) give
+        // their hold up: the joiner's descriptor keeps the connection.
+        for &f in &holders {
+            if let Some(Some(p)) = self.sessions.get_mut(f)
+                && let Some(id) = p.sock_of(h)
+                && !p.holds_live(id)
+                && p.give_up_detached(id, c)
+            {
+                c.holders = c.holders.saturating_sub(1);
+            }
+        }
+        Ok(j)
     }
 
-    /// Listeners shared across sessions: `ADOPT`s answered (they name
-    /// another session, so a session cannot answer them itself), and shares
-    /// closed handed on. Returns whether anything happened.
-    fn shares(&mut self, stack: &mut Stack) -> bool {
+    /// Listeners and connections shared across sessions: `ADOPT`s
+    /// answered (they name another session, so a session cannot answer
+    /// them itself), and shares closed handed on. Returns whether anything
+    /// happened.
+    fn shares(&mut self, now: Instant, stack: &mut Stack) -> bool {
         let mut any = false;
         for slot in 0..self.sessions.len() {
             let adopts = match self.sessions.get_mut(slot) {
@@ -640,65 +890,66 @@ impl HostService {
             };
             let mut later = Vec::new();
             for (tag, id, a) in adopts {
-                // A dead session's connections wait for adoption (a
-                // child outliving its parent); its listeners do not.
-                let from = self
-                    .sessions
-                    .iter()
-                    .position(|s| s.as_ref().is_some_and(|s| s.id == a.from_session));
-                let room = match self.sessions.get(slot) {
-                    Some(Some(s)) => s.rx_room(id),
-                    _ => 0,
-                };
-                let r = match from {
-                    None => Err(errno::ENOENT),
-                    Some(f) if f == slot => match self.sessions.get(f) {
-                        // This session's own socket moved away: take it back.
-                        Some(Some(p)) if p.secret_is(a.secret) => match p.moved_to(a.from_sock) {
-                            Some(h) => self.take_moved(stack, h, slot, room).map(Ok),
-                            None => Err(errno::EINVAL),
-                        },
-                        _ => Err(errno::EINVAL),
-                    },
-                    Some(f) => match self.sessions.get_mut(f) {
-                        Some(Some(p)) if p.secret_is(a.secret) => match p.adoptable(a.from_sock) {
-                            Ok(true) if p.dead => Err(errno::ENOENT),
-                            Ok(true) => p.share_listener(a.from_sock).map(Err),
-                            Ok(false) => p.take_stream(stack, a.from_sock, room).map(Ok),
-                            Err(e) => match p.moved_to(a.from_sock) {
-                                // It moved on: take it from where it is.
-                                Some(h) => self.take_moved(stack, h, slot, room).map(Ok),
-                                None => Err(e),
-                            },
-                        },
-                        _ => Err(errno::EACCES),
-                    },
-                };
+                let r = self.resolve_adopt(now, stack, slot, &a);
                 let r = match r {
-                    Ok(Ok(m)) => {
-                        // The connection moves: its events come here now.
+                    Ok(Ok(j)) => {
+                        // The connection is shared: its events come here too.
                         any = true;
-                        let h = m.h();
-                        self.owner.insert(h, slot);
+                        let h = j.h();
+                        let others = self.also.entry(h).or_default();
+                        if !others.contains(&slot) && self.owner.get(&h) != Some(&slot) {
+                            others.push(slot);
+                        }
                         if let Some(Some(s)) = self.sessions.get_mut(slot) {
-                            s.finish_adopt_stream(stack, &mut self.scratch, tag, id, m);
+                            let (session_id, secret) = (s.id, s.secret());
+                            s.join_shared(tag, id, j);
+                            self.name(
+                                session_id,
+                                id,
+                                Name {
+                                    secret,
+                                    h,
+                                    listener: false,
+                                },
+                            );
                         }
                         continue;
                     }
                     Ok(Err(l)) => Ok(l),
                     Err(errno::EAGAIN) => {
-                        // Not yet (see `Session::take_stream`): again on a
-                        // later turn, once the old owner's commands and
-                        // sends are through.
+                        // Not yet (see `adopt_conn`): again on a later
+                        // turn, once the holders' commands and sends are
+                        // through.
                         later.push((tag, id, a));
                         continue;
                     }
                     Err(e) => Err(e),
                 };
                 if let Ok((h, _)) = r {
-                    let others = self.also.entry(h).or_default();
-                    if !others.contains(&slot) && self.owner.get(&h) != Some(&slot) {
-                        others.push(slot);
+                    match self.owner.entry(h) {
+                        std::collections::hash_map::Entry::Vacant(v) => {
+                            v.insert(slot);
+                        }
+                        std::collections::hash_map::Entry::Occupied(o) => {
+                            let others = self.also.entry(h).or_default();
+                            if !others.contains(&slot) && *o.get() != slot {
+                                others.push(slot);
+                            }
+                        }
+                    }
+                    // The share is a name of the listener too, for a process
+                    // that inherits it from this one.
+                    if let Some(Some(s)) = self.sessions.get(slot) {
+                        let (session_id, secret) = (s.id, s.secret());
+                        self.name(
+                            session_id,
+                            id,
+                            Name {
+                                secret,
+                                h,
+                                listener: true,
+                            },
+                        );
                     }
                 }
                 if let Some(Some(s)) = self.sessions.get_mut(slot) {
@@ -710,7 +961,10 @@ impl HostService {
                             "adopt refused"
                         );
                     }
-                    s.finish_adopt(tag, id, r);
+                    let watched = r
+                        .as_ref()
+                        .is_ok_and(|(h, _)| self.watches.values().any(|(w, _)| w == h));
+                    s.finish_adopt(tag, id, r, watched);
                 }
                 any = true;
             }
@@ -719,32 +973,130 @@ impl HostService {
             {
                 s.adopts.extend(later);
             }
-            let unshared = match self.sessions.get_mut(slot) {
-                Some(Some(s)) if !s.unshared.is_empty() => std::mem::take(&mut s.unshared),
-                _ => Vec::new(),
+            let (unshared, left) = match self.sessions.get_mut(slot) {
+                Some(Some(s)) => (
+                    std::mem::take(&mut s.unshared),
+                    std::mem::take(&mut s.unshared_conns),
+                ),
+                _ => (Vec::new(), Vec::new()),
             };
             for h in unshared {
                 any = true;
-                // Ownership passes to a session that still holds it.
-                let others = self.also.entry(h).or_default();
-                others.retain(|&o| o != slot);
-                if self.owner.get(&h) == Some(&slot)
-                    && let Some(next) = others.pop()
-                {
-                    self.owner.insert(h, next);
+                // Ownership passes to a session that still holds it: the
+                // sessions that do, asked (not the share list, which may
+                // name one that left this turn or whose slot was reused).
+                let live = self.holders(h);
+                match live.split_first() {
+                    Some((&first, rest)) => {
+                        self.owner.insert(h, first);
+                        if rest.is_empty() {
+                            self.also.remove(&h);
+                            if let Some(Some(s)) = self.sessions.get_mut(first) {
+                                s.unshare(h);
+                            }
+                        } else {
+                            self.also.insert(h, rest.to_vec());
+                        }
+                    }
+                    None => {
+                        self.owner.remove(&h);
+                        self.also.remove(&h);
+                        if self.watches.values().any(|(w, _)| *w == h) {
+                            // Descriptors of it are still about (passed to a
+                            // process that has not claimed it yet): it
+                            // listens on for that process, or until the
+                            // last of them closes.
+                            debug!(?h, "a listener no session holds kept for its descriptors");
+                            self.orphans.insert(h);
+                        } else {
+                            debug!(?h, "the last share of a listener closed");
+                            let _ = stack.close(now, h);
+                        }
+                    }
                 }
-                if others.is_empty() {
+            }
+            for h in left {
+                any = true;
+                // Its events go to the sockets still holding it, which look
+                // at it again (the last one may have its ring back).
+                if let Some(others) = self.also.get_mut(&h) {
+                    others.retain(|&o| o != slot);
+                }
+                if self.owner.get(&h) == Some(&slot) {
+                    match self.also.get_mut(&h).and_then(Vec::pop) {
+                        Some(next) => {
+                            self.owner.insert(h, next);
+                        }
+                        None => {
+                            self.owner.remove(&h);
+                        }
+                    }
+                }
+                if self.also.get(&h).is_some_and(Vec::is_empty) {
                     self.also.remove(&h);
-                    if let Some(&last) = self.owner.get(&h)
-                        && let Some(Some(s)) = self.sessions.get_mut(last)
-                        && s.holds(h)
-                    {
-                        s.unshare(h);
+                }
+                for o in self.holders(h) {
+                    if let Some(Some(s)) = self.sessions.get_mut(o) {
+                        s.stack_event(h, Events::empty());
                     }
                 }
             }
         }
         any
+    }
+
+    /// What an `ADOPT` from session `slot` names: a connection it joins
+    /// (`Ok(Ok(..))`) or a listener it shares (`Ok(Err(..))`).
+    fn resolve_adopt(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        slot: usize,
+        a: &session::Adopt,
+    ) -> Result<Result<session::Joining, (SocketHandle, Option<softoe_stack::Endpoint>)>, i32> {
+        // A socket a claim granted this session.
+        if a.from_session == softoe_abi::GRANTED {
+            let me = match self.sessions.get(slot) {
+                Some(Some(s)) => s.id,
+                _ => return Err(errno::ENOENT),
+            };
+            let (h, listener) = self
+                .grants
+                .remove(&(me, a.from_sock))
+                .ok_or(errno::ENOENT)?;
+            return if listener {
+                self.adopt_listener(now, stack, h, slot).map(Err)
+            } else {
+                self.adopt_conn(stack, h, slot).map(Ok)
+            };
+        }
+        // A watched socket: by its name, wherever it lives now.
+        if let Some(r) = self.named(a) {
+            let (h, listener) = r?;
+            return if listener {
+                self.adopt_listener(now, stack, h, slot).map(Err)
+            } else {
+                self.adopt_conn(stack, h, slot).map(Ok)
+            };
+        }
+        // A listener: by its session. A dead session's listeners are not
+        // adopted (its connections are, by name).
+        let from = self
+            .sessions
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.id == a.from_session))
+            .ok_or(errno::ENOENT)?;
+        match self.sessions.get_mut(from) {
+            Some(Some(p)) if p.secret_is(a.secret) => match p.adoptable(a.from_sock)? {
+                true if p.dead => Err(errno::ENOENT),
+                true if from == slot => Err(errno::EALREADY),
+                true => p.share_listener(a.from_sock).map(Err),
+                // A watched connection has a name; one that has none is
+                // not watched (nothing counts its descriptors).
+                false => Err(errno::EOPNOTSUPP),
+            },
+            _ => Err(errno::EACCES),
+        }
     }
 }
 
@@ -767,7 +1119,9 @@ impl Service for HostService {
             self.look_at = Some(now + Duration::from_millis(1));
             self.look(now, stack, mem);
         }
-        for (h, e) in self.events.drain(..) {
+        // Out of `self` while it is walked (put back empty: no allocation).
+        let mut events = std::mem::take(&mut self.events);
+        for (h, e) in events.drain(..) {
             if let Some(others) = self.also.get(&h) {
                 for &slot in others {
                     if let Some(Some(s)) = self.sessions.get_mut(slot) {
@@ -784,8 +1138,10 @@ impl Service for HostService {
             if e.contains(Events::RELEASED) {
                 self.owner.remove(&h);
                 self.also.remove(&h);
+                self.forget_conn(h);
             }
         }
+        self.events = events;
         for (slot, s) in self.sessions.iter_mut().enumerate() {
             if let Some(s) = s {
                 any |= s.step(&mut Ctx {
@@ -794,12 +1150,28 @@ impl Service for HostService {
                     cfg: &self.cfg,
                     slot,
                     owner: &mut self.owner,
+                    shares: &mut self.shared,
                     scratch: &mut self.scratch,
                     mem,
                 });
             }
         }
-        any |= self.shares(stack);
+        any |= self.shares(now, stack);
+        // A shared connection's queued send went wholly to the stack: the
+        // next in order may be another holder's.
+        for (&h, c) in self.shared.iter_mut().filter(|(_, c)| c.advanced) {
+            c.advanced = false;
+            for &slot in self
+                .owner
+                .get(&h)
+                .into_iter()
+                .chain(self.also.get(&h).into_iter().flatten())
+            {
+                if let Some(Some(s)) = self.sessions.get_mut(slot) {
+                    s.stack_event(h, Events::empty());
+                }
+            }
+        }
         any
     }
 

@@ -262,6 +262,57 @@ pub fn is_unix_stream(fd: RawFd) -> bool {
     get(libc::SO_DOMAIN) == Some(libc::AF_UNIX) && get(libc::SO_TYPE) == Some(libc::SOCK_STREAM)
 }
 
+/// The address the Unix socket `fd` is bound to (`peer`: its peer's), as
+/// the kernel gives it: an abstract name starts with a 0 byte. `None` for
+/// no Unix socket, or one without a name.
+pub fn unix_name(fd: RawFd, peer: bool) -> Option<Vec<u8>> {
+    // SAFETY: an all-zero sockaddr_un is a valid out-parameter.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: `a` and `len` are valid for the call, `len` its size.
+    let r = unsafe {
+        if peer {
+            libc::getpeername(fd, (&raw mut a).cast(), &raw mut len)
+        } else {
+            libc::getsockname(fd, (&raw mut a).cast(), &raw mut len)
+        }
+    };
+    let path = (len as usize).checked_sub(size_of::<libc::sa_family_t>())?;
+    if r != 0 || i32::from(a.sun_family) != libc::AF_UNIX || path == 0 {
+        return None;
+    }
+    Some(
+        a.sun_path[..path.min(a.sun_path.len())]
+            .iter()
+            .map(|&c| c as u8)
+            .collect(),
+    )
+}
+
+/// Whether `theirs` is the far end of the socket pair `ours` is one end
+/// of: a byte written on `ours` is there to read on `theirs` at once (a
+/// socket pair's write is delivered inside the call). The byte is read
+/// back, so the far end is left as it was when it is the one.
+pub fn is_far_end(ours: RawFd, theirs: RawFd, probe: u8) -> bool {
+    let b = [probe];
+    // SAFETY: sends one byte from `b`, valid for the call.
+    let sent = unsafe {
+        libc::send(
+            ours,
+            b.as_ptr().cast(),
+            1,
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    if sent != 1 {
+        return false;
+    }
+    let mut got = [0u8; 1];
+    // SAFETY: receives at most one byte into `got`.
+    let n = unsafe { libc::recv(theirs, got.as_mut_ptr().cast(), 1, libc::MSG_DONTWAIT) };
+    n == 1 && got[0] == probe
+}
+
 pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     // SAFETY: receives into `buf`, which is valid for its length.
     let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };

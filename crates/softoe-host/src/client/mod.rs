@@ -30,7 +30,10 @@ pub struct Config {
     pub cmp_entries: u32,
     /// Socket slots.
     pub sockets: u32,
-    /// Data-area bytes (rings and zero-copy buffers).
+    /// Data-area bytes (rings and zero-copy buffers; `$SOFTOE_DATA_MB`,
+    /// default 256 MiB). Under a finite `RLIMIT_AS` an attach takes at
+    /// most a quarter of the room the limit leaves (and smaller rings
+    /// with it): see [`Client::attach_over`].
     pub data_len: u64,
     /// Receive ring per socket.
     pub rx_ring: u64,
@@ -152,6 +155,10 @@ pub(crate) struct Inner {
     pub(crate) cmd_spin: Spin,
     pub(crate) release_spin: Spin,
     pub(crate) poll_spin: Spin,
+    /// The process that attached ([`crate::process_id`]): a child that
+    /// inherited this attachment (by `fork`, or a raw `clone` no hook saw)
+    /// never posts on its single-producer rings nor takes its completions.
+    pid: u32,
 }
 
 /// Most bells lent to sleeping threads per session: half of what the
@@ -173,6 +180,14 @@ pub(crate) struct LentBell {
 #[derive(Clone, Debug)]
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
+}
+
+/// The error of a call on an attachment another process made (a child's
+/// inherited copy): `EBADF`, what the child's inherited socket is to it.
+/// Made without allocating: a child of a raw `clone` may have inherited
+/// the allocator's lock held by another of the parent's threads.
+fn foreign() -> io::Error {
+    errno_err(errno::EBADF)
 }
 
 pub(crate) fn closed() -> io::Error {
@@ -219,7 +234,12 @@ impl Client {
     /// the engine's own process attaches (`softoe_engine::app` hands the
     /// engine the other end of a socket pair). The engine must be running
     /// or about to: this waits for its answer.
+    ///
+    /// Under a finite `RLIMIT_AS` the data area shrinks to leave the
+    /// program room (at most a quarter of what the limit leaves; see
+    /// `fit.rs`).
     pub fn attach_over(conn: OwnedFd, cfg: Config) -> io::Result<Client> {
+        let cfg = fit::fit(cfg);
         let conn_id = sys::file_id(conn.as_raw_fd()).ok_or_else(io::Error::last_os_error)?;
         let hello = Hello {
             magic: ATTACH_MAGIC,
@@ -246,7 +266,16 @@ impl Client {
             ));
         };
         let len = usize::try_from(w.region_len).map_err(|_| io::ErrorKind::InvalidData)?;
-        let map = Mapping::map(memfd.as_raw_fd(), len)?;
+        let map = Mapping::map(memfd.as_raw_fd(), len).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot map the session's region ({} MiB; an address-space limit, \
+                     RLIMIT_AS, too low for it?): {e}",
+                    len >> 20
+                ),
+            )
+        })?;
         // SAFETY: the mapping is `len` bytes, page-aligned, and lives in
         // `Inner` as long as the region view and every copy of it.
         let region = unsafe { Region::attach(map.ptr, w.region_len) }
@@ -289,6 +318,7 @@ impl Client {
             cmd_spin: Spin::new(spin),
             release_spin: Spin::new(spin),
             poll_spin: Spin::new(spin),
+            pid: crate::process_id(),
         };
         let c = Client {
             inner: Arc::new(inner),
@@ -305,6 +335,11 @@ impl Client {
     /// The engine's number for this attachment.
     pub fn session(&self) -> u32 {
         self.inner.session
+    }
+
+    /// The bytes of address space this attachment's region takes.
+    pub fn region_len(&self) -> u64 {
+        self.inner._map.len as u64
     }
 
     /// This session's secret: it lets another session (a forked child's)
@@ -349,6 +384,12 @@ impl Client {
 
     pub(crate) fn free(&self, off: u64, len: u64) {
         lock(&self.inner.alloc).free(off, len);
+    }
+
+    /// Whether this attachment is another process's: a child's copy of its
+    /// parent's (one load: see [`crate::process_id`]).
+    pub(crate) fn foreign(&self) -> bool {
+        self.inner.pid != crate::process_id()
     }
 
     pub(crate) fn dead(&self) -> bool {
@@ -399,6 +440,9 @@ impl Client {
 
     /// Puts `cmd` on the command ring and tells a sleeping engine.
     fn push(&self, cmd: &Command) -> io::Result<()> {
+        if self.foreign() {
+            return Err(foreign());
+        }
         if self.dead() {
             return Err(closed());
         }
@@ -475,6 +519,10 @@ impl Client {
 
     /// Takes every completion off the ring (dispatcher lock held).
     fn drain(&self, d: &mut Dispatch) -> bool {
+        if self.foreign() {
+            // The parent's completions are the parent's to take.
+            return false;
+        }
         let mut c = lock(&self.inner.cmps);
         let mut any = false;
         loop {
@@ -649,15 +697,6 @@ impl Client {
         crate::socket::readiness(self, sock)
     }
 
-    /// Whether another session took connection `sock` of this one
-    /// ([`softoe_abi::EV_MOVED`]): an [`adopt_stream`](Client::adopt_stream)
-    /// naming it takes the connection back. Reads shared memory only.
-    pub fn moved_away(&self, sock: u32) -> bool {
-        self.region()
-            .slot(sock)
-            .is_some_and(|v| v.events() & softoe_abi::EV_MOVED != 0)
-    }
-
     /// Whether the engine still serves this process.
     pub fn is_alive(&self) -> bool {
         !self.dead()
@@ -795,9 +834,38 @@ impl Client {
     /// last copy closes; another session may take the connection with
     /// [`Client::adopt_stream`].
     pub fn watch_stream(&self, sock: u32) -> io::Result<OwnedFd> {
+        self.watch(sock, 0)
+    }
+
+    /// Has the engine watch connection or listener `sock` (as
+    /// [`watch_stream`](Self::watch_stream)), the descriptor returned named
+    /// so that a process it is passed to over a Unix socket knows it for
+    /// a softoe socket ([`softoe_abi::WATCH_NAME`]; `flags`: 1 for an
+    /// `AF_INET6` socket, 2 for a listener) and can [`claim`](Self::claim)
+    /// it.
+    pub fn watch(&self, sock: u32, flags: u8) -> io::Result<OwnedFd> {
+        // The watch goes over the attach socket, the socket's commands over
+        // the command ring: a round trip there first, so that the engine
+        // has carried out every command posted before (a `CONNECT` still in
+        // the ring, whose socket has no connection yet, refused the watch
+        // with `ENOTCONN`).
+        self.nop()?;
         let (mine, engine) = sys::socketpair()?;
+        sys::bind_watch_name(mine.as_raw_fd(), flags)?;
         self.bell_call(softoe_abi::BellOp::Watch, sock, engine.as_raw_fd())?;
         Ok(mine)
+    }
+
+    /// Claims `fd`, a descriptor this process received from another (over
+    /// a Unix socket) whose name says it is a watched softoe socket's
+    /// ([`softoe_abi::BellOp::Claim`]): the engine checks it and grants a
+    /// number this session adopts it by — [`adopt_stream`](Self::adopt_stream)
+    /// or [`adopt_listener`](Self::adopt_listener) with session
+    /// [`softoe_abi::GRANTED`], that number and a zero secret. Returns the
+    /// number and whether it is a listener.
+    pub fn claim(&self, fd: RawFd) -> io::Result<(u32, bool)> {
+        let a = self.bell_call(softoe_abi::BellOp::Claim, 0, fd)?;
+        Ok((a.index, a.extra[0] & 1 != 0))
     }
 }
 
@@ -867,6 +935,8 @@ impl Drop for Waiter {
         let _ = sys::send(self.c.inner.conn.as_raw_fd(), &bye.to_bytes());
     }
 }
+
+mod fit;
 
 #[cfg(test)]
 mod tests;

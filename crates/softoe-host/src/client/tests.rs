@@ -160,3 +160,62 @@ fn a_hang_up_on_a_reused_descriptor_number_is_not_the_engines() {
     assert!(!interrupted);
     assert!(c.is_alive(), "a stranger's hang-up ended the session");
 }
+
+/// A child that inherited the attachment — here made with a raw `clone`,
+/// which no `pthread_atfork` hook sees — never posts on the parent's
+/// single-producer command ring: its call fails (`EBADF`) and the ring's
+/// tail stays where the parent left it; the parent's own posts go on.
+#[test]
+fn a_child_never_posts_on_its_parents_rings() {
+    let (engine_end, ours) = seqpacket_pair();
+    let engine = std::thread::spawn(move || answer(engine_end));
+    let cfg = Config {
+        data_len: 1 << 20,
+        sockets: 16,
+        ..Config::default()
+    };
+    let c = Client::attach_over(ours, cfg).unwrap();
+    let _engine = engine.join().unwrap();
+    let tail = |c: &Client| {
+        let at = std::mem::offset_of!(softoe_abi::RegionHeader, cmd_tail);
+        // SAFETY: `cmd_tail` is a 4-aligned word inside the mapped header,
+        // only ever accessed atomically.
+        unsafe {
+            std::sync::atomic::AtomicU32::from_ptr(c.inner.region.base().add(at).cast())
+                .load(std::sync::atomic::Ordering::Acquire)
+        }
+    };
+    let before = tail(&c);
+    let mut p = [0; 2];
+    // SAFETY: `p` has room for the two descriptors pipe writes.
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    // SAFETY: clone(SIGCHLD) without CLONE_VM: a fork libc does not see.
+    // The child posts (which must fail without allocating or locking
+    // anything the parent's threads may hold), writes one byte and leaves
+    // with `_exit`.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let refused = c
+            .post(&softoe_abi::Request::Nop)
+            .is_err_and(|e| e.raw_os_error() == Some(libc::EBADF));
+        let b = [u8::from(refused)];
+        // SAFETY: one byte to our pipe, then exit.
+        unsafe {
+            libc::write(p[1], b.as_ptr().cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    let mut b = [0u8];
+    // SAFETY: one byte from our pipe, then our child reaped.
+    unsafe {
+        assert_eq!(libc::read(p[0], b.as_mut_ptr().cast(), 1), 1);
+        libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
+        libc::close(p[0]);
+        libc::close(p[1]);
+    }
+    assert_eq!(b[0], 1, "the child's post was not refused");
+    assert_eq!(tail(&c), before, "the child moved the parent's ring");
+    c.post(&softoe_abi::Request::Nop).unwrap();
+    assert_eq!(tail(&c), before.wrapping_add(1), "the parent's post");
+}

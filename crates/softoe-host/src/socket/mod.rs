@@ -80,6 +80,12 @@ struct Sock {
     /// or a UDP socket's [`priority`](TcpListener::priority) answers: the
     /// engine's `INFO` serves connections only).
     priority: std::sync::atomic::AtomicU32,
+    /// The buffer reads of a shared connection post (`RECV`), made at the
+    /// first; its lock is held by such a read from its post to its copy
+    /// out. Not the receive ring: the engine may take the ring up again
+    /// (the connection no longer shared) as soon as the last read's
+    /// answer is out, before this read has copied its bytes.
+    shared_rx: std::sync::Mutex<Option<RingSpan>>,
 }
 
 /// How one handle waits.
@@ -98,6 +104,11 @@ pub struct TcpStream {
     policy: SendPolicy,
     /// Send-ring bytes the engine has taken.
     tx_queued: u64,
+    /// Made by a connect that returned before the handshake ended
+    /// ([`Client::tcp_connect_nonblocking`]) and not yet found established
+    /// by [`TcpStream::connect_status`]: Linux's next `connect` says 0
+    /// once, then `EISCONN`.
+    connect_unreported: bool,
 }
 
 /// The reading half of a [`TcpStream`], for another thread

@@ -111,6 +111,7 @@ impl Client {
         self.abandon(tag);
         let mut t = TcpStream::new(s);
         t.mode.nonblocking = true;
+        t.connect_unreported = true;
         Ok(t)
     }
 
@@ -137,6 +138,49 @@ impl Client {
             s,
             mode: Mode::default(),
         })
+    }
+
+    /// Whether a listener with `opts` could listen on `addr` now:
+    /// `EADDRINUSE` when one there, or on an overlapping address (the
+    /// wildcard and a specific one of the same port), holds it and not
+    /// both set `SO_REUSEPORT` as one user — what Linux's `bind` refuses.
+    /// Nothing is reserved (a listener that starts in between still makes
+    /// [`Client::tcp_listen_with`] fail): a shim that binds lazily asks
+    /// this at `bind` so that a program sees the failure where Linux gives
+    /// it. Costs a round trip per command on a throwaway socket with a
+    /// 64-byte ring.
+    pub fn tcp_bind_check(&self, addr: SocketAddrV4, opts: &TcpOptions) -> io::Result<()> {
+        let rx = RingSpan {
+            offset: self.alloc(64)?,
+            len: 64,
+        };
+        let id = match self
+            .call(&Request::Socket {
+                kind: SockKind::Tcp,
+                rx,
+                tx: RingSpan::default(),
+            })
+            .and_then(|r| result(&r).map(|v| v as u32))
+        {
+            Ok(id) => id,
+            Err(e) => {
+                self.free(rx.offset, rx.len);
+                return Err(e);
+            }
+        };
+        // Closed (and its ring freed) when dropped.
+        let s = Sock::with(self, id, rx, RingSpan::default());
+        s.set_options(&TcpOptions {
+            reuseport: opts.reuseport,
+            ..TcpOptions::default()
+        })?;
+        let (addr, port) = packed(addr);
+        result(&s.call(&Request::Bind {
+            sock: id,
+            addr,
+            port,
+        })?)
+        .map(drop)
     }
 
     /// A UDP socket bound to `addr` (port 0: an ephemeral port).

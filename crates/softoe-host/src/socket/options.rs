@@ -68,6 +68,11 @@ pub struct TcpOptions {
     /// members. Unlike the others it can change at any time with effect
     /// on the next frame ([`TcpStream::set_priority`]).
     pub priority: Option<u32>,
+    /// `SO_REUSEPORT`: a listener joins the group of listeners of the same
+    /// user on its address and port that set it too, and they share the
+    /// new connections (the engine picks one by a hash of each
+    /// four-tuple, as Linux does).
+    pub reuseport: bool,
 }
 
 impl Sock {
@@ -83,6 +88,9 @@ impl Sock {
         }
         if let Some(p) = o.priority {
             self.set_priority(p)?;
+        }
+        if o.reuseport {
+            self.setopt(SockOpt::ReusePort, [1, 0, 0, 0, 0])?;
         }
         Ok(())
     }

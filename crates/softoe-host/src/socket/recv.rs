@@ -5,7 +5,9 @@ use std::io::{self, Read};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use softoe_abi::{EV_ERR, EV_HELD, EV_RDHUP, EV_RXFULL, RecvTarget, Request, errno};
+use softoe_abi::{
+    EV_ERR, EV_HELD, EV_RDHUP, EV_RXFULL, EV_SHARED, RecvTarget, Request, RingSpan, errno,
+};
 
 use super::{Mode, Sock, TcpReader, TcpStream};
 use crate::errno::errno_err;
@@ -20,6 +22,13 @@ impl TcpStream {
 fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<usize> {
     if buf.is_empty() {
         return Ok(0);
+    }
+    // Other processes hold the connection too: the engine hands out its
+    // bytes one read at a time.
+    if s.events() & EV_SHARED != 0
+        && let Some(r) = read_shared(s, mode, buf, peek)
+    {
+        return r;
     }
     let region = *s.c.region();
     let Some(view) = region.slot(s.id) else {
@@ -45,8 +54,14 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
     // them from the ring: have them moved there (once; they come within
     // the engine's turn, so even a non-blocking read waits that long).
     let held = |s: &Sock| s.events() & EV_HELD != 0;
+    let shared = |s: &Sock| s.events() & EV_SHARED != 0;
     let mut asked = false;
     loop {
+        // The connection became shared meanwhile (the engine took the
+        // ring's bytes back, or this socket just joined): read its way.
+        if shared(s) && view.rx_tail() == view.rx_head() {
+            return read_inner(s, mode, buf, peek);
+        }
         if !ready(s) && held(s) && !asked {
             s.c.submit_quiet(&Request::RxDone { sock: s.id })?;
             asked = true;
@@ -55,9 +70,9 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
             }
         }
         s.wait(mode.nonblocking, mode.read_timeout, false, |s| {
-            ready(s) || (held(s) && !asked)
+            ready(s) || (held(s) && !asked) || shared(s)
         })?;
-        if ready(s) {
+        if ready(s) && !(shared(s) && view.rx_tail() == view.rx_head()) {
             break;
         }
     }
@@ -72,7 +87,12 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
     }
     region.ring_read(s.rx, head, &mut buf[..n as usize]);
     if !peek {
-        view.set_rx_head(head + n);
+        // Taken with a compare-and-swap: the engine may take the ring's
+        // unread bytes back (the connection became shared) — then they are
+        // its, and this read tries again.
+        if view.take_rx(head, head + n).is_err() {
+            return read_inner(s, mode, buf, peek);
+        }
         // The engine holds more than the ring could take: tell it there
         // is room now. The fence pairs with the engine's between
         // publishing `EV_RXFULL` and its next look at `rx_head`: either
@@ -83,6 +103,109 @@ fn read_inner(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> io::Result<us
         }
     }
     Ok(n as usize)
+}
+
+/// The most a read of a shared connection takes at once (its buffer in
+/// the data area, made once per socket).
+const SHARED_BUF: u64 = 256 << 10;
+
+/// A read of a connection other sessions hold too ([`EV_SHARED`]): a
+/// buffer of this socket's in the data area posted (`RECV`), and copied
+/// out. `None` when the connection is this session's alone again (read
+/// the ring).
+fn read_shared(s: &Sock, mode: Mode, buf: &mut [u8], peek: bool) -> Option<io::Result<usize>> {
+    let mut one = s
+        .shared_rx
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let span = match *one {
+        Some(b) => b,
+        None => {
+            let len = s.rx.len.clamp(4096, SHARED_BUF);
+            let b = match s.c.alloc(len) {
+                Ok(offset) => RingSpan { offset, len },
+                Err(e) => return Some(Err(e)),
+            };
+            *one = Some(b);
+            b
+        }
+    };
+    let len = (buf.len() as u64).min(span.len);
+    let deadline = mode.read_timeout.map(|t| std::time::Instant::now() + t);
+    loop {
+        let req = Request::Recv {
+            sock: s.id,
+            target: RecvTarget::Region {
+                offset: span.offset,
+            },
+            len,
+            nowait: mode.nonblocking,
+            peek,
+        };
+        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        let got = match post_and_wait(s, &req, left) {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        std::sync::atomic::fence(Ordering::SeqCst);
+        return match got {
+            Ok(0) => {
+                if s.events() & EV_ERR != 0 {
+                    return Some(Err(s.error()));
+                }
+                Some(Ok(0))
+            }
+            Ok(n) => {
+                let n = (n as usize).min(buf.len());
+                s.c.region().ring_read(span, 0, &mut buf[..n]);
+                Some(Ok(n))
+            }
+            // Refused: the ring holds bytes (the connection is ours alone
+            // again), or this session posted already.
+            Err(errno::EAGAIN) if s.events() & EV_SHARED == 0 => None,
+            Err(errno::EAGAIN) if mode.nonblocking => Some(Err(io::ErrorKind::WouldBlock.into())),
+            Err(errno::EAGAIN | errno::EBUSY) => {
+                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                    return Some(Err(io::ErrorKind::WouldBlock.into()));
+                }
+                std::thread::yield_now();
+                continue;
+            }
+            Err(e) => Some(Err(errno_err(e))),
+        };
+    }
+}
+
+/// Posts `req` (a `RECV`) and waits for its answer at most `timeout`; a
+/// wait that times out or is interrupted takes the buffer back first
+/// (`CANCEL_RECV`), so the engine never writes it after this returns:
+/// `WouldBlock` or `Interrupted` then, unless bytes came meanwhile.
+fn post_and_wait(
+    s: &Sock,
+    req: &Request,
+    timeout: Option<Duration>,
+) -> io::Result<Result<u64, i32>> {
+    let tag = s.c.submit(req)?;
+    let (waited, interrupted) = match s
+        .c
+        .block_until(timeout, true, &s.rx_spin, |d| d.done.remove(&tag))
+    {
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => (Ok(None), true),
+        r => (r, false),
+    };
+    let got = match waited? {
+        Some(c) => c,
+        None => {
+            let t = s.c.submit(&Request::CancelRecv { sock: s.id })?;
+            s.c.abandon(t);
+            s.c.wait_tag(tag)?
+        }
+    };
+    match got.outcome() {
+        Err(errno::ECANCELED) if interrupted => Err(io::ErrorKind::Interrupted.into()),
+        Err(errno::ECANCELED) => Err(io::ErrorKind::WouldBlock.into()),
+        r => Ok(r),
+    }
 }
 
 /// A blocking read by direct placement (`RECV`): the engine writes the
@@ -98,6 +221,8 @@ fn read_direct(s: &Sock, timeout: Option<Duration>, buf: &mut [u8]) -> Option<io
         sock: s.id,
         target: RecvTarget::Remote { addr },
         len: buf.len() as u64,
+        nowait: false,
+        peek: false,
     };
     let tag = match s.c.submit(&req) {
         Ok(t) => t,

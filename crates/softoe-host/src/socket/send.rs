@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use softoe_abi::{EV_CONNECTED, EV_ERR, EV_HUP, Request, SendSource, errno};
+use softoe_abi::{EV_CONNECTED, EV_ERR, EV_HUP, EV_SHARED, Request, SendSource, errno};
 
 use super::{TcpStream, ZcBuf};
 use crate::errno::errno_err;
@@ -64,14 +64,23 @@ impl TcpStream {
                 if ev & EV_CONNECTED != 0 {
                     // Connected: the engine queues the bytes whole and sends
                     // them as room frees, so there is no answer to wait for
-                    // (a failure shows in the socket's state).
-                    self.s.c.post(&Request::Send {
+                    // (a failure shows in the socket's state) — except on a
+                    // connection other processes hold too: this write must
+                    // be in the engine's queue, in its place, before it
+                    // returns, or another process's write made after it
+                    // (its own command ring read first) would overtake it.
+                    let req = Request::Send {
                         sock: self.s.id,
                         source: SendSource::RingQueued,
                         len: n,
                         to: None,
                         more: false,
-                    })?;
+                    };
+                    if ev & EV_SHARED == 0 {
+                        self.s.c.post(&req)?;
+                    } else if let Err(e) = self.s.call(&req)?.outcome() {
+                        return Err(errno_err(e));
+                    }
                     self.tx_queued += n;
                     return Ok(n as usize);
                 }

@@ -75,6 +75,7 @@ impl Sock {
             rx_spin: Spin::new(c.inner.cfg.spin),
             tx_spin: Spin::new(c.inner.cfg.spin),
             priority: std::sync::atomic::AtomicU32::new(0),
+            shared_rx: std::sync::Mutex::new(None),
         }
     }
 
@@ -140,11 +141,18 @@ impl Sock {
 impl Drop for Sock {
     fn drop(&mut self) {
         let (rx, tx) = (self.rx, self.tx);
-        let spans = if tx.len > 0 {
+        let mut spans = if tx.len > 0 {
             vec![(rx.offset, rx.len), (tx.offset, tx.len)]
         } else {
             vec![(rx.offset, rx.len)]
         };
+        if let Some(b) = *self
+            .shared_rx
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            spans.push((b.offset, b.len));
+        }
         let tag = match self.closed.load(Ordering::Relaxed) {
             0 => self.c.submit(&Request::Close {
                 sock: self.id,

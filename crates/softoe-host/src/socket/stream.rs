@@ -11,7 +11,8 @@ use softoe_abi::{EV_CONNECTED, EV_ERR, EV_WRITABLE, Request, RingSpan, TcpInfoRe
 
 use super::{Mode, Readiness, SendPolicy, Sock, TcpReader, TcpStream};
 use crate::client::Client;
-use crate::errno::result;
+use crate::errno::{errno_err, result};
+use softoe_abi::errno;
 
 impl TcpStream {
     pub(super) fn new(s: Sock) -> TcpStream {
@@ -20,6 +21,7 @@ impl TcpStream {
             mode: Mode::default(),
             policy: SendPolicy::from_env(),
             tx_queued: 0,
+            connect_unreported: false,
         }
     }
 
@@ -169,6 +171,38 @@ impl TcpStream {
             return None;
         }
         Some(self.s.error())
+    }
+
+    /// What a `connect(2)` on this socket says now, as Linux's: the error
+    /// that ended the handshake (taken, as `SO_ERROR` takes it), `EALREADY`
+    /// while it goes on, success the first time it finds a connection
+    /// [`Client::tcp_connect_nonblocking`] made established, `EISCONN`
+    /// after that (and always for a connection made any other way).
+    pub fn connect_status(&mut self) -> io::Result<()> {
+        if let Some(e) = self.take_error() {
+            return Err(e);
+        }
+        if !self.is_connected() {
+            return Err(errno_err(errno::EALREADY));
+        }
+        if std::mem::take(&mut self.connect_unreported) {
+            Ok(())
+        } else {
+            Err(errno_err(errno::EISCONN))
+        }
+    }
+
+    /// Waits until the handshake of a connection
+    /// [`Client::tcp_connect_nonblocking`] made has ended (for at most
+    /// `timeout`), then answers as [`connect_status`](Self::connect_status).
+    /// A signal handler ends the wait with `Interrupted` (unless every
+    /// handler restarts and no timeout is set: `connect(2)`'s rules); the
+    /// timeout with `WouldBlock`. The handshake goes on either way.
+    pub fn wait_connected(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.s.wait(false, timeout, true, |s| {
+            s.events() & (EV_CONNECTED | EV_ERR) != 0
+        })?;
+        self.connect_status()
     }
 
     /// Whether reads and writes return `WouldBlock` instead of waiting.

@@ -141,6 +141,7 @@ fn parse(rec: &str) -> Option<((u64, u64), Sock)> {
 /// the shim's settings and takes in the softoe sockets an `exec` passed.
 /// Nothing here logs or attaches (it runs before the program does).
 extern "C" fn at_load() {
+    crate::diag::init();
     // SAFETY: registers a plain function with no arguments, run in the
     // child after every fork (libc's own included).
     unsafe { libc::pthread_atfork(None, None, Some(crate::sock::after_fork)) };
@@ -210,9 +211,14 @@ unsafe fn environment(envp: *const *const c_char) -> Option<(Vec<CString>, Vec<*
     if TABLE.is_empty() {
         return None;
     }
-    // Connections are watched first, as for `fork`: this session dies
-    // with the image (its attach socket closes on exec).
-    crate::sock::before_fork();
+    // Connections and listeners are watched first, as for `fork`: this
+    // session dies with the image (its attach socket closes on exec). Not
+    // from a vfork child: it shares the parent's memory, whose sessions
+    // and table it must not change (the parent's threads use them); what
+    // is watched already goes along.
+    if !crate::sock::shares_parents_memory() {
+        crate::sock::before_fork();
+    }
     let recs: Vec<String> = TABLE
         .entries()
         .iter()

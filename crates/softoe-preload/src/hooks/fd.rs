@@ -11,10 +11,14 @@ use std::sync::atomic::Ordering;
 use libc::{c_int, c_ulong};
 
 use super::{fail, ours, ret, wait};
-use crate::sock::TABLE;
+use crate::sock::{TABLE, shares_parents_memory};
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    // A vfork child's descriptors are its own; the table is the parent's.
+    if TABLE.holds(fd) && shares_parents_memory() {
+        return forward!(close(fd));
+    }
     if let Some(s) = TABLE.remove(fd) {
         wait::forget_fd(fd);
         drop(s);
@@ -27,6 +31,9 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 /// Forgets the softoe sockets among descriptors `low..=high` that a
 /// `closefrom`/`close_range` is about to close behind the shim's back.
 fn forget_range(low: c_int, high: c_int) {
+    if TABLE.is_empty() || shares_parents_memory() {
+        return;
+    }
     for (fd, _) in TABLE.entries() {
         if fd >= low && fd <= high && TABLE.remove(fd).is_some() {
             wait::forget_fd(fd);
@@ -65,7 +72,7 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
 }
 
 fn dup_onto(old: c_int, new: c_int) {
-    if new < 0 {
+    if new < 0 || (!TABLE.holds(old) && !TABLE.holds(new)) || shares_parents_memory() {
         return;
     }
     if let Some(prev) = TABLE.remove(new) {

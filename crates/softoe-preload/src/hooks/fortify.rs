@@ -9,9 +9,7 @@ use super::wait::{poll, ppoll};
 
 /// What glibc does when a fortified call's length exceeds its buffer.
 fn chk_fail() -> ! {
-    let msg = b"*** buffer overflow detected ***: terminated\n";
-    // SAFETY: a raw write of a static buffer to stderr.
-    unsafe { libc::syscall(libc::SYS_write, 2, msg.as_ptr(), msg.len()) };
+    crate::diag::say("*** buffer overflow detected ***: terminated");
     std::process::abort()
 }
 

@@ -14,7 +14,7 @@ use libc::{c_int, c_void, msghdr, off_t, size_t, sockaddr, socklen_t, ssize_t};
 use super::{fail, ret_size};
 use crate::addr::{read_addr, write_addr};
 use crate::real::{self, set_errno};
-use crate::sock::{Kind, Sock};
+use crate::sock::{Kind, Sock, TABLE};
 
 /// # Safety
 /// `buf` is valid for `len` bytes of writing (or `len` is 0).
@@ -222,6 +222,16 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) ->
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+    // Softoe sockets passed to another process go as their watched
+    // descriptors (`sock/pass.rs`).
+    if TABLE.get(fd).is_none()
+        && !msg.is_null()
+        // SAFETY: the caller's msghdr (see `hooks`).
+        && unsafe { (*msg).msg_controllen } > 0
+    {
+        // SAFETY: the caller's msghdr and control buffer (see `hooks`).
+        unsafe { crate::sock::before_send(&*msg) };
+    }
     dispatch!(fd, sendmsg(fd, msg, flags), |s| {
         if msg.is_null() {
             return fail(libc::EFAULT);
@@ -244,6 +254,17 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+    if TABLE.get(fd).is_none() {
+        let n = forward!(recvmsg(fd, msg, flags));
+        // Softoe sockets received from another process join the table.
+        // SAFETY: the caller's msghdr, which the kernel just filled (see
+        // `hooks`).
+        if n >= 0 && !msg.is_null() && unsafe { (*msg).msg_controllen } > 0 {
+            // SAFETY: as above.
+            unsafe { crate::sock::after_recv(&*msg) };
+        }
+        return n;
+    }
     dispatch!(fd, recvmsg(fd, msg, flags), |s| {
         if msg.is_null() {
             return fail(libc::EFAULT);

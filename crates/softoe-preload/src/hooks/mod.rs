@@ -11,7 +11,9 @@
 //! | `wait/mod.rs` | `poll`/`ppoll`, `select`/`pselect`, and the wait loop they share with epoll |
 //! | `wait/epoll.rs` | `epoll_*` |
 //! | `exec.rs` | the `exec` family, `posix_spawn` |
-//! | `sandbox.rs` | `chroot`, `setuid` and the like, `setrlimit`/`prlimit` (`RLIMIT_NOFILE`), `prctl`: the calls before a process sandboxes itself |
+//! | `clone.rs` | `syscall` (a `SYS_clone`/`SYS_clone3`/`SYS_fork` that makes a process: its connections prepared as for `fork`) |
+//! | `sandbox.rs` | `chroot`, `setuid` and the like, `prctl`: the calls before a process sandboxes itself |
+//! | `limits.rs` | `setrlimit`/`prlimit`: `RLIMIT_NOFILE` readies for a sandbox, `RLIMIT_AS` grows by softoe's regions |
 //! | `fortify.rs` | glibc's `__*_chk` variants |
 //!
 //! A hook on one descriptor opens with `dispatch!`: is `fd` a softoe
@@ -81,10 +83,12 @@ macro_rules! dispatch {
     };
 }
 
+pub(crate) mod clone;
 pub(crate) mod exec;
 pub(crate) mod fd;
 pub(crate) mod fortify;
 pub(crate) mod io;
+pub(crate) mod limits;
 pub(crate) mod mmsg;
 pub(crate) mod sandbox;
 pub(crate) mod socket;

@@ -4,7 +4,7 @@
 //! and installs a seccomp filter before it first reads the connection; a
 //! shim that attached to the engine then (a socket and a connect) would be
 //! killed. Just before a process sandboxes itself — `chroot`, a change of
-//! user, a lower descriptor limit, `prctl(PR_SET_SECCOMP)` or
+//! user, a lower descriptor limit (`limits.rs`), `prctl(PR_SET_SECCOMP)` or
 //! `PR_SET_NO_NEW_PRIVS` — the shim attaches, takes every inherited
 //! connection into its session, and makes this thread's doorbell and the
 //! client's bells; before a seccomp filter it also stops using the attach
@@ -75,13 +75,9 @@ sandboxing! {
     fn seteuid(uid: libc::uid_t) when true;
     fn setreuid(r: libc::uid_t, e: libc::uid_t) when true;
     fn setresuid(r: libc::uid_t, e: libc::uid_t, s: libc::uid_t) when true;
-    fn setrlimit(res: libc::__rlimit_resource_t, lim: *const libc::rlimit) when res == libc::RLIMIT_NOFILE;
-    fn setrlimit64(res: libc::__rlimit_resource_t, lim: *const libc::rlimit64) when res == libc::RLIMIT_NOFILE;
-    fn prlimit(pid: libc::pid_t, res: libc::__rlimit_resource_t, new: *const libc::rlimit, old: *mut libc::rlimit)
-        when (pid == 0 || pid as u32 == crate::sock::pid()) && res == libc::RLIMIT_NOFILE && !new.is_null();
-    fn prlimit64(pid: libc::pid_t, res: libc::__rlimit_resource_t, new: *const libc::rlimit64, old: *mut libc::rlimit64)
-        when (pid == 0 || pid as u32 == crate::sock::pid()) && res == libc::RLIMIT_NOFILE && !new.is_null();
 }
+// `setrlimit`/`prlimit` (a lower `RLIMIT_NOFILE` readies for a sandbox
+// too) are in `limits.rs`, which also adjusts `RLIMIT_AS`.
 
 /// `prctl` is variadic in C; every option passes at most four more
 /// arguments, which the x86-64 and AArch64 conventions put where fixed

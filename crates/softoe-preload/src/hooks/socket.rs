@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use libc::{c_int, sockaddr, socklen_t};
 
 use super::{fail, ret, to_kernel};
-use crate::addr::{read_addr, write_addr};
+use crate::addr::{family, read_addr, write_addr};
 use crate::real;
 use crate::sock::{Connect, Kind, Sock, St, TABLE, shim};
 
@@ -46,6 +46,12 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     dispatch!(fd, connect(fd, addr, len), |s| {
+        // SAFETY: the caller's `addr`, valid for `len` (see `hooks`).
+        let unspec = unsafe { family(addr, len) } == Some(libc::AF_UNSPEC);
+        if unspec && matches!(s.state(), St::Listening(_)) {
+            // Linux's disconnect: the listener stops, stays bound.
+            return ret(s.stop_listening().map(|()| 0));
+        }
         // SAFETY: the caller's `addr`, valid for `len` (see `hooks`).
         let Ok(to) = (unsafe { read_addr(addr, len) }) else {
             // Not IPv4 (AF_UNSPEC and the like): the kernel's business.

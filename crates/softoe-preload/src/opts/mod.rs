@@ -230,6 +230,8 @@ pub(crate) fn tcp_options(o: &Opts) -> TcpOptions {
     t.ttl = o.ext.ttl;
     t.congestion = o.ext.congestion;
     t.priority = (o.priority != 0).then(|| engine_priority(o.priority));
+    // `SO_REUSEPORT` as it stands at `bind` and `listen`: both ask with it.
+    t.reuseport = o.reuseport;
     t
 }
 

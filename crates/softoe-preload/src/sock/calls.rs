@@ -13,7 +13,7 @@ use softoe_host::TcpStream;
 use tracing::debug;
 
 use super::fork::stream_of;
-use super::{Kind, Listener, Opts, Res, Sock, St, Udp, errno_of, lock, shim};
+use super::{Kind, Listener, Opts, Res, Sock, St, Stream, Udp, errno_of, lock, shim};
 
 /// Applies the options the program set to a new engine socket.
 fn apply(s: &TcpStream, o: &Opts) {
@@ -58,25 +58,23 @@ impl Sock {
                 match self.kind {
                     Kind::Tcp => {
                         let opts = *lock(&self.opts);
-                        if self.nonblock.load(Ordering::Relaxed) {
-                            let pre = crate::opts::tcp_options(&opts);
-                            match c.tcp_connect_nonblocking_with(to, &pre) {
-                                Ok(t) => {
-                                    apply(&t, &opts);
-                                    self.set(St::Stream(Arc::new(stream_of(t, to))));
+                        let pre = crate::opts::tcp_options(&opts);
+                        // Blocking or not, the handshake is started and
+                        // goes on by itself; a blocking connect then waits
+                        // for it as any blocking call does (a signal ends
+                        // the wait, not the handshake: Linux's `EINTR`).
+                        match c.tcp_connect_nonblocking_with(to, &pre) {
+                            Ok(t) => {
+                                apply(&t, &opts);
+                                let s = Arc::new(stream_of(t, to));
+                                self.set(St::Stream(s.clone()));
+                                if self.nonblock.load(Ordering::Relaxed) {
                                     Connect::Done(Err(libc::EINPROGRESS))
+                                } else {
+                                    self.wait_connected(&s, st)
                                 }
-                                Err(e) => Connect::Done(Err(errno_of(&e))),
                             }
-                        } else {
-                            match c.tcp_connect_with(to, &crate::opts::tcp_options(&opts)) {
-                                Ok(t) => {
-                                    apply(&t, &opts);
-                                    self.set(St::Stream(Arc::new(stream_of(t, to))));
-                                    Connect::Done(Ok(0))
-                                }
-                                Err(e) => Connect::Done(Err(errno_of(&e))),
-                            }
+                            Err(e) => Connect::Done(Err(errno_of(&e))),
                         }
                     }
                     Kind::Udp => match c.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)) {
@@ -92,15 +90,20 @@ impl Sock {
                     },
                 }
             }
+            // Connecting or connected (Linux's answers): a blocking connect
+            // waits for a handshake still going on.
             St::Stream(s) => {
-                let w = lock(&s.w);
-                if let Some(e) = w.take_error() {
-                    return Connect::Done(Err(errno_of(&e)));
-                }
-                if w.is_connected() {
-                    Connect::Done(Err(libc::EISCONN))
-                } else {
-                    Connect::Done(Err(libc::EALREADY))
+                let r = lock(&s.w).connect_status();
+                match r {
+                    Err(e) if e.raw_os_error() == Some(libc::EALREADY) => {
+                        if self.nonblock.load(Ordering::Relaxed) {
+                            Connect::Done(Err(libc::EALREADY))
+                        } else {
+                            let fresh = St::Fresh { bound: None };
+                            self.wait_connected(&s, fresh)
+                        }
+                    }
+                    r => Connect::Done(r.map(|()| 0).map_err(|e| errno_of(&e))),
                 }
             }
             St::Udp(u) => {
@@ -113,6 +116,28 @@ impl Sock {
         }
     }
 
+    /// A blocking connect's wait for handshake `s`: 0 once established;
+    /// `EINTR` when a signal ends the wait (the handshake goes on: a
+    /// later connect says `EALREADY`, then 0); `EINPROGRESS` when
+    /// `SO_SNDTIMEO` runs out, as Linux. A failed handshake leaves the
+    /// socket as it was before (`before`), free to connect again.
+    fn wait_connected(&self, s: &Arc<Stream>, before: St) -> Connect {
+        let timeout = lock(&self.opts).sndtimeo;
+        let r = lock(&s.w).wait_connected(timeout);
+        Connect::Done(match r {
+            Ok(()) => Ok(0),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(libc::EINPROGRESS),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(libc::EINTR),
+            Err(e) => {
+                let still = matches!(&**lock(&self.st), St::Stream(t) if Arc::ptr_eq(t, s));
+                if still {
+                    self.set(before);
+                }
+                Err(errno_of(&e))
+            }
+        })
+    }
+
     /// `bind`: `Ok(false)` when the kernel serves the address.
     pub(crate) fn bind(&self, at: SocketAddrV4) -> Res<bool> {
         match self.state() {
@@ -122,12 +147,22 @@ impl Sock {
                 }
                 match self.kind {
                     Kind::Tcp => {
-                        if shim().client().is_none() {
+                        let Some(c) = shim().client() else {
                             return if shim().fallback {
                                 Ok(false)
                             } else {
                                 Err(libc::ENETDOWN)
                             };
+                        };
+                        // The engine socket is made at `listen` (or
+                        // `connect`), but a port a listener holds is
+                        // refused here, where Linux refuses it: haproxy,
+                        // told "bound" and then "cannot listen", closes
+                        // the descriptor and goes on using its number.
+                        // A refused bind leaves the socket unbound.
+                        if at.port() != 0 {
+                            let pre = crate::opts::tcp_options(&lock(&self.opts));
+                            c.tcp_bind_check(at, &pre).map_err(|e| errno_of(&e))?;
                         }
                         self.set(St::Fresh { bound: Some(at) });
                         Ok(true)
@@ -159,7 +194,7 @@ impl Sock {
         match self.state() {
             St::Fresh { bound: Some(at) } if self.kind == Kind::Tcp => {
                 let c = shim().client().ok_or(libc::ENETDOWN)?;
-                let backlog = backlog.clamp(1, 65_535) as u32;
+                let backlog = listen_backlog(backlog);
                 let pre = crate::opts::tcp_options(&lock(&self.opts));
                 let l = c
                     .tcp_listen_with(at, backlog, &pre)
@@ -330,6 +365,10 @@ impl Sock {
 
     pub(crate) fn shutdown(&self, how: c_int) -> Res<()> {
         match self.state() {
+            // Linux: a listener ignores the sending half; the receiving
+            // half disconnects it (see `stop_listening`).
+            St::Listening(_) if how == libc::SHUT_WR => Ok(()),
+            St::Listening(_) => self.stop_listening(),
             St::Stream(s) => {
                 if how == libc::SHUT_WR || how == libc::SHUT_RDWR {
                     lock(&s.w).shutdown_write().map_err(|e| errno_of(&e))?;
@@ -341,11 +380,54 @@ impl Sock {
         }
     }
 
+    /// Linux's disconnect of a listener (`connect` with `AF_UNSPEC`, or
+    /// `shutdown` of its receiving half): it stops listening — what
+    /// waited to be accepted is reset — and stays bound, so a later
+    /// `listen` listens again on the same address. haproxy pauses its
+    /// listeners so while a new process that could not bind retries, and
+    /// resumes them with `listen` if that one gives up; the `AF_UNSPEC`
+    /// address once moved the socket to the kernel, whose `listen` then
+    /// took a random port, and the old process served nothing more.
+    pub(crate) fn stop_listening(&self) -> Res<()> {
+        let St::Listening(l) = self.state() else {
+            return Err(libc::EINVAL);
+        };
+        // The engine listener closes with the last reference (a thread
+        // inside `accept` holds one until it returns).
+        self.set(St::Fresh {
+            bound: Some(l.local),
+        });
+        Ok(())
+    }
+
     /// Bytes waiting to be read (`FIONREAD`).
     pub(crate) fn pending(&self) -> usize {
         match self.state() {
             St::Stream(s) => lock(&s.r).pending() as usize,
             _ => 0,
         }
+    }
+}
+
+/// The backlog a `listen(fd, backlog)` asks the engine for: Linux reads
+/// the argument as unsigned, so a negative one (`listen(fd, -1)`) means
+/// "as many as allowed", which the stack caps at its `somaxconn` as
+/// Linux does. (It was clamped to 1: one connection waiting, a
+/// client's SYN retry for the next.)
+fn listen_backlog(backlog: c_int) -> u32 {
+    u32::try_from(backlog).map_or(65_535, |b| b.clamp(1, 65_535))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listen_backlog;
+
+    #[test]
+    fn a_negative_backlog_asks_for_the_most() {
+        assert_eq!(listen_backlog(-1), 65_535);
+        assert_eq!(listen_backlog(i32::MIN), 65_535);
+        assert_eq!(listen_backlog(0), 1);
+        assert_eq!(listen_backlog(128), 128);
+        assert_eq!(listen_backlog(1 << 20), 65_535);
     }
 }

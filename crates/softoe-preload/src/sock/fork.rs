@@ -15,11 +15,9 @@ use tracing::{debug, warn};
 
 use super::{Listener, Res, Sock, St, Stream, TABLE, errno_of, lock, shim};
 
-/// The state of a connection the engine made (connected, accepted or
-/// taken over): the writer and a reader that lock apart. The first one
-/// registers `before_fork`.
-pub(super) fn stream_of(t: TcpStream, peer: SocketAddrV4) -> Stream {
-    // A process with connections must prepare them for `fork`.
+/// Registers [`before_fork`] (once per process): a process with softoe
+/// connections or listeners must prepare them for `fork`.
+pub(super) fn prepare_for_fork() {
     static ATFORK: std::sync::Once = std::sync::Once::new();
     ATFORK.call_once(|| {
         // SAFETY: registers a plain function with no arguments; it runs in
@@ -29,10 +27,17 @@ pub(super) fn stream_of(t: TcpStream, peer: SocketAddrV4) -> Stream {
         if r != 0 {
             warn!(
                 errno = r,
-                "pthread_atfork failed: connections will not survive fork"
+                "pthread_atfork failed: sockets will not survive fork"
             );
         }
     });
+}
+
+/// The state of a connection the engine made (connected, accepted or
+/// taken over): the writer and a reader that lock apart. The first one
+/// registers `before_fork`.
+pub(super) fn stream_of(t: TcpStream, peer: SocketAddrV4) -> Stream {
+    prepare_for_fork();
     let r = t.try_clone_reader();
     Stream {
         client: t.client().clone(),
@@ -43,55 +48,71 @@ pub(super) fn stream_of(t: TcpStream, peer: SocketAddrV4) -> Stream {
     }
 }
 
-/// Runs in the parent just before `fork`: every connection of this process
-/// that is not yet watched gets a watched descriptor under each of its
-/// numbers (see `TcpStream::watch_across_fork`), so the kernel counts the
-/// child's copies and the engine keeps the connection until the last
-/// closes — as a kernel socket lives while any process holds it.
+/// Runs in the parent just before `fork` (and before `exec`): every
+/// connection and listener of this process that is not yet watched gets a
+/// watched descriptor under each of its numbers (see
+/// `Client::watch`), so the kernel counts the child's copies and the
+/// engine keeps the socket until the last closes — as a kernel socket
+/// lives while any process holds it.
 pub(crate) extern "C" fn before_fork() {
-    for (s, fds) in TABLE.unwatched_streams() {
-        let St::Stream(st) = s.state() else {
-            continue;
-        };
-        let keep = match st.client.watch_stream(st.id) {
-            Ok(fd) => fd,
-            Err(e) => {
-                warn!(error = %e, "could not prepare a connection for fork: a child cannot use it");
+    for (s, fds) in TABLE.unwatched() {
+        prepare(&s, &fds);
+    }
+}
+
+/// Puts a watched descriptor under `fds`, every number of socket `s` (a
+/// connection or listener of this process's), unless it has one already:
+/// from now on it lives while any process holds one of them (`fork`,
+/// `exec`, or one it was passed to over a Unix socket: `pass.rs`).
+pub(crate) fn prepare(s: &Arc<Sock>, fds: &[c_int]) {
+    if s.watched.load(Ordering::Relaxed) || !s.ours() {
+        return;
+    }
+    let flags = u8::from(s.v6);
+    let (client, id, what, flags) = match s.state() {
+        St::Stream(st) => (st.client.clone(), st.id, "connection", flags),
+        St::Listening(l) => (l.client.clone(), l.id, "listener", flags | 2),
+        _ => return,
+    };
+    let keep = match client.watch(id, flags) {
+        Ok(fd) => fd,
+        Err(e) => {
+            warn!(error = %e, what, "could not prepare a socket for another process: it cannot use it");
+            return;
+        }
+    };
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&keep);
+    for fd in fds {
+        // SAFETY: plain descriptor calls on numbers this process owns;
+        // `dup3` replaces the idle kernel socket under `fd` with the
+        // watched descriptor, keeping the number's close-on-exec flag.
+        unsafe {
+            let cloexec = crate::real::fcntl(*fd, libc::F_GETFD, 0) & libc::FD_CLOEXEC != 0;
+            let fl = crate::real::fcntl(*fd, libc::F_GETFL, 0);
+            if crate::real::dup3(raw, *fd, if cloexec { libc::O_CLOEXEC } else { 0 }) < 0 {
+                warn!(fd, error = %io::Error::last_os_error(), "dup3 of a watched descriptor failed");
                 continue;
             }
-        };
-        let raw = std::os::fd::AsRawFd::as_raw_fd(&keep);
-        for fd in &fds {
-            // SAFETY: plain descriptor calls on numbers this process owns;
-            // `dup3` replaces the idle kernel socket under `fd` with the
-            // watched descriptor, keeping the number's close-on-exec flag.
-            unsafe {
-                let cloexec = crate::real::fcntl(*fd, libc::F_GETFD, 0) & libc::FD_CLOEXEC != 0;
-                let fl = crate::real::fcntl(*fd, libc::F_GETFL, 0);
-                if crate::real::dup3(raw, *fd, if cloexec { libc::O_CLOEXEC } else { 0 }) < 0 {
-                    warn!(fd, error = %io::Error::last_os_error(), "dup3 of a watched descriptor failed");
-                    continue;
-                }
-                if fl >= 0 {
-                    crate::real::fcntl(*fd, libc::F_SETFL, fl as libc::c_ulong);
-                }
+            if fl >= 0 {
+                crate::real::fcntl(*fd, libc::F_SETFL, fl as libc::c_ulong);
             }
         }
-        s.watched.store(true, Ordering::Relaxed);
-        debug!(?fds, sock = st.id, "connection watched across fork");
     }
+    s.watched.store(true, Ordering::Relaxed);
+    debug!(?fds, sock = id, what, "socket watched for other processes");
 }
 
 /// The softoe socket behind `fd` as this process may use it: a socket
 /// inherited across `fork` is taken into this process's own session first
 /// — a listener is shared with the parent's session (both accept from it,
 /// as after a kernel `fork`), a socket not yet given to the engine is
-/// simply this process's now, and a connection moves into this process's
-/// session (the parent prepared it before `fork`). What cannot be taken
-/// (UDP sockets) fails with `EBADF`, for good.
+/// simply this process's now, and a connection is joined by this process's
+/// session (the parent prepared it before `fork`; both hold it from then
+/// on). A socket passed over a Unix socket is claimed first. What cannot
+/// be taken (UDP sockets) fails with `EBADF`, for good.
 pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
     let s = TABLE.get(fd)?;
-    if s.ours() && !s.moved_away() {
+    if s.ours() {
         return Some(Ok(s));
     }
     // One adoption at a time: two threads must not share a listener twice.
@@ -100,13 +121,16 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
     if let Some(now) = TABLE.get(fd)
         && now.ours()
     {
-        if !now.moved_away() {
-            return Some(Ok(now));
-        }
-        return Some(take_back(fd, &now));
+        return Some(Ok(now));
     }
     let fresh = Sock::new(s.kind, s.nonblock.load(Ordering::Relaxed), s.v6);
     *lock(&fresh.opts) = *lock(&s.opts);
+    // Its numbers still name the watched descriptor it came with (a
+    // listener's too): preparing it again for the next process would
+    // replace that descriptor, and the count of its copies with it.
+    fresh
+        .watched
+        .store(s.watched.load(Ordering::Relaxed), Ordering::Relaxed);
     let st = match s.state() {
         St::Fresh { bound } => Ok(St::Fresh { bound }),
         St::Listening(l) => {
@@ -150,6 +174,22 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
             }
         }
         St::Inherited(i) => match shim().client() {
+            // Received over a Unix socket: the engine checks this process
+            // holds the descriptor and grants it a name to adopt by.
+            Some(c) if i.session == softoe_abi::GRANTED => {
+                c.claim(fd).and_then(|(grant, listener)| {
+                    if listener {
+                        c.adopt_listener(softoe_abi::GRANTED, grant, [0; 2])
+                            .map(|nl| St::Listening(Arc::new(Listener::new(nl))))
+                    } else {
+                        c.adopt_stream(softoe_abi::GRANTED, grant, [0; 2]).map(|t| {
+                            fresh.watched.store(true, Ordering::Relaxed);
+                            let peer = t.peer_addr();
+                            St::Stream(Arc::new(stream_of(t, peer)))
+                        })
+                    }
+                })
+            }
             // Passed across exec: the ADOPT names the socket of the image
             // (or parent) that had it; the engine follows a connection
             // that moved on since.
@@ -163,7 +203,13 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
             None => Err(io::Error::from_raw_os_error(libc::ENETDOWN)),
         }
         .map_err(|e| {
-            warn!(fd, error = %e, listener = i.listener, "could not take a socket passed across exec");
+            warn!(
+                fd,
+                error = %e,
+                listener = i.listener,
+                passed = i.session == softoe_abi::GRANTED,
+                "could not take a socket passed across exec or over a Unix socket"
+            );
             errno_of(&e)
         }),
         St::Stream(_) | St::Udp(_) => Err(inherited()),
@@ -184,43 +230,15 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
     })
 }
 
-/// Takes back a connection of this process that a child took (the engine
-/// says so in the socket's slot): sshd's monitor gives the connection to
-/// its pre-auth child, and for a root login serves it itself afterwards.
-fn take_back(fd: c_int, s: &Arc<Sock>) -> Res<Arc<Sock>> {
-    let St::Stream(old) = s.state() else {
-        return Ok(s.clone());
-    };
-    let c = &old.client;
-    let t = c
-        .adopt_stream(c.session(), old.id, c.secret())
-        .map_err(|e| {
-            warn!(fd, error = %e, "could not take back a connection a child had taken");
-            errno_of(&e)
-        })?;
-    debug!(
-        fd,
-        "connection taken back from the session that had taken it"
-    );
-    let fresh = Sock::new(s.kind, s.nonblock.load(Ordering::Relaxed), s.v6);
-    *lock(&fresh.opts) = *lock(&s.opts);
-    fresh.watched.store(true, Ordering::Relaxed);
-    fresh.set(St::Stream(Arc::new(stream_of(t, old.peer))));
-    let fresh = Arc::new(fresh);
-    let fds = TABLE.replace(s, &fresh);
-    crate::hooks::wait::socket_replaced(&fds);
-    Ok(fresh)
-}
-
 /// Reports once per process that a socket inherited across `fork` cannot
 /// be used.
 pub(crate) fn inherited() -> c_int {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
         warn!("a softoe socket inherited across fork was used: not supported (EBADF)");
-        eprintln!(
+        crate::diag::say(
             "softoe-preload: this softoe socket does not survive fork (UDP sockets, and \
-             connections the parent could not prepare); the child gets EBADF"
+             connections the parent could not prepare); the child gets EBADF",
         );
     }
     libc::EBADF

@@ -27,34 +27,42 @@ use tracing::debug;
 
 mod calls;
 mod fork;
+mod pass;
 mod shim;
 mod table;
 
 pub(crate) use calls::Connect;
 pub(crate) use fork::{before_fork, current};
+pub(crate) use pass::{after_recv, before_send};
 pub(crate) use shim::shim;
 pub(crate) use table::TABLE;
 
-/// This process's id, cached: glibc's `getpid` is a system call, and
-/// every socket call asks (is this socket ours, or inherited across
-/// `fork`?). The child of every `fork` refreshes it (`after_fork`);
+/// This process's id: every socket call asks (is this socket ours, or
+/// inherited across `fork`?), so it is a load of a word the kernel zeroes
+/// in every child, however the child was made — libc's `fork`, or a raw
+/// `clone` no hook sees (vsftpd's): see [`softoe_host::process_id`].
 /// `vfork` children share the parent's memory and only `exec`.
-static PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
-/// This process's id (see [`PID`]).
 pub(crate) fn pid() -> u32 {
-    let p = PID.load(Ordering::Relaxed);
-    if p != 0 {
-        return p;
-    }
-    let p = std::process::id();
-    PID.store(p, Ordering::Relaxed);
-    p
+    softoe_host::process_id()
 }
 
-/// Runs in the child after every `fork`: its own id from now on.
+/// Whether this is a `vfork` child (or any process made with `CLONE_VM`)
+/// before its `exec`: it shares the parent's memory — the socket table,
+/// the sessions — but not its descriptor table, so what it does to its
+/// descriptors (Python's `subprocess` closes every one it does not pass,
+/// with `close_range`) must not change the shim's state, which is the
+/// parent's. [`pid`] is the parent's there (the page is shared), the
+/// kernel's answer is the child's. A system call: asked only where a
+/// softoe socket's descriptor is involved.
+pub(crate) fn shares_parents_memory() -> bool {
+    // SAFETY: getpid takes nothing and cannot fail.
+    (unsafe { libc::getpid() }) as u32 != pid()
+}
+
+/// Runs in the child after every `fork` (nothing to do since [`pid`]
+/// notices by itself; kept so the child's id is read at once).
 pub(crate) extern "C" fn after_fork() {
-    PID.store(std::process::id(), Ordering::Relaxed);
+    let _ = pid();
 }
 
 /// `Err` carries an errno.
@@ -151,6 +159,7 @@ pub(crate) struct Listener {
 
 impl Listener {
     fn new(l: TcpListener) -> Listener {
+        fork::prepare_for_fork();
         Listener {
             client: l.client().clone(),
             id: l.id(),
@@ -259,18 +268,6 @@ impl Sock {
         **g = st;
         drop(g);
         drop(old);
-    }
-
-    /// A watched connection of this process's that another session took
-    /// (its slot says so: no lock taken).
-    fn moved_away(&self) -> bool {
-        if !self.watched.load(Ordering::Relaxed) {
-            return false;
-        }
-        match &**lock(&self.st) {
-            St::Stream(t) => t.client.moved_away(t.id),
-            _ => false,
-        }
     }
 
     /// Whether this process may use it (not inherited across `fork`).

@@ -2,7 +2,6 @@
 //! attachment to the engine (made at the first socket softoe serves, and
 //! made again in a child after `fork`).
 
-use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -38,11 +37,11 @@ pub(crate) fn shim() -> &'static Shim {
         let rules = match Rules::from_env() {
             Ok(r) => r,
             Err(bad) => {
-                eprintln!(
+                crate::diag::say(&format!(
                     "softoe-preload: SOFTOE_KERNEL_NETS: {:?} is not an IPv4 network \
                      (a.b.c.d/len); write e.g. 127.0.0.0/8,10.1.0.0/16",
                     bad.0
-                );
+                ));
                 std::process::exit(2);
             }
         };
@@ -61,7 +60,7 @@ fn init_logging() {
     if std::env::var_os("RUST_LOG").is_some() {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(io::stderr)
+            .with_writer(|| crate::diag::Writer)
             .try_init();
     }
 }
@@ -96,19 +95,22 @@ impl Shim {
                 Some(c)
             }
             Err(e) => {
-                if !self.attach_failed.swap(true, Ordering::Relaxed) {
-                    if self.fallback {
-                        eprintln!(
+                let first = !self.attach_failed.swap(true, Ordering::Relaxed);
+                // Said with the lock released (see `diag`).
+                drop(g);
+                if first {
+                    crate::diag::say(&if self.fallback {
+                        format!(
                             "softoe-preload: {e}; sockets go to the kernel's TCP \
                              (SOFTOE_FALLBACK=kernel)"
-                        );
+                        )
                     } else {
-                        eprintln!(
+                        format!(
                             "softoe-preload: {e}; softoe sockets fail with ENETDOWN \
                              (start one with `softoe engine`, point SOFTOE_SOCKET at it, \
                              or set SOFTOE_FALLBACK=kernel to use the kernel's TCP instead)"
-                        );
-                    }
+                        )
+                    });
                 }
                 None
             }

@@ -44,6 +44,13 @@ impl Table {
             .cloned()
     }
 
+    /// Whether `fd` may be a softoe socket: the bit alone, no lock (the
+    /// shim's messages ask about descriptor 2 from anywhere).
+    pub(crate) fn holds(&self, fd: c_int) -> bool {
+        let i = fd as usize;
+        fd >= 0 && i < BITS && self.bits[i / 64].load(Ordering::Acquire) & (1 << (i % 64)) != 0
+    }
+
     pub(crate) fn insert(&self, fd: c_int, s: Arc<Sock>) {
         if fd < 0 {
             return;
@@ -75,9 +82,20 @@ impl Table {
         fds
     }
 
-    /// This process's connections not yet watched, each with every
-    /// descriptor that names it.
-    pub(crate) fn unwatched_streams(&self) -> Vec<(Arc<Sock>, Vec<c_int>)> {
+    /// Every descriptor that names socket `s`.
+    pub(crate) fn fds_of(&self, s: &Arc<Sock>) -> Vec<c_int> {
+        self.map
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|(_, v)| Arc::ptr_eq(v, s))
+            .map(|(&fd, _)| fd)
+            .collect()
+    }
+
+    /// This process's connections and listeners not yet watched, each with
+    /// every descriptor that names it.
+    pub(crate) fn unwatched(&self) -> Vec<(Arc<Sock>, Vec<c_int>)> {
         let m = self
             .map
             .read()
@@ -87,7 +105,7 @@ impl Table {
             if !s.ours() || s.watched.load(Ordering::Relaxed) {
                 continue;
             }
-            if !matches!(&**lock(&s.st), St::Stream(_)) {
+            if !matches!(&**lock(&s.st), St::Stream(_) | St::Listening(_)) {
                 continue;
             }
             match out.iter_mut().find(|(o, _)| Arc::ptr_eq(o, s)) {

@@ -209,8 +209,13 @@ pub fn run_for(mut cmd: Command, secs: u64, what: &str) -> std::process::Output 
                 threads_of(pid),
                 softoe_engine::testing::describe_current()
             );
-            // SAFETY-free: kill the child we started, by its pid.
+            // Kill the child we started, by its pid, and its group (a
+            // process it forked, hung, would outlive the test otherwise;
+            // `guarded` made the child its group's leader).
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-9", "--", &format!("-{pid}")])
+                .status();
             panic!("{what} did not finish in {secs} s");
         }
     }

@@ -18,6 +18,7 @@ use softoe_wire::{
 
 use crate::device::{Device, PartialCsum, TxFrame, TxOffload};
 use crate::payload::PayloadRef;
+use crate::pmtu::PmtuCache;
 use crate::stats::StackStats;
 use crate::tcp::output::{Segment, SegmentSink, SinkError};
 use crate::time::Instant;
@@ -111,6 +112,8 @@ pub(crate) struct Egress<'a, D: Device> {
     pub(crate) chunk: &'a mut [u8],
     pub(crate) ident: &'a mut u16,
     pub(crate) stats: &'a mut StackStats,
+    /// Learnt path MTUs: whether a TCP segment may carry DF.
+    pub(crate) pmtu: &'a PmtuCache,
 }
 
 impl<D: Device> Egress<'_, D> {
@@ -207,22 +210,10 @@ impl<D: Device> Egress<'_, D> {
         gso_size: Option<u16>,
         fields: IpFields,
     ) -> Result<(), SinkError> {
-        let Some(next_hop) = self.iface.route(dst) else {
+        let Some((next_hop, dst_mac, resolved)) = self.next_hop(dst) else {
             // No route: the packet is lost, as it would be on a wire.
             self.stats.no_route += 1;
             return Ok(());
-        };
-        let (dst_mac, resolved) = if dst.is_broadcast() {
-            (EthernetAddress::BROADCAST, true)
-        } else {
-            match self.arp.lookup(self.now, next_hop) {
-                Lookup::Found(mac) => (mac, true),
-                Lookup::RequestNow => {
-                    self.arp_request(next_hop);
-                    (EthernetAddress([0; 6]), false)
-                }
-                Lookup::Waiting => (EthernetAddress([0; 6]), false),
-            }
         };
         let hdr_len = ETH_HEADER + IPV4_HEADER + l4_len;
         let total = hdr_len + payload_len;
@@ -252,7 +243,9 @@ impl<D: Device> Egress<'_, D> {
                 payload_len: l4_len + payload_len,
                 hop_limit: fields.effective_ttl(),
                 ident: *self.ident,
-                dont_frag: protocol == IpProtocol::Tcp,
+                // TCP finds the path's MTU (RFC 1191), unless the path is
+                // narrower than the floor and routers must cut.
+                dont_frag: protocol == IpProtocol::Tcp && !self.pmtu.df_off(dst),
             };
             *self.ident = self.ident.wrapping_add(1);
             let mut ip = Ipv4Packet::new_unchecked(eth.payload_mut());
@@ -334,6 +327,96 @@ impl<D: Device> Egress<'_, D> {
             self.stats.arp_drops += 1;
             Err(SinkError::Unresolved)
         }
+    }
+
+    /// The next hop toward `dst`, its MAC and whether that is known (an
+    /// ARP request goes out when due); `None` without a route.
+    fn next_hop(&mut self, dst: Ipv4Address) -> Option<(Ipv4Address, EthernetAddress, bool)> {
+        let next_hop = self.iface.route(dst)?;
+        Some(if dst.is_broadcast() {
+            (next_hop, EthernetAddress::BROADCAST, true)
+        } else {
+            match self.arp.lookup(self.now, next_hop) {
+                Lookup::Found(mac) => (next_hop, mac, true),
+                Lookup::RequestNow => {
+                    self.arp_request(next_hop);
+                    (next_hop, EthernetAddress([0; 6]), false)
+                }
+                Lookup::Waiting => (next_hop, EthernetAddress([0; 6]), false),
+            }
+        })
+    }
+
+    /// Sends `l4`, a whole transport datagram (checksummed), as IPv4
+    /// fragments of at most `mtu` bytes (RFC 791 §3.2): every fragment
+    /// but the last carries a multiple of 8 bytes, all share one
+    /// identification, none has DF. For datagrams the MTU cannot carry
+    /// whole (an echo reply to a large ping); the bytes are copied, so
+    /// this is no path for bulk data. A next hop not yet resolved drops
+    /// the datagram (its fragments would not fit the ARP queue).
+    pub(crate) fn send_fragments(
+        &mut self,
+        src: Ipv4Address,
+        dst: Ipv4Address,
+        protocol: IpProtocol,
+        l4: &[u8],
+        mtu: usize,
+        fields: IpFields,
+    ) -> Result<(), SinkError> {
+        let Some((_, dst_mac, resolved)) = self.next_hop(dst) else {
+            self.stats.no_route += 1;
+            return Ok(());
+        };
+        if !resolved {
+            self.stats.arp_drops += 1;
+            return Err(SinkError::Unresolved);
+        }
+        let per = (mtu.saturating_sub(IPV4_HEADER) / 8 * 8).max(8);
+        if IPV4_HEADER + l4.len() > 65_535 {
+            return Ok(());
+        }
+        let ident = *self.ident;
+        *self.ident = self.ident.wrapping_add(1);
+        let mut off = 0;
+        for chunk in l4.chunks(per) {
+            let more = off + chunk.len() < l4.len();
+            self.buf.clear();
+            self.buf.resize(ETH_HEADER + IPV4_HEADER + chunk.len(), 0);
+            {
+                let mut eth = EthernetFrame::new_unchecked(&mut self.buf[..]);
+                EthernetRepr {
+                    src_addr: self.iface.mac,
+                    dst_addr: dst_mac,
+                    ethertype: EtherType::Ipv4,
+                    vlan_tci: None,
+                }
+                .emit(&mut eth);
+                let mut ip = Ipv4Packet::new_unchecked(eth.payload_mut());
+                Ipv4Repr {
+                    src_addr: src,
+                    dst_addr: dst,
+                    next_header: protocol,
+                    payload_len: chunk.len(),
+                    hop_limit: fields.effective_ttl(),
+                    ident,
+                    dont_frag: false,
+                }
+                .emit(&mut ip, &ChecksumCaps::default());
+                ip.set_dscp_ecn(fields.tos >> 2, fields.tos & 3);
+                ip.set_flags_and_offset(false, more, off as u16);
+                ip.fill_checksum();
+                if let Some(p) = ip.payload_mut().get_mut(..chunk.len()) {
+                    p.copy_from_slice(chunk);
+                }
+            }
+            let buf = core::mem::take(self.buf);
+            let r = self.transmit(&buf, &[], TxOffload::default(), fields.priority);
+            *self.buf = buf;
+            r?;
+            off += chunk.len();
+        }
+        self.stats.tx_fragmented += 1;
+        Ok(())
     }
 
     /// Sends an ICMP message (checksummed here; ICMP is never offloaded).

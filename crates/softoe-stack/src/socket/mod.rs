@@ -5,6 +5,10 @@
 //! - Lookup is by hash (four-tuple for connections, address and port for
 //!   listeners and UDP), never by walking a list: the engine carries thousands
 //!   of connections.
+//! - An address and port may have several listeners when every one of them
+//!   asked for it (`SO_REUSEPORT`, by the same owner): a [`ListenGroup`],
+//!   whose members share the new connections by a keyed hash of each
+//!   four-tuple, as Linux's `reuseport_select_sock` shares them.
 //! - A timer heap holds each socket's next deadline (lazily invalidated: an
 //!   entry that no longer matches the socket's armed deadline is skipped).
 //! - A ready queue holds sockets with work to do now (data queued by the
@@ -205,6 +209,41 @@ pub(crate) type ConnKey = (Endpoint, Endpoint);
 
 type Map<K> = HashMap<K, usize, foldhash::fast::FixedState>;
 
+/// The listeners on one address and port: one, or several that all set
+/// `SO_REUSEPORT` (Linux's `sock_reuseport`).
+#[derive(Debug)]
+pub(crate) struct ListenGroup {
+    /// Slot indices. A member that leaves gives its place to the last
+    /// one (Linux's `reuseport_detach_sock`), so a four-tuple keeps its
+    /// member unless that member left or was the last.
+    pub(crate) members: Vec<usize>,
+    /// `Some(owner)`: every member set `SO_REUSEPORT`, and a listener of
+    /// that owner (the engine says the program's user) that sets it too
+    /// may join. `None`: the address is this listener's alone.
+    pub(crate) reuseport: Option<u32>,
+}
+
+impl ListenGroup {
+    /// The member for a four-tuple whose keyed hash is `hash`: Linux's
+    /// `reciprocal_scale`, the hash's share of the member count.
+    pub(crate) fn pick(&self, hash: impl FnOnce() -> u32) -> Option<usize> {
+        match self.members.len() {
+            0 => None,
+            1 => self.members.first().copied(),
+            n => {
+                let i = (u64::from(hash()) * n as u64) >> 32;
+                self.members.get(i as usize).copied()
+            }
+        }
+    }
+
+    /// Whether a listener asking for `reuseport` may share this group's
+    /// address.
+    pub(crate) fn admits(&self, reuseport: Option<u32>) -> bool {
+        reuseport.is_some() && self.reuseport == reuseport
+    }
+}
+
 /// The table.
 #[derive(Debug)]
 pub(crate) struct SocketSet {
@@ -213,7 +252,7 @@ pub(crate) struct SocketSet {
     live: usize,
     max: usize,
     pub(crate) conns: Map<ConnKey>,
-    pub(crate) listeners: Map<Endpoint>,
+    pub(crate) listeners: HashMap<Endpoint, ListenGroup, foldhash::fast::FixedState>,
     pub(crate) udp: Map<Endpoint>,
     timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
     ready: VecDeque<usize>,
@@ -443,16 +482,57 @@ impl SocketSet {
         }
     }
 
-    /// Finds the listener for a local endpoint: exact address first, then
-    /// the wildcard.
-    pub(crate) fn find_listener(&self, local: Endpoint) -> Option<usize> {
-        self.listeners
-            .get(&local)
-            .or_else(|| {
-                self.listeners
-                    .get(&Endpoint::new(Ipv4Address::UNSPECIFIED, local.port))
-            })
-            .copied()
+    /// The listeners for a local endpoint: those on its exact address
+    /// first, then those on the wildcard (the more specific wins, as in
+    /// Linux's `__inet_lookup_listener`).
+    pub(crate) fn find_group(&self, local: Endpoint) -> Option<&ListenGroup> {
+        self.listeners.get(&local).or_else(|| {
+            self.listeners
+                .get(&Endpoint::new(Ipv4Address::UNSPECIFIED, local.port))
+        })
+    }
+
+    /// Finds the listener for a local endpoint ([`find_group`]); in a
+    /// reuseport group, the member `hash` (of the four-tuple) picks.
+    ///
+    /// [`find_group`]: SocketSet::find_group
+    pub(crate) fn find_listener(
+        &self,
+        local: Endpoint,
+        hash: impl FnOnce() -> u32,
+    ) -> Option<usize> {
+        self.find_group(local)?.pick(hash)
+    }
+
+    /// Whether a listener on `local` asking for `reuseport` would clash
+    /// with one there is (Linux's `inet_csk_bind_conflict` among
+    /// listeners): addresses overlap when they are equal or either is the
+    /// wildcard, and overlapping listeners clash unless all set
+    /// `SO_REUSEPORT` with the same owner. Returns the group it would
+    /// join (same address), if any.
+    pub(crate) fn listen_conflict(
+        &self,
+        local: Endpoint,
+        reuseport: Option<u32>,
+    ) -> Result<Option<&ListenGroup>, ()> {
+        let same = self.listeners.get(&local);
+        if same.is_some_and(|g| !g.admits(reuseport)) {
+            return Err(());
+        }
+        let clash = |(e, g): (&Endpoint, &ListenGroup)| {
+            e.port == local.port && *e != local && !g.admits(reuseport)
+        };
+        let other = if local.addr.is_unspecified() {
+            // Any specific address on the port overlaps the wildcard.
+            self.listeners.iter().any(clash)
+        } else {
+            let any = Endpoint::new(Ipv4Address::UNSPECIFIED, local.port);
+            self.listeners.get_key_value(&any).is_some_and(clash)
+        };
+        if other {
+            return Err(());
+        }
+        Ok(same)
     }
 
     /// Finds the UDP socket for a local endpoint.
@@ -662,6 +742,12 @@ impl SocketSet {
             .enumerate()
             .filter(|(_, s)| s.socket.is_some())
             .map(|(i, _)| i)
+    }
+
+    /// Slots in the table (live or free): indices below this may hold a
+    /// socket.
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
     }
 
     /// Marks every TCP socket ready (a next hop got resolved).

@@ -137,11 +137,57 @@ impl TcpSocket {
         self.irs = syn.seq_number;
         self.rcv_nxt = seq::add(syn.seq_number, 1);
         self.negotiate(now, syn);
+        // The window our SYN-ACK announces (unscaled): what the final ACK
+        // and data with it may fill.
+        self.rcv_adv_edge = seq::add(self.rcv_nxt, self.rx_free().min(65_535));
         self.snd_wnd = u32::from(syn.window_len);
         self.max_snd_wnd = self.snd_wnd;
         self.snd_wl1 = syn.seq_number;
         self.last_rx = now;
         self.set_state(State::SynReceived);
+    }
+
+    /// A passive open from the ACK of a SYN cookie (`syncookie`): the
+    /// connection its SYN would have made, in SYN-RECEIVED with its
+    /// SYN-ACK as good as sent, so that processing `ack` next completes it.
+    /// `cookie` is our ISS, `mss` the peer's MSS the cookie kept; `opts`
+    /// what the ACK's echoed timestamp kept (none without timestamps), and
+    /// `ts_offset` the timestamp clock the SYN-ACK's TSval came from.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn accept_cookie(
+        &mut self,
+        now: Instant,
+        local: Endpoint,
+        remote: Endpoint,
+        ack: &TcpRepr<'_>,
+        cookie: TcpSeqNumber,
+        mss: u16,
+        ts_offset: u32,
+        rand: &mut Rand,
+    ) {
+        let opts = ack
+            .timestamp
+            .map(|t| super::syncookie::decode_ts(t.tsecr))
+            .filter(|_| self.offer_ts);
+        let syn = TcpRepr {
+            control: TcpControl::Syn,
+            seq_number: seq::sub(ack.seq_number, 1),
+            ack_number: None,
+            window_scale: opts.and_then(|o| o.wscale),
+            max_seg_size: Some(mss),
+            sack_permitted: opts.is_some_and(|o| o.sack),
+            sack_ranges: [None; 4],
+            timestamp: ack.timestamp.filter(|_| opts.is_some()),
+            payload: &[],
+            ..*ack
+        };
+        self.accept_syn(now, local, remote, &syn, cookie, rand);
+        if let Some(ts) = self.ts.as_mut() {
+            ts.offset = ts_offset;
+        }
+        // The SYN-ACK went (from the listener, which kept nothing).
+        self.snd_nxt = seq::add(cookie, 1);
+        self.snd_max = self.snd_nxt;
     }
 
     fn init_send(&mut self, now: Instant, iss: TcpSeqNumber, rand: &mut Rand) {
@@ -183,7 +229,10 @@ impl TcpSocket {
             _ => None,
         };
         let peer_mss = u32::from(syn.max_seg_size.unwrap_or(536).max(self.cfg.min_mss));
-        let ours = u32::from(self.adv_mss);
+        self.peer_mss = peer_mss;
+        // What the path allows now (the announced MSS, unless path-MTU
+        // discovery lowered the path since).
+        let ours = u32::from(super::socket::mss_for_mtu(&self.cfg, self.path.mtu));
         let opts = self.option_overhead() as u32;
         self.snd_mss = peer_mss.min(ours).saturating_sub(opts).max(1);
         self.rcv_mss = self.snd_mss;

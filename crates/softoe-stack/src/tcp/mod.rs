@@ -7,14 +7,22 @@
 //!   window updates, probes.
 //! - `recovery`: loss recovery — RFC 6675 SACK-based when the peer
 //!   supports SACK, NewReno (RFC 6582) otherwise — and the RTO (RFC 6298).
+//! - `mtu`: the path MTU under a connection changes (RFC 1191): the MSS
+//!   follows, and what is in flight and now too large goes again at once.
 //! - `listener`: passive open with a bounded SYN queue and accept queue.
+//! - `listener`: passive open with a bounded SYN queue and accept queue;
+//!   `syncookie`: SYN cookies (RFC 4987) for when the SYN queue is full.
+//! - `icmp`: what an ICMP error about our segments does to a connection
+//!   (RFC 1122 §4.2.3.9, RFC 5927, as Linux).
 //! - [`congestion`]: congestion control behind a trait (NewReno, CUBIC).
 //! - `send_queue`, `ring`, `rangeset`, `rtt`: the fixed-size data
 //!   structures underneath.
 
 pub mod congestion;
+pub(crate) mod icmp;
 pub(crate) mod input;
 pub(crate) mod listener;
+pub(crate) mod mtu;
 pub(crate) mod output;
 pub(crate) mod rangeset;
 pub(crate) mod recovery;
@@ -24,6 +32,7 @@ pub(crate) mod send_queue;
 pub(crate) mod sent;
 pub(crate) mod seq;
 pub(crate) mod socket;
+pub(crate) mod syncookie;
 
 use core::fmt;
 use core::time::Duration;
@@ -142,6 +151,16 @@ pub enum TcpError {
     TimedOut,
     /// The application aborted the connection.
     Aborted,
+    /// An ICMP error said the network is unreachable (`ENETUNREACH`): a
+    /// connection attempt ends at once; an open connection reports it
+    /// only if it then times out (RFC 1122 §4.2.3.9, as Linux).
+    NetUnreachable,
+    /// An ICMP error said the host is unreachable, or communication with
+    /// it is prohibited (`EHOSTUNREACH`); as [`NetUnreachable`](Self::NetUnreachable).
+    HostUnreachable,
+    /// An ICMP error said the peer does not speak TCP (protocol
+    /// unreachable: `ENOPROTOOPT`, as Linux maps it).
+    ProtocolUnreachable,
 }
 
 impl fmt::Display for TcpError {
@@ -151,6 +170,9 @@ impl fmt::Display for TcpError {
             TcpError::Reset => "connection reset by peer",
             TcpError::TimedOut => "connection timed out",
             TcpError::Aborted => "connection aborted",
+            TcpError::NetUnreachable => "network is unreachable",
+            TcpError::HostUnreachable => "no route to host",
+            TcpError::ProtocolUnreachable => "protocol not available",
         })
     }
 }
@@ -163,14 +185,24 @@ impl core::error::Error for TcpError {}
 pub struct ListenerInfo {
     /// Local endpoint (the address may be unspecified: any of ours).
     pub local: Endpoint,
+    /// It set `SO_REUSEPORT`: a member of a group that shares its address
+    /// ([`Stack::tcp_listen_reuseport`](crate::Stack::tcp_listen_reuseport)).
+    pub reuseport: bool,
     /// Established connections waiting for `accept`.
     pub queued: usize,
     /// Connections still in SYN-RECEIVED.
     pub syn_received: usize,
-    /// Most connections that may wait for `accept`.
+    /// Most connections that may wait for `accept`: the backlog asked
+    /// for, at most [`StackConfig::somaxconn`](crate::StackConfig::somaxconn)
+    /// (`ss`'s Send-Q; as on Linux, one more than this may wait).
     pub backlog: usize,
-    /// SYNs dropped because the SYN queue was full.
+    /// Most handshakes its SYN queue holds before SYNs get cookies.
+    pub syn_backlog: usize,
+    /// SYNs dropped: the SYN queue full without cookies, or the accept
+    /// queue full.
     pub syn_drops: u64,
+    /// SYN cookies it sent.
+    pub cookies_sent: u64,
 }
 
 /// A snapshot of one connection, the fields `ss -ti` shows.
@@ -286,12 +318,20 @@ pub struct TcpInfo {
     pub delivery_rate: u64,
     /// The reason the connection failed, if it did.
     pub error: Option<TcpError>,
+    /// The last ICMP error reported for its segments while it was open
+    /// (Linux's `sk_err_soft`): only recorded, and reported instead of
+    /// [`TcpError::TimedOut`] if the connection times out; cleared when
+    /// the peer acknowledges new data.
+    pub soft_error: Option<TcpError>,
     /// The congestion control algorithm in use (`TCP_CONGESTION`).
     pub congestion: congestion::Algorithm,
     /// The TOS byte its segments carry (`IP_TOS`).
     pub tos: u8,
     /// The TTL its segments carry (`IP_TTL`).
     pub ttl: u8,
+    /// The path MTU its segments are sized for (the device's, or a smaller
+    /// one fragmentation-needed messages taught: `ss -ti`'s `pmtu`).
+    pub pmtu: u32,
 }
 
 /// Why data could not be queued for sending.

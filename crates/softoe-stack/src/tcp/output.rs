@@ -181,7 +181,7 @@ impl TcpSocket {
     /// (Re)arms the tail-loss probe: two round trips after the last
     /// transmission or ACK, but never after the RTO (RFC 8985 §7.2).
     fn arm_tlp(&mut self, now: Instant) {
-        if self.tlp_pending && !self.tlp_allowed() {
+        if self.tlp_pending && !self.probe_possible() {
             // Acknowledged before it could go: no probe is owed.
             self.tlp_pending = false;
         }

@@ -386,6 +386,24 @@ impl SentLog {
         }
     }
 
+    /// Marks lost every entry neither SACKed nor already lost that is
+    /// longer than `len` bytes (the path MTU fell: segments of more than
+    /// `len` were sent too large, Linux's `tcp_simple_retransmit`). Returns
+    /// the entries marked.
+    pub(crate) fn mark_lost_longer_than(&mut self, len: u32) -> u32 {
+        let mut marked = 0;
+        for i in 0..self.q.len() {
+            if let Some(e) = self.q.get(i).copied()
+                && e.flags & (SACKED | LOST) == 0
+                && e.len() > len
+            {
+                self.set_flags(i, e.flags | LOST);
+                marked += 1;
+            }
+        }
+        marked
+    }
+
     /// Forgets what the receiver SACKed (it may have reneged, RFC 2018 §8).
     pub(crate) fn clear_sacked(&mut self) {
         for i in 0..self.q.len() {

@@ -148,16 +148,21 @@ pub(crate) struct RateSample {
 /// Derived segment sizes for this connection's path.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PathCaps {
-    /// IP MTU.
+    /// IP MTU of the path: the device's, or less where path-MTU discovery
+    /// learnt so (`tcp::mtu`).
     pub(crate) mtu: usize,
+    /// The device's IP MTU: the most the path can ever be.
+    pub(crate) dev_mtu: usize,
     /// Largest IPv4 packet for a TSO super-segment (`None`: no TSO).
     pub(crate) tso_max: Option<usize>,
 }
 
 impl PathCaps {
     pub(crate) fn from_device(caps: &DeviceCaps) -> PathCaps {
+        let mtu = caps.mtu.clamp(IP_TCP_HEADER + 8, MAX_IP_PACKET);
         PathCaps {
-            mtu: caps.mtu.clamp(IP_TCP_HEADER + 8, MAX_IP_PACKET),
+            mtu,
+            dev_mtu: mtu,
             // TSO needs checksum offload: the port computes each segment's sum.
             tso_max: caps
                 .tso_max
@@ -165,6 +170,16 @@ impl PathCaps {
                 .map(|m| m.min(MAX_IP_PACKET)),
         }
     }
+}
+
+/// The MSS (before options) a path of IP MTU `mtu` allows, within the
+/// connection's `TCP_MAXSEG` clamp: what a SYN announces, and what data
+/// segments are cut to.
+pub(crate) fn mss_for_mtu(cfg: &TcpConfig, mtu: usize) -> u16 {
+    let m = mtu.saturating_sub(IP_TCP_HEADER).min(usize::from(u16::MAX)) as u16;
+    cfg.mss_clamp
+        .map_or(m, |c| m.min(c))
+        .max(cfg.min_mss.min(m))
 }
 
 /// A receive ring of the reader's ([`Stack::tcp_set_rx_sink`]): where it
@@ -269,6 +284,9 @@ pub(crate) struct TcpSocket {
     // Negotiated options.
     /// Payload bytes per segment we send.
     pub(crate) snd_mss: u32,
+    /// The MSS the peer announced (536 before its SYN): with the path MTU,
+    /// what `snd_mss` is made of.
+    pub(crate) peer_mss: u32,
     /// Largest segment payload received (for delayed-ACK accounting).
     pub(crate) rcv_mss: u32,
     /// MSS we announce.
@@ -327,6 +345,12 @@ pub(crate) struct TcpSocket {
     pub(crate) persist_backoff: u32,
 
     pub(crate) error: Option<TcpError>,
+    /// The last ICMP error about an open connection's segments: only
+    /// recorded (see [`TcpInfo::soft_error`]).
+    pub(crate) soft_error: Option<TcpError>,
+    /// The connection gave up on its peer (retransmissions, probes,
+    /// keepalives or the user timeout ran out), whatever error it reports.
+    pub(crate) timed_out: bool,
     /// The application gave up its handle: free the socket when it closes.
     pub(crate) orphan: bool,
     /// Nobody will ever use the handle for the program again, though its
@@ -339,6 +363,13 @@ pub(crate) struct TcpSocket {
     pub(crate) rx_shutdown: bool,
     /// The listener this connection came from, until it is accepted.
     pub(crate) parent: Option<usize>,
+    /// An embryo in its listener's SYN queue that has sent only its first
+    /// SYN-ACK (the listener counts these: `TcpListener::young`).
+    pub(crate) embryo_young: bool,
+    /// SYN-ACK retransmissions this embryo gets: its listener's
+    /// [`TcpConfig::synack_retries`], fewer when the SYN queue is crowded
+    /// (`TcpListener::synack_limit`, set before each of its timeouts).
+    pub(crate) synack_limit: u32,
     /// Whether it sits in the parent's accept queue.
     pub(crate) queued_for_accept: bool,
     pub(crate) events: Events,
@@ -346,6 +377,28 @@ pub(crate) struct TcpSocket {
     /// `counters.retransmits` already added to the stack's total.
     pub(crate) retrans_counted: u64,
     pub(crate) rate: RateSample,
+}
+
+/// The MSS a connection with `cfg` on `path` announces: the MTU less the
+/// headers, clamped by `TCP_MAXSEG`.
+pub(crate) fn adv_mss_for(cfg: &TcpConfig, path: &PathCaps) -> u16 {
+    mss_for_mtu(cfg, path.mtu)
+}
+
+/// The window scale a connection with `cfg` announces: the smallest that
+/// lets its window cover the receive buffer.
+pub(crate) fn rcv_wscale_for(cfg: &TcpConfig) -> u8 {
+    let mut s = 0u8;
+    while s < 14 && (65_535usize << s) < cfg.rx_buffer {
+        s += 1;
+    }
+    s
+}
+
+/// The (unscaled) window a SYN or SYN-ACK with `cfg` announces: a fresh
+/// receive buffer, as far as 16 bits say.
+pub(crate) fn syn_window_for(cfg: &TcpConfig) -> u16 {
+    cfg.rx_buffer.min(65_535) as u16
 }
 
 impl TcpSocket {
@@ -375,21 +428,9 @@ impl TcpSocket {
         } else {
             RingBuffer::new(cfg.rx_buffer)
         };
-        let adv_mss = {
-            let m = path
-                .mtu
-                .saturating_sub(IP_TCP_HEADER)
-                .min(usize::from(u16::MAX)) as u16;
-            cfg.mss_clamp
-                .map_or(m, |c| m.min(c))
-                .max(cfg.min_mss.min(m))
-        };
+        let adv_mss = mss_for_mtu(&cfg, path.mtu);
         let rcv_wscale = if cfg.window_scaling {
-            let mut s = 0u8;
-            while s < 14 && (65_535usize << s) < cfg.rx_buffer {
-                s += 1;
-            }
-            s
+            rcv_wscale_for(&cfg)
         } else {
             0
         };
@@ -426,6 +467,7 @@ impl TcpSocket {
             dsack: None,
             sack_rotor: 0,
             snd_mss,
+            peer_mss: 536,
             rcv_mss: snd_mss,
             adv_mss,
             ts: None,
@@ -463,10 +505,14 @@ impl TcpSocket {
             keepalive_sent: 0,
             persist_backoff: 0,
             error: None,
+            soft_error: None,
+            timed_out: false,
             orphan: false,
             owner_gone: false,
             rx_shutdown: false,
             parent: None,
+            embryo_young: false,
+            synack_limit: cfg.synack_retries,
             queued_for_accept: false,
             events: Events::empty(),
             counters: Counters::default(),
@@ -882,9 +928,11 @@ impl TcpSocket {
             recv_queue: self.rx.len().min(u32::MAX as usize) as u32,
             delivery_rate: self.rate.rate,
             error: self.error,
+            soft_error: self.soft_error,
             congestion: self.cc.algorithm(),
             tos: self.cfg.tos,
             ttl: self.ip_fields().effective_ttl(),
+            pmtu: self.path.mtu.min(u32::MAX as usize) as u32,
         }
     }
 

@@ -7,8 +7,8 @@ use core::time::Duration;
 
 use softoe_wire::{
     ArpOperation, ArpPacket, ArpRepr, ChecksumCaps, EtherType, EthernetAddress, EthernetFrame,
-    EthernetRepr, IpProtocol, Ipv4Address, Ipv4Cidr, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket,
-    TcpRepr, TcpSeqNumber,
+    EthernetRepr, Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Address,
+    Ipv4Cidr, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
 };
 
 use crate::{Device, Endpoint, Instant, PayloadRef, RxMeta, Stack, StackConfig, TxBusy, TxFrame};
@@ -346,6 +346,47 @@ impl Harness {
         self.stack.receive(self.now, frame, meta, &mut self.dev);
     }
 
+    /// A router on the path (`from`) reports our segment quoted in `quote`
+    /// (see [`quote`]) undeliverable, with `reason`.
+    pub(crate) fn icmp_unreachable(
+        &mut self,
+        from: Ipv4Address,
+        reason: Icmpv4DstUnreachable,
+        quote: &[u8],
+    ) {
+        let icmp = Icmpv4Repr::DstUnreachable {
+            reason,
+            data: quote,
+        };
+        let len = icmp.buffer_len();
+        let mut frame = vec![0u8; 14 + 20 + len];
+        let mut eth = EthernetFrame::new_unchecked(&mut frame[..]);
+        EthernetRepr {
+            src_addr: REMOTE_MAC,
+            dst_addr: LOCAL_MAC,
+            ethertype: EtherType::Ipv4,
+            vlan_tci: None,
+        }
+        .emit(&mut eth);
+        let ip = Ipv4Repr {
+            src_addr: from,
+            dst_addr: LOCAL_IP,
+            next_header: IpProtocol::Icmp,
+            payload_len: len,
+            hop_limit: 64,
+            ident: 0,
+            dont_frag: false,
+        };
+        let mut ipp = Ipv4Packet::new_unchecked(eth.payload_mut());
+        ip.emit(&mut ipp, &ChecksumCaps::default());
+        icmp.emit(
+            &mut Icmpv4Packet::new_unchecked(ipp.payload_mut()),
+            &ChecksumCaps::default(),
+        );
+        self.stack
+            .receive(self.now, &frame, RxMeta::default(), &mut self.dev);
+    }
+
     /// Polls the stack and returns the TCP segments it sent (others go to `other`).
     pub(crate) fn recv(&mut self) -> Vec<Sent> {
         self.stack.poll(self.now, &mut self.dev);
@@ -372,6 +413,30 @@ impl Harness {
         self.now += d;
         self.recv()
     }
+}
+
+/// What an ICMP error quotes of a segment we sent from `LOCAL_IP:src_port`
+/// to `REMOTE_IP:dst_port` with sequence number `seq`: its IPv4 header and
+/// the first 8 bytes of its TCP header (RFC 792), as a router sends.
+pub(crate) fn quote(src_port: u16, dst_port: u16, seq: TcpSeqNumber) -> Vec<u8> {
+    let mut q = vec![0u8; 20 + 8];
+    let ip = Ipv4Repr {
+        src_addr: LOCAL_IP,
+        dst_addr: REMOTE_IP,
+        next_header: IpProtocol::Tcp,
+        payload_len: 20,
+        hop_limit: 64,
+        ident: 0,
+        dont_frag: true,
+    };
+    ip.emit(
+        &mut Ipv4Packet::new_unchecked(&mut q[..]),
+        &ChecksumCaps::default(),
+    );
+    q[20..22].copy_from_slice(&src_port.to_be_bytes());
+    q[22..24].copy_from_slice(&dst_port.to_be_bytes());
+    q[24..28].copy_from_slice(&seq.0.to_be_bytes());
+    q
 }
 
 /// Parses a frame the stack sent; verifies every checksum.

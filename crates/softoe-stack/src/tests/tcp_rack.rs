@@ -783,3 +783,102 @@ fn a_lone_segment_in_recovery_is_probed_at_the_rtt_scaled_time() {
         "probed after {t:?}: a lone segment in recovery waited for a delayed ACK"
     );
 }
+
+/// The times (from now, in ms) at which the stack sends anything over
+/// `span` of silence from the peer, polled every 100 µs.
+fn sends_in_silence(h: &mut Harness, span: Duration) -> Vec<(u128, Sent)> {
+    let mut out = Vec::new();
+    let mut t = Duration::ZERO;
+    while t < span {
+        h.now += Duration::from_micros(100);
+        t += Duration::from_micros(100);
+        for s in h.recv() {
+            out.push((t.as_micros() / 100, s));
+        }
+    }
+    out
+}
+
+/// A peer that goes silent with a flight outstanding gets the probes of
+/// one episode (up to six, see `recovery::MAX_PROBES` for why more than
+/// RFC 8985's one) and then only the RTO's retransmissions at their
+/// backed-off times, as from Linux: no probe after a timeout until new
+/// data is acknowledged (RFC 8985 §7). Nine segments in 1.5 s, where
+/// probes after every timeout sent 27 (Linux: a probe and three RTOs).
+#[test]
+fn a_silent_peer_gets_one_episode_of_probes_then_the_rto_schedule() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack(&mut h);
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, (3 * MSS) as u32))
+        .unwrap();
+    assert_eq!(h.recv().len(), 3);
+    let sent = sends_in_silence(&mut h, Duration::from_millis(1500));
+    let at: Vec<(u128, Vec<usize>)> = sent
+        .iter()
+        .map(|(t, s)| (*t, starts(core::slice::from_ref(s), our)))
+        .collect();
+    assert_eq!(
+        at,
+        [
+            // Probes from 3 ms (SRTT 1 + 4 × RTTVAR 0.5), the second one
+            // PTO later, then doubling.
+            (30, vec![2]),
+            (60, vec![2]),
+            (120, vec![2]),
+            (240, vec![2]),
+            (480, vec![2]),
+            (960, vec![2]),
+            // The RTO (SRTT + 200 ms from the flight), doubling.
+            (2010, vec![0]),
+            (6030, vec![0]),
+            (14070, vec![0]),
+        ],
+        "in units of 100 µs"
+    );
+    let info = h.stack.tcp_info(conn).unwrap();
+    assert_eq!((info.tlp_probes, info.rto_count), (6, 3));
+    // The peer answers at last: the next silent flight gets its probes.
+    h.send(sack(our, 3, &[]));
+    h.stack
+        .tcp_send(conn, PayloadRef::new(0, 0, MSS as u32))
+        .unwrap();
+    assert_eq!(starts(&h.recv(), our), [3]);
+    let probes = sends_in_silence(&mut h, Duration::from_millis(100));
+    assert!(!probes.is_empty(), "probes again once the peer answered");
+    assert!(
+        probes
+            .iter()
+            .all(|(_, s)| starts(core::slice::from_ref(s), our) == [3])
+    );
+}
+
+/// A FIN the peer never acknowledges gets the probes of one episode and
+/// is then resent on the RTO's schedule, doubling each time (62
+/// transmissions before the orphan gave up, when every timeout brought
+/// six probes with it).
+#[test]
+fn an_unacknowledged_fin_follows_the_rto_backoff() {
+    let mut h = Harness::new();
+    let (conn, our) = open_sack(&mut h);
+    h.stack.tcp_shutdown(conn).unwrap();
+    let fin = h.recv();
+    assert_eq!(fin.len(), 1);
+    assert_eq!(fin[0].repr.control, TcpControl::Fin);
+    h.stack.close(h.now, conn).unwrap();
+    let sent = sends_in_silence(&mut h, Duration::from_secs(13));
+    assert!(
+        sent.iter()
+            .all(|(_, s)| s.repr.control == TcpControl::Fin && s.seq() == our),
+        "only the FIN: {sent:?}"
+    );
+    let at: Vec<u128> = sent.iter().map(|(t, _)| *t).collect();
+    assert_eq!(
+        at,
+        [
+            31, 61, 121, 241, 481, 961, // probes
+            2010, 6030, 14070, 30150, 62310, 126630, // RTOs: 0.2 s doubling
+        ],
+        "in units of 100 µs"
+    );
+}

@@ -9,6 +9,7 @@ use softoe_stack::{Instant, SocketHandle, Stack, State};
 use tracing::debug;
 
 use super::recv::detach_sink;
+use super::share::Shares;
 use super::sock::{Detached, Hold, Role};
 use super::{Ctx, Program, SessionCore};
 
@@ -22,7 +23,10 @@ pub(super) struct Retiring {
     pub(super) stream: u64,
     pub(super) close_tag: Option<u64>,
     pub(super) zerocopy: Vec<(u64, u64)>,
-    pub(super) copy: Option<(u32, u64)>,
+    /// Engine copy rings (more than one when a socket of this session on
+    /// the same connection retired before: a shared connection left, taken
+    /// again, left again).
+    pub(super) copy: Vec<(u32, u64)>,
 }
 
 /// Whether closed or moved connection `h` (its `Retiring` entry `r`) no
@@ -54,7 +58,7 @@ impl<P: Program> SessionCore<P> {
             Ok(n) => debug!(session = self.id, commands = n, "carried out at exit"),
             Err(e) => debug!(session = self.id, error = %e, "command ring broken at exit"),
         }
-        self.end(cx.now, cx.stack, cx.owner);
+        self.end(cx.now, cx.stack, cx.owner, cx.shares);
     }
 
     /// The program has gone: close its sockets as the kernel does at exit
@@ -65,6 +69,7 @@ impl<P: Program> SessionCore<P> {
         now: Instant,
         stack: &mut Stack,
         owner: &mut HashMap<SocketHandle, usize>,
+        shares: &mut Shares,
     ) {
         self.dead = true;
         self.region
@@ -72,7 +77,7 @@ impl<P: Program> SessionCore<P> {
             .store(SESSION_CLOSED, Ordering::Release);
         let mine: Vec<SocketHandle> = self.by_handle.keys().copied().collect();
         for id in 0..self.socks.len() as u32 {
-            self.close_sock(now, stack, id, None, false);
+            self.close_sock(now, stack, shares, id, None, false);
         }
         self.overflow.clear();
         // Only this session's own handles go: the map is every session's
@@ -81,6 +86,7 @@ impl<P: Program> SessionCore<P> {
         for h in mine {
             if !self.retiring.contains_key(&h)
                 && !self.unshared.contains(&h)
+                && !self.unshared_conns.contains(&h)
                 && !self.by_handle.contains_key(&h)
             {
                 owner.remove(&h);
@@ -136,11 +142,27 @@ impl<P: Program> SessionCore<P> {
 
     /// Closed connections whose queued buffers have all gone to the stack
     /// close now (unless other processes still hold them: a watch).
-    pub(super) fn drained(&mut self, now: Instant, stack: &mut Stack) {
+    pub(super) fn drained(&mut self, now: Instant, stack: &mut Stack, shares: &mut Shares) {
         let mut i = 0;
         while i < self.draining.len() {
             let id = self.draining[i];
             let done = match self.socks.get_mut(id as usize).and_then(Option::as_mut) {
+                Some(s)
+                    if s.detached.is_some()
+                        && s.queued.is_empty()
+                        && let Some(h) = s.h
+                        && let Some(c) = shares.get_mut(&h)
+                        && c.holders > 1 =>
+                {
+                    // Sent: the share goes, the connection stays with the
+                    // others.
+                    c.holders -= 1;
+                    let tag = s.detached.take().and_then(|d| d.tag);
+                    self.detached_n = self.detached_n.saturating_sub(1);
+                    self.draining.swap_remove(i);
+                    self.retire_share(id, tag, Some(c));
+                    continue;
+                }
                 Some(s) if s.detached.is_some() && s.queued.is_empty() => {
                     if s.watched {
                         // The watch decides when it closes.
@@ -158,7 +180,7 @@ impl<P: Program> SessionCore<P> {
             };
             self.draining.swap_remove(i);
             if let Some(d) = done {
-                self.close_sock(now, stack, id, d.tag, d.abort);
+                self.close_sock(now, stack, shares, id, d.tag, d.abort);
             }
         }
     }
@@ -167,11 +189,33 @@ impl<P: Program> SessionCore<P> {
         for (tag, len) in r.zerocopy {
             self.complete_release(tag, r.id, len as i64);
         }
-        if let Some(c) = r.copy {
-            self.free_copy.push(c);
-        }
+        self.free_copy.extend(r.copy);
         if let Some(tag) = r.close_tag {
             self.complete_release(tag, r.id, 0);
+        }
+    }
+
+    /// Connection `h` retires here: what `r` holds goes back once the peer
+    /// acknowledged every byte handed to the stack. A socket of this
+    /// session that retired from the same connection before (a shared
+    /// connection left, joined again and left again) is merged in: both
+    /// wait for the later of their streams, and both close answers come.
+    pub(super) fn retire(&mut self, h: SocketHandle, mut r: Retiring, tcp: bool) {
+        if let Some(old) = self.retiring.remove(&h) {
+            r.stream = r.stream.max(old.stream);
+            r.zerocopy.extend(old.zerocopy);
+            r.copy.extend(old.copy);
+            match (r.close_tag, old.close_tag) {
+                (None, t) => r.close_tag = t,
+                (Some(_), Some(t)) => self.complete_release(t, old.id, 0),
+                (Some(_), None) => {}
+            }
+        }
+        self.retiring.insert(h, r);
+        if tcp && !self.acking.contains(&h) {
+            // Its buffers and rings come back once the peer acknowledged
+            // everything (a minute of TIME-WAIT needs none of them).
+            self.acking.push(h);
         }
     }
 
@@ -180,6 +224,7 @@ impl<P: Program> SessionCore<P> {
         &mut self,
         now: Instant,
         stack: &mut Stack,
+        shares: &mut Shares,
         id: u32,
         tag: Option<u64>,
         abort: bool,
@@ -191,22 +236,27 @@ impl<P: Program> SessionCore<P> {
             // Closed already; it ends with its watch or its adoption.
             return;
         }
-        if let Some(h) = cur.role.moved() {
-            // Another session took the connection; the rings are free when
-            // what this socket sent is acknowledged.
-            self.forget(id);
-            match (self.retiring.get_mut(&h), tag) {
-                (Some(r), Some(t)) => r.close_tag = Some(t),
-                (None, Some(t)) => self.complete_release(t, id, 0),
-                _ => {}
-            }
-            return;
-        }
         // Queued sends go out before the FIN, as a kernel socket's send
         // buffer does at close, a dead program's too (the region they lie
         // in stays mapped until its session is reclaimed).
         let drain = !abort && !cur.queued.is_empty() && cur.h.is_some();
-        let detach = (cur.watched || drain) && cur.h.is_some();
+        // A connection other sockets hold too: only this socket's hold on
+        // it goes (after its queued sends), as closing one process's
+        // descriptor of a kernel socket others hold closes nothing.
+        if !drain
+            && let Some(h) = cur.h
+            && let Some(c) = shares.get_mut(&h)
+            && c.holders > 1
+        {
+            c.holders -= 1;
+            self.retire_share(id, tag, Some(c));
+            return;
+        }
+        // A listener others share closes here only (below); one that is
+        // this session's alone and watched is kept, detached, for the
+        // processes still holding its descriptor.
+        let shared_listener = cur.role == (Role::Listener { shared: true });
+        let detach = ((cur.watched && !shared_listener) || drain) && cur.h.is_some();
         if drain {
             self.draining.push(id);
             if !cur.watched
@@ -252,7 +302,13 @@ impl<P: Program> SessionCore<P> {
             return;
         }
         // Queued zero-copy buffers the stack never took whole come back.
-        self.unqueue(id, errno::EPIPE);
+        let gate = self
+            .socks
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .and_then(|s| s.h)
+            .and_then(|h| shares.get_mut(&h));
+        self.unqueue(id, errno::EPIPE, gate);
         // Counted out as it goes (the figures `softoe stat` shows).
         let Some(mut s) = self.socks.get_mut(id as usize).and_then(Option::take) else {
             return;
@@ -316,20 +372,16 @@ impl<P: Program> SessionCore<P> {
             })
             .collect();
         let tcp = s.kind == SockKind::Tcp && !s.role.is_listener();
-        self.retiring.insert(
+        self.retire(
             h,
             Retiring {
                 id,
                 stream: if tcp { s.stream } else { 0 },
                 close_tag: tag,
                 zerocopy,
-                copy: s.copy,
+                copy: s.copy.into_iter().collect(),
             },
+            tcp,
         );
-        if tcp {
-            // Its buffers and rings come back once the peer acknowledged
-            // everything (a minute of TIME-WAIT needs none of them).
-            self.acking.push(h);
-        }
     }
 }

@@ -153,7 +153,13 @@ impl<P: Program> SessionCore<P> {
                 self.sock(sock)?.events = u32::MAX;
                 Ok(Some(0))
             }
-            Request::Recv { sock, target, len } => self.recv(cx.stack, sock, target, len, done),
+            Request::Recv {
+                sock,
+                target,
+                len,
+                nowait,
+                peek,
+            } => self.recv(cx.stack, sock, target, len, (nowait, peek), done),
             Request::CancelRecv { sock } => self.cancel_recv(sock),
             Request::Adopt {
                 from_session,
@@ -192,7 +198,12 @@ impl<P: Program> SessionCore<P> {
     }
 
     /// `BIND`: a TCP socket records its address (the stack sees it at
-    /// `LISTEN` or `CONNECT`); a UDP socket is bound in the stack now.
+    /// `LISTEN` or `CONNECT`), refused with `EADDRINUSE` if a listener
+    /// holds it that this one could not listen beside — Linux refuses a
+    /// listener's port at `bind`, and a program that sees `bind` succeed
+    /// and `listen` fail may not recover (haproxy closes the descriptor
+    /// and keeps using its number); a UDP socket is bound in the stack
+    /// now.
     fn bind(
         &mut self,
         cx: &mut Ctx<'_>,
@@ -208,6 +219,11 @@ impl<P: Program> SessionCore<P> {
             return Err(errno::EADDRNOTAVAIL);
         }
         let kind = s.kind;
+        if kind == SockKind::Tcp && ep.port != 0 {
+            let reuseport = s.opts.reuseport;
+            let owner = reuseport.then(|| self.user());
+            cx.stack.tcp_listen_check(ep, owner).map_err(bind_errno)?;
+        }
         let ep = if kind == SockKind::Udp {
             let (h, port) = udp_bind(cx.stack, ep)?;
             let bound = Endpoint::new(ep.addr, port);
@@ -230,6 +246,13 @@ impl<P: Program> SessionCore<P> {
         Ok(Some(0))
     }
 
+    /// The user a reuseport group of this program's belongs to: the one
+    /// it runs as now (Linux compares the sockets' users), else the one
+    /// it attached as.
+    fn user(&mut self) -> u32 {
+        self.io.uid().unwrap_or(self.uid)
+    }
+
     /// `LISTEN`.
     fn listen(&mut self, cx: &mut Ctx<'_>, sock: u32, backlog: u32) -> Result<Option<i64>> {
         let s = self.sock(sock)?;
@@ -245,10 +268,16 @@ impl<P: Program> SessionCore<P> {
         let Some(ep) = s.bound else {
             return Err(errno::EDESTADDRREQ);
         };
-        let h = cx
-            .stack
-            .tcp_listen(ep, backlog as usize, None)
-            .map_err(bind_errno)?;
+        let reuseport = s.opts.reuseport;
+        let r = if reuseport {
+            let owner = self.user();
+            cx.stack
+                .tcp_listen_reuseport(ep, backlog as usize, None, owner)
+        } else {
+            cx.stack.tcp_listen(ep, backlog as usize, None)
+        };
+        let h = r.map_err(bind_errno)?;
+        let s = self.sock(sock)?;
         s.h = Some(h);
         s.role = Role::Listener { shared: false };
         let opts = s.opts;
@@ -361,12 +390,10 @@ impl<P: Program> SessionCore<P> {
     ) -> Result<Option<i64>> {
         let data = self.data_region(cx.mem);
         match source {
-            SendSource::RingQueued => self
-                .queue_ring(cx.stack, sock, len, data)
-                .map(|n| Some(n as i64)),
+            SendSource::RingQueued => self.queue_ring(cx, sock, len, data).map(|n| Some(n as i64)),
             SendSource::Queued { offset } => {
                 // The one answer is the release, errors included.
-                if let Err(e) = self.queue_send(cx.stack, sock, done.tag, offset, len, data) {
+                if let Err(e) = self.queue_send(cx, sock, done.tag, offset, len, data) {
                     self.rejected += 1;
                     self.complete_release(done.tag, sock, -i64::from(e));
                 }
@@ -384,13 +411,15 @@ impl<P: Program> SessionCore<P> {
         }
     }
 
-    /// `RECV`: a buffer posted for direct placement.
+    /// `RECV`: a buffer posted for direct placement; `(nowait, peek)`
+    /// answer it at once and leave the bytes in place.
     fn recv(
         &mut self,
         stack: &mut Stack,
         sock: u32,
         target: RecvTarget,
         len: u64,
+        (nowait, peek): (bool, bool),
         done: &mut Completion,
     ) -> Result<Option<i64>> {
         let region = self.region;
@@ -421,6 +450,8 @@ impl<P: Program> SessionCore<P> {
             tag: done.tag,
             target,
             len,
+            nowait,
+            peek,
         });
         // Served this turn (`command` marks the socket): what the
         // stack holds already is placed at once.
@@ -493,7 +524,7 @@ impl<P: Program> SessionCore<P> {
             Some(s) if s.detached.is_none() => {}
             _ => return Err(errno::EBADF),
         }
-        self.close_sock(cx.now, cx.stack, sock, Some(done.tag), abort);
+        self.close_sock(cx.now, cx.stack, cx.shares, sock, Some(done.tag), abort);
         Ok(Some(0))
     }
 }

@@ -48,7 +48,10 @@ pub(in crate::host) struct Fds {
     bells: Vec<Option<EventFd>>,
     /// Watches the program asked for (`BellOp::Watch`), for the host
     /// service to add to its epoll set.
-    new_watches: Vec<(SocketHandle, OwnedFd)>,
+    new_watches: Vec<(SocketHandle, u32, OwnedFd)>,
+    /// Descriptors the program claims (`BellOp::Claim`), for the host
+    /// service to check against its watches and answer.
+    claims: Vec<OwnedFd>,
     /// The process, for `process_vm_readv`/`writev`.
     pid: i32,
 }
@@ -71,6 +74,7 @@ impl Fds {
             bell_app,
             bells: (0..MAX_BELLS).map(|_| None).collect(),
             new_watches: Vec::new(),
+            claims: Vec::new(),
             pid,
         }
     }
@@ -89,6 +93,10 @@ impl Program for Fds {
             }
             _ => false,
         }
+    }
+
+    fn uid(&mut self) -> Option<u32> {
+        crate::control::effective_uid(self.pid)
     }
 
     fn read(&mut self, addr: u64, dst: &mut [u8]) -> Result<usize, i32> {
@@ -141,8 +149,32 @@ impl Session {
 
     /// Watches the program asked for since the last call (`BellOp::Watch`),
     /// for the host service to add to its epoll set.
-    pub(in crate::host) fn take_watches(&mut self) -> Vec<(SocketHandle, OwnedFd)> {
+    pub(in crate::host) fn take_watches(&mut self) -> Vec<(SocketHandle, u32, OwnedFd)> {
         std::mem::take(&mut self.io.new_watches)
+    }
+
+    /// Descriptors the program claimed since the last call
+    /// (`BellOp::Claim`): the host service answers each with
+    /// [`answer_claim`](Self::answer_claim), in order.
+    pub(in crate::host) fn take_claims(&mut self) -> Vec<OwnedFd> {
+        std::mem::take(&mut self.io.claims)
+    }
+
+    /// Answers the program's oldest claim: a grant (`Ok((number,
+    /// listener))`) or an errno.
+    pub(in crate::host) fn answer_claim(&self, r: Result<(u32, bool), i32>) {
+        let (index, status, listener) = match r {
+            Ok((g, l)) => (g, 0, u32::from(l)),
+            Err(e) => (0, -e, 0),
+        };
+        let reply = Bell {
+            magic: BELL_MAGIC,
+            op: BellOp::Claim as u32,
+            index,
+            status,
+            extra: [listener, 0, 0],
+        };
+        let _ = sys::send_with_fds(self.io.conn.as_raw_fd(), &reply.to_bytes(), &[]);
     }
 
     /// Reads what the program sent on its Unix socket ([`Bell`] messages)
@@ -176,7 +208,7 @@ impl Session {
                     op: BellOp::Add as u32,
                     index,
                     status: -status,
-                    _pad: [0; 3],
+                    extra: [0; 3],
                 };
                 let mut fds = fds.into_iter();
                 let reply = match (fds.next(), fds.next()) {
@@ -200,7 +232,7 @@ impl Session {
                     (Some(fd), None) if !sys::is_unix_stream(fd.as_raw_fd()) => errno::EINVAL,
                     (Some(fd), None) => match self.watch(m.index) {
                         Ok(h) => {
-                            self.io.new_watches.push((h, fd));
+                            self.io.new_watches.push((h, m.index, fd));
                             0
                         }
                         Err(e) => e,
@@ -220,9 +252,26 @@ impl Session {
                     op: BellOp::Watch as u32,
                     index: m.index,
                     status: -status,
-                    _pad: [0; 3],
+                    extra: [0; 3],
                 };
                 let _ = sys::send_with_fds(self.io.conn.as_raw_fd(), &reply.to_bytes(), &[]);
+            }
+            Some(BellOp::Claim) => {
+                let mut fds = fds.into_iter();
+                match (fds.next(), fds.next()) {
+                    (Some(fd), None) => self.io.claims.push(fd),
+                    _ => {
+                        let reply = Bell {
+                            magic: BELL_MAGIC,
+                            op: BellOp::Claim as u32,
+                            index: 0,
+                            status: -errno::EINVAL,
+                            extra: [0; 3],
+                        };
+                        let _ =
+                            sys::send_with_fds(self.io.conn.as_raw_fd(), &reply.to_bytes(), &[]);
+                    }
+                }
             }
             Some(BellOp::Remove) => {
                 if let Some(b) = self.io.bells.get_mut(m.index as usize) {

@@ -25,6 +25,8 @@ pub(crate) struct Local {
     /// Waiter doorbells the program registered (their indices), and how
     /// many times each rang.
     pub(crate) waiter_rings: Vec<u64>,
+    /// The user it runs as now, when a test says so (else the session's).
+    pub(crate) uid: Option<u32>,
 }
 
 impl Local {
@@ -37,6 +39,7 @@ impl Local {
             memory: vec![0u8; memory],
             session_rings: 0,
             waiter_rings: Vec::new(),
+            uid: None,
         }
     }
 }
@@ -54,6 +57,10 @@ impl Program for Local {
             }
             None => false,
         }
+    }
+
+    fn uid(&mut self) -> Option<u32> {
+        self.uid
     }
 
     fn read(&mut self, addr: u64, dst: &mut [u8]) -> Result<usize, i32> {

@@ -34,6 +34,7 @@ mod opts;
 mod program;
 mod recv;
 mod send;
+mod share;
 #[cfg(any(test, feature = "fuzzing"))]
 mod sim;
 mod sock;
@@ -55,13 +56,13 @@ use tracing::{trace, warn};
 use crate::emulate::{AccessMeter, nanos};
 use crate::host::{HostConfig, SessionStat};
 use crate::memory::Memory;
-use adopt::Adopt;
-pub(super) use adopt::Moving;
+pub(super) use adopt::Adopt;
 use close::Retiring;
 pub(super) use fds::{Fds, Session};
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use local::Local;
 pub(crate) use program::Program;
+pub(super) use share::{Joining, Shares};
 #[cfg(feature = "fuzzing")]
 pub use sim::drive_commands;
 use sock::{HOLDS, HSock};
@@ -79,26 +80,15 @@ const OVERFLOW_MAX: usize = 4096;
 
 type Result<T> = std::result::Result<T, i32>;
 
-/// Socket `id` of `socks` as its program may use it (not detached, not
-/// moved). A free function, so that the rest of the session stays
-/// reachable while the socket is borrowed.
+/// Socket `id` of `socks` as its program may use it (not detached). A
+/// free function, so that the rest of the session stays reachable while
+/// the socket is borrowed.
 fn usable(socks: &mut [Option<HSock>], id: u32) -> Result<&mut HSock> {
     socks
         .get_mut(id as usize)
         .and_then(Option::as_mut)
-        .filter(|s| s.detached.is_none() && s.role.moved().is_none())
+        .filter(|s| s.detached.is_none())
         .ok_or(errno::EBADF)
-}
-
-/// Socket `id` for a send: as [`usable`], but one whose connection moved
-/// to another session refuses with `EPIPE`, as its slot says (read
-/// finished, hung up) — not `EBADF`: the program's descriptor is still
-/// good.
-fn sendable(socks: &mut [Option<HSock>], id: u32) -> Result<&mut HSock> {
-    if matches!(socks.get(id as usize), Some(Some(s)) if s.role.moved().is_some()) {
-        return Err(errno::EPIPE);
-    }
-    usable(socks, id)
 }
 
 /// What a session's turn works with besides the session itself: the
@@ -118,6 +108,8 @@ pub(crate) struct Ctx<'a> {
     /// Which session owns each stack socket: a socket this session makes
     /// is entered with `slot`, so its stack events come here.
     pub(crate) owner: &'a mut HashMap<SocketHandle, usize>,
+    /// Connections more than one session holds (`share.rs`).
+    pub(crate) shares: &'a mut Shares,
     /// Scratch bytes (a UDP datagram on its way in or out).
     pub(crate) scratch: &'a mut Vec<u8>,
     /// The engine's memory: the regions payload references name.
@@ -188,6 +180,10 @@ pub(crate) struct SessionCore<P> {
     /// Shared listeners closed here this turn: the host service hands
     /// their ownership on.
     pub(super) unshared: Vec<SocketHandle>,
+    /// Shared connections this session's sockets left this turn (closed
+    /// while others hold them): the host service routes their events to
+    /// the others only, and has the last holder look at its socket again.
+    pub(super) unshared_conns: Vec<SocketHandle>,
     /// Closed or moved connections whose sent bytes are not all
     /// acknowledged yet (their `Retiring` entries): released as soon as
     /// they are, not when the stack lets the socket go (after TIME-WAIT).
@@ -248,6 +244,7 @@ impl<P: Program> SessionCore<P> {
             direct: 0,
             adopts: Vec::new(),
             unshared: Vec::new(),
+            unshared_conns: Vec::new(),
             acking: Vec::new(),
             draining: Vec::new(),
             done_buf: Vec::with_capacity(HOLDS),
@@ -342,14 +339,14 @@ impl<P: Program> SessionCore<P> {
         });
     }
 
-    /// Socket `id` as its program may use it (not detached, not moved).
+    /// Socket `id` as its program may use it (not detached).
     fn sock(&mut self, id: u32) -> Result<&mut HSock> {
         usable(&mut self.socks, id)
     }
 
-    /// Socket `id` for a send ([`sendable`]).
+    /// Socket `id` for a send.
     fn sending(&mut self, id: u32) -> Result<&mut HSock> {
-        sendable(&mut self.socks, id)
+        usable(&mut self.socks, id)
     }
 
     fn data_region(&mut self, mem: &mut Memory) -> u32 {
@@ -395,7 +392,7 @@ impl<P: Program> SessionCore<P> {
             Err(e) => {
                 warn!(session = self.id, pid = self.pid, error = %e, "command ring broken: ending the session");
                 self.rejected += 1;
-                self.end(cx.now, cx.stack, cx.owner);
+                self.end(cx.now, cx.stack, cx.owner, cx.shares);
                 true
             }
         }
@@ -452,7 +449,7 @@ impl<P: Program> SessionCore<P> {
             self.moved_acked(cx.stack);
         }
         if !self.draining.is_empty() {
-            self.drained(now, cx.stack);
+            self.drained(now, cx.stack, cx.shares);
         }
         // A full receive ring the program has read from takes more. The
         // fence pairs with the program's between moving `rx_head` and
@@ -498,7 +495,7 @@ impl<P: Program> SessionCore<P> {
                     self.received(id),
                 )
             });
-            let served = self.serve(cx.stack, id, cx.scratch, data);
+            let served = self.serve(cx.stack, cx.shares, id, cx.scratch, data);
             if let Some((t0, d0, r0)) = profiled {
                 let delayed = self.meter.delay_nanos().saturating_sub(d0);
                 let took = nanos(t0.elapsed()).saturating_sub(delayed);

@@ -61,6 +61,12 @@ impl<P: Program> SessionCore<P> {
                 })
             }
             SockOpt::QuickAck => s.opts.quickack = Some(on),
+            // Seen at `BIND` and `LISTEN` (a listener already listening
+            // stays in or out of its group, as on Linux).
+            SockOpt::ReusePort => {
+                s.opts.reuseport = on;
+                return Ok(Some(0));
+            }
             _ => return Err(errno::ENOPROTOOPT),
         }
         // A listener takes what passes to its connections (TOS,

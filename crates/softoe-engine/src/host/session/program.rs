@@ -29,4 +29,13 @@ pub(crate) trait Program {
     /// Writes `a`, then `b`, to the program's memory at `addr`: the bytes
     /// written, or an errno.
     fn write(&mut self, addr: u64, a: &[u8], b: &[u8]) -> Result<usize, i32>;
+
+    /// The effective user the program runs as now, if it can be told
+    /// (the session's attach-time user otherwise): who a reuseport group
+    /// belongs to. Asked only at a reuseport `BIND` or `LISTEN`. A program
+    /// may drop privileges after it attached (the shim attaches before
+    /// `set*uid`), and Linux judges a socket by the user that made it.
+    fn uid(&mut self) -> Option<u32> {
+        None
+    }
 }

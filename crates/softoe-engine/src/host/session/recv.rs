@@ -1,15 +1,18 @@
 //! Receive and placement: bytes from the stack into the ring or a posted
 //! buffer, acknowledgements released, readiness published.
 
+use std::collections::VecDeque;
+
 use softoe_abi::{
     CMP_RELEASE, Completion, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP,
-    EV_READABLE, EV_RXFULL, EV_WRITABLE, RecvTarget, Region, RingSpan, SlotView, SockKind,
-    UdpHeader,
+    EV_READABLE, EV_RXFULL, EV_SHARED, EV_WRITABLE, RecvTarget, Region, RingSpan, SlotView,
+    SockKind, UdpHeader, errno,
 };
 use softoe_stack::{Events, RecvError, RxRing, SocketHandle, Stack, State};
 use tracing::trace;
 
 use super::send::feed_queued;
+use super::share::{SharedConn, Shares};
 use super::sock::{HSock, Hold, Posted};
 use super::translate::{packed, tcp_errno};
 use super::wake::publish;
@@ -27,21 +30,23 @@ pub(super) enum Placed {
 /// Moves what the stack holds for `h` into the posted buffer `p`: the
 /// engine writes the program's memory itself (through `io`: for another
 /// process `process_vm_writev`; or the data area), so the program's core
-/// copies nothing.
+/// copies nothing. A shared connection's `prefix` (bytes taken back from a
+/// ring) comes first. With `p.peek` nothing is consumed.
 pub(super) fn place(
     stack: &mut Stack,
     h: SocketHandle,
     p: &Posted,
     io: &mut impl Program,
     region: Region,
+    prefix: Option<&mut VecDeque<u8>>,
 ) -> Placed {
     let mut fault = None;
-    let r = stack.tcp_recv_with(h, |a, b| {
+    let mut put = |a: &[u8], b: &[u8]| -> usize {
         let want = p.len as usize;
         let n1 = a.len().min(want);
         let n2 = b.len().min(want - n1);
         let (a, b) = (&a[..n1], &b[..n2]);
-        let n = match p.target {
+        match p.target {
             RecvTarget::Region { offset } => {
                 // The buffer as a ring that never wraps: `n1 + n2 ≤ len`.
                 let buf = RingSpan { offset, len: p.len };
@@ -56,8 +61,25 @@ pub(super) fn place(
                     0
                 }
             },
+        }
+    };
+    if let Some(pre) = prefix
+        && !pre.is_empty()
+    {
+        let (a, b) = pre.as_slices();
+        let n = put(a, b);
+        if !p.peek {
+            pre.drain(..n);
+        }
+        return match (n, fault) {
+            (0, Some(e)) => Placed::Done(-i64::from(e)),
+            (0, None) => Placed::Nothing,
+            (n, _) => Placed::Done(n as i64),
         };
-        (n, n)
+    }
+    let r = stack.tcp_recv_with(h, |a, b| {
+        let n = put(a, b);
+        (if p.peek { 0 } else { n }, n)
     });
     match r {
         Ok(0) => match fault {
@@ -159,6 +181,7 @@ impl<P: Program> SessionCore<P> {
     pub(super) fn serve(
         &mut self,
         stack: &mut Stack,
+        shares: &mut Shares,
         id: u32,
         scratch: &mut Vec<u8>,
         data: Option<u32>,
@@ -171,12 +194,10 @@ impl<P: Program> SessionCore<P> {
             return false;
         };
         let Some(h) = s.h else {
-            // A socket whose connection moved keeps saying so (its process
-            // learns from EV_MOVED to take it back, never to use it); one
-            // not yet connected is writable, as Linux's.
-            if s.role.moved().is_none() {
-                publish(s, &view, EV_WRITABLE, false, &mut self.meter);
-            }
+            // Not yet connected: it says nothing. A program polling its
+            // non-blocking connect before this engine read the CONNECT took
+            // "writable" for connected (the shim itself answers as Linux
+            // for a socket it has not given an address).
             return false;
         };
         let mut ev = 0;
@@ -253,55 +274,101 @@ impl<P: Program> SessionCore<P> {
             }
             return any;
         }
+        // A shared connection whose other holders have all gone, with
+        // nothing left of the bytes taken back from a ring, is this
+        // socket's alone again: its ring takes over.
+        if s.shared
+            && s.posted.is_none()
+            && shares
+                .get(&h)
+                .is_none_or(|c| c.holders <= 1 && c.prefix.is_empty())
+        {
+            shares.remove(&h);
+            s.shared = false;
+            trace!(session = self.id, sock = id, "connection no longer shared");
+        }
+        let shared = s.shared;
         // TCP: received bytes into a posted buffer first (the ring was
         // empty when it was posted, and nothing enters the ring while it
         // is), then into the ring. A second look after the stack was
         // emptied finds a FIN that came with the data (no later event
-        // would report it).
-        if let Some(d) = data {
+        // would report it). A shared connection has no ring: its bytes go
+        // only to posted buffers.
+        if let Some(d) = data
+            && !shared
+        {
             attach_sink(stack, h, s, d);
         }
         let mut done = std::mem::take(&mut self.done_buf);
         let mut error = None;
         if let Some(p) = s.posted {
-            match place(stack, h, &p, &mut self.io, region) {
+            let prefix = if shared {
+                shares.get_mut(&h).map(|c| &mut c.prefix)
+            } else {
+                None
+            };
+            let placed = match place(stack, h, &p, &mut self.io, region, prefix) {
+                Placed::Nothing if p.nowait => Placed::Done(-i64::from(errno::EAGAIN)),
+                other => other,
+            };
+            match placed {
                 Placed::Nothing => {}
                 Placed::Done(result) => {
                     s.posted = None;
-                    s.hold = result > 0;
+                    s.hold = result > 0 && !shared && !p.peek;
                     done.push(Completion {
                         tag: p.tag,
                         result,
                         sock: id,
                         ..Completion::default()
                     });
-                    self.direct += result.max(0) as u64;
+                    if !p.peek {
+                        self.direct += result.max(0) as u64;
+                    }
                 }
             }
         }
         // Held bytes stay in the stack (a look that takes nothing); with
         // none held, the ring is served as usual so that a FIN or an error
         // is still found.
-        let held = s.hold
-            && s.posted.is_none()
-            && stack
-                .tcp_recv_with(h, |a, b| (0, a.len() + b.len()))
-                .is_ok_and(|n| n > 0);
-        if held {
+        let look = |stack: &mut Stack| stack.tcp_recv_with(h, |a, b| (0, a.len() + b.len()));
+        let held = if shared {
+            let before = shares.get(&h).is_some_and(|c| !c.prefix.is_empty());
+            match look(stack) {
+                Ok(n) => before || n > 0,
+                Err(RecvError::Finished) => {
+                    s.rx_fin = !before;
+                    before
+                }
+                Err(RecvError::Failed(e)) => {
+                    error = Some(e);
+                    before
+                }
+                Err(_) => before,
+            }
+        } else {
+            s.hold && s.posted.is_none() && look(stack).is_ok_and(|n| n > 0)
+        };
+        if held && s.posted.is_none() {
             ev |= EV_HELD;
         }
-        // The ring brought up to date with the stack, once per serve: what
-        // the stack wrote there taken in, the program's head told, and the
-        // ring open to the stack or not as the post and the hold now say
-        // (a post answered above may open it again). Once, after the post,
-        // not also before it: the sync only records the ring's head, tail
-        // and openness in the stack, and nothing between reads them or
-        // runs the stack's receive (`place` and the look for held bytes
-        // take from the stack's own buffer), so the earlier call's effects
-        // were all repeated or overwritten by this one.
-        moved |= sync_sink(stack, h, s, &view, 0, sink_open(s));
+        if shared {
+            ev |= EV_SHARED;
+        } else {
+            // The ring brought up to date with the stack, once per serve:
+            // what the stack wrote there taken in, the program's head
+            // told, and the ring open to the stack or not as the post and
+            // the hold now say (a post answered above may open it again).
+            // Once, after the post, not also before it: the sync only
+            // records the ring's head, tail and openness in the stack, and
+            // nothing between reads them or runs the stack's receive
+            // (`place` and the look for held bytes take from the stack's
+            // own buffer), so the earlier call's effects were all repeated
+            // or overwritten by this one.
+            moved |= sync_sink(stack, h, s, &view, 0, sink_open(s));
+        }
         for _ in 0..2 {
-            if s.rx_fin || held {
+            if s.rx_fin || held || shared {
                 break;
             }
             let free = s.rx.len - (s.rx_tail - s.rx_head);
@@ -337,7 +404,14 @@ impl<P: Program> SessionCore<P> {
         if !s.queued.is_empty()
             && let Some(data) = self.mem
         {
-            moved |= feed_queued(stack, h, s, data);
+            let gate = if s.shared { shares.get_mut(&h) } else { None };
+            moved |= feed_queued(stack, h, s, data, gate);
+        }
+        // A send refused while other holders' queued sends went first may
+        // go now: its writer waits for the sequence to move.
+        if s.order_wait && shares.get(&h).is_none_or(SharedConn::idle) {
+            s.order_wait = false;
+            moved = true;
         }
         if s.fin_after_queue && s.queued.is_empty() {
             s.fin_after_queue = false;
@@ -377,6 +451,11 @@ impl<P: Program> SessionCore<P> {
             // acknowledged, so zero-copy buffers (queued or held) come back
             // with the error instead of waiting for ever.
             let e = -i64::from(tcp_errno(e));
+            if let Some(g) = shares.get_mut(&h) {
+                for q in &s.queued {
+                    g.done(q.ticket);
+                }
+            }
             for q in s.queued.drain(..) {
                 done.push(Completion {
                     tag: q.tag,

@@ -7,19 +7,31 @@ use softoe_wire::Ipv4Address;
 use tracing::trace;
 
 use super::command::udp_bind;
+use super::share::SharedConn;
 use super::sock::{HOLDS, HSock, Hold, QueuedSend};
 use super::translate::{endpoint, handle_errno, tcp_errno};
-use super::{Ctx, Program, Result, SessionCore, sendable, usable};
+use super::{Ctx, Program, Result, SessionCore, usable};
 
 /// Bytes of engine memory per UDP socket for datagrams on their way out.
 pub(super) const UDP_RING: u64 = 256 * 1024;
 
 /// Hands the stack as much of `s`'s queued zero-copy buffers as it has
 /// room for, in order; a buffer taken whole becomes a hold released on
-/// ACK. Returns whether anything was taken.
-pub(super) fn feed_queued(stack: &mut Stack, h: SocketHandle, s: &mut HSock, data: u32) -> bool {
+/// ACK. On a shared connection (`gate`) only the send whose ticket's turn
+/// it is goes. Returns whether anything was taken.
+pub(super) fn feed_queued(
+    stack: &mut Stack,
+    h: SocketHandle,
+    s: &mut HSock,
+    data: u32,
+    mut gate: Option<&mut SharedConn>,
+) -> bool {
     let mut any = false;
     while let Some(q) = s.queued.front_mut() {
+        if gate.as_deref().is_some_and(|g| !g.turn(q.ticket)) {
+            break;
+        }
+        let ticket = q.ticket;
         if q.ring {
             // Ring bytes, from the position the stack took last, in pieces
             // that do not wrap.
@@ -38,7 +50,7 @@ pub(super) fn feed_queued(stack: &mut Stack, h: SocketHandle, s: &mut HSock, dat
                 q.taken += k;
                 s.tx_queued += k;
                 s.ring_backlog = s.ring_backlog.saturating_sub(k);
-                s.stream += k;
+                s.stream = stream_end(stack, h, s.stream + k);
                 fed |= k > 0;
                 if k < n {
                     break;
@@ -52,6 +64,9 @@ pub(super) fn feed_queued(stack: &mut Stack, h: SocketHandle, s: &mut HSock, dat
                 break;
             }
             s.queued.pop_front();
+            if let Some(g) = gate.as_deref_mut() {
+                g.done(ticket);
+            }
             continue;
         }
         let room = stack.tcp_send_space(h).unwrap_or(0) as u64;
@@ -64,16 +79,28 @@ pub(super) fn feed_queued(stack: &mut Stack, h: SocketHandle, s: &mut HSock, dat
             break;
         };
         q.taken += k;
-        s.stream += k;
+        s.stream = stream_end(stack, h, s.stream + k);
         any |= k > 0;
         if q.taken < q.len {
             break;
         }
         let (tag, len) = (q.tag, q.len);
         s.queued.pop_front();
+        if let Some(g) = gate.as_deref_mut() {
+            g.done(ticket);
+        }
         s.holds.push_back((s.stream, Hold::Zerocopy(tag, len)));
     }
     any
+}
+
+/// Where the bytes a send just handed the stack end in connection `h`'s
+/// stream: every writer's bytes count (the sessions sharing a connection
+/// write one stream), so what a send holds is released when the peer
+/// acknowledged up to there. `fallback` (this socket's own count) only for
+/// a handle the stack no longer knows.
+fn stream_end(stack: &Stack, h: SocketHandle, fallback: u64) -> u64 {
+    stack.tcp_sent_total(h).unwrap_or(fallback)
 }
 
 pub(super) fn queue(stack: &mut Stack, h: SocketHandle, r: PayloadRef) -> Result<u64> {
@@ -90,13 +117,14 @@ impl<P: Program> SessionCore<P> {
     /// what it has room for now.
     pub(super) fn queue_send(
         &mut self,
-        stack: &mut Stack,
+        cx: &mut Ctx<'_>,
         sock: u32,
         tag: u64,
         offset: u64,
         len: u64,
         data: u32,
     ) -> Result<()> {
+        let (stack, shares) = (&mut *cx.stack, &mut *cx.shares);
         let s = self.sending(sock)?;
         let Some(h) =
             s.h.filter(|_| s.kind == SockKind::Tcp && !s.role.is_listener())
@@ -117,14 +145,17 @@ impl<P: Program> SessionCore<P> {
             // Room for a zero-copy sender's steady state, made once.
             s.queued.reserve(HOLDS);
         }
+        let mut gate = if s.shared { shares.get_mut(&h) } else { None };
+        let ticket = gate.as_deref_mut().map_or(0, SharedConn::ticket);
         s.queued.push_back(QueuedSend {
             tag,
             offset,
             len,
             taken: 0,
             ring: false,
+            ticket,
         });
-        feed_queued(stack, h, s, data);
+        feed_queued(stack, h, s, data, gate);
         Ok(())
     }
 
@@ -133,11 +164,12 @@ impl<P: Program> SessionCore<P> {
     /// the stack as room frees, held until acknowledged as ring sends are.
     pub(super) fn queue_ring(
         &mut self,
-        stack: &mut Stack,
+        cx: &mut Ctx<'_>,
         sock: u32,
         len: u64,
         data: u32,
     ) -> Result<u64> {
+        let (stack, shares) = (&mut *cx.stack, &mut *cx.shares);
         let acked = self.region.slot(sock).map_or(0, |v| v.tx_acked());
         let s = self.sending(sock)?;
         let Some(h) =
@@ -161,22 +193,29 @@ impl<P: Program> SessionCore<P> {
             return Err(errno::EINVAL);
         }
         s.ring_backlog += len;
+        let mut gate = if s.shared { shares.get_mut(&h) } else { None };
         match s.queued.back_mut() {
-            Some(q) if q.ring => q.len += len,
+            // Grows the last queued run of ring bytes, unless another
+            // holder queued a send since (this one goes after that).
+            Some(q) if q.ring && gate.as_deref().is_none_or(|g| g.newest(q.ticket)) => {
+                q.len += len;
+            }
             _ => {
                 if s.queued.capacity() == 0 {
                     s.queued.reserve(HOLDS);
                 }
+                let ticket = gate.as_deref_mut().map_or(0, SharedConn::ticket);
                 s.queued.push_back(QueuedSend {
                     tag: 0,
                     offset: 0,
                     len,
                     taken: 0,
                     ring: true,
+                    ticket,
                 });
             }
         }
-        feed_queued(stack, h, s, data);
+        feed_queued(stack, h, s, data, gate);
         Ok(len)
     }
 
@@ -184,13 +223,17 @@ impl<P: Program> SessionCore<P> {
     /// whole: those it took part of are held until that part is
     /// acknowledged (released with the count), the others are released at
     /// once with `err`.
-    pub(super) fn unqueue(&mut self, id: u32, err: i32) {
+    pub(super) fn unqueue(&mut self, id: u32, err: i32, mut gate: Option<&mut SharedConn>) {
         let Some(Some(s)) = self.socks.get_mut(id as usize) else {
             return;
         };
         let mut now = Vec::new();
         s.ring_backlog = 0;
         while let Some(q) = s.queued.pop_front() {
+            // Its turn is over: the other holders' sends may go.
+            if let Some(g) = gate.as_deref_mut() {
+                g.done(q.ticket);
+            }
             if q.ring {
                 // The program's own ring bytes: nothing to give back.
                 continue;
@@ -229,7 +272,7 @@ impl<P: Program> SessionCore<P> {
             _ => None,
         };
         let region = self.region;
-        let s = sendable(&mut self.socks, sock)?;
+        let s = usable(&mut self.socks, sock)?;
         let Some(h) = s.h.filter(|_| !s.role.is_listener()) else {
             return Err(errno::ENOTCONN);
         };
@@ -248,6 +291,12 @@ impl<P: Program> SessionCore<P> {
         // send taking it would put its bytes ahead of theirs.
         if !s.queued.is_empty() {
             trace!(sock, "send refused: queued zero-copy buffers go first");
+            return Err(errno::EAGAIN);
+        }
+        // So do other holders' queued sends on a shared connection.
+        if s.shared && cx.shares.get(&h).is_some_and(|g| !g.idle()) {
+            trace!(sock, "send refused: another holder's queued sends go first");
+            s.order_wait = true;
             return Err(errno::EAGAIN);
         }
         let mut want = len.min(space);
@@ -275,7 +324,7 @@ impl<P: Program> SessionCore<P> {
                     let r = PayloadRef::new(data, s.tx.offset + pos, n as u32);
                     let k = queue(stack, h, r)?;
                     s.tx_queued += k;
-                    s.stream += k;
+                    s.stream = stream_end(stack, h, s.stream + k);
                     taken += k;
                     if k < n {
                         break;
@@ -287,7 +336,7 @@ impl<P: Program> SessionCore<P> {
             SendSource::Zerocopy { offset } => {
                 let r = PayloadRef::new(data, offset, want as u32);
                 taken = queue(stack, h, r)?;
-                s.stream += taken;
+                s.stream = stream_end(stack, h, s.stream + taken);
                 s.holds.push_back((s.stream, Hold::Zerocopy(tag, taken)));
             }
             SendSource::Overlap { offset } | SendSource::Remote { addr: offset } => {
@@ -338,7 +387,7 @@ impl<P: Program> SessionCore<P> {
                     let r = PayloadRef::new(cr, pos, n as u32);
                     let k = queue(stack, h, r)?;
                     s.copy_queued += k;
-                    s.stream += k;
+                    s.stream = stream_end(stack, h, s.stream + k);
                     taken += k;
                     if k < n as u64 {
                         break;

@@ -21,7 +21,7 @@ use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
 #[cfg(feature = "fuzzing")]
 use softoe_stack::Endpoint;
 
-use super::{Ctx, Local, SessionCore};
+use super::{Ctx, Local, SessionCore, Shares};
 use crate::host::HostConfig;
 use crate::memory::Memory;
 
@@ -75,6 +75,7 @@ pub(crate) struct Sim {
     /// The host service's settings the session sees.
     pub(crate) cfg: HostConfig,
     owner: HashMap<SocketHandle, usize>,
+    shares: Shares,
     scratch: Vec<u8>,
     /// The virtual clock.
     pub(crate) now: Instant,
@@ -103,6 +104,7 @@ impl Sim {
             peer_mem: Memory::new(),
             cfg: HostConfig::default(),
             owner: HashMap::new(),
+            shares: Shares::new(),
             scratch: Vec::new(),
             now: Instant::from_nanos(1_000_000),
             to_peer: Vec::new(),
@@ -145,6 +147,7 @@ impl Sim {
             cfg: &self.cfg,
             slot: 0,
             owner: &mut self.owner,
+            shares: &mut self.shares,
             scratch: &mut self.scratch,
             mem: &mut self.mem,
         });
@@ -225,6 +228,7 @@ impl Sim {
             cfg: &self.cfg,
             slot: 0,
             owner: &mut self.owner,
+            shares: &mut self.shares,
             scratch: &mut self.scratch,
             mem: &mut self.mem,
         });

@@ -36,6 +36,8 @@ pub(super) struct Opts {
     pub(super) priority: Option<u8>,
     pub(super) congestion: Option<Algorithm>,
     pub(super) quickack: Option<bool>,
+    /// `SO_REUSEPORT`: `BIND` and `LISTEN` join a reuseport group.
+    pub(super) reuseport: bool,
 }
 
 #[derive(Debug)]
@@ -49,8 +51,7 @@ pub(super) struct HSock {
     pub(super) tx_freed: u64,
     pub(super) tx_wake: bool,
     pub(super) h: Option<SocketHandle>,
-    /// What the socket is to the stack: an ordinary socket, a listener,
-    /// or one whose connection moved to another session.
+    /// What the socket is to the stack: an ordinary socket or a listener.
     pub(super) role: Role,
     pub(super) bound: Option<Endpoint>,
     /// UDP: where `send` without an address goes.
@@ -95,6 +96,12 @@ pub(super) struct HSock {
     /// made): the host service watches the descriptor every holder shares,
     /// and until the last copy closes a `CLOSE` only detaches it.
     pub(super) watched: bool,
+    /// Sockets of other sessions serve this connection too (`share.rs`):
+    /// the receive ring is not used, every read is a posted buffer.
+    pub(super) shared: bool,
+    /// A send was refused because another holder's queued sends go first:
+    /// the writer is told (the slot's sequence moves) when they have.
+    pub(super) order_wait: bool,
     /// The program closed it while watched: the connection lives on here,
     /// received bytes still entering the ring, until another session takes
     /// it (`ADOPT`) or the last descriptor closes.
@@ -110,33 +117,22 @@ pub(super) struct HSock {
     pub(super) ring_backlog: u64,
 }
 
-/// What a socket is to the stack. One of these at a time: a listener never
-/// moves, and a socket whose connection moved is no listener.
+/// What a socket is to the stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Role {
     /// An ordinary socket: not yet bound or connected, a connection
-    /// (connecting, open or closing), or a UDP socket.
+    /// (connecting, open or closing; maybe shared with other sessions), or
+    /// a UDP socket.
     Open,
     /// A TCP listener. `shared`: other sessions share it (`ADOPT`), and
     /// closing it here leaves the stack's listener to them.
     Listener { shared: bool },
-    /// Another session took the connection (this stack handle): only
-    /// `CLOSE` is answered, once what this socket sent is acknowledged.
-    Moved(SocketHandle),
 }
 
 impl Role {
     /// A listener, shared or not.
     pub(super) fn is_listener(self) -> bool {
         matches!(self, Role::Listener { .. })
-    }
-
-    /// The connection's stack handle, when it moved to another session.
-    pub(super) fn moved(self) -> Option<SocketHandle> {
-        match self {
-            Role::Moved(h) => Some(h),
-            _ => None,
-        }
     }
 }
 
@@ -151,6 +147,9 @@ pub(super) struct QueuedSend {
     /// Bytes of the socket's send ring (`offset` and `tag` unused): what
     /// follows its `tx_queued`.
     pub(super) ring: bool,
+    /// Its place among every holder's queued sends while the connection is
+    /// shared (`share.rs`).
+    pub(super) ticket: u64,
 }
 
 /// How a detached connection's program closed it: what to do at the
@@ -167,6 +166,10 @@ pub(super) struct Posted {
     pub(super) tag: u64,
     pub(super) target: RecvTarget,
     pub(super) len: u64,
+    /// Answered at once, `-EAGAIN` when nothing is there (`RECV_NOWAIT`).
+    pub(super) nowait: bool,
+    /// The bytes stay where they are (`RECV_PEEK`).
+    pub(super) peek: bool,
 }
 
 impl HSock {
@@ -205,6 +208,8 @@ impl HSock {
             opts: Opts::default(),
             events: 0,
             watched: false,
+            shared: false,
+            order_wait: false,
             detached: None,
             queued: VecDeque::new(),
             fin_after_queue: false,

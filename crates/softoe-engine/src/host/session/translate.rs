@@ -19,6 +19,9 @@ pub(super) fn tcp_errno(e: TcpError) -> i32 {
         TcpError::Refused => errno::ECONNREFUSED,
         TcpError::Reset => errno::ECONNRESET,
         TcpError::TimedOut => errno::ETIMEDOUT,
+        TcpError::NetUnreachable => errno::ENETUNREACH,
+        TcpError::HostUnreachable => errno::EHOSTUNREACH,
+        TcpError::ProtocolUnreachable => errno::ENOPROTOOPT,
         _ => errno::ECONNABORTED,
     }
 }
@@ -69,4 +72,18 @@ pub(crate) fn state_of_linux(n: u32) -> Option<State> {
         11 => State::Closing,
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn icmp_errors_reach_programs_as_linux_numbers_them() {
+        assert_eq!(tcp_errno(TcpError::Refused), errno::ECONNREFUSED);
+        assert_eq!(tcp_errno(TcpError::NetUnreachable), errno::ENETUNREACH);
+        assert_eq!(tcp_errno(TcpError::HostUnreachable), errno::EHOSTUNREACH);
+        assert_eq!(tcp_errno(TcpError::ProtocolUnreachable), errno::ENOPROTOOPT);
+        assert_eq!(tcp_errno(TcpError::Aborted), errno::ECONNABORTED);
+    }
 }

@@ -54,6 +54,13 @@ struct EpSet {
     candidates: VecDeque<c_int>,
     /// Registrations not indexed: looked at every wait.
     loose: Vec<c_int>,
+    /// A doorbell of ours sits in the kernel's set (a wait put it there):
+    /// its events are filtered out of every wait from then on, even once
+    /// no softoe socket is registered any more. Forwarded unfiltered, a
+    /// doorbell's tag reached haproxy's old worker as a descriptor number
+    /// when it closed its last softoe listener at a reload (it crashed
+    /// indexing its table with it).
+    bells: bool,
 }
 
 impl EpSet {
@@ -485,6 +492,10 @@ unsafe fn epoll_impl(
             let c = shim().client_if_attached();
             let mut g = lock(epolls());
             g.set_owner(c.as_ref());
+            // This wait may put a doorbell in the kernel's set.
+            if let Some(set) = g.sets.get_mut(&epfd) {
+                set.bells = true;
+            }
             if !adopted {
                 // Sockets inherited across fork are taken into this
                 // process's session first, without the sets' lock (that
@@ -547,7 +558,7 @@ fn has_softoe(epfd: c_int) -> bool {
     lock(epolls())
         .sets
         .get(&epfd)
-        .is_some_and(|s| !s.regs.is_empty())
+        .is_some_and(|s| !s.regs.is_empty() || s.bells)
 }
 
 #[unsafe(no_mangle)]
@@ -661,5 +672,31 @@ pub(crate) fn moved_to_kernel(fd: c_int) {
             // SAFETY: the program's epoll set and descriptor, our event.
             unsafe { real::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &raw mut ev) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A set that no longer holds a softoe socket still has its waits
+    /// filtered once a wait put a doorbell in it: forwarded to the kernel
+    /// as they are, a doorbell rung as the wait ended (the engine reads the
+    /// armed bit, the thread disarms and drains, the engine rings) came
+    /// out with its tag for data — haproxy's old worker took it for a
+    /// descriptor and crashed at a reload.
+    #[test]
+    fn a_set_a_doorbell_joined_is_filtered_with_no_softoe_socket_left() {
+        let epfd = 1_000_001;
+        lock(epolls()).sets.insert(epfd, EpSet::default());
+        assert!(
+            !has_softoe(epfd),
+            "an empty set of softoe sockets is the kernel's"
+        );
+        if let Some(s) = lock(epolls()).sets.get_mut(&epfd) {
+            s.bells = true;
+        }
+        assert!(has_softoe(epfd), "a doorbell sits in its kernel set");
+        lock(epolls()).sets.remove(&epfd);
     }
 }

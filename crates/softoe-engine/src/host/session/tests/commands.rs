@@ -11,6 +11,7 @@ use softoe_abi::{
 use softoe_stack::{Endpoint, PayloadRef, SocketHandle, State};
 use softoe_wire::Ipv4Address;
 
+use crate::host::session::Shares;
 use crate::host::session::sim::{ENGINE_IP, PEER_IP, Sim};
 
 const RING: u64 = 1 << 16;
@@ -109,6 +110,25 @@ fn connected(s: &mut Sim) -> (u32, SocketHandle) {
         .unwrap()
         .expect("the peer has the connection");
     (id, h)
+}
+
+/// A socket made and not yet connected publishes nothing: the slot said
+/// `EV_WRITABLE` from the turn after `SOCKET` until the engine read the
+/// `CONNECT`, and a program that polled a non-blocking connect in between
+/// (about half of fresh processes did) took SYN-SENT for connected. (The
+/// shim answers for a socket it has not given an address itself, as
+/// Linux's: writable and hung up.)
+#[test]
+fn a_socket_not_yet_connected_is_not_writable() {
+    let mut s = sim();
+    let got = exchange(&mut s, &[socket(1, SockKind::Tcp, 0)]);
+    let id = answer(&got, 1).result as u32;
+    for _ in 0..3 {
+        s.turn(Duration::from_millis(1));
+    }
+    let region = s.core.region();
+    let slot = region.slot(id).unwrap();
+    assert_eq!(slot.events(), 0, "events of a socket not yet connected");
 }
 
 #[test]
@@ -784,7 +804,7 @@ fn a_dead_session_finishes_when_nothing_is_left_waiting() {
         s.turn(Duration::from_millis(1));
     }
     let now = s.now;
-    s.core.watch_gone(now, &mut s.stack, h);
+    s.core.watch_gone(now, &mut s.stack, &mut Shares::new(), h);
     assert_eq!(s.core.stat().sockets, 0);
     assert!(finished(&s), "nothing sent, nothing to wait for");
     s.run(3);
@@ -867,5 +887,73 @@ fn the_ring_reopens_to_the_stack_only_after_a_placed_read_is_done() {
     let mut buf = vec![0u8; 50];
     assert!(region.ring_read(rx, 0, &mut buf));
     assert_eq!(buf, &data[40..]);
+    s.finish();
+}
+
+/// `SO_REUSEPORT` (`SETOPT`) before `BIND`: sockets with it listen on one
+/// address together; one without it, or one of a program that now runs as
+/// another user, is refused at `BIND` (where Linux refuses it) and at
+/// `LISTEN` alike.
+#[test]
+fn reuseport_listeners_share_a_port_and_others_are_refused_at_bind() {
+    let mut s = sim();
+    let reuseport = |tag, sock| {
+        cmd(
+            Opcode::SetOpt,
+            sock,
+            tag,
+            [softoe_abi::SockOpt::ReusePort as u64, 1, 0, 0, 0, 0],
+        )
+    };
+    let bind = |tag, sock| {
+        cmd(
+            Opcode::Bind,
+            sock,
+            tag,
+            [addr(ENGINE_IP), u64::from(ENGINE_PORT), 0, 0, 0, 0],
+        )
+    };
+    let listen = |tag, sock| cmd(Opcode::Listen, sock, tag, [16, 0, 0, 0, 0, 0]);
+    let results = |s: &mut Sim, cmds: &[Command]| -> Vec<i64> {
+        let got = exchange(s, cmds);
+        cmds.iter().map(|c| answer(&got, c.tag).result).collect()
+    };
+    let first = results(
+        &mut s,
+        &[
+            socket(1, SockKind::Tcp, 0),
+            reuseport(2, 0),
+            bind(3, 0),
+            listen(4, 0),
+        ],
+    );
+    assert_eq!(first, [0, 0, 0, 0]);
+    let inuse = -i64::from(errno::EADDRINUSE);
+    let plain = results(&mut s, &[socket(5, SockKind::Tcp, 1), bind(6, 1)]);
+    assert_eq!(plain, [1, inuse], "without SO_REUSEPORT: refused at bind");
+    let second = results(
+        &mut s,
+        &[
+            socket(7, SockKind::Tcp, 2),
+            reuseport(8, 2),
+            bind(9, 2),
+            listen(10, 2),
+        ],
+    );
+    assert_eq!(second, [2, 0, 0, 0], "with it: a second member");
+    let members = s
+        .stack
+        .sockets()
+        .filter_map(|h| s.stack.tcp_listener_info(h).ok())
+        .filter(|l| l.reuseport && l.local.port == ENGINE_PORT)
+        .count();
+    assert_eq!(members, 2);
+    // The program drops to another user: its new socket is that user's.
+    s.core.io.uid = Some(65_534);
+    let other = results(
+        &mut s,
+        &[socket(11, SockKind::Tcp, 3), reuseport(12, 3), bind(13, 3)],
+    );
+    assert_eq!(other, [3, 0, inuse], "another user's");
     s.finish();
 }
