@@ -43,13 +43,16 @@ pub enum BellOp {
     /// `status` 0 or a negated errno).
     Watch = 3,
     /// Program → engine, with one descriptor (`SCM_RIGHTS`): the program
-    /// holds this descriptor, received from another process (over a Unix
-    /// socket), and its name says it is a watched softoe socket's. The
-    /// engine checks that it is the far end of one of its watches, and
-    /// answers with a grant: `index` is a number this session may name in
-    /// an `ADOPT` (`from_session` [`GRANTED`], `from_sock` the number, no
-    /// secret), `extra[0]` is 1 for a listener, 0 for a connection; or
-    /// `status` is a negated errno (`ENOENT`: no watch has that end).
+    /// holds this descriptor (inherited across `fork` or `exec`, or
+    /// received over a Unix socket), and its name says it is a watched
+    /// softoe socket's. The engine checks that it is the far end of one of
+    /// its watches (a byte sent on the engine's end must come out of it),
+    /// and answers with a grant: `index` is the number this session names
+    /// in its `ADOPT`, `extra[0]` is 1 for a listener, 0 for a connection;
+    /// or `status` is a negated errno (`ENOENT`: no watch has that end).
+    /// Holding the descriptor is the only authority over a socket of
+    /// another session: nothing a process can read (another process's
+    /// memory or environment) lets it adopt one.
     Claim = 4,
 }
 
@@ -60,9 +63,6 @@ pub enum BellOp {
 /// Unix socket recognises a softoe socket by it, and claims it
 /// ([`BellOp::Claim`]); the engine checks the claim itself.
 pub const WATCH_NAME: &[u8] = b"\0softoe-watch:";
-
-/// The `from_session` of an `ADOPT` that names a grant ([`BellOp::Claim`]).
-pub const GRANTED: u32 = 0;
 
 /// A waiter's own doorbell, registered after attaching.
 ///

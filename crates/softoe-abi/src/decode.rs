@@ -69,9 +69,7 @@ pub fn decode(cmd: &Command, layout: &Layout) -> Result<Request, i32> {
             tx: ring(layout, a[3], a[4], false)?,
         },
         Opcode::Adopt => Request::Adopt {
-            from_session: (a[0] >> 32) as u32,
-            from_sock: a[0] as u32,
-            secret: [a[1], a[2]],
+            grant: u32::try_from(a[0]).map_err(|_| EINVAL)?,
             rx: ring(layout, a[3], a[4] & 0xffff_ffff, true)?,
             tx: ring(layout, a[5], a[4] >> 32, false)?,
         },
@@ -228,14 +226,12 @@ mod tests {
             0,
             0,
             0,
-            [(7 << 32) | 3, 11, 12, 4096, 4096, 0],
+            [3, 0, 0, 4096, 4096, 0],
         );
         assert_eq!(
             decode(&c, &l),
             Ok(Request::Adopt {
-                from_session: 7,
-                from_sock: 3,
-                secret: [11, 12],
+                grant: 3,
                 rx: RingSpan {
                     offset: 4096,
                     len: 4096
@@ -250,7 +246,7 @@ mod tests {
             0,
             0,
             0,
-            [(7 << 32) | 3, 11, 12, 4096, (8192 << 32) | 4096, 16384],
+            [3, 0, 0, 4096, (8192 << 32) | 4096, 16384],
         );
         match decode(&stream, &l) {
             Ok(Request::Adopt { rx, tx, .. }) => {
@@ -264,7 +260,7 @@ mod tests {
             0,
             0,
             0,
-            [(7 << 32) | 3, 11, 12, 4096, (8192 << 32) | 4096, 1 << 40],
+            [3, 0, 0, 4096, (8192 << 32) | 4096, 1 << 40],
         );
         assert_eq!(decode(&tx_past, &l), Err(EFAULT));
         let past = Command::new(
@@ -272,7 +268,7 @@ mod tests {
             0,
             0,
             0,
-            [(7 << 32) | 3, 11, 12, 1 << 40, 4096, 0],
+            [3, 0, 0, 1 << 40, 4096, 0],
         );
         assert_eq!(decode(&past, &l), Err(EFAULT));
     }

@@ -14,7 +14,7 @@ use crate::slot::{SlotView, SockSlot};
 pub const MAGIC: u64 = 0x0100_656f_7466_6f73;
 /// The ABI version this crate speaks. A program refuses a region whose
 /// version differs.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// The engine is polling its rings (`RegionHeader::engine_state`).
 pub const ENGINE_POLLING: u32 = 0;
@@ -60,10 +60,10 @@ pub struct RegionHeader {
     pub socks_entries: u32,
     /// The engine's number for this session (as `softoe stat` shows it).
     pub session: u32,
-    /// A random capability: whoever can read this region (the program and
-    /// the children it forks, which inherit the mapping) may share its
-    /// listening sockets into a session of its own ([`Opcode::Adopt`](crate::Opcode::Adopt)).
-    pub secret: [u64; 2],
+    /// Unused (zero). ABI 3 kept a session secret here that let whoever
+    /// read the region adopt its sockets; authority over a socket is now
+    /// holding its descriptor ([`BellOp::Claim`](crate::BellOp::Claim)).
+    pub _reserved: [u64; 2],
     /// Offset of the changed-sockets bitmap: one bit per socket id, set by
     /// the engine whenever it bumps that slot's `seq`, taken (swapped to
     /// zero) by the program's selector — readiness for many sockets at a
@@ -114,7 +114,7 @@ pub struct RegionHeader {
 
 const _: () = {
     assert!(size_of::<RegionHeader>() == 8 * LINE);
-    assert!(offset_of!(RegionHeader, secret) == 80);
+    assert!(offset_of!(RegionHeader, _reserved) == 80);
     assert!(offset_of!(RegionHeader, changed_offset) == 96);
     assert!(offset_of!(RegionHeader, device) == 104);
     assert!(offset_of!(RegionHeader, congestion) == 120);
@@ -565,19 +565,6 @@ impl Region {
         self.word(offset_of!(RegionHeader, app_waiting))
     }
 
-    /// The session's secret ([`RegionHeader::secret`]).
-    pub fn secret(&self) -> [u64; 2] {
-        core::array::from_fn(|i| self.secret_word(i).load(Ordering::Acquire))
-    }
-
-    /// Writes the session's secret (the engine, before the program sees
-    /// the region).
-    pub fn set_secret(&self, s: [u64; 2]) {
-        for (i, v) in s.into_iter().enumerate() {
-            self.secret_word(i).store(v, Ordering::Release);
-        }
-    }
-
     /// The name of the interface the engine's port is on (empty: the
     /// engine was not told), NUL-padded.
     pub fn device(&self) -> [u8; 16] {
@@ -624,18 +611,6 @@ impl Region {
             AtomicU64::from_ptr(
                 self.base
                     .add(offset_of!(RegionHeader, device) + 8 * (i & 1))
-                    .cast(),
-            )
-        }
-    }
-
-    fn secret_word(&self, i: usize) -> &AtomicU64 {
-        // SAFETY: `secret` is two 8-aligned words inside line 0 of the
-        // header (offset 80, checked below), only accessed atomically.
-        unsafe {
-            AtomicU64::from_ptr(
-                self.base
-                    .add(offset_of!(RegionHeader, secret) + 8 * (i & 1))
                     .cast(),
             )
         }

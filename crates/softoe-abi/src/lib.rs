@@ -82,7 +82,7 @@ mod ring;
 mod slot;
 
 pub use attach::{
-    ATTACH_MAGIC, BELL_MAGIC, Bell, BellOp, GRANTED, Hello, MAX_BELLS, WATCH_NAME, Welcome,
+    ATTACH_MAGIC, BELL_MAGIC, Bell, BellOp, Hello, MAX_BELLS, WATCH_NAME, Welcome,
 };
 pub use decode::decode;
 pub use layout::{

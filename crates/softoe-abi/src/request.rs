@@ -117,14 +117,10 @@ pub enum Request {
         /// The new socket's send ring.
         tx: RingSpan,
     },
-    /// `ADOPT`: share socket `from_sock` of session `from_session`.
+    /// `ADOPT`: join the socket a claim granted this session.
     Adopt {
-        /// The other session.
-        from_session: u32,
-        /// Its socket id.
-        from_sock: u32,
-        /// Its secret.
-        secret: [u64; 2],
+        /// The grant ([`BellOp::Claim`](crate::BellOp::Claim)'s answer).
+        grant: u32,
         /// This socket's receive ring.
         rx: RingSpan,
         /// Its send ring (a connection's; empty for a listener).
@@ -289,18 +285,12 @@ pub fn encode(req: &Request, tag: u64) -> Command {
         }
         Request::Listen { backlog, .. } => (0, [u64::from(backlog), 0, 0, 0, 0, 0]),
         Request::Accept { rx, tx, .. } => (0, rings(rx, tx)),
-        Request::Adopt {
-            from_session,
-            from_sock,
-            secret,
-            rx,
-            tx,
-        } => (
+        Request::Adopt { grant, rx, tx } => (
             0,
             [
-                (u64::from(from_session) << 32) | u64::from(from_sock),
-                secret[0],
-                secret[1],
+                u64::from(grant),
+                0,
+                0,
                 rx.offset,
                 rx.len | (tx.len << 32),
                 tx.offset,
@@ -442,9 +432,7 @@ mod tests {
             },
             Opcode::Arm => Request::Arm { sock: 2 },
             Opcode::Adopt => Request::Adopt {
-                from_session: 3,
-                from_sock: 4,
-                secret: [5, 6],
+                grant: 4,
                 rx,
                 tx,
             },
@@ -510,9 +498,7 @@ mod tests {
             }
         );
         let adopt = Request::Adopt {
-            from_session: 7,
-            from_sock: 3,
-            secret: [11, 12],
+            grant: 3,
             rx: span(rx),
             tx: span(tx),
         };
@@ -523,7 +509,7 @@ mod tests {
                 0,
                 0,
                 5,
-                [(7 << 32) | 3, 11, 12, 4096, (8192 << 32) | 4096, 8192]
+                [3, 0, 0, 4096, (8192 << 32) | 4096, 8192]
             )
         );
         let queued = Request::Send {
@@ -636,20 +622,8 @@ mod tests {
                 rx,
                 tx
             }),
-            (
-                any::<u32>(),
-                any::<u32>(),
-                any::<[u64; 2]>(),
-                span(),
-                maybe_span()
-            )
-                .prop_map(|(from_session, from_sock, secret, rx, tx)| Request::Adopt {
-                    from_session,
-                    from_sock,
-                    secret,
-                    rx,
-                    tx
-                }),
+            (any::<u32>(), span(), maybe_span())
+                .prop_map(|(grant, rx, tx)| Request::Adopt { grant, rx, tx }),
             (any::<u32>(), any::<u32>(), 1..=u16::MAX)
                 .prop_map(|(sock, addr, port)| Request::Connect { sock, addr, port }),
             (any::<u32>(), send_source(), to, any::<bool>()).prop_map(

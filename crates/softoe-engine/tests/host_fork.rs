@@ -13,15 +13,33 @@ use std::net::{SocketAddrV4, TcpStream};
 use std::time::Duration;
 
 use common::{ENGINE_IP, LINUX_IP, sha256, wait_for};
-use host::{bed, linux_echo, linux_reader, linux_sink, pattern};
-use softoe_abi::errno;
-use softoe_host::Client;
+use host::{bed, linux_reader, linux_sink, pattern};
+use std::os::fd::{AsRawFd, OwnedFd};
 
-/// A listener shared into another session (a forked child's): with the
-/// right secret both accept from it; a wrong secret, a missing session or
-/// a socket that is not a listener is refused; when the first session
-/// closes its share the other keeps accepting, and when the last closes,
-/// the port is free again.
+use softoe_abi::errno;
+use softoe_host::{Client, Taken};
+
+/// The connection behind watched descriptor `fd`, taken into `c`'s session.
+fn take_stream(c: &Client, fd: &OwnedFd) -> std::io::Result<softoe_host::TcpStream> {
+    match c.take(fd.as_raw_fd())? {
+        Taken::Stream(t) => Ok(t),
+        Taken::Listener(_) => panic!("a listener where a connection was watched"),
+    }
+}
+
+/// The listener behind watched descriptor `fd`, shared into `c`'s session.
+fn take_listener(c: &Client, fd: &OwnedFd) -> std::io::Result<softoe_host::TcpListener> {
+    match c.take(fd.as_raw_fd())? {
+        Taken::Listener(l) => Ok(l),
+        Taken::Stream(_) => panic!("a connection where a listener was watched"),
+    }
+}
+
+/// A listener shared into another session (a forked child's) by its
+/// watched descriptor: both accept from it; a descriptor that is no
+/// watch's is refused, and so is taking it twice; when the first session
+/// closes its share the other keeps accepting, and when the last closes
+/// (and its descriptor), the port is free again.
 #[test]
 fn a_listener_shared_into_another_session() {
     let bed = bed();
@@ -30,30 +48,15 @@ fn a_listener_shared_into_another_session() {
     let l = parent
         .tcp_listen(SocketAddrV4::new(ENGINE_IP, 8100), 16)
         .unwrap();
-    let mut bad = parent.secret();
-    bad[1] ^= 1;
-    let e = child
-        .adopt_listener(parent.session(), l.id(), bad)
-        .unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(errno::EACCES));
-    let e = child
-        .adopt_listener(parent.session() + 100, l.id(), parent.secret())
-        .unwrap_err();
+    // A kernel socket is no softoe socket's descriptor.
+    let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let e = child.take(a.as_raw_fd()).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(errno::ENOENT));
-    let server = linux_echo(&bed, 7600);
-    let s = parent
-        .tcp_connect(SocketAddrV4::new(LINUX_IP, 7600))
-        .unwrap();
-    let e = child
-        .adopt_listener(parent.session(), s.id(), parent.secret())
-        .unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(errno::EOPNOTSUPP));
-    drop(s);
-    server.join().unwrap();
-    let shared = child
-        .adopt_listener(parent.session(), l.id(), parent.secret())
-        .unwrap();
+    let watch = l.watch_across_fork().unwrap();
+    let shared = take_listener(&child, &watch).unwrap();
     assert_eq!(shared.local_addr(), l.local_addr());
+    let e = child.take(watch.as_raw_fd()).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(errno::EALREADY));
     let connect = |n: u8| {
         bed.linux
             .spawn(move || {
@@ -84,8 +87,9 @@ fn a_listener_shared_into_another_session() {
     let c3 = connect(3);
     answer(&shared);
     assert_eq!(c3.join().unwrap().unwrap(), 103);
-    // The last share goes: the port is closed.
+    // The last share and its descriptor go: the port is closed.
     drop(shared);
+    drop(watch);
     wait_for(5, "the listener to close", || {
         bed.linux
             .run(|| TcpStream::connect(SocketAddrV4::new(ENGINE_IP, 8100)).is_err())
@@ -115,28 +119,15 @@ fn a_connection_is_shared_with_another_session_and_lives_until_the_last_descript
     let mut head = vec![0u8; 1000];
     s.read_exact(&mut head).unwrap();
     assert_eq!(head, greeting[..1000]);
-    // Not watched: nobody may take it.
-    let e = child
-        .adopt_stream(parent.session(), s.id(), parent.secret())
-        .unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(errno::EOPNOTSUPP));
     let watch = s.watch_across_fork().unwrap();
-    // Twice is an error, and a wrong secret takes nothing.
+    // Twice is an error.
     assert_eq!(
         s.watch_across_fork().unwrap_err().raw_os_error(),
         Some(errno::EALREADY)
     );
-    let mut bad = parent.secret();
-    bad[0] ^= 1;
-    let e = child
-        .adopt_stream(parent.session(), s.id(), bad)
-        .unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(errno::EACCES));
     // Wait until the whole greeting sits in the parent's ring.
     wait_for(5, "the greeting to arrive", || s.pending() >= 99_000);
-    let mut t = child
-        .adopt_stream(parent.session(), s.id(), parent.secret())
-        .unwrap();
+    let mut t = take_stream(&child, &watch).unwrap();
     assert_eq!(t.peer_addr(), SocketAddrV4::new(LINUX_IP, 7610));
     // The parent's unread bytes go to the next reader: here the child.
     let mut rest = vec![0u8; greeting.len() - 1000];
@@ -180,9 +171,8 @@ fn a_full_ring_left_behind_reaches_the_adopter_in_order() {
     let watch = s.watch_across_fork().unwrap();
     // The ring fills; the rest waits in the stack or on the wire.
     wait_for(5, "the ring to fill", || s.pending() >= 256 << 10);
-    let (session, id, secret) = (parent.session(), s.id(), parent.secret());
     drop(s);
-    let mut t = child.adopt_stream(session, id, secret).unwrap();
+    let mut t = take_stream(&child, &watch).unwrap();
     let mut got = vec![0u8; greeting.len()];
     t.read_exact(&mut got).unwrap();
     assert_eq!(sha256(&got), sha256(&greeting), "every byte, in order");
@@ -220,8 +210,7 @@ fn two_sessions_read_one_stream_each_byte_once() {
         .tcp_connect(SocketAddrV4::new(LINUX_IP, 7619))
         .unwrap();
     let watch = s.watch_across_fork().unwrap();
-    let (session, id, secret) = (parent.session(), s.id(), parent.secret());
-    let t = child.adopt_stream(session, id, secret).unwrap();
+    let t = take_stream(&child, &watch).unwrap();
     let reader = |mut r: softoe_host::TcpReader, size: usize| {
         std::thread::spawn(move || {
             let mut chunks = Vec::new();
@@ -296,8 +285,7 @@ fn a_connection_goes_back_to_its_ring_when_the_other_holder_leaves() {
     let watch = s.watch_across_fork().unwrap();
     let mut head = vec![0u8; 10_000];
     s.read_exact(&mut head).unwrap();
-    let (session, id, secret) = (parent.session(), s.id(), parent.secret());
-    let mut t = child.adopt_stream(session, id, secret).unwrap();
+    let mut t = take_stream(&child, &watch).unwrap();
     let shared = |s: &softoe_host::TcpStream| s.slot_state().2 & softoe_abi::EV_SHARED != 0;
     wait_for(5, "the parent's socket to say it is shared", || shared(&s));
     let mut mid = vec![0u8; 1 << 20];
@@ -362,9 +350,7 @@ fn a_full_writer_keeps_writing_after_another_session_joins() {
     }
     assert!(full, "the send ring never filled ({sent} bytes sent)");
     let watch = s.watch_across_fork().unwrap();
-    let t = child
-        .adopt_stream(parent.session(), s.id(), parent.secret())
-        .unwrap();
+    let t = take_stream(&child, &watch).unwrap();
     s.set_nonblocking(false);
     s.write_all(b"late").unwrap();
     drop(s);
@@ -376,12 +362,10 @@ fn a_full_writer_keeps_writing_after_another_session_joins() {
 }
 
 /// sshd's order: the monitor holds the connection, one child takes it and
-/// exits, then the next child takes it naming the monitor's socket — the
-/// `ADOPT` follows the connection from where it was to where it is now
-/// (the first child's dead session), with every byte in order. Before,
-/// the second child got `EOPNOTSUPP` (the monitor's socket had moved).
+/// exits, then the next child takes it by the same descriptor — the
+/// claim finds the connection where it is now, with every byte in order.
 #[test]
-fn an_adopt_follows_a_connection_that_moved_on() {
+fn a_take_follows_a_connection_that_moved_on() {
     let bed = bed();
     let monitor = Client::attach_to(&bed.host).unwrap();
     let first = Client::attach_to(&bed.host).unwrap();
@@ -394,8 +378,7 @@ fn an_adopt_follows_a_connection_that_moved_on() {
     let a = pattern(1 << 20, 1);
     s.write_all(&a).unwrap();
     let watch = s.watch_across_fork().unwrap();
-    let (session, id, secret) = (monitor.session(), s.id(), monitor.secret());
-    let mut t = first.adopt_stream(session, id, secret).unwrap();
+    let mut t = take_stream(&first, &watch).unwrap();
     let mut head = vec![0u8; 50_000];
     t.read_exact(&mut head).unwrap();
     let b = pattern(1 << 20, 2);
@@ -403,8 +386,8 @@ fn an_adopt_follows_a_connection_that_moved_on() {
     // The first child exits: its session dies with the connection in it.
     drop(t);
     drop(first);
-    // The next child names the monitor's socket, as it inherited it.
-    let mut u = second.adopt_stream(session, id, secret).unwrap();
+    // The next child holds the descriptor, as it inherited it.
+    let mut u = take_stream(&second, &watch).unwrap();
     assert_eq!(u.peer_addr(), SocketAddrV4::new(LINUX_IP, 7615));
     let mut rest = vec![0u8; greeting.len() - head.len()];
     u.read_exact(&mut rest).unwrap();
@@ -412,12 +395,9 @@ fn an_adopt_follows_a_connection_that_moved_on() {
     assert_eq!(sha256(&head), sha256(&greeting), "every byte, in order");
     let c = pattern(1 << 20, 3);
     u.write_all(&c).unwrap();
-    // Where it is now, naming it again is an error, not a second move.
+    // Where it is now, taking it again is an error, not a second share.
     assert_eq!(
-        second
-            .adopt_stream(session, id, secret)
-            .unwrap_err()
-            .raw_os_error(),
+        second.take(watch.as_raw_fd()).unwrap_err().raw_os_error(),
         Some(errno::EALREADY)
     );
     drop(u);
@@ -447,7 +427,7 @@ fn a_child_takes_a_connection_its_dead_parent_left() {
     let first = pattern(3 << 20, 5);
     s.write_all(&first).unwrap();
     let watch = s.watch_across_fork().unwrap();
-    let (session, id, secret) = (parent.session(), s.id(), parent.secret());
+    let session = parent.session();
     drop(s);
     drop(parent);
     // The parent's session is gone from the program's side; the
@@ -465,7 +445,7 @@ fn a_child_takes_a_connection_its_dead_parent_left() {
                 .any(|st| st.id == session && st.dead && st.detached == 1)
         },
     );
-    let mut t = child.adopt_stream(session, id, secret).unwrap();
+    let mut t = take_stream(&child, &watch).unwrap();
     let mut got = vec![0u8; greeting.len()];
     t.read_exact(&mut got).unwrap();
     assert_eq!(sha256(&got), sha256(&greeting));
@@ -484,4 +464,44 @@ fn a_child_takes_a_connection_its_dead_parent_left() {
     wait_for(5, "the parent's session to be reclaimed", || {
         bed.snapshot().sessions.iter().all(|st| st.id != session)
     });
+}
+
+/// Authority over another session's socket is holding its descriptor: a
+/// session that never claimed one cannot adopt it by guessing grant
+/// numbers (another session's grant, used or not, is not its own), and a
+/// grant is used once. Before, any session that knew (or read) the
+/// owner's secret could adopt any of its sockets.
+#[test]
+fn only_the_claimant_adopts_by_its_grant() {
+    use softoe_abi::{Command, Opcode};
+    let bed = bed();
+    let owner = Client::attach_to(&bed.host).unwrap();
+    let holder = Client::attach_to(&bed.host).unwrap();
+    let stranger = Client::attach_to(&bed.host).unwrap();
+    let at = SocketAddrV4::new(ENGINE_IP, 7626);
+    let l = owner.tcp_listen(at, 16).unwrap();
+    let watch = l.watch_across_fork().unwrap();
+    // The holder's claim and adopt use up a grant (grants count from 1).
+    let shared = take_listener(&holder, &watch).unwrap();
+    // A raw `ADOPT` of every grant number that may have been given.
+    let adopt = |g: u64| Command::new(Opcode::Adopt, 0, 0, 0, [g, 0, 0, 0, 4096, 0]);
+    for g in 0..64 {
+        let r = stranger.submit_raw(adopt(g)).unwrap();
+        assert_eq!(r.result, -i64::from(errno::ENOENT), "grant {g}");
+    }
+    // Not even the holder may adopt again by a grant it used.
+    for g in 0..64 {
+        let r = holder.submit_raw(adopt(g)).unwrap();
+        assert_eq!(r.result, -i64::from(errno::ENOENT), "grant {g}, again");
+    }
+    // The socket is untouched: the holder's share still accepts.
+    let peer = bed
+        .linux
+        .spawn(move || TcpStream::connect(at).map(drop))
+        .unwrap();
+    let (_s, _) = shared.accept().unwrap();
+    peer.join().unwrap().unwrap();
+    drop(shared);
+    drop(l);
+    drop(watch);
 }

@@ -160,21 +160,13 @@ pub struct HostService {
     /// (`session/share.rs`): how many, and the bytes taken back from the
     /// first holder's ring.
     shared: session::Shares,
-    /// What an `ADOPT` may name: (session, socket id) → the secret it must
-    /// bring and the connection. Every watched connection's socket, and
-    /// every socket that joined one, is a name for as long as the
-    /// connection lives, whatever became of the socket or its session
-    /// since (an `exec`'s new image names the socket of the image before,
-    /// whose session died with it).
-    names: HashMap<(u32, u32), Name>,
-    /// The names of each connection (so its end forgets them).
-    names_of: HashMap<SocketHandle, Vec<(u32, u32)>>,
     /// The watches by the abstract name of the program's end
     /// ([`softoe_abi::WATCH_NAME`]): what a process that received such a
     /// descriptor claims ([`softoe_abi::BellOp::Claim`]).
     watch_names: HashMap<Vec<u8>, u64>,
-    /// Grants a claim gave: (session id, number) → the socket. An `ADOPT`
-    /// from that session naming the number takes it (once).
+    /// Grants a claim gave: (session id, number) → the socket and whether
+    /// it is a listener. An `ADOPT` from that session naming the number
+    /// takes it (once): the only way a session reaches another's socket.
     grants: HashMap<(u32, u32), (SocketHandle, bool)>,
     next_grant: u32,
     /// Listeners no session holds whose descriptors some process still
@@ -182,9 +174,10 @@ pub struct HostService {
     /// socket): kept listening for the process that takes it next, closed
     /// when the last descriptor closes.
     orphans: std::collections::HashSet<SocketHandle>,
-    /// Connections other processes may hold (`BellOp::Watch`): the
-    /// engine's end of each one's socket pair, by epoll token.
-    watches: HashMap<u64, (SocketHandle, OwnedFd)>,
+    /// Connections and listeners other processes may hold
+    /// (`BellOp::Watch`): the socket, the engine's end of its socket pair,
+    /// and whether it is a listener, by epoll token.
+    watches: HashMap<u64, (SocketHandle, OwnedFd, bool)>,
     next_watch: u64,
     events: Vec<(SocketHandle, Events)>,
     next_id: u32,
@@ -227,15 +220,6 @@ const HELLO_WAIT: Duration = Duration::from_secs(5);
 /// refused with `EAGAIN` (a program that connects and says nothing cannot
 /// make the engine hold descriptors without bound).
 const MAX_HELLOS: usize = 64;
-
-/// A socket an `ADOPT` may name (`HostService::names`).
-#[derive(Clone, Copy, Debug)]
-struct Name {
-    /// The secret of the session whose socket it is.
-    secret: [u64; 2],
-    h: SocketHandle,
-    listener: bool,
-}
 
 /// Answers an attach with an error (a negated errno) and no region.
 fn refuse(fd: RawFd, status: i32) {
@@ -304,8 +288,6 @@ impl HostService {
             owner: HashMap::new(),
             also: HashMap::new(),
             shared: session::Shares::new(),
-            names: HashMap::new(),
-            names_of: HashMap::new(),
             watch_names: HashMap::new(),
             grants: HashMap::new(),
             next_grant: 1,
@@ -550,13 +532,10 @@ impl HostService {
             let watches: Vec<_> = s
                 .take_watches()
                 .into_iter()
-                .map(|(h, sock, fd)| {
-                    let l = s.is_listener(sock);
-                    (h, sock, fd, l)
-                })
+                .map(|(h, sock, fd)| (h, fd, s.is_listener(sock)))
                 .collect();
             let claims = s.take_claims();
-            let (session_id, secret) = (s.id, s.secret());
+            let session_id = s.id;
             if gone {
                 info!(
                     session = s.id,
@@ -576,7 +555,7 @@ impl HostService {
                     mem,
                 });
             }
-            for (h, sock, fd, listener) in watches {
+            for (h, fd, listener) in watches {
                 let token = self.next_watch;
                 self.next_watch += 1;
                 if let Err(e) = self.epoll.add(fd.as_raw_fd(), token) {
@@ -594,16 +573,7 @@ impl HostService {
                 {
                     self.watch_names.insert(n, token);
                 }
-                self.watches.insert(token, (h, fd));
-                self.name(
-                    session_id,
-                    sock,
-                    Name {
-                        secret,
-                        h,
-                        listener,
-                    },
-                );
+                self.watches.insert(token, (h, fd, listener));
             }
             for fd in claims {
                 let r = self.claim(session_id, &fd);
@@ -626,6 +596,10 @@ impl HostService {
             {
                 info!(session = s.id, pid = s.pid, "session reclaimed");
                 self.meter.absorb(&s.meter);
+                // Grants it never used die with it (session numbers are
+                // not reused, but the table must not grow).
+                let id = s.id;
+                self.grants.retain(|(g, _), _| *g != id);
                 // Only what it still owns: a connection it gave to another
                 // session is that one's now.
                 for h in s.handles() {
@@ -652,7 +626,7 @@ impl HostService {
     /// the program's end closed (end of file), so no process can use the
     /// connection any more. Anything written to it is read and dropped.
     fn watch_ready(&mut self, now: Instant, stack: &mut Stack, token: u64) {
-        let Some((h, fd)) = self.watches.get(&token) else {
+        let Some((h, fd, _)) = self.watches.get(&token) else {
             return;
         };
         let (h, raw) = (*h, fd.as_raw_fd());
@@ -705,65 +679,33 @@ impl HostService {
         v
     }
 
-    /// Socket `sock` of session `session` (whose secret is `secret`) is a
-    /// name of connection `h` from now on.
-    fn name(&mut self, session: u32, sock: u32, n: Name) {
-        let h = n.h;
-        self.names.insert((session, sock), n);
-        let of = self.names_of.entry(h).or_default();
-        if !of.contains(&(session, sock)) {
-            of.push((session, sock));
-        }
-    }
-
-    /// Connection `h` is gone: its names and sharing go with it.
+    /// Connection `h` is gone: its sharing and grants go with it.
     fn forget_conn(&mut self, h: SocketHandle) {
-        for n in self.names_of.remove(&h).unwrap_or_default() {
-            if self.names.get(&n).is_some_and(|o| o.h == h) {
-                self.names.remove(&n);
-            }
-        }
         self.shared.remove(&h);
         self.orphans.remove(&h);
         self.grants.retain(|_, (g, _)| *g != h);
     }
 
-    /// Session `session` claims `fd`, a descriptor it received from another
-    /// process: if it is the far end of one of the watches (its name says
-    /// which, a byte written on the engine's end proves it), a grant the
-    /// session may adopt the socket by.
+    /// Session `session` claims `fd`, a descriptor its process holds
+    /// (inherited, or received from another process): if it is the far end
+    /// of one of the watches (its name says which, a byte written on the
+    /// engine's end and read from `fd` proves it), a grant the session may
+    /// adopt the socket by. The kernel gave the engine this descriptor out
+    /// of the claiming process's own table: nothing the process could read
+    /// elsewhere stands in for it.
     fn claim(&mut self, session: u32, fd: &OwnedFd) -> Result<(u32, bool), i32> {
         let name = sys::unix_name(fd.as_raw_fd(), false).ok_or(errno::ENOENT)?;
         let token = *self.watch_names.get(&name).ok_or(errno::ENOENT)?;
-        let (h, ours) = self.watches.get(&token).ok_or(errno::ENOENT)?;
+        let (h, ours, listener) = self.watches.get(&token).ok_or(errno::ENOENT)?;
         let probe = (self.next_grant as u8) | 1;
         if !sys::is_far_end(ours.as_raw_fd(), fd.as_raw_fd(), probe) {
             return Err(errno::EACCES);
         }
-        let h = *h;
-        let listener = self
-            .names_of
-            .get(&h)
-            .into_iter()
-            .flatten()
-            .any(|n| self.names.get(n).is_some_and(|m| m.listener));
+        let (h, listener) = (*h, *listener);
         let g = self.next_grant;
         self.next_grant = self.next_grant.wrapping_add(1).max(1);
         self.grants.insert((session, g), (h, listener));
         Ok((g, listener))
-    }
-
-    /// The connection an `ADOPT` names by (session, socket, secret), if a
-    /// watched connection's socket has that name: `Err(EACCES)` for the
-    /// wrong secret.
-    fn named(&self, a: &session::Adopt) -> Option<Result<(SocketHandle, bool), i32>> {
-        let n = self.names.get(&(a.from_session, a.from_sock))?;
-        let same = ((n.secret[0] ^ a.secret[0]) | (n.secret[1] ^ a.secret[1])) == 0;
-        Some(if same {
-            Ok((n.h, n.listener))
-        } else {
-            Err(errno::EACCES)
-        })
     }
 
     /// Session `slot` shares listener `h` (an `ADOPT` naming a watched
@@ -901,17 +843,7 @@ impl HostService {
                             others.push(slot);
                         }
                         if let Some(Some(s)) = self.sessions.get_mut(slot) {
-                            let (session_id, secret) = (s.id, s.secret());
                             s.join_shared(tag, id, j);
-                            self.name(
-                                session_id,
-                                id,
-                                Name {
-                                    secret,
-                                    h,
-                                    listener: false,
-                                },
-                            );
                         }
                         continue;
                     }
@@ -937,33 +869,19 @@ impl HostService {
                             }
                         }
                     }
-                    // The share is a name of the listener too, for a process
-                    // that inherits it from this one.
-                    if let Some(Some(s)) = self.sessions.get(slot) {
-                        let (session_id, secret) = (s.id, s.secret());
-                        self.name(
-                            session_id,
-                            id,
-                            Name {
-                                secret,
-                                h,
-                                listener: true,
-                            },
-                        );
-                    }
                 }
                 if let Some(Some(s)) = self.sessions.get_mut(slot) {
                     if let Err(e) = r {
                         warn!(
                             session = s.id,
-                            from = a.from_session,
+                            grant = a.grant,
                             errno = e,
                             "adopt refused"
                         );
                     }
                     let watched = r
                         .as_ref()
-                        .is_ok_and(|(h, _)| self.watches.values().any(|(w, _)| w == h));
+                        .is_ok_and(|(h, _)| self.watches.values().any(|(w, _, _)| w == h));
                     s.finish_adopt(tag, id, r, watched);
                 }
                 any = true;
@@ -1001,7 +919,7 @@ impl HostService {
                     None => {
                         self.owner.remove(&h);
                         self.also.remove(&h);
-                        if self.watches.values().any(|(w, _)| *w == h) {
+                        if self.watches.values().any(|(w, _, _)| *w == h) {
                             // Descriptors of it are still about (passed to a
                             // process that has not claimed it yet): it
                             // listens on for that process, or until the
@@ -1054,48 +972,20 @@ impl HostService {
         slot: usize,
         a: &session::Adopt,
     ) -> Result<Result<session::Joining, (SocketHandle, Option<softoe_stack::Endpoint>)>, i32> {
-        // A socket a claim granted this session.
-        if a.from_session == softoe_abi::GRANTED {
-            let me = match self.sessions.get(slot) {
-                Some(Some(s)) => s.id,
-                _ => return Err(errno::ENOENT),
-            };
-            let (h, listener) = self
-                .grants
-                .remove(&(me, a.from_sock))
-                .ok_or(errno::ENOENT)?;
-            return if listener {
-                self.adopt_listener(now, stack, h, slot).map(Err)
-            } else {
-                self.adopt_conn(stack, h, slot).map(Ok)
-            };
-        }
-        // A watched socket: by its name, wherever it lives now.
-        if let Some(r) = self.named(a) {
-            let (h, listener) = r?;
-            return if listener {
-                self.adopt_listener(now, stack, h, slot).map(Err)
-            } else {
-                self.adopt_conn(stack, h, slot).map(Ok)
-            };
-        }
-        // A listener: by its session. A dead session's listeners are not
-        // adopted (its connections are, by name).
-        let from = self
-            .sessions
-            .iter()
-            .position(|s| s.as_ref().is_some_and(|s| s.id == a.from_session))
+        // Only a socket a claim granted this session: the claim proved
+        // its process holds the socket's descriptor.
+        let me = match self.sessions.get(slot) {
+            Some(Some(s)) => s.id,
+            _ => return Err(errno::ENOENT),
+        };
+        let (h, listener) = self
+            .grants
+            .remove(&(me, a.grant))
             .ok_or(errno::ENOENT)?;
-        match self.sessions.get_mut(from) {
-            Some(Some(p)) if p.secret_is(a.secret) => match p.adoptable(a.from_sock)? {
-                true if p.dead => Err(errno::ENOENT),
-                true if from == slot => Err(errno::EALREADY),
-                true => p.share_listener(a.from_sock).map(Err),
-                // A watched connection has a name; one that has none is
-                // not watched (nothing counts its descriptors).
-                false => Err(errno::EOPNOTSUPP),
-            },
-            _ => Err(errno::EACCES),
+        if listener {
+            self.adopt_listener(now, stack, h, slot).map(Err)
+        } else {
+            self.adopt_conn(stack, h, slot).map(Ok)
         }
     }
 }

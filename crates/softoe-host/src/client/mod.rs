@@ -342,12 +342,6 @@ impl Client {
         self.inner._map.len as u64
     }
 
-    /// This session's secret: it lets another session (a forked child's)
-    /// share this one's listeners ([`Client::adopt_listener`]).
-    pub fn secret(&self) -> [u64; 2] {
-        self.inner.region.secret()
-    }
-
     /// The name of the interface the engine's port is on, as the engine
     /// told this session (`None`: not told). `SO_BINDTODEVICE` to it is
     /// what binding to softoe's interface means.
@@ -859,11 +853,9 @@ impl Client {
     /// Claims `fd`, a descriptor this process received from another (over
     /// a Unix socket) whose name says it is a watched softoe socket's
     /// ([`softoe_abi::BellOp::Claim`]): the engine checks it and grants a
-    /// number this session adopts it by — [`adopt_stream`](Self::adopt_stream)
-    /// or [`adopt_listener`](Self::adopt_listener) with session
-    /// [`softoe_abi::GRANTED`], that number and a zero secret. Returns the
+    /// number this session adopts it by ([`take`](Self::take)). Returns the
     /// number and whether it is a listener.
-    pub fn claim(&self, fd: RawFd) -> io::Result<(u32, bool)> {
+    pub(crate) fn claim(&self, fd: RawFd) -> io::Result<(u32, bool)> {
         let a = self.bell_call(softoe_abi::BellOp::Claim, 0, fd)?;
         Ok((a.index, a.extra[0] & 1 != 0))
     }

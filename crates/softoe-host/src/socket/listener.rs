@@ -11,6 +11,14 @@ use crate::client::Client;
 use crate::errno::errno_err;
 
 impl TcpListener {
+    /// Prepares the listener for other processes, as
+    /// [`TcpStream::watch_across_fork`] does a connection: it lives while
+    /// this listener or any copy of the returned descriptor does, and a
+    /// process holding the descriptor shares it with [`Client::take`].
+    pub fn watch_across_fork(&self) -> io::Result<std::os::fd::OwnedFd> {
+        self.s.c.watch(self.s.id, 2)
+    }
+
     /// Takes the next connection, waiting for one unless non-blocking.
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddrV4)> {
         self.accept_timeout(self.mode.read_timeout)

@@ -126,6 +126,16 @@ pub struct TcpListener {
     mode: Mode,
 }
 
+/// A socket another process held, taken into this session by its
+/// descriptor ([`Client::take`]).
+#[derive(Debug)]
+pub enum Taken {
+    /// A connection, shared with the processes that hold it.
+    Stream(TcpStream),
+    /// A listener, shared with the processes that hold it.
+    Listener(TcpListener),
+}
+
 /// A UDP socket.
 #[derive(Debug)]
 pub struct UdpSocket {

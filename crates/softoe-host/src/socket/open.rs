@@ -1,12 +1,13 @@
 //! Opening sockets: connecting, listening, binding, and taking sockets
-//! over from another session (`ADOPT`).
+//! another process holds into this session (`CLAIM`, then `ADOPT`).
 
 use std::io;
 use std::net::SocketAddrV4;
+use std::os::fd::RawFd;
 
 use softoe_abi::{Request, RingSpan, SockKind};
 
-use super::{Mode, Sock, TcpListener, TcpOptions, TcpStream, UdpSocket, packed};
+use super::{Mode, Sock, Taken, TcpListener, TcpOptions, TcpStream, UdpSocket, packed};
 use crate::client::Client;
 use crate::errno::result;
 
@@ -30,55 +31,43 @@ impl Client {
         Ok(TcpStream::new(s))
     }
 
-    /// Shares listening socket `sock` of session `session` into this
-    /// client's session: both accept from the one listener. `secret` is
-    /// that session's ([`Client::secret`]) — a forked child reads it from
-    /// its parent's attachment, which it inherited.
-    pub fn adopt_listener(
-        &self,
-        session: u32,
-        sock: u32,
-        secret: [u64; 2],
-    ) -> io::Result<TcpListener> {
-        let (rx, tx) = Sock::rings(self, SockKind::Tcp)?;
-        // A listener reads no send ring: none is named (the one allocated
-        // is freed with the socket).
-        let r = self.call(&Request::Adopt {
-            from_session: session,
-            from_sock: sock,
-            secret,
-            rx,
-            tx: RingSpan::default(),
-        });
-        match r.and_then(|r| result(&r)) {
-            Ok(id) => Ok(TcpListener {
-                s: Sock::with(self, id as u32, rx, tx),
-                mode: Mode::default(),
-            }),
-            Err(e) => {
-                Sock::unring(self, rx, tx);
-                Err(e)
-            }
+    /// Takes the socket behind `fd` into this client's session: `fd` is a
+    /// softoe socket's watched descriptor ([`TcpStream::watch_across_fork`],
+    /// [`TcpListener::watch_across_fork`]) that this process holds —
+    /// inherited across `fork` or `exec`, or received over a Unix socket.
+    /// The engine checks that this process holds it
+    /// ([`softoe_abi::BellOp::Claim`]): holding the descriptor is the only
+    /// authority over another session's socket. A listener is shared (every
+    /// holder accepts from it), a connection too (every holder reads and
+    /// writes it; each byte is delivered once, in order). `ENOENT`: `fd` is
+    /// no watched softoe socket's; `EALREADY`: this session holds it
+    /// already.
+    pub fn take(&self, fd: RawFd) -> io::Result<Taken> {
+        let (grant, listener) = self.claim(fd)?;
+        if listener {
+            self.adopt(grant, true).map(|s| {
+                Taken::Listener(TcpListener {
+                    s,
+                    mode: Mode::default(),
+                })
+            })
+        } else {
+            self.adopt(grant, false)
+                .map(|s| Taken::Stream(TcpStream::new(s)))
         }
     }
 
-    /// Takes connection `sock` of session `session` into this client's
-    /// session — a forked child taking a connection it inherited. The
-    /// connection must be watched ([`TcpStream::watch_across_fork`], done
-    /// by the parent before `fork`); its unread bytes come along, and the
-    /// other session's socket reads as finished from then on. `secret` is
-    /// that session's ([`Client::secret`]).
-    pub fn adopt_stream(&self, session: u32, sock: u32, secret: [u64; 2]) -> io::Result<TcpStream> {
+    /// `ADOPT` of `grant`, with the rings a listener (no send ring named:
+    /// the one allocated is freed with the socket) or a connection needs.
+    fn adopt(&self, grant: u32, listener: bool) -> io::Result<Sock> {
         let (rx, tx) = Sock::rings(self, SockKind::Tcp)?;
         let r = self.call(&Request::Adopt {
-            from_session: session,
-            from_sock: sock,
-            secret,
+            grant,
             rx,
-            tx,
+            tx: if listener { RingSpan::default() } else { tx },
         });
         match r.and_then(|r| result(&r)) {
-            Ok(id) => Ok(TcpStream::new(Sock::with(self, id as u32, rx, tx))),
+            Ok(id) => Ok(Sock::with(self, id as u32, rx, tx)),
             Err(e) => {
                 Sock::unring(self, rx, tx);
                 Err(e)

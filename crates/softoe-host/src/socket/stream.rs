@@ -59,9 +59,9 @@ impl TcpStream {
     /// descriptor, one end of a socket pair, and the connection lives until
     /// this stream is dropped (or its process dies) *and* every copy of
     /// the descriptor — in this process and in children that inherited
-    /// it — is closed. A child takes the connection with
-    /// [`Client::adopt_stream`]. The LD_PRELOAD shim does this for every
-    /// connection just before a program's `fork`.
+    /// it — is closed. A process holding the descriptor takes the
+    /// connection with [`Client::take`]. The LD_PRELOAD shim does this for
+    /// every connection just before a program's `fork`.
     pub fn watch_across_fork(&self) -> io::Result<std::os::fd::OwnedFd> {
         self.s.c.watch_stream(self.s.id)
     }

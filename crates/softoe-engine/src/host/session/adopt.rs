@@ -12,9 +12,8 @@ use super::{Program, Result, SessionCore};
 /// An `ADOPT` as the host service resolves it.
 #[derive(Clone, Copy, Debug)]
 pub(in crate::host) struct Adopt {
-    pub from_session: u32,
-    pub from_sock: u32,
-    pub secret: [u64; 2],
+    /// What the session's claim was granted ([`softoe_abi::BellOp::Claim`]).
+    pub grant: u32,
 }
 
 impl<P: Program> SessionCore<P> {
@@ -68,13 +67,6 @@ impl<P: Program> SessionCore<P> {
             );
             self.close_sock(now, stack, shares, id, d.tag, d.abort);
         }
-    }
-
-    /// Whether `secret` is this session's.
-    pub(in crate::host) fn secret_is(&self, secret: [u64; 2]) -> bool {
-        // Compared in full, not stopping at the first difference.
-        let mine = self.region.secret();
-        ((mine[0] ^ secret[0]) | (mine[1] ^ secret[1])) == 0
     }
 
     /// The listener behind socket `id`, marked shared from now on: its
@@ -140,21 +132,6 @@ impl<P: Program> SessionCore<P> {
                     ..Completion::default()
                 });
             }
-        }
-    }
-
-    /// What socket `id` is, for an `ADOPT` naming it: `Ok(true)` for a
-    /// listener, `Ok(false)` for a connection another session may take.
-    pub(in crate::host) fn adoptable(&self, id: u32) -> Result<bool> {
-        let s = self
-            .socks
-            .get(id as usize)
-            .and_then(Option::as_ref)
-            .ok_or(errno::ENOENT)?;
-        match s.h {
-            Some(_) if s.role.is_listener() => Ok(true),
-            Some(_) if s.kind == SockKind::Tcp && s.watched && s.role == Role::Open => Ok(false),
-            _ => Err(errno::EOPNOTSUPP),
         }
     }
 
@@ -228,11 +205,6 @@ impl<P: Program> SessionCore<P> {
         };
         self.retire_share(id, tag, Some(conn));
         true
-    }
-
-    /// This session's secret (what an `ADOPT` naming its sockets brings).
-    pub(in crate::host) fn secret(&self) -> [u64; 2] {
-        self.region.secret()
     }
 
     /// No other session shares listener `h` any more: closing it here

@@ -161,20 +161,7 @@ impl<P: Program> SessionCore<P> {
                 peek,
             } => self.recv(cx.stack, sock, target, len, (nowait, peek), done),
             Request::CancelRecv { sock } => self.cancel_recv(sock),
-            Request::Adopt {
-                from_session,
-                from_sock,
-                secret,
-                rx,
-                tx,
-            } => {
-                let a = Adopt {
-                    from_session,
-                    from_sock,
-                    secret,
-                };
-                self.adopt(a, rx, tx, done)
-            }
+            Request::Adopt { grant, rx, tx } => self.adopt(Adopt { grant }, rx, tx, done),
             Request::Shutdown { sock, how } => self.shutdown(cx, sock, how),
             Request::Close { sock, abort } => self.close(cx, sock, abort, done),
             Request::SetOpt { sock, opt, values } => self.set_opt(cx, sock, opt, values),

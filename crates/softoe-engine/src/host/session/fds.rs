@@ -18,20 +18,6 @@ use crate::host::sys::{self, EventFd, Mapping};
 /// The session of a program in another process.
 pub(in crate::host) type Session = SessionCore<Fds>;
 
-/// 128 random bits from the kernel.
-fn secret() -> io::Result<[u64; 2]> {
-    let mut b = [0u8; 16];
-    // SAFETY: getrandom writes at most `b.len()` bytes into `b`.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != 16 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok([
-        u64::from_ne_bytes(b[..8].try_into().unwrap_or_default()),
-        u64::from_ne_bytes(b[8..].try_into().unwrap_or_default()),
-    ])
-}
-
 /// A program in another process, as its session reaches it.
 #[derive(Debug)]
 pub(in crate::host) struct Fds {
@@ -128,7 +114,6 @@ impl Session {
         // (in `Fds`, dropped with the session); the program gets the memfd
         // only after this returns.
         let region = unsafe { Region::init(fds.map.ptr(), layout, id) };
-        region.set_secret(secret()?);
         Ok(SessionCore::new(id, pid, uid, region, fds))
     }
 

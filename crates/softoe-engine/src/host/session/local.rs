@@ -90,8 +90,8 @@ impl Program for Local {
 
 impl SessionCore<Local> {
     /// A session on `program`'s region, as the engine makes one at attach
-    /// (number `id`, secret `secret`, process and user 0).
-    pub(crate) fn local(id: u32, secret: [u64; 2], mut program: Local) -> SessionCore<Local> {
+    /// (number `id`, process and user 0).
+    pub(crate) fn local(id: u32, mut program: Local) -> SessionCore<Local> {
         let layout = program.layout;
         let base = program.words.as_mut_ptr().cast::<u8>();
         // SAFETY: `words` is zeroed, 16-aligned (`u128`), at least
@@ -101,7 +101,6 @@ impl SessionCore<Local> {
         // long as the session, which owns `program`; copies of the region
         // (`SessionCore::region`) are used only while the session lives.
         let region = unsafe { Region::init(base, layout, id) };
-        region.set_secret(secret);
         SessionCore::new(id, 0, 0, region, program)
     }
 }

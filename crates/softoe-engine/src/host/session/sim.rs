@@ -97,7 +97,7 @@ impl Sim {
     /// program's own memory, and a peer with nothing open.
     pub(crate) fn new(layout: Layout, memory: usize) -> Option<Sim> {
         Some(Sim {
-            core: SessionCore::local(1, [7, 11], Local::new(layout, memory)),
+            core: SessionCore::local(1, Local::new(layout, memory)),
             stack: stack(1, ENGINE_IP)?,
             peer: stack(2, PEER_IP)?,
             mem: Memory::new(),

@@ -191,7 +191,7 @@ fn commands_and_serves_are_timed_when_profiled() {
 #[test]
 fn a_new_id_costs_the_same_among_ten_thousand() {
     let layout = Layout::new(64, 64, 10_064, 1 << 16).unwrap();
-    let mut s = SessionCore::local(1, [7, 11], Local::new(layout, 0));
+    let mut s = SessionCore::local(1, Local::new(layout, 0));
     let span = RingSpan { offset: 0, len: 0 };
     let open = |s: &mut SessionCore<Local>| {
         let id = s.new_id().unwrap();
