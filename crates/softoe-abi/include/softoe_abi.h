@@ -24,11 +24,6 @@
 #define softoe_MAX_BELLS 64
 
 /**
- * The `from_session` of an `ADOPT` that names a grant ([`BellOp::Claim`]).
- */
-#define softoe_GRANTED 0
-
-/**
  * The first eight bytes of every region: `b"softoe\0\x01"` read as a
  * little-endian `u64`.
  */
@@ -38,7 +33,7 @@
  * The ABI version this crate speaks. A program refuses a region whose
  * version differs.
  */
-#define softoe_VERSION 3
+#define softoe_VERSION 4
 
 /**
  * The engine is polling its rings (`RegionHeader::engine_state`).
@@ -339,22 +334,21 @@ enum softoe_Opcode
    */
   SOFTOE_OPCODE_ARM = 12,
   /**
-   * Takes a socket of another session into this one (a forked child
-   * taking what it inherited). `args`: the other session's number in the
-   * high 32 bits and its socket id in the low 32, its secret (two words,
-   * [`RegionHeader::secret`](crate::RegionHeader::secret)), this
-   * socket's receive ring offset, the receive ring's length in the low
-   * 32 bits of `args[4]` and the send ring's in the high 32, and the
-   * send ring's offset. Result: the new socket id.
+   * Joins a socket another process holds (one it inherited across
+   * `fork` or `exec`, or received over a Unix socket) into this
+   * session. The session must first have proved it holds the socket's
+   * descriptor: a [`BellOp::Claim`](crate::BellOp::Claim) answered with
+   * a grant, the only thing an `ADOPT` may name, once. `args`: the
+   * grant in `args[0]` (`args[1]`, `args[2]`: zero), this socket's
+   * receive ring offset in `args[3]`, the receive ring's length in the
+   * low 32 bits of `args[4]` and the send ring's in the high 32, and the
+   * send ring's offset in `args[5]`. Result: the new socket id.
    *
-   * A listener is shared: both sessions accept from it. A connection
-   * moves: it must have been watched ([`BellOp::Watch`](crate::BellOp::Watch),
-   * done before `fork`), its unread bytes move into this socket's ring,
-   * and the other session's socket answers only `CLOSE` from then on.
-   * `-EACCES` for a wrong secret, `-ENOENT` for no such session or
-   * socket, `-EOPNOTSUPP` for a socket that is neither a listener nor a
-   * watched connection, `-ENOBUFS` when the unread bytes do not fit the
-   * receive ring given.
+   * A listener is shared: every holder accepts from it. A connection is
+   * shared too: every holder reads and writes it through the engine,
+   * each byte delivered once and in order. `-ENOENT` for a grant this
+   * session was not given (or has used), `-EALREADY` when this session
+   * holds the socket already.
    */
   SOFTOE_OPCODE_ADOPT = 13,
   /**
@@ -622,11 +616,11 @@ typedef struct {
    */
   uint32_t session;
   /**
-   * A random capability: whoever can read this region (the program and
-   * the children it forks, which inherit the mapping) may share its
-   * listening sockets into a session of its own ([`Opcode::Adopt`](crate::Opcode::Adopt)).
+   * Unused (zero). ABI 3 kept a session secret here that let whoever
+   * read the region adopt its sockets; authority over a socket is now
+   * holding its descriptor ([`BellOp::Claim`](crate::BellOp::Claim)).
    */
-  uint64_t secret[2];
+  uint64_t _reserved[2];
   /**
    * Offset of the changed-sockets bitmap: one bit per socket id, set by
    * the engine whenever it bumps that slot's `seq`, taken (swapped to

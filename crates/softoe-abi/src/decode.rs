@@ -221,13 +221,7 @@ mod tests {
     #[test]
     fn adopt_names_a_session_a_socket_and_a_ring_here() {
         let l = layout();
-        let c = Command::new(
-            Opcode::Adopt,
-            0,
-            0,
-            0,
-            [3, 0, 0, 4096, 4096, 0],
-        );
+        let c = Command::new(Opcode::Adopt, 0, 0, 0, [3, 0, 0, 4096, 4096, 0]);
         assert_eq!(
             decode(&c, &l),
             Ok(Request::Adopt {
@@ -263,13 +257,7 @@ mod tests {
             [3, 0, 0, 4096, (8192 << 32) | 4096, 1 << 40],
         );
         assert_eq!(decode(&tx_past, &l), Err(EFAULT));
-        let past = Command::new(
-            Opcode::Adopt,
-            0,
-            0,
-            0,
-            [3, 0, 0, 1 << 40, 4096, 0],
-        );
+        let past = Command::new(Opcode::Adopt, 0, 0, 0, [3, 0, 0, 1 << 40, 4096, 0]);
         assert_eq!(decode(&past, &l), Err(EFAULT));
     }
 

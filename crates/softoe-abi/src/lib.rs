@@ -81,9 +81,7 @@ mod request;
 mod ring;
 mod slot;
 
-pub use attach::{
-    ATTACH_MAGIC, BELL_MAGIC, Bell, BellOp, Hello, MAX_BELLS, WATCH_NAME, Welcome,
-};
+pub use attach::{ATTACH_MAGIC, BELL_MAGIC, Bell, BellOp, Hello, MAX_BELLS, WATCH_NAME, Welcome};
 pub use decode::decode;
 pub use layout::{
     ENGINE_POLLING, ENGINE_SLEEPING, Layout, LayoutError, MAGIC, RegionHeader, SESSION_CLOSED,

@@ -431,11 +431,7 @@ mod tests {
                 len: 64,
             },
             Opcode::Arm => Request::Arm { sock: 2 },
-            Opcode::Adopt => Request::Adopt {
-                grant: 4,
-                rx,
-                tx,
-            },
+            Opcode::Adopt => Request::Adopt { grant: 4, rx, tx },
             Opcode::Recv => Request::Recv {
                 sock: 2,
                 target: RecvTarget::Remote { addr: 0x7000_0000 },
@@ -622,8 +618,11 @@ mod tests {
                 rx,
                 tx
             }),
-            (any::<u32>(), span(), maybe_span())
-                .prop_map(|(grant, rx, tx)| Request::Adopt { grant, rx, tx }),
+            (any::<u32>(), span(), maybe_span()).prop_map(|(grant, rx, tx)| Request::Adopt {
+                grant,
+                rx,
+                tx
+            }),
             (any::<u32>(), any::<u32>(), 1..=u16::MAX)
                 .prop_map(|(sock, addr, port)| Request::Connect { sock, addr, port }),
             (any::<u32>(), send_source(), to, any::<bool>()).prop_map(

@@ -872,12 +872,7 @@ impl HostService {
                 }
                 if let Some(Some(s)) = self.sessions.get_mut(slot) {
                     if let Err(e) = r {
-                        warn!(
-                            session = s.id,
-                            grant = a.grant,
-                            errno = e,
-                            "adopt refused"
-                        );
+                        warn!(session = s.id, grant = a.grant, errno = e, "adopt refused");
                     }
                     let watched = r
                         .as_ref()
@@ -978,10 +973,7 @@ impl HostService {
             Some(Some(s)) => s.id,
             _ => return Err(errno::ENOENT),
         };
-        let (h, listener) = self
-            .grants
-            .remove(&(me, a.grant))
-            .ok_or(errno::ENOENT)?;
+        let (h, listener) = self.grants.remove(&(me, a.grant)).ok_or(errno::ENOENT)?;
         if listener {
             self.adopt_listener(now, stack, h, slot).map(Err)
         } else {

@@ -825,8 +825,8 @@ impl Client {
     /// process holding the connection must keep (the shim puts it under
     /// the socket's number, so `fork`, `dup`, `exec` and `close` count its
     /// copies). From now on closing the socket only detaches it until the
-    /// last copy closes; another session may take the connection with
-    /// [`Client::adopt_stream`].
+    /// last copy closes; a process holding a copy may take the connection
+    /// with [`Client::take`].
     pub fn watch_stream(&self, sock: u32) -> io::Result<OwnedFd> {
         self.watch(sock, 0)
     }

@@ -85,7 +85,7 @@ impl TcpListener {
     }
 
     /// The `SO_PRIORITY` last set through this handle (0 if none was: a
-    /// listener shared in by [`Client::adopt_listener`] reads 0 until set
+    /// listener shared in by [`Client::take`] reads 0 until set
     /// here, whatever its first session gave it).
     pub fn priority(&self) -> u32 {
         self.s.priority.load(Ordering::Relaxed)
@@ -96,8 +96,8 @@ impl TcpListener {
         self.s.readiness()
     }
 
-    /// The engine's id for this socket (what [`Client::adopt_listener`]
-    /// names).
+    /// The engine's id for this socket in its session (as `softoe stat`
+    /// shows it).
     pub fn id(&self) -> u32 {
         self.s.id
     }

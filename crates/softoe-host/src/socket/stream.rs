@@ -44,8 +44,7 @@ impl TcpStream {
         self.s.remote()
     }
 
-    /// The socket id in the session (for `softoe stat`, and what
-    /// [`Client::adopt_stream`] names).
+    /// The socket id in the session (as `softoe stat` shows it).
     pub fn id(&self) -> u32 {
         self.s.id
     }

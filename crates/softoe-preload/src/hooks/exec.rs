@@ -8,7 +8,8 @@
 //! connection while one is open, and the dying session no longer holds
 //! it), and writes what each surviving softoe socket is into the new
 //! image's environment (`SOFTOE_INHERIT`): the open file's device and
-//! inode, and the engine's name for the socket. The new image's shim reads
+//! inode, and whether it is a listener (no authority: the new image
+//! claims the descriptor it holds). The new image's shim reads
 //! it before `main` runs, finds the descriptors by inode (so a `dup2` done
 //! after the hook — `posix_spawn`'s file actions — still counts), and
 //! takes each socket into its own session at first use, as a forked child
@@ -63,25 +64,14 @@ fn record(fd: c_int, s: &Sock) -> Option<String> {
         Kind::Tcp => 't',
         Kind::Udp => 'u',
     };
-    let named = |tag: char, session: u32, id: u32, secret: [u64; 2], peer: SocketAddrV4| {
-        format!(
-            "{tag},{dev},{ino},{v6},{session},{id},{:x},{:x},{peer}",
-            secret[0], secret[1]
-        )
-    };
+    // No authority rides in the environment (another process of the
+    // user may read it): the new image claims the descriptor itself.
+    let named = |tag: char, peer: SocketAddrV4| format!("{tag},{dev},{ino},{v6},{peer}");
     let any = SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
     Some(match s.state() {
-        St::Stream(t) if s.watched.load(std::sync::atomic::Ordering::Relaxed) => {
-            named('S', t.client.session(), t.id, t.client.secret(), t.peer)
-        }
-        St::Listening(l) => named('L', l.client.session(), l.id, l.client.secret(), any),
-        St::Inherited(i) => named(
-            if i.listener { 'L' } else { 'S' },
-            i.session,
-            i.id,
-            i.secret,
-            i.peer,
-        ),
+        St::Stream(t) if s.watched.load(std::sync::atomic::Ordering::Relaxed) => named('S', t.peer),
+        St::Listening(_) => named('L', any),
+        St::Inherited(i) => named(if i.listener { 'L' } else { 'S' }, i.peer),
         St::Fresh { bound } => {
             let at = bound.map_or_else(|| "-".to_string(), |b| b.to_string());
             format!("F,{dev},{ino},{v6},{kind},{at}")
@@ -102,13 +92,7 @@ fn parse(rec: &str) -> Option<((u64, u64), Sock)> {
         tag @ ("S" | "L") => {
             let inh = Inherit {
                 listener: tag == "L",
-                session: f.get(4)?.parse().ok()?,
-                id: f.get(5)?.parse().ok()?,
-                secret: [
-                    u64::from_str_radix(f.get(6)?, 16).ok()?,
-                    u64::from_str_radix(f.get(7)?, 16).ok()?,
-                ],
-                peer: f.get(8)?.parse().ok()?,
+                peer: f.get(4)?.parse().ok()?,
             };
             (Kind::Tcp, St::Inherited(inh))
         }

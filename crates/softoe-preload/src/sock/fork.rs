@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use libc::c_int;
-use softoe_host::TcpStream;
+use softoe_host::{Taken, TcpStream};
 use tracing::{debug, warn};
 
 use super::{Listener, Res, Sock, St, Stream, TABLE, errno_of, lock, shim};
@@ -133,85 +133,21 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
         .store(s.watched.load(Ordering::Relaxed), Ordering::Relaxed);
     let st = match s.state() {
         St::Fresh { bound } => Ok(St::Fresh { bound }),
-        St::Listening(l) => {
-            let (session, id, secret) = (l.client.session(), l.id, l.client.secret());
-            match shim()
-                .client()
-                .map(|c| c.adopt_listener(session, id, secret))
-            {
-                Some(Ok(nl)) => {
-                    debug!(
-                        fd,
-                        from = session,
-                        "listener shared into this process's session"
-                    );
-                    Ok(St::Listening(Arc::new(Listener::new(nl))))
-                }
-                Some(Err(e)) => {
-                    warn!(fd, error = %e, "could not share an inherited listener");
-                    Err(errno_of(&e))
-                }
-                None => Err(libc::ENETDOWN),
-            }
-        }
+        // Inherited across `fork` (the parent's state, in this process's
+        // copy of its memory), across `exec`, or received over a Unix
+        // socket: the descriptor under `fd` is the socket's watch, and
+        // holding it is this process's whole authority — the engine checks
+        // it ([`softoe_host::Client::take`]).
+        St::Listening(_) => take(fd, &fresh, None, "an inherited listener"),
         St::Stream(old) if s.watched.load(Ordering::Relaxed) => {
-            let (session, id, secret) = (old.client.session(), old.id, old.client.secret());
-            match shim().client().map(|c| c.adopt_stream(session, id, secret)) {
-                Some(Ok(t)) => {
-                    debug!(
-                        fd,
-                        from = session,
-                        "connection taken into this process's session"
-                    );
-                    fresh.watched.store(true, Ordering::Relaxed);
-                    Ok(St::Stream(Arc::new(stream_of(t, old.peer))))
-                }
-                Some(Err(e)) => {
-                    warn!(fd, error = %e, "could not take an inherited connection");
-                    Err(errno_of(&e))
-                }
-                None => Err(libc::ENETDOWN),
-            }
+            take(fd, &fresh, Some(old.peer), "an inherited connection")
         }
-        St::Inherited(i) => match shim().client() {
-            // Received over a Unix socket: the engine checks this process
-            // holds the descriptor and grants it a name to adopt by.
-            Some(c) if i.session == softoe_abi::GRANTED => {
-                c.claim(fd).and_then(|(grant, listener)| {
-                    if listener {
-                        c.adopt_listener(softoe_abi::GRANTED, grant, [0; 2])
-                            .map(|nl| St::Listening(Arc::new(Listener::new(nl))))
-                    } else {
-                        c.adopt_stream(softoe_abi::GRANTED, grant, [0; 2]).map(|t| {
-                            fresh.watched.store(true, Ordering::Relaxed);
-                            let peer = t.peer_addr();
-                            St::Stream(Arc::new(stream_of(t, peer)))
-                        })
-                    }
-                })
-            }
-            // Passed across exec: the ADOPT names the socket of the image
-            // (or parent) that had it; the engine follows a connection
-            // that moved on since.
-            Some(c) if i.listener => c
-                .adopt_listener(i.session, i.id, i.secret)
-                .map(|nl| St::Listening(Arc::new(Listener::new(nl)))),
-            Some(c) => c.adopt_stream(i.session, i.id, i.secret).map(|t| {
-                fresh.watched.store(true, Ordering::Relaxed);
-                St::Stream(Arc::new(stream_of(t, i.peer)))
-            }),
-            None => Err(io::Error::from_raw_os_error(libc::ENETDOWN)),
-        }
-        .map_err(|e| {
-            warn!(
-                fd,
-                error = %e,
-                listener = i.listener,
-                passed = i.session == softoe_abi::GRANTED,
-                "could not take a socket passed across exec or over a Unix socket"
-            );
-            errno_of(&e)
-        }),
+        St::Inherited(i) => take(
+            fd,
+            &fresh,
+            Some(i.peer),
+            "a socket passed across exec or over a Unix socket",
+        ),
         St::Stream(_) | St::Udp(_) => Err(inherited()),
         St::Lost(e) => Err(e),
     };
@@ -228,6 +164,34 @@ pub(crate) fn current(fd: c_int) -> Option<Res<Arc<Sock>>> {
         Some(e) => Err(e),
         None => Ok(fresh),
     })
+}
+
+/// Takes the socket whose watched descriptor is `fd` into this process's
+/// session: its state here (`fresh` is marked watched: its numbers keep
+/// naming the watch). `peer`: the peer as known before (unspecified or
+/// `None`: the engine's word).
+fn take(fd: c_int, fresh: &Sock, peer: Option<SocketAddrV4>, what: &str) -> Result<St, c_int> {
+    let Some(c) = shim().client() else {
+        return Err(libc::ENETDOWN);
+    };
+    match c.take(fd) {
+        Ok(Taken::Listener(nl)) => {
+            debug!(fd, "listener shared into this process's session");
+            Ok(St::Listening(Arc::new(Listener::new(nl))))
+        }
+        Ok(Taken::Stream(t)) => {
+            debug!(fd, "connection joined by this process's session");
+            fresh.watched.store(true, Ordering::Relaxed);
+            let peer = peer
+                .filter(|p| !p.ip().is_unspecified())
+                .unwrap_or_else(|| t.peer_addr());
+            Ok(St::Stream(Arc::new(stream_of(t, peer))))
+        }
+        Err(e) => {
+            warn!(fd, error = %e, "could not take {what}");
+            Err(errno_of(&e))
+        }
+    }
 }
 
 /// Reports once per process that a socket inherited across `fork` cannot

@@ -198,13 +198,14 @@ pub(crate) enum St {
 }
 
 /// A connection or listener another image of this process (or a parent)
-/// had, as `exec` passed it: what an `ADOPT` names.
+/// had, passed across `exec` or received over a Unix socket: its number
+/// names the socket's watched descriptor, which this process claims (the
+/// engine checks it holds it) at first use.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Inherit {
     pub listener: bool,
-    pub session: u32,
-    pub id: u32,
-    pub secret: [u64; 2],
+    /// The peer, as the image before knew it (unspecified when unknown:
+    /// the engine's answer tells).
     pub peer: SocketAddrV4,
 }
 

@@ -91,9 +91,6 @@ pub(crate) unsafe fn after_recv(m: &msghdr) {
         let listener = flags & 2 != 0;
         let st = St::Inherited(Inherit {
             listener,
-            session: softoe_abi::GRANTED,
-            id: 0,
-            secret: [0; 2],
             peer: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
         });
         TABLE.insert(fd, Arc::new(Sock::inherited(Kind::Tcp, flags & 1 != 0, st)));
