@@ -973,12 +973,18 @@ impl HostService {
             Some(Some(s)) => s.id,
             _ => return Err(errno::ENOENT),
         };
-        let (h, listener) = self.grants.remove(&(me, a.grant)).ok_or(errno::ENOENT)?;
-        if listener {
+        let (h, listener) = *self.grants.get(&(me, a.grant)).ok_or(errno::ENOENT)?;
+        let r = if listener {
             self.adopt_listener(now, stack, h, slot).map(Err)
         } else {
             self.adopt_conn(stack, h, slot).map(Ok)
+        };
+        // Used once — but an `ADOPT` told to wait (`EAGAIN`: the holders'
+        // commands are not all through) comes again with the same grant.
+        if !matches!(r, Err(errno::EAGAIN)) {
+            self.grants.remove(&(me, a.grant));
         }
+        r
     }
 }
 
