@@ -505,3 +505,68 @@ fn only_the_claimant_adopts_by_its_grant() {
     drop(l);
     drop(watch);
 }
+
+/// The abstract name of a Unix socket (`None`: unnamed).
+fn unix_name(fd: &impl AsRawFd) -> Option<Vec<u8>> {
+    // SAFETY: an all-zero sockaddr_un is a valid value.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: `a` and `len` are valid for writes for the call.
+    let r = unsafe { libc::getsockname(fd.as_raw_fd(), (&raw mut a).cast(), &raw mut len) };
+    let n = (len as usize).checked_sub(size_of::<libc::sa_family_t>())?;
+    (r == 0 && n > 0).then(|| a.sun_path[..n].iter().map(|&c| c as u8).collect())
+}
+
+/// A claim is proved, not named: a socket bound to a watch's very name —
+/// possible in another network namespace, where abstract names are apart —
+/// is refused (`EACCES`: the engine's byte does not come out of it), and
+/// the refusal leaves nothing that fails the honest claim after it.
+#[test]
+fn a_claim_by_a_look_alike_descriptor_is_refused() {
+    let bed = bed();
+    let owner = Client::attach_to(&bed.host).unwrap();
+    let thief = Client::attach_to(&bed.host).unwrap();
+    let at = SocketAddrV4::new(ENGINE_IP, 7627);
+    let l = owner.tcp_listen(at, 16).unwrap();
+    let watch = l.watch_across_fork().unwrap();
+    let name = unix_name(&watch).expect("a watch is named");
+    assert!(name.starts_with(softoe_abi::WATCH_NAME));
+    // The same name, bound in the Linux side's namespace.
+    let fake = bed
+        .linux
+        .run(move || {
+            let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+            // SAFETY: a zeroed sockaddr_un filled with the name; bind
+            // reads `len` bytes of it.
+            let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+            sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+            for (d, &c) in sa.sun_path.iter_mut().zip(&name) {
+                *d = c as libc::c_char;
+            }
+            let len = (size_of::<libc::sa_family_t>() + name.len()) as libc::socklen_t;
+            // SAFETY: `sa` is valid for reads of `len` bytes.
+            let r = unsafe { libc::bind(a.as_raw_fd(), (&raw const sa).cast(), len) };
+            assert_eq!(r, 0, "bind: {}", std::io::Error::last_os_error());
+            (a, b)
+        })
+        .unwrap();
+    for _ in 0..3 {
+        let e = thief.take(fake.0.as_raw_fd()).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(errno::EACCES));
+    }
+    // Another claim succeeds meanwhile (the engine's next probe byte
+    // differs from the ones the refused claims left behind)...
+    let other = owner
+        .tcp_listen(SocketAddrV4::new(ENGINE_IP, 7628), 16)
+        .unwrap();
+    let other_watch = other.watch_across_fork().unwrap();
+    drop(take_listener(&thief, &other_watch).unwrap());
+    // ...and the honest holder's claim still succeeds.
+    let shared = take_listener(&thief, &watch).unwrap();
+    assert_eq!(shared.local_addr(), l.local_addr());
+    drop(shared);
+    drop(l);
+    drop(watch);
+    drop(other);
+    drop(other_watch);
+}

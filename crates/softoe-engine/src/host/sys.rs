@@ -291,8 +291,12 @@ pub fn unix_name(fd: RawFd, peer: bool) -> Option<Vec<u8>> {
 
 /// Whether `theirs` is the far end of the socket pair `ours` is one end
 /// of: a byte written on `ours` is there to read on `theirs` at once (a
-/// socket pair's write is delivered inside the call). The byte is read
-/// back, so the far end is left as it was when it is the one.
+/// socket pair's write is delivered inside the call). Everything waiting
+/// on `theirs` is read, and the probe must be the last byte: a failed
+/// claim (someone else's descriptor, in another network namespace where
+/// the same abstract name is free) leaves its probe in the real far end,
+/// and must not make the next, honest claim fail. Only the engine writes
+/// to that end, so nobody else can put the probe there.
 pub fn is_far_end(ours: RawFd, theirs: RawFd, probe: u8) -> bool {
     let b = [probe];
     // SAFETY: sends one byte from `b`, valid for the call.
@@ -307,10 +311,28 @@ pub fn is_far_end(ours: RawFd, theirs: RawFd, probe: u8) -> bool {
     if sent != 1 {
         return false;
     }
-    let mut got = [0u8; 1];
-    // SAFETY: receives at most one byte into `got`.
-    let n = unsafe { libc::recv(theirs, got.as_mut_ptr().cast(), 1, libc::MSG_DONTWAIT) };
-    n == 1 && got[0] == probe
+    let mut got = [0u8; 256];
+    let mut last = None;
+    // At most 16 reads: stale probes are few (one per failed claim).
+    for _ in 0..16 {
+        // SAFETY: receives at most `got.len()` bytes into `got`.
+        let n = unsafe {
+            libc::recv(
+                theirs,
+                got.as_mut_ptr().cast(),
+                got.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+        last = got.get(n as usize - 1).copied();
+        if (n as usize) < got.len() {
+            break;
+        }
+    }
+    last == Some(probe)
 }
 
 pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
