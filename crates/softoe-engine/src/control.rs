@@ -767,6 +767,26 @@ pub(crate) fn effective_uid(pid: i32) -> Option<u32> {
         .and_then(|v| v.parse().ok())
 }
 
+/// Whether process `pid` has `CAP_NET_BIND_SERVICE` in its effective set
+/// now (`/proc/PID/status`, `CapEff`): what Linux asks of a `bind` below
+/// `ip_unprivileged_port_start`. `None`: the process cannot be looked at.
+pub(crate) fn may_bind_service(pid: i32) -> Option<bool> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    cap_net_bind_service(&status)
+}
+
+/// `CAP_NET_BIND_SERVICE` (bit 10) of the `CapEff` line of a
+/// `/proc/PID/status` text.
+fn cap_net_bind_service(status: &str) -> Option<bool> {
+    const CAP_NET_BIND_SERVICE: u32 = 10;
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))?
+        .trim();
+    let caps = u64::from_str_radix(hex, 16).ok()?;
+    Some(caps >> CAP_NET_BIND_SERVICE & 1 == 1)
+}
+
 /// Asks the engine listening on `path` for a snapshot.
 pub fn query(path: &Path) -> std::io::Result<Snapshot> {
     let mut s = UnixStream::connect(path)?;
@@ -781,6 +801,26 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// The capability bit is read from `CapEff` alone, as hex; a status
+    /// without it, or with garbage, says nothing.
+    #[test]
+    fn the_bind_capability_is_bit_ten_of_the_effective_set() {
+        let root = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
+        assert_eq!(cap_net_bind_service(root), Some(true));
+        let nobody = "CapPrm:\t000001ffffffffff\nCapEff:\t0000000000000000\n";
+        assert_eq!(cap_net_bind_service(nobody), Some(false));
+        assert_eq!(
+            cap_net_bind_service("CapEff:\t0000000000000400\n"),
+            Some(true)
+        );
+        assert_eq!(
+            cap_net_bind_service("CapEff:\t0000000000000200\n"),
+            Some(false)
+        );
+        assert_eq!(cap_net_bind_service("Name:\tx\n"), None);
+        assert_eq!(cap_net_bind_service("CapEff:\tzz\n"), None);
+    }
 
     /// A snapshot from an engine older than the loss-recovery counters and
     /// the fault counts still parses (zeros and `None`); one that has them

@@ -430,6 +430,7 @@ fn serve<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
         let h = HostService::new(HostConfig {
             path: path.clone(),
             device,
+            unprivileged_port_start: softoe_engine::host::unprivileged_port_start(),
             ..HostConfig::default()
         })
         .with_context(|| format!("serving host programs on {}", path.display()))?;

@@ -81,6 +81,10 @@ pub struct HostConfig {
     /// to it (or to no device) is accepted, to any other name refused with
     /// `ENODEV`. `None`: every name is refused.
     pub device: Option<String>,
+    /// Ports below this need `CAP_NET_BIND_SERVICE` to bind, as Linux's
+    /// `net.ipv4.ip_unprivileged_port_start` (whose value in the engine's
+    /// network namespace `softoe engine` uses).
+    pub unprivileged_port_start: u16,
 }
 
 impl Default for HostConfig {
@@ -95,8 +99,18 @@ impl Default for HostConfig {
             wake_batch: 1,
             wake_delay: Duration::ZERO,
             device: None,
+            unprivileged_port_start: 1024,
         }
     }
+}
+
+/// `net.ipv4.ip_unprivileged_port_start` of the caller's network
+/// namespace (1024 when it cannot be read, the kernel's default).
+pub fn unprivileged_port_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .map_or(1024, |v| u16::try_from(v).unwrap_or(u16::MAX))
 }
 
 /// Where programs find the engine unless told otherwise (`SOFTOE_SOCKET`).

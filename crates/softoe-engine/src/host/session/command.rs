@@ -205,9 +205,17 @@ impl<P: Program> SessionCore<P> {
         if !ep.addr.is_unspecified() && !cx.stack.has_addr(ep.addr) {
             return Err(errno::EADDRNOTAVAIL);
         }
-        let kind = s.kind;
+        let (kind, reuseport) = (s.kind, s.opts.reuseport);
+        // Linux's rule (`inet_bind`): a port below the threshold needs
+        // `CAP_NET_BIND_SERVICE`, judged by the kernel's view of the
+        // program, for TCP and UDP alike.
+        if ep.port != 0
+            && ep.port < cx.cfg.unprivileged_port_start
+            && !self.io.may_bind_privileged()
+        {
+            return Err(errno::EACCES);
+        }
         if kind == SockKind::Tcp && ep.port != 0 {
-            let reuseport = s.opts.reuseport;
             let owner = reuseport.then(|| self.user());
             cx.stack.tcp_listen_check(ep, owner).map_err(bind_errno)?;
         }

@@ -85,6 +85,11 @@ impl Program for Fds {
         crate::control::effective_uid(self.pid)
     }
 
+    fn may_bind_privileged(&mut self) -> bool {
+        // A process that cannot be looked at is refused.
+        crate::control::may_bind_service(self.pid).unwrap_or(false)
+    }
+
     fn read(&mut self, addr: u64, dst: &mut [u8]) -> Result<usize, i32> {
         sys::read_process(self.pid, addr, dst)
             .map_err(|e| e.raw_os_error().unwrap_or(errno::EFAULT))

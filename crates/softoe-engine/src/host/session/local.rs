@@ -27,6 +27,8 @@ pub(crate) struct Local {
     pub(crate) waiter_rings: Vec<u64>,
     /// The user it runs as now, when a test says so (else the session's).
     pub(crate) uid: Option<u32>,
+    /// Whether it has `CAP_NET_BIND_SERVICE` (tests say; true by default).
+    pub(crate) privileged: bool,
 }
 
 impl Local {
@@ -40,6 +42,7 @@ impl Local {
             session_rings: 0,
             waiter_rings: Vec::new(),
             uid: None,
+            privileged: true,
         }
     }
 }
@@ -61,6 +64,10 @@ impl Program for Local {
 
     fn uid(&mut self) -> Option<u32> {
         self.uid
+    }
+
+    fn may_bind_privileged(&mut self) -> bool {
+        self.privileged
     }
 
     fn read(&mut self, addr: u64, dst: &mut [u8]) -> Result<usize, i32> {

@@ -38,4 +38,12 @@ pub(crate) trait Program {
     fn uid(&mut self) -> Option<u32> {
         None
     }
+
+    /// Whether the program may bind a port below the engine's
+    /// `unprivileged_port_start`: `CAP_NET_BIND_SERVICE` in its effective
+    /// set now, as the kernel shows it (never what the program says).
+    /// Asked only at such a `BIND`.
+    fn may_bind_privileged(&mut self) -> bool {
+        true
+    }
 }

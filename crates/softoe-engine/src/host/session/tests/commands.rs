@@ -957,3 +957,45 @@ fn reuseport_listeners_share_a_port_and_others_are_refused_at_bind() {
     assert_eq!(other, [3, 0, inuse], "another user's");
     s.finish();
 }
+
+/// A port below `unprivileged_port_start` needs `CAP_NET_BIND_SERVICE`
+/// (as the kernel shows the program), for TCP and UDP, as Linux's
+/// `inet_bind`: without it `EACCES`, at and above the threshold or with
+/// it, bound. Before, any program bound port 80 of the engine's address.
+#[test]
+fn privileged_ports_need_the_capability() {
+    let mut s = sim();
+    let bind = |tag, sock, port: u16| {
+        cmd(
+            Opcode::Bind,
+            sock,
+            tag,
+            [addr(ENGINE_IP), u64::from(port), 0, 0, 0, 0],
+        )
+    };
+    let results = |s: &mut Sim, cmds: &[Command]| -> Vec<i64> {
+        let got = exchange(s, cmds);
+        cmds.iter().map(|c| answer(&got, c.tag).result).collect()
+    };
+    let acces = -i64::from(errno::EACCES);
+    s.core.io.privileged = false;
+    let without = results(
+        &mut s,
+        &[
+            socket(1, SockKind::Tcp, 0),
+            bind(2, 0, 80),
+            socket(3, SockKind::Udp, 1),
+            bind(4, 1, 53),
+            bind(5, 0, 1023),
+            bind(6, 0, 1024),
+        ],
+    );
+    assert_eq!(without, [0, acces, 1, acces, acces, 0]);
+    s.core.io.privileged = true;
+    let with = results(
+        &mut s,
+        &[socket(7, SockKind::Tcp, 2), bind(8, 2, 80), bind(9, 1, 53)],
+    );
+    assert_eq!(with, [2, 0, 0]);
+    s.finish();
+}
