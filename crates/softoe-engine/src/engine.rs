@@ -76,6 +76,12 @@ pub struct EngineConfig {
     /// TAP moves to other cores (RPS on the device's queue; see
     /// [`crate::steer`]). `Auto` (the default): where there is room for it.
     pub steer: Steer,
+    /// How a stop ends the engine's connections ([`Engine::run`]): each is
+    /// closed (a FIN after what is queued) and has this long to be
+    /// acknowledged; every connection still open then is reset, so no peer
+    /// is left waiting for a host that is gone. Zero (the default for a
+    /// library engine; `softoe engine` gives 1 s): reset at once.
+    pub stop_grace: Duration,
 }
 
 /// The longest [`EngineConfig::access_delay`]: past it the engine would
@@ -142,6 +148,7 @@ impl Default for EngineConfig {
             access_delay: Duration::ZERO,
             profile_stages: false,
             steer: Steer::Auto,
+            stop_grace: Duration::ZERO,
         }
     }
 }
@@ -179,13 +186,22 @@ pub enum EngineError {
 #[derive(Clone, Debug)]
 pub struct StopHandle {
     stop: Arc<AtomicBool>,
+    hurry: Arc<AtomicBool>,
     services: mpsc::Sender<Box<dyn Service>>,
 }
 
 impl StopHandle {
-    /// Asks the engine to stop (it notices within `max_sleep`).
+    /// Asks the engine to stop (it notices within `max_sleep`): its
+    /// connections close, with [`EngineConfig::stop_grace`] to finish.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Asks the engine to stop now: every connection still open is reset
+    /// without waiting out the grace (a second Ctrl-C).
+    pub fn hurry(&self) {
+        self.hurry.store(true, Ordering::Relaxed);
+        self.stop();
     }
 
     /// Starts `s` on the engine at its next turn. Fails if the engine is gone.
@@ -391,6 +407,7 @@ impl<P: Port> Engine<P> {
             control,
             stop: StopHandle {
                 stop: Arc::new(AtomicBool::new(false)),
+                hurry: Arc::new(AtomicBool::new(false)),
                 services: tx,
             },
             inbox,
@@ -516,6 +533,7 @@ impl<P: Port> Engine<P> {
             self.sleep();
             idle_since = None;
         }
+        self.end_connections()?;
         self.counters.run_nanos = self.started.elapsed().as_nanos() as u64;
         if let Some(mut st) = self.steering.take() {
             st.finish(std::time::Instant::now());
@@ -529,6 +547,76 @@ impl<P: Port> Engine<P> {
             p.flush();
         }
         info!("engine stopped");
+        Ok(())
+    }
+
+    /// The stop's end of every connection: each open one is closed (its
+    /// FIN follows what is queued) and the engine runs on, programs served,
+    /// until every connection has ended both ways (`TIME-WAIT` or closed)
+    /// or [`EngineConfig::stop_grace`] passes (or [`StopHandle::hurry`]);
+    /// what is still open then is reset — also one whose peer has not
+    /// closed its half (`FIN-WAIT-2`): nobody will read what it sends.
+    /// Linux, whose host does not go away under its sockets, has no such
+    /// step; a peer of a stopped softoe sees what it would see of a closed
+    /// or a crashed program instead of silence.
+    fn end_connections(&mut self) -> Result<(), EngineError> {
+        use softoe_stack::State;
+        let open = |st: &Stack| -> Vec<softoe_stack::SocketHandle> {
+            st.sockets()
+                .filter(|&h| {
+                    matches!(
+                        st.tcp_state(h),
+                        Ok(State::SynSent
+                            | State::SynReceived
+                            | State::Established
+                            | State::CloseWait
+                            | State::FinWait1
+                            | State::FinWait2
+                            | State::Closing
+                            | State::LastAck)
+                    )
+                })
+                .collect()
+        };
+        let first = open(&self.stack);
+        if first.is_empty() {
+            return Ok(());
+        }
+        let hurry = self.cfg.stop_grace.is_zero() || self.stop.hurry.load(Ordering::Relaxed);
+        info!(
+            connections = first.len(),
+            grace = ?self.cfg.stop_grace,
+            "stopping: closing every connection"
+        );
+        if !hurry {
+            for &h in &first {
+                let _ = self.stack.tcp_shutdown(h);
+            }
+            let end = std::time::Instant::now() + self.cfg.stop_grace;
+            while std::time::Instant::now() < end && !self.stop.hurry.load(Ordering::Relaxed) {
+                // Every connection ended both ways.
+                if open(&self.stack).is_empty() {
+                    break;
+                }
+                if !self.turn()? {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        }
+        let left = open(&self.stack);
+        for &h in &left {
+            let _ = self.stack.tcp_abort(h);
+        }
+        if !left.is_empty() {
+            info!(
+                connections = left.len(),
+                "stopping: reset what was still open"
+            );
+        }
+        // The FINs' and RSTs' frames leave before the port closes.
+        for _ in 0..4 {
+            self.turn()?;
+        }
         Ok(())
     }
 

@@ -307,6 +307,11 @@ impl BondSection {
 pub struct EngineSection {
     /// Spin this many microseconds waiting for work before sleeping.
     pub spin_us: u64,
+    /// At a stop (SIGINT, SIGTERM), every connection is closed (FIN after
+    /// what is queued) and has this many milliseconds for its FIN to be
+    /// acknowledged; what is still open then is reset (0: reset at once).
+    /// A second signal resets at once.
+    pub stop_grace_ms: u64,
     /// Interrupt coalescing: wait this many microseconds for more frames
     /// after one arrives (0: off).
     pub rx_coalesce_us: u64,
@@ -375,6 +380,7 @@ impl Default for EngineSection {
         let d = EngineConfig::default();
         EngineSection {
             spin_us: d.spin.as_micros() as u64,
+            stop_grace_ms: 1000,
             rx_coalesce_us: d.rx_coalesce.as_micros() as u64,
             rx_batch: d.rx_batch,
             batch_acks: d.batch_acks,
@@ -688,8 +694,15 @@ impl FileConfig {
         if e.spin_us > 1_000_000 || e.rx_coalesce_us > 1_000_000 {
             bail!("engine.spin_us and engine.rx_coalesce_us must be at most one second");
         }
+        if e.stop_grace_ms > 60_000 {
+            bail!(
+                "engine.stop_grace_ms must be at most 60000 (a minute), got {}",
+                e.stop_grace_ms
+            );
+        }
         let mut engine = EngineConfig::default();
         engine.spin = Duration::from_micros(e.spin_us);
+        engine.stop_grace = Duration::from_millis(e.stop_grace_ms);
         engine.rx_coalesce = Duration::from_micros(e.rx_coalesce_us);
         engine.rx_batch = e.rx_batch;
         engine.batch_acks = e.batch_acks;

@@ -197,7 +197,10 @@ it. Without a bridge, put the TAP in your topology yourself (ip link set
 softoe0 master BRIDGE). With --afpacket or --xdp the interface must exist
 and be up; the engine answers for its own address and MAC on it. The XDP
 port's UMEM is in the file's [port.xdp] (frame_size, frames). It runs until
-Ctrl-C or SIGTERM and prints its counters on the way out. The [fault]
+Ctrl-C or SIGTERM, then tells every peer: each connection is closed (a FIN
+after what is queued) and has engine.stop_grace_ms (1000) to be acknowledged,
+then whatever is still open is reset (RST); a second Ctrl-C resets at once.
+It prints its counters on the way out. The [fault]
 section of the file takes per-direction loss, duplicate, reorder, corrupt,
 delay_us and jitter_us ([fault.rx], [fault.tx]) and a seed. Logs:
 RUST_LOG=info (or debug).";
@@ -465,9 +468,17 @@ fn serve<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
         .context("installing signal handlers")?;
     let sig_handle = signals.handle();
+    // The first signal stops (connections close with a grace), a second
+    // one hurries (what is open is reset now).
     let watcher = std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
-            stop.stop();
+        let mut n = 0;
+        for _ in signals.forever() {
+            n += 1;
+            if n == 1 {
+                stop.stop();
+            } else {
+                stop.hurry();
+            }
         }
     });
     let services: Vec<String> = cfg

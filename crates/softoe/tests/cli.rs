@@ -879,3 +879,98 @@ fn run_leaves_nothing_in_the_engines_log() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A stop tells the peers: SIGTERM to an engine holding two connections
+/// (one idle, one whose peer keeps sending) closes both — each peer reads
+/// the end of the stream (FIN) or a reset, well before its own timeout —
+/// and the engine exits cleanly. Before, the engine went silently and a
+/// Linux client hung until its own timeout.
+#[test]
+fn a_stopped_engine_closes_its_connections() {
+    let mut tb = Testbed::new().unwrap();
+    tb.deadline(softoe_testbed::test_deadline());
+    let lan = tb
+        .lan(&[("lx", "10.8.4.2".parse().unwrap())], 24, None)
+        .unwrap();
+    let (sw, linux) = (lan.sw, lan.hosts[0].ns.clone());
+    let control: PathBuf =
+        std::env::temp_dir().join(format!("softoe-stop-{}.sock", std::process::id()));
+    let mut engine = Running(Some(
+        Command::new("ip")
+            .args(["netns", "exec", sw.name(), BIN, "engine"])
+            .args([
+                "--address",
+                "10.8.4.1/24",
+                "--bridge",
+                "br0",
+                "--tap",
+                "sostop0",
+            ])
+            .args(["-s", "echo:7", "-s", "discard:9", "--control"])
+            .arg(&control)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let end = Instant::now() + Duration::from_secs(10);
+    while !control.exists() {
+        assert!(Instant::now() < end, "the engine made no control socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (ready_tx, ready) = mpsc::channel::<()>();
+    let peers = linux
+        .spawn(move || {
+            let at = |p: u16| SocketAddrV4::new([10, 8, 4, 1].into(), p);
+            let mut idle =
+                TcpStream::connect_timeout(&at(7).into(), Duration::from_secs(5)).unwrap();
+            idle.write_all(b"hello").unwrap();
+            let mut b = [0u8; 5];
+            idle.read_exact(&mut b).unwrap();
+            let mut busy =
+                TcpStream::connect_timeout(&at(9).into(), Duration::from_secs(5)).unwrap();
+            busy.write_all(&[1u8; 65536]).unwrap();
+            ready_tx.send(()).unwrap();
+            // The idle one waits for what comes next: the end, or a reset.
+            idle.set_read_timeout(Some(Duration::from_secs(20)))
+                .unwrap();
+            let start = Instant::now();
+            let seen = match idle.read(&mut b) {
+                Ok(0) => "end".to_string(),
+                Ok(n) => format!("{n} bytes"),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => "reset".to_string(),
+                Err(e) => format!("error {e}"),
+            };
+            // The busy one keeps writing until the engine's end shows.
+            busy.set_write_timeout(Some(Duration::from_secs(20)))
+                .unwrap();
+            let busy_seen = loop {
+                if let Err(e) = busy.write_all(&[1u8; 65536]) {
+                    break e.kind();
+                }
+                if start.elapsed() > Duration::from_secs(20) {
+                    break std::io::ErrorKind::TimedOut;
+                }
+            };
+            (seen, start.elapsed(), busy_seen)
+        })
+        .unwrap();
+    ready.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let out = engine.terminate();
+    let (seen, took, busy) = peers.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "engine exit: {:?}\n{err}", out.status);
+    assert!(seen == "end" || seen == "reset", "the idle peer saw {seen}");
+    assert!(
+        took < Duration::from_secs(10),
+        "the idle peer waited {took:?} for the engine's end"
+    );
+    assert!(
+        matches!(
+            busy,
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+        ),
+        "the busy peer saw {busy:?}"
+    );
+}
