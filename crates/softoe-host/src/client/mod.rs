@@ -835,7 +835,7 @@ impl Client {
     /// [`watch_stream`](Self::watch_stream)), the descriptor returned named
     /// so that a process it is passed to over a Unix socket knows it for
     /// a softoe socket ([`softoe_abi::WATCH_NAME`]; `flags`: 1 for an
-    /// `AF_INET6` socket, 2 for a listener) and can [`claim`](Self::claim)
+    /// `AF_INET6` socket, 2 for a listener) and can [`take`](Self::take)
     /// it.
     pub fn watch(&self, sock: u32, flags: u8) -> io::Result<OwnedFd> {
         // The watch goes over the attach socket, the socket's commands over
