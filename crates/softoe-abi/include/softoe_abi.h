@@ -24,6 +24,23 @@
 #define softoe_MAX_BELLS 64
 
 /**
+ * [`Welcome::limit`]: the engine holds as many sessions as it may.
+ */
+#define softoe_LIMIT_SESSIONS 1
+
+/**
+ * [`Welcome::limit`]: the program's user holds as many sessions as one
+ * user may.
+ */
+#define softoe_LIMIT_USER_SESSIONS 2
+
+/**
+ * [`Welcome::limit`]: the program's user's sessions hold as much shared
+ * memory as one user may (the new session's region would pass it).
+ */
+#define softoe_LIMIT_USER_MEMORY 3
+
+/**
  * The first eight bytes of every region: `b"softoe\0\x01"` read as a
  * little-endian `u64`.
  */
@@ -547,9 +564,11 @@ typedef struct {
    */
   uint32_t session;
   /**
-   * Reserved.
+   * 0, or on a refusal the limit that refused the attach
+   * ([`LIMIT_SESSIONS`], [`LIMIT_USER_SESSIONS`], [`LIMIT_USER_MEMORY`]);
+   * then `region_len` is that limit's value.
    */
-  uint32_t _pad;
+  uint32_t limit;
   /**
    * Bytes to map from the memfd.
    */

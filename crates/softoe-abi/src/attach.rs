@@ -163,11 +163,22 @@ pub struct Welcome {
     pub status: i32,
     /// The session number.
     pub session: u32,
-    /// Reserved.
-    pub _pad: u32,
+    /// 0, or on a refusal the limit that refused the attach
+    /// ([`LIMIT_SESSIONS`], [`LIMIT_USER_SESSIONS`], [`LIMIT_USER_MEMORY`]);
+    /// then `region_len` is that limit's value.
+    pub limit: u32,
     /// Bytes to map from the memfd.
     pub region_len: u64,
 }
+
+/// [`Welcome::limit`]: the engine holds as many sessions as it may.
+pub const LIMIT_SESSIONS: u32 = 1;
+/// [`Welcome::limit`]: the program's user holds as many sessions as one
+/// user may.
+pub const LIMIT_USER_SESSIONS: u32 = 2;
+/// [`Welcome::limit`]: the program's user's sessions hold as much shared
+/// memory as one user may (the new session's region would pass it).
+pub const LIMIT_USER_MEMORY: u32 = 3;
 
 const _: () = {
     assert!(size_of::<Hello>() == 32);
@@ -210,6 +221,7 @@ impl Welcome {
         b[8..12].copy_from_slice(&self.version.to_ne_bytes());
         b[12..16].copy_from_slice(&self.status.to_ne_bytes());
         b[16..20].copy_from_slice(&self.session.to_ne_bytes());
+        b[20..24].copy_from_slice(&self.limit.to_ne_bytes());
         b[24..32].copy_from_slice(&self.region_len.to_ne_bytes());
         b
     }
@@ -222,7 +234,7 @@ impl Welcome {
             version: u32::from_ne_bytes(b[8..12].try_into().ok()?),
             status: i32::from_ne_bytes(b[12..16].try_into().ok()?),
             session: u32::from_ne_bytes(b[16..20].try_into().ok()?),
-            _pad: 0,
+            limit: u32::from_ne_bytes(b[20..24].try_into().ok()?),
             region_len: u64::from_ne_bytes(b[24..32].try_into().ok()?),
         };
         (w.magic == ATTACH_MAGIC).then_some(w)
@@ -250,7 +262,7 @@ mod tests {
             version: 1,
             status: -12,
             session: 3,
-            _pad: 0,
+            limit: LIMIT_USER_MEMORY,
             region_len: 1 << 20,
         };
         assert_eq!(Welcome::from_bytes(&w.to_bytes()), Some(w));

@@ -81,7 +81,10 @@ mod request;
 mod ring;
 mod slot;
 
-pub use attach::{ATTACH_MAGIC, BELL_MAGIC, Bell, BellOp, Hello, MAX_BELLS, WATCH_NAME, Welcome};
+pub use attach::{
+    ATTACH_MAGIC, BELL_MAGIC, Bell, BellOp, Hello, LIMIT_SESSIONS, LIMIT_USER_MEMORY,
+    LIMIT_USER_SESSIONS, MAX_BELLS, WATCH_NAME, Welcome,
+};
 pub use decode::decode;
 pub use layout::{
     ENGINE_POLLING, ENGINE_SLEEPING, Layout, LayoutError, MAGIC, RegionHeader, SESSION_CLOSED,

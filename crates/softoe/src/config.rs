@@ -396,6 +396,74 @@ impl Default for EngineSection {
     }
 }
 
+/// `[limits]`: what the engine's host interface lets programs hold, so
+/// that no user can lock the others out (see
+/// [`softoe_engine::host::UserLimits`]). Root is held to none of the
+/// per-user limits, and `root_sessions` of the sessions are kept for it.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsSection {
+    /// Most sessions (attached programs) at once, every user's together.
+    pub sessions: usize,
+    /// Of those, how many only root may take.
+    pub root_sessions: usize,
+    /// Most sessions one user other than root may hold.
+    pub user_sessions: usize,
+    /// Most sockets one user other than root may have open at once,
+    /// across its sessions (then `socket` and `accept` fail with `EMFILE`).
+    pub user_sockets: usize,
+    /// Most shared memory (session regions) one user other than root may
+    /// hold, e.g. `"64G"`.
+    pub user_memory: Size,
+}
+
+impl Default for LimitsSection {
+    fn default() -> LimitsSection {
+        let h = softoe_engine::host::HostConfig::default();
+        LimitsSection {
+            sessions: h.max_sessions,
+            root_sessions: h.root_sessions,
+            user_sessions: h.per_user.sessions,
+            user_sockets: h.per_user.sockets,
+            user_memory: Size(h.per_user.memory),
+        }
+    }
+}
+
+impl LimitsSection {
+    /// The host service's limits, checked: root's share must leave room
+    /// for the others, and every limit must allow something.
+    pub fn host(&self) -> Result<(usize, usize, softoe_engine::host::UserLimits)> {
+        if self.sessions == 0 || self.user_sessions == 0 || self.user_sockets == 0 {
+            bail!("[limits]: sessions, user_sessions and user_sockets must be at least 1");
+        }
+        if self.root_sessions >= self.sessions {
+            bail!(
+                "[limits] root_sessions ({}) must be less than sessions ({}): other users need \
+                 room too",
+                self.root_sessions,
+                self.sessions
+            );
+        }
+        if self.user_memory.0 < 1 << 20 {
+            bail!(
+                "[limits] user_memory ({} bytes) is less than one session's smallest region \
+                 (1M)",
+                self.user_memory.0
+            );
+        }
+        Ok((
+            self.sessions,
+            self.root_sessions,
+            softoe_engine::host::UserLimits {
+                sessions: self.user_sessions,
+                sockets: self.user_sockets,
+                memory: self.user_memory.0,
+            },
+        ))
+    }
+}
+
 /// Congestion control, by name.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -585,6 +653,8 @@ pub struct FileConfig {
     pub tcp: TcpSection,
     /// `[bond]`.
     pub bond: BondSection,
+    /// `[limits]`.
+    pub limits: LimitsSection,
     /// `[[service]]`.
     #[serde(rename = "service")]
     pub services: Vec<ServiceSpec>,
@@ -694,6 +764,7 @@ impl FileConfig {
         if e.spin_us > 1_000_000 || e.rx_coalesce_us > 1_000_000 {
             bail!("engine.spin_us and engine.rx_coalesce_us must be at most one second");
         }
+        self.limits.host()?;
         if e.stop_grace_ms > 60_000 {
             bail!(
                 "engine.stop_grace_ms must be at most 60000 (a minute), got {}",
@@ -994,6 +1065,19 @@ mod tests {
         assert!(engine("speed = 1.5").contains("not in (0, 1]"));
         assert!(engine("access_delay_ns = 5000000").contains("access delay"));
         assert!(engine("speed = 0.25\naccess_delay_ns = 200\nprofile_stages = true").is_empty());
+        let limits = |t: &str| {
+            err(&format!(
+                "[interface]\naddress = \"10.0.0.1/24\"\n[limits]\n{t}"
+            ))
+        };
+        assert!(limits("root_sessions = 8\nsessions = 8").contains("less than sessions"));
+        assert!(limits("user_sockets = 0").contains("at least 1"));
+        assert!(limits("user_memory = \"64K\"").contains("user_memory"));
+        assert!(limits("user_seshions = 3").contains("unknown field `user_seshions`"));
+        assert!(
+            limits("sessions = 16\nroot_sessions = 2\nuser_sessions = 4\nuser_sockets = 64\nuser_memory = \"2G\"")
+                .is_empty()
+        );
         assert!(parse_mac("01:00:5e:00:00:01").is_err());
         assert!(parse_mac("02:00:00:00:00").is_err());
         assert!(parse_mac("02:00:00:00:00:0g").is_err());

@@ -430,10 +430,14 @@ fn serve<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
             PortKind::Tap => Some(cfg.port.tap.clone()),
             PortKind::Afpacket | PortKind::Xdp => cfg.port.interface.clone(),
         };
+        let (max_sessions, root_sessions, per_user) = cfg.limits.host()?;
         let h = HostService::new(HostConfig {
             path: path.clone(),
             device,
             unprivileged_port_start: softoe_engine::host::unprivileged_port_start(),
+            max_sessions,
+            root_sessions,
+            per_user,
             ..HostConfig::default()
         })
         .with_context(|| format!("serving host programs on {}", path.display()))?;

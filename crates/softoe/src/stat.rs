@@ -33,12 +33,23 @@ pub fn run(args: &StatArgs) -> Result<()> {
         None => None,
     };
     loop {
-        let snap = softoe_engine::control::query(&args.control).with_context(|| {
-            format!(
-                "asking the engine at {} (is `softoe engine` running? --control names \
-                 another socket)",
+        let snap = softoe_engine::control::query(&args.control).map_err(|e| {
+            let why = match e.kind() {
+                // The control socket is root's (mode 0600): the engine runs,
+                // this user may not ask it.
+                std::io::ErrorKind::PermissionDenied => {
+                    "permission denied: the control socket is the engine's user's; run \
+                     `softoe stat` as that user (sudo)"
+                }
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                    "is `softoe engine` running? --control names another socket"
+                }
+                _ => "--control names the engine's control socket",
+            };
+            anyhow::Error::new(e).context(format!(
+                "asking the engine at {} ({why})",
                 args.control.display()
-            )
+            ))
         })?;
         let text = if args.json {
             format!("{}\n", serde_json::to_string(&snap)?)

@@ -97,6 +97,28 @@ fn engine_serves_and_stat_shows_a_live_connection() {
         text.contains("ESTAB") && text.contains("10.8.0.1:9") && text.contains("rtt:"),
         "softoe stat:\n{text}"
     );
+    // Another user may not ask (the control socket is the engine's user's),
+    // and is told so, not asked whether the engine runs.
+    if Path::new("/usr/bin/setpriv").exists() {
+        let o = Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                BIN,
+                "stat",
+            ])
+            .arg("--control")
+            .arg(&control)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "an unprivileged stat succeeded");
+        assert!(
+            err.contains("permission denied") && !err.contains("running?"),
+            "an unprivileged stat said: {err}"
+        );
+    }
     // The priority is always in the JSON, and in the text only when set.
     assert_eq!(conn["priority"], 0, "{conn}");
     assert!(!text.contains("prio:"), "softoe stat:\n{text}");

@@ -63,8 +63,13 @@ pub struct HostConfig {
     pub path: PathBuf,
     /// Its file mode: who may attach.
     pub mode: u32,
-    /// Most sessions at once.
+    /// Most sessions at once, every user's together.
     pub max_sessions: usize,
+    /// Of those, how many only root may take: whatever other users hold,
+    /// root's programs can attach.
+    pub root_sessions: usize,
+    /// What one user other than root may hold at once.
+    pub per_user: UserLimits,
     /// Largest data area a program may ask for.
     pub max_data: u64,
     /// Most sockets per session.
@@ -92,7 +97,9 @@ impl Default for HostConfig {
         HostConfig {
             path: PathBuf::from(DEFAULT_PATH),
             mode: 0o666,
-            max_sessions: 256,
+            max_sessions: 1024,
+            root_sessions: 64,
+            per_user: UserLimits::default(),
             max_data: 1 << 30,
             max_socks: 65_536,
             copy_ring: 512 * 1024,
@@ -102,6 +109,49 @@ impl Default for HostConfig {
             unprivileged_port_start: 1024,
         }
     }
+}
+
+/// What one user (other than root) may hold of the engine at once, so that
+/// no user can lock the others out: sessions, sockets, and the shared
+/// memory of its sessions' regions. A user is the attach socket's peer
+/// credentials' uid, as the kernel gives them (`SO_PEERCRED`), the user a
+/// program was when it attached. Root is held to none of them, and
+/// [`HostConfig::root_sessions`] of the engine's sessions are kept for it.
+///
+/// The defaults let one user take a quarter of the engine's sessions
+/// (256 of 1024: as many as the whole engine had before there were
+/// limits), a quarter of the stack's 65,536 sockets, and the regions of
+/// 256 sessions of the host library's default size (256 MiB each; the
+/// memory is a memfd's, charged when touched).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UserLimits {
+    /// Sessions (attached programs: each process that uses softoe).
+    pub sessions: usize,
+    /// Sockets open at once across the user's sessions (listeners,
+    /// connections and UDP sockets; a connection closed and draining, or
+    /// in TIME-WAIT, no longer counts). Over it `socket`/`accept` fail
+    /// with `EMFILE`.
+    pub sockets: usize,
+    /// Bytes of the user's sessions' regions together.
+    pub memory: u64,
+}
+
+impl Default for UserLimits {
+    fn default() -> UserLimits {
+        UserLimits {
+            sessions: 256,
+            sockets: 16_384,
+            memory: 64 << 30,
+        }
+    }
+}
+
+/// What one user holds now (for [`UserLimits`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Usage {
+    sessions: usize,
+    sockets: usize,
+    memory: u64,
 }
 
 /// `net.ipv4.ip_unprivileged_port_start` of the caller's network
@@ -215,6 +265,9 @@ pub struct HostService {
     hellos: HashMap<u64, (OwnedFd, Instant)>,
     /// The next token for a connection waiting for its hello.
     next_hello: u64,
+    /// What each user's sessions hold ([`UserLimits`]), by uid; a user
+    /// with no session has no entry.
+    users: HashMap<u32, Usage>,
 }
 
 const LISTENER: u64 = u64::MAX;
@@ -237,13 +290,40 @@ const MAX_HELLOS: usize = 64;
 
 /// Answers an attach with an error (a negated errno) and no region.
 fn refuse(fd: RawFd, status: i32) {
+    refuse_for(fd, status, 0, 0);
+}
+
+/// Refuses an attach with `status` because of `limit` (a `LIMIT_*`), whose
+/// value is `value`: the program's error names it.
+fn refuse_for(fd: RawFd, status: i32, limit: u32, value: u64) {
     let w = Welcome {
         magic: ATTACH_MAGIC,
         version: VERSION,
         status: -status,
+        limit,
+        region_len: value,
         ..Welcome::default()
     };
     let _ = sys::send_with_fds(fd, &w.to_bytes(), &[]);
+}
+
+/// Brings the count of what `s`'s user holds up to date with the sockets
+/// `s` has open, and gives `s` the room for sockets its user has left:
+/// before a session's turn (so that its `socket`s and `accept`s stop at the
+/// user's limit, whatever its other sessions hold) and after it (so that
+/// the next session of the same user sees what this one opened).
+fn settle(users: &mut HashMap<u32, Usage>, limits: &UserLimits, s: &mut Session) {
+    let uid = s.attach_uid();
+    let open = s.open_sockets();
+    let u = users.entry(uid).or_default();
+    let others = u.sockets.saturating_sub(s.sock_counted);
+    u.sockets = others + open;
+    s.sock_counted = open;
+    s.sock_limit = if uid == 0 {
+        usize::MAX
+    } else {
+        limits.sockets.saturating_sub(others)
+    };
 }
 
 impl HostService {
@@ -320,6 +400,7 @@ impl HostService {
             meter: AccessMeter::default(),
             hellos: HashMap::new(),
             next_hello: HELLO,
+            users: HashMap::new(),
         }
     }
 
@@ -413,9 +494,38 @@ impl HostService {
             return;
         }
         let live = self.sessions.iter().flatten().count();
-        if live >= self.cfg.max_sessions {
-            warn!(pid, "attach: too many sessions");
-            refuse(errno::EMFILE);
+        let room = if uid == 0 {
+            self.cfg.max_sessions
+        } else {
+            self.cfg.max_sessions.saturating_sub(self.cfg.root_sessions)
+        };
+        if live >= room {
+            warn!(
+                pid,
+                uid,
+                sessions = live,
+                "attach refused: the engine holds as many sessions as it may ([limits] sessions{})",
+                if uid == 0 { "" } else { ", less root_sessions" }
+            );
+            refuse_for(fd, errno::EMFILE, softoe_abi::LIMIT_SESSIONS, live as u64);
+            return;
+        }
+        let used = self.users.get(&uid).copied().unwrap_or_default();
+        let limits = self.cfg.per_user;
+        if uid != 0 && used.sessions >= limits.sessions {
+            warn!(
+                pid,
+                uid,
+                sessions = used.sessions,
+                "attach refused: the user holds as many sessions as one user may \
+                 ([limits] user_sessions)"
+            );
+            refuse_for(
+                fd,
+                errno::EMFILE,
+                softoe_abi::LIMIT_USER_SESSIONS,
+                limits.sessions as u64,
+            );
             return;
         }
         let ring = |n: u32| n.clamp(64, 16_384).next_power_of_two();
@@ -432,6 +542,23 @@ impl HostService {
                 return;
             }
         };
+        if uid != 0 && used.memory.saturating_add(layout.region_len()) > limits.memory {
+            warn!(
+                pid,
+                uid,
+                held = used.memory,
+                asked = layout.region_len(),
+                "attach refused: the user's sessions would hold more shared memory than one \
+                 user may ([limits] user_memory)"
+            );
+            refuse_for(
+                fd,
+                errno::ENOMEM,
+                softoe_abi::LIMIT_USER_MEMORY,
+                limits.memory,
+            );
+            return;
+        }
         let id = self.next_id;
         let made = (|| -> io::Result<(OwnedFd, Mapping, EventFd, EventFd)> {
             let (memfd, map) = Mapping::memfd(
@@ -465,7 +592,7 @@ impl HostService {
             version: VERSION,
             status: 0,
             session: id,
-            _pad: 0,
+            limit: 0,
             region_len: layout.region_len(),
         };
         if let Err(e) = sys::send_with_fds(fd, &w.to_bytes(), &session.fds()) {
@@ -488,6 +615,9 @@ impl HostService {
             return;
         }
         self.next_id = self.next_id.wrapping_add(1).max(1);
+        let u = self.users.entry(uid).or_default();
+        u.sessions += 1;
+        u.memory += layout.region_len();
         info!(
             session = id,
             pid,
@@ -610,6 +740,15 @@ impl HostService {
             {
                 info!(session = s.id, pid = s.pid, "session reclaimed");
                 self.meter.absorb(&s.meter);
+                let uid = s.attach_uid();
+                if let Some(u) = self.users.get_mut(&uid) {
+                    u.sessions = u.sessions.saturating_sub(1);
+                    u.memory = u.memory.saturating_sub(s.region_len());
+                    u.sockets = u.sockets.saturating_sub(s.sock_counted);
+                    if u.sessions == 0 {
+                        self.users.remove(&uid);
+                    }
+                }
                 // Grants it never used die with it (session numbers are
                 // not reused, but the table must not grow).
                 let id = s.id;
@@ -1046,6 +1185,7 @@ impl Service for HostService {
         self.events = events;
         for (slot, s) in self.sessions.iter_mut().enumerate() {
             if let Some(s) = s {
+                settle(&mut self.users, &self.cfg.per_user, s);
                 any |= s.step(&mut Ctx {
                     now,
                     stack,
@@ -1056,6 +1196,7 @@ impl Service for HostService {
                     scratch: &mut self.scratch,
                     mem,
                 });
+                settle(&mut self.users, &self.cfg.per_user, s);
             }
         }
         any |= self.shares(now, stack);

@@ -101,6 +101,9 @@ pub struct BedOptions {
     pub engine: EngineConfig,
     /// Serve host programs (the host interface) on a socket of its own.
     pub host: bool,
+    /// Changes to the host interface's configuration (its limits), made
+    /// last.
+    pub host_config: fn(&mut HostConfig),
     /// Changes to the stack's configuration, made last.
     pub stack: fn(&mut StackConfig),
     /// Put the engine on an [`XdpPort`] (copy mode, no offloads:
@@ -119,6 +122,7 @@ impl Default for BedOptions {
             mtu: 1500,
             engine: EngineConfig::default(),
             host: false,
+            host_config: |_| {},
             stack: |_| {},
             xdp: false,
         }
@@ -177,11 +181,13 @@ impl Bed {
         let host_service = opts
             .host
             .then(|| {
-                HostService::new(HostConfig {
+                let mut hcfg = HostConfig {
                     path: host.clone(),
                     device: Some(dev.clone()),
                     ..Default::default()
-                })
+                };
+                (opts.host_config)(&mut hcfg);
+                HostService::new(hcfg)
             })
             .transpose()
             .map_err(|e| other("serving host programs", e))?;

@@ -197,6 +197,35 @@ pub(crate) fn closed() -> io::Error {
     )
 }
 
+/// The error for a refused attach: the errno, and the limit that refused
+/// it in words when one did (the engine's configuration names it).
+fn refusal(w: &Welcome) -> io::Error {
+    let e = status_err(w.status);
+    let v = w.region_len;
+    let why = match w.limit {
+        softoe_abi::LIMIT_SESSIONS => format!(
+            "the engine holds {v} sessions, as many as it may (`[limits] sessions` in its \
+             configuration)"
+        ),
+        softoe_abi::LIMIT_USER_SESSIONS => format!(
+            "this user holds {v} sessions, as many as one user may (`[limits] user_sessions` in \
+             the engine's configuration)"
+        ),
+        softoe_abi::LIMIT_USER_MEMORY => format!(
+            "this user's sessions would hold more than {} MiB of shared memory, as much as one \
+             user may (`[limits] user_memory` in the engine's configuration; a smaller \
+             SOFTOE_DATA_MB asks for less)",
+            v >> 20
+        ),
+        _ => return e,
+    };
+    let kind = e.kind();
+    io::Error::new(
+        kind,
+        format!("the softoe engine refused to attach: {why} ({e})"),
+    )
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -255,7 +284,7 @@ impl Client {
         let w = Welcome::from_bytes(&buf[..n.min(buf.len())])
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not a softoe engine"))?;
         if w.status < 0 {
-            return Err(status_err(w.status));
+            return Err(refusal(&w));
         }
         let mut fds = fds.into_iter();
         let (Some(memfd), Some(bell_engine), Some(bell_app)) = (fds.next(), fds.next(), fds.next())

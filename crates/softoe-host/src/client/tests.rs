@@ -53,7 +53,7 @@ fn answer(conn: OwnedFd) -> FakeEngine {
         version: VERSION,
         status: 0,
         session: 7,
-        _pad: 0,
+        limit: 0,
         region_len: len,
     };
     sys::send_fds(

@@ -140,6 +140,13 @@ pub(crate) struct SessionCore<P> {
     /// change, so `softoe stat`'s figures cost nothing per refresh.
     open_n: usize,
     detached_n: usize,
+    /// Most sockets this session may have open, given what its user's
+    /// other sessions hold (`UserLimits::sockets`; set by the host service
+    /// before each turn), and how many of its own the user's count has.
+    pub(super) sock_limit: usize,
+    pub(super) sock_counted: usize,
+    /// Whether a socket refused for the user's limit has been logged.
+    limit_said: bool,
     /// Socket ids to serve this turn (each once: `marked`).
     dirty: Vec<u32>,
     /// Whether each socket id is in `dirty`. Per id, not per socket: a
@@ -222,6 +229,9 @@ impl<P: Program> SessionCore<P> {
             ids: ids::Ids::new(layout.socks() as usize),
             open_n: 0,
             detached_n: 0,
+            sock_limit: usize::MAX,
+            sock_counted: 0,
+            limit_said: false,
             // Each holds a socket at most once: sized for every socket up
             // front, so the first socket to block mid-stream does not
             // allocate (the allocation test caught `blocked` growing on
@@ -538,11 +548,43 @@ impl<P: Program> SessionCore<P> {
     /// The lowest free socket id, found in a bitmap of the ids taken
     /// (`ids.rs`): opening the 10,000th socket, or filling a hole below
     /// 10,000 open ones, reads a few words, not the table.
-    fn new_id(&self) -> Result<u32> {
+    ///
+    /// `EMFILE` as well when the session's user has as many sockets open as
+    /// one user may (`sock_limit`).
+    fn new_id(&mut self) -> Result<u32> {
+        if self.open_n >= self.sock_limit {
+            if !self.limit_said {
+                self.limit_said = true;
+                warn!(
+                    session = self.id,
+                    pid = self.pid,
+                    uid = self.uid,
+                    open = self.open_n,
+                    "socket refused (EMFILE): the user has as many sockets open as one user \
+                     may ([limits] user_sockets)"
+                );
+            }
+            return Err(errno::EMFILE);
+        }
         self.ids
             .lowest_free()
             .filter(|&i| (i as usize) < self.socks.len())
             .ok_or(errno::EMFILE)
+    }
+
+    /// Sockets open in this session now.
+    pub(super) fn open_sockets(&self) -> usize {
+        self.open_n
+    }
+
+    /// The user the program was when it attached (whose limits it uses).
+    pub(super) fn attach_uid(&self) -> u32 {
+        self.uid
+    }
+
+    /// Bytes of the session's region.
+    pub(super) fn region_len(&self) -> u64 {
+        self.region.layout().region_len()
     }
 
     /// Puts `s` in slot `id` (which `new_id` found free).
