@@ -182,3 +182,156 @@ fn the_bind_matrix_answers_as_on_linux() {
         differ.concat()
     );
 }
+
+/// The privilege-separation chain, as inetd and sshd run it: a root
+/// program accepts two connections, forks a child that drops to user 65534
+/// and execs a program given one of them (as descriptor 0). That program
+/// carries no authority in its environment (one record, of its one
+/// connection, with no credential), and an unrelated process of the same
+/// user, started with an environment forged from the program's (its
+/// records copied, and the same records naming descriptors of its own:
+/// TCP sockets and socket pairs), reaches no connection; both connections
+/// carry exactly what their two ends sent. Before, each exec'd image's
+/// environment held its session's secret, and any process that read it
+/// could adopt the session's other connections.
+#[test]
+fn a_dropped_child_reaches_only_the_connection_it_was_given() {
+    use std::os::unix::process::CommandExt;
+    let python = "/usr/bin/python3";
+    if !have("setpriv") || !std::path::Path::new(python).exists() {
+        return;
+    }
+    let bed = bed();
+    let dir = tempdir("chain");
+    let _ = std::fs::remove_file(dir.join("child.pid"));
+    let _ = std::fs::remove_file(dir.join("stranger.done"));
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let d = dir.to_string_lossy().into_owned();
+    let ip = ENGINE_IP.to_string();
+    let mut root = on_softoe(&bed, python);
+    root.args([&script(), "chain", &ip, "9600", &d]);
+    let mut root = Child(
+        root.stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let mut out = BufReader::new(root.0.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert_eq!(first.trim(), "listening");
+    let mut client = on_linux(&bed, "python3");
+    client.args([&script(), "client", &ip, "9600"]);
+    let mut client = Child(client.stdout(Stdio::piped()).spawn().unwrap());
+    let t0 = std::time::Instant::now();
+    let pid = loop {
+        if let Ok(p) = std::fs::read_to_string(dir.join("child.pid")) {
+            break p;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "the child never got its connection"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    // The stranger's environment: the child's, its records copied and
+    // made to name the stranger's own descriptors 3–6.
+    let environ = std::fs::read(format!("/proc/{}/environ", pid.trim())).unwrap();
+    let vars: Vec<(String, String)> = environ
+        .split(|&b| b == 0)
+        .filter_map(|kv| {
+            let kv = String::from_utf8_lossy(kv);
+            let (k, v) = kv.split_once('=')?;
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect();
+    let records: Vec<String> = vars
+        .iter()
+        .filter(|(k, _)| k == "SOFTOE_INHERIT")
+        .flat_map(|(_, v)| v.split(';').map(str::to_string).collect::<Vec<_>>())
+        .filter(|r| !r.is_empty())
+        .collect();
+    assert_eq!(records.len(), 1, "the child's records: {records:?}");
+    let tcp = || {
+        // SAFETY: plain socket creation; the descriptor is owned below.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+        assert!(fd >= 0);
+        // SAFETY: a new descriptor nobody else owns.
+        unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
+    };
+    let (p1, _k1) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (p2, _k2) = std::os::unix::net::UnixStream::pair().unwrap();
+    let decoys: Vec<std::os::fd::OwnedFd> = vec![tcp(), tcp(), p1.into(), p2.into()];
+    let mut forged = records.clone();
+    for fd in &decoys {
+        let st = std::fs::metadata(format!("/proc/self/fd/{}", {
+            use std::os::fd::AsRawFd;
+            fd.as_raw_fd()
+        }))
+        .unwrap();
+        let (dev, ino) = (
+            std::os::unix::fs::MetadataExt::dev(&st),
+            std::os::unix::fs::MetadataExt::ino(&st),
+        );
+        for r in &records {
+            let mut f: Vec<String> = r.split(',').map(str::to_string).collect();
+            if f.len() >= 3 {
+                f[1] = dev.to_string();
+                f[2] = ino.to_string();
+                forged.push(f.join(","));
+            }
+        }
+    }
+    let mut stranger = Command::new(python);
+    stranger
+        .args([&script(), "probe", "-", "3", "4", "5", "6"])
+        .env_clear()
+        .envs(vars.iter().filter(|(k, _)| k != "SOFTOE_INHERIT").cloned())
+        .env("SOFTOE_INHERIT", forged.join(";"))
+        .uid(65534)
+        .gid(65534);
+    let raw: Vec<i32> = decoys
+        .iter()
+        .map(|f| {
+            use std::os::fd::AsRawFd;
+            f.as_raw_fd()
+        })
+        .collect();
+    // SAFETY: dup2 is async-signal-safe; the descriptors are live in the
+    // parent until the child has started.
+    unsafe {
+        stranger.pre_exec(move || {
+            for (i, &fd) in raw.iter().enumerate() {
+                // Above the targets first, so no dup2 overwrites a source.
+                let hi = libc::fcntl(fd, libc::F_DUPFD, 100);
+                if hi < 0 || libc::dup2(hi, 3 + i as i32) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let o = run_for(guarded(stranger), 30, "the stranger");
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && said.trim() == "reached 0",
+        "the stranger: {said} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::write(dir.join("stranger.done"), b"").unwrap();
+    let mut o = String::new();
+    std::io::Read::read_to_string(&mut client.0.stdout.take().unwrap(), &mut o).unwrap();
+    assert_eq!(
+        o.trim(),
+        r"client b'you-are-given\n' b'given-ok\n' b'secret-ok\n' then b'' b''",
+        "what Linux's client got"
+    );
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(
+        rest.trim(),
+        "child read b'to-given\\n'; records [5]\nroot read b'to-secret\\n'; child exit 0",
+        "what the root program and its child got"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
