@@ -102,6 +102,9 @@ pub struct RealBed {
     pub host: PathBuf,
     /// The engine thread's id (for its CPU time).
     pub engine_tid: i32,
+    /// The host interface's sessions, as `softoe stat` shows them
+    /// (refreshed every millisecond).
+    pub sessions: softoe_engine::host::SessionStats,
     stop: softoe_engine::StopHandle,
     engine: Option<NsThread<Result<EngineCounters>>>,
 }
@@ -150,6 +153,7 @@ impl RealBed {
         }
         let host_service = HostService::new(hcfg)
             .with_context(|| format!("serving host programs on {}", host.display()))?;
+        let sessions = host_service.stats();
         let engine = sw.spawn(move || -> Result<EngineCounters> {
             match opts.port {
                 BedPort::Tap => {
@@ -176,6 +180,7 @@ impl RealBed {
             tap: tap.clone(),
             host,
             engine_tid: started.tid,
+            sessions,
             stop: started.stop,
             engine: Some(engine),
         };

@@ -24,6 +24,8 @@ fn bench_measures_both_sides() {
         "100",
         "--scale-max",
         "100",
+        "--reclaim-programs",
+        "10",
         "--plots",
         plots.to_str().unwrap(),
     ]);
@@ -57,11 +59,16 @@ fn bench_measures_both_sides() {
     }
     assert_eq!(
         v["targets"].as_array().unwrap().len(),
-        20,
+        21,
         "5 bulk targets for copy, overlap and zerocopy, the round trip's p50 and p99, \
          connections held, engine cycles per request user and all told (p99 at 10,000 ÷ \
-         1,000 needs both counts)"
+         1,000 needs both counts), the reclaim's p99"
     );
+    // Every killed program's session reclaimed, none left behind.
+    let rec = &v["reclaim"];
+    assert_eq!(rec["programs"], 10, "{rec}");
+    assert_eq!(rec["left"], 0, "{rec}");
+    assert!(rec["p99_ms"].as_f64().unwrap() >= rec["p50_ms"].as_f64().unwrap());
     let scale = v["scale"].as_array().unwrap();
     assert_eq!(scale.len(), 4, "2 systems × 1 and 100 connections");
     for r in scale {

@@ -34,6 +34,7 @@ mod cpu;
 pub(crate) mod emulate;
 pub(crate) mod loss;
 mod plot;
+mod reclaim;
 mod render;
 mod scale;
 mod scenarios;
@@ -62,7 +63,7 @@ use targets::{Target, targets};
 const WRITE: usize = 64 * 1024;
 
 /// The scenarios `softoe bench` knows.
-const SCENARIOS: [&str; 9] = [
+const SCENARIOS: [&str; 10] = [
     "bulk",
     "latency",
     "ablation",
@@ -72,6 +73,7 @@ const SCENARIOS: [&str; 9] = [
     "bond",
     "spin",
     "apps",
+    "reclaim",
 ];
 
 /// Options of `softoe bench`.
@@ -134,7 +136,9 @@ pub struct BenchArgs {
     /// round trip, beside Linux: named only), apps (unmodified nginx — 64
     /// KiB files kept alive, a new connection per request —, memcached and
     /// PostgreSQL's pgbench on softoe through `softoe run` beside the same
-    /// server on Linux, each row --apps-secs long: named only).
+    /// server on Linux, each row --apps-secs long: named only), reclaim
+    /// (programs killed with SIGKILL holding a connection: the time until
+    /// the engine has reclaimed each session).
     #[arg(long, value_delimiter = ',', value_parser = SCENARIOS)]
     only: Vec<String>,
     /// Samples of each real-time scenario of `bond` (1 kHz: 100000 is 100
@@ -249,6 +253,10 @@ pub struct BenchArgs {
     /// and 10,000 up to this; default 10000, 1000 with --quick).
     #[arg(long)]
     scale_max: Option<usize>,
+    /// Programs the reclaim scenario starts and kills, one after another
+    /// (default 400, 100 with --quick).
+    #[arg(long)]
+    reclaim_programs: Option<usize>,
 }
 /// One bulk run.
 #[derive(Debug, Serialize)]
@@ -336,6 +344,8 @@ struct Report {
     apps: Vec<apps::AppRow>,
     /// The command that runs the apps scenario as it ran.
     apps_command: Option<String>,
+    /// Killed programs' sessions: how long the engine took to reclaim them.
+    reclaim: Option<reclaim::Reclaim>,
     plots: Vec<PathBuf>,
 }
 
@@ -477,7 +487,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             + if want("loss") { loss.runs() } else { 0 }
             + if want("bond") { bond.runs() } else { 0 }
             + if want("spin") { spin.runs() } else { 0 }
-            + if want("apps") { apps.runs() } else { 0 },
+            + if want("apps") { apps.runs() } else { 0 }
+            + u64::from(want("reclaim")),
     );
     let mut report = Report {
         quick: args.quick,
@@ -535,6 +546,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             "softoe bench --only apps --apps-secs {apps_secs} --apps-conns {}",
             args.apps_conns
         ));
+    }
+    if want("reclaim") {
+        let n = args
+            .reclaim_programs
+            .unwrap_or(if args.quick { 100 } else { 400 });
+        report.reclaim = Some(reclaim::run(&base, &exe, n, &pb)?);
     }
     report.targets = targets(&report);
     report.plots = plots(&report, &args.plots)?;

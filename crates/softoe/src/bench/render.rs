@@ -227,6 +227,9 @@ pub(super) fn render(r: &Report) -> String {
                 .unwrap_or("softoe bench --only apps"),
         ));
     }
+    if let Some(x) = &r.reclaim {
+        o.push_str(&super::reclaim::render(x));
+    }
     for p in &r.plots {
         let _ = writeln!(o, "plot: {}", p.display());
     }

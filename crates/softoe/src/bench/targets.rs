@@ -110,6 +110,15 @@ pub(super) fn targets(r: &Report) -> Vec<Target> {
             met: x <= 1.0,
         });
     }
+    if let Some(x) = &r.reclaim {
+        t.push(Target {
+            what: format!("killed program reclaimed, p99 ({} programs)", x.programs),
+            ratio: x.p99_ms,
+            unit: "ms",
+            goal: "≤ 10",
+            met: x.p99_ms <= 10.0 && x.left == 0,
+        });
+    }
     t
 }
 

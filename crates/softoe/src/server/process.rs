@@ -66,6 +66,19 @@ impl Servers {
         }
     }
 
+    /// The program's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the program with SIGKILL (it gets no chance to close anything)
+    /// and reaps it.
+    pub(crate) fn kill(&mut self) -> Result<()> {
+        self.child.kill().context("killing the server program")?;
+        self.child.wait().context("reaping the server program")?;
+        Ok(())
+    }
+
     /// Waits until the program has served what it was to serve and ended.
     pub(crate) fn finish(mut self) -> Result<ExitStatus> {
         Ok(self.child.wait()?)
