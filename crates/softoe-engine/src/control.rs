@@ -1,10 +1,18 @@
 //! The control socket: `softoe stat` asks, the engine answers with a JSON
 //! snapshot of every connection (the fields of `ss -ti`) and its counters.
+//!
+//! Any user may ask, as any user may run `ss`: every connection and
+//! listener is shown with its addresses, state and TCP figures, but of the
+//! host interface's sessions (the programs, their pids and users) a user
+//! other than root sees only its own ([`for_user`]). The asker is known by
+//! the socket's peer credentials; answers to users other than root are
+//! reused for 100 ms, so asking in a loop costs the engine little.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use softoe_stack::{Stack, State, TcpInfo};
@@ -156,7 +164,7 @@ impl EngineCounters {
 }
 
 /// One connection, as `softoe stat` shows it.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ConnStat {
     /// Connection state.
     pub state: String,
@@ -419,7 +427,7 @@ pub struct StackCounters {
 }
 
 /// The whole answer of `softoe stat`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Snapshot {
     /// The port.
     pub port: String,
@@ -694,22 +702,48 @@ pub struct Control {
     /// The socket file, removed at drop while still ours.
     _path: crate::sockpath::Bound,
     sessions: Option<crate::host::SessionStats>,
+    /// What users other than root were last answered, by uid, and when:
+    /// they get the same bytes for [`SHARED_FOR`], so that no user can
+    /// make the engine build snapshots as fast as it can ask.
+    answered: HashMap<u32, (Instant, Vec<u8>)>,
+}
+
+/// How long a snapshot answered to a user other than root is reused.
+const SHARED_FOR: Duration = Duration::from_millis(100);
+/// Most users whose answers are kept (a table that cannot grow without
+/// bound; past it, answers are built afresh).
+const MAX_ANSWERED: usize = 64;
+
+/// What user `uid` is shown of `snap`: root everything; another user
+/// every connection and listener with their addresses and state, and the
+/// engine's counters (as `ss` shows any user every socket), but only its
+/// own sessions (the programs it runs; others' are hidden, as `ss` hides
+/// other users' processes).
+pub fn for_user(snap: &Snapshot, uid: u32) -> Snapshot {
+    let mut s = snap.clone();
+    if uid != 0 {
+        s.sessions.retain(|x| x.uid == uid);
+    }
+    s
 }
 
 impl Control {
-    /// Binds `path`, owner-only: a dead engine's socket file there is
-    /// replaced, a live engine's is an error (`AddrInUse`).
+    /// Binds `path`, for every user to ask (what each is shown:
+    /// [`for_user`]): a dead engine's socket file there is replaced, a live
+    /// engine's is an error (`AddrInUse`). It only answers questions: nothing
+    /// sent to it changes the engine.
     pub fn bind(path: &Path) -> std::io::Result<Control> {
         crate::sockpath::claim(path, "control socket")?;
         let listener = UnixListener::bind(path)?;
         let bound = crate::sockpath::Bound::new(path);
         listener.set_nonblocking(true)?;
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
         Ok(Control {
             listener,
             _path: bound,
             sessions: None,
+            answered: HashMap::new(),
         })
     }
 
@@ -734,26 +768,59 @@ impl Control {
         port: &str,
         dev: &mut dyn crate::Port,
     ) {
+        // Built at most once per call, and only when someone asks.
+        let mut snap: Option<Snapshot> = None;
+        let now = Instant::now();
+        self.answered
+            .retain(|_, (t, _)| now.duration_since(*t) < SHARED_FOR);
         while let Ok((mut conn, _)) = self.listener.accept() {
-            let mut snap = Snapshot::take(stack, engine, port);
-            snap.port_drops = dev.dropped();
-            snap.faults = dev.faults();
-            snap.bond = dev.bond();
-            if let Some(s) = self.sessions.as_ref().and_then(|s| s.lock().ok()) {
-                snap.sessions = s.clone();
-            }
-            // The user each program runs as now (a server that drops
-            // privileges after attaching), read only when someone asks.
-            for s in snap.sessions.iter_mut().filter(|s| !s.dead) {
-                if let Some(uid) = effective_uid(s.pid) {
-                    s.uid = uid;
+            use std::os::fd::AsRawFd;
+            // Who asks, as the kernel says; unknown: shown what anyone is.
+            let uid = crate::host::sys::peer_cred(conn.as_raw_fd()).map_or(u32::MAX, |c| c.1);
+            let kept = (uid != 0)
+                .then(|| self.answered.get(&uid).map(|(_, j)| j.clone()))
+                .flatten();
+            let json = match kept {
+                Some(j) => j,
+                None => {
+                    let full = snap.get_or_insert_with(|| self.snapshot(stack, engine, port, dev));
+                    let Ok(j) = serde_json::to_vec(&for_user(full, uid)) else {
+                        continue;
+                    };
+                    if uid != 0 && self.answered.len() < MAX_ANSWERED {
+                        self.answered.insert(uid, (now, j.clone()));
+                    }
+                    j
                 }
-            }
-            if let Ok(json) = serde_json::to_vec(&snap) {
-                let _ = conn.set_write_timeout(Some(Duration::from_millis(100)));
-                let _ = conn.write_all(&json);
+            };
+            let _ = conn.set_write_timeout(Some(Duration::from_millis(100)));
+            let _ = conn.write_all(&json);
+        }
+    }
+
+    /// Everything there is to show.
+    fn snapshot(
+        &self,
+        stack: &Stack,
+        engine: &EngineCounters,
+        port: &str,
+        dev: &mut dyn crate::Port,
+    ) -> Snapshot {
+        let mut snap = Snapshot::take(stack, engine, port);
+        snap.port_drops = dev.dropped();
+        snap.faults = dev.faults();
+        snap.bond = dev.bond();
+        if let Some(s) = self.sessions.as_ref().and_then(|s| s.lock().ok()) {
+            snap.sessions = s.clone();
+        }
+        // The user each program runs as now (a server that drops
+        // privileges after attaching), read only when someone asks.
+        for s in snap.sessions.iter_mut().filter(|s| !s.dead) {
+            if let Some(uid) = effective_uid(s.pid) {
+                s.uid = uid;
             }
         }
+        snap
     }
 }
 
@@ -801,6 +868,30 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// Root sees every session; another user only its own, and every
+    /// connection either way.
+    #[test]
+    fn a_user_sees_every_connection_and_only_its_own_sessions() {
+        let session = |id, uid| crate::host::SessionStat {
+            id,
+            uid,
+            ..Default::default()
+        };
+        let snap = Snapshot {
+            connections: vec![ConnStat::default(), ConnStat::default()],
+            sessions: vec![session(1, 0), session(2, 65534), session(3, 1000)],
+            ..Snapshot::default()
+        };
+        assert_eq!(for_user(&snap, 0), snap);
+        let theirs = for_user(&snap, 65534);
+        assert_eq!(theirs.connections.len(), 2);
+        assert_eq!(
+            theirs.sessions.iter().map(|s| s.id).collect::<Vec<_>>(),
+            [2]
+        );
+        assert!(for_user(&snap, 7).sessions.is_empty());
+    }
 
     /// The capability bit is read from `CapEff` alone, as hex; a status
     /// without it, or with garbage, says nothing.

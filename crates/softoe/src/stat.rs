@@ -35,11 +35,12 @@ pub fn run(args: &StatArgs) -> Result<()> {
     loop {
         let snap = softoe_engine::control::query(&args.control).map_err(|e| {
             let why = match e.kind() {
-                // The control socket is root's (mode 0600): the engine runs,
-                // this user may not ask it.
+                // Every user may ask an engine's control socket (mode
+                // 0666), unless its owner or directory says otherwise: the
+                // engine runs, this user may not ask it.
                 std::io::ErrorKind::PermissionDenied => {
-                    "permission denied: the control socket is the engine's user's; run \
-                     `softoe stat` as that user (sudo)"
+                    "permission denied: this user may not open the control socket (its file \
+                     mode or its directory's); run `softoe stat` as its owner (sudo)"
                 }
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
                     "is `softoe engine` running? --control names another socket"
