@@ -325,7 +325,9 @@ pub struct StackConfig {
     pub syncookies: SynCookies,
     /// Closed connections kept for new ones to open in (their control
     /// block, receive ring, send queue and logs), so that opening a
-    /// connection allocates nothing: at most this many…
+    /// connection allocates nothing: at most this many… (A connection's
+    /// storage comes back when it enters TIME-WAIT, which needs none of
+    /// it; its control block when TIME-WAIT ends.)
     pub keep_closed: usize,
     /// …whose receive rings hold at most this many bytes together (their
     /// pages stay resident while kept). 0 for either keeps none.

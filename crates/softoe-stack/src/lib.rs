@@ -134,7 +134,7 @@ pub use device::{Device, DeviceCaps, PartialCsum, RxMeta, RxRing, TxBusy, TxFram
 pub use payload::PayloadRef;
 pub use socket::{Events, SocketHandle};
 pub use stack::{BindError, ConfigError, HandleError, Stack, UdpSendError};
-pub use stats::StackStats;
+pub use stats::{StackStats, TcpMemory};
 pub use tcp::congestion::Algorithm;
 pub use tcp::{Endpoint, ListenerInfo, RecvError, SendError, State, TcpError, TcpInfo};
 pub use time::Instant;

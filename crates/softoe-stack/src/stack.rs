@@ -22,7 +22,7 @@ use crate::rand::Rand;
 use crate::reasm::{Outcome, Reassembly};
 use crate::socket::udp::UdpSocket;
 use crate::socket::{Events, ListenGroup, Socket, SocketHandle, SocketSet};
-use crate::stats::StackStats;
+use crate::stats::{StackStats, TcpMemory};
 use crate::tcp::congestion::Algorithm;
 use crate::tcp::icmp::{self, IcmpVerdict};
 use crate::tcp::input::{Ctx, RateLimiter, Reply, rst_for};
@@ -272,6 +272,30 @@ impl Stack {
     /// Stack-wide counters.
     pub fn stats(&self) -> &StackStats {
         &self.stats
+    }
+
+    /// What the TCP connections hold in memory now, and what closed ones
+    /// left for reuse (a walk of the socket table: for `softoe stat`, not
+    /// for every turn).
+    pub fn tcp_memory(&self) -> TcpMemory {
+        let mut m = TcpMemory::default();
+        for s in self.sockets.indices().filter_map(|i| self.sockets.tcp(i)) {
+            m.connections += 1;
+            m.time_wait += usize::from(s.state == State::TimeWait);
+            m.held += s.storage_bytes();
+        }
+        let (blocks, kept, kept_bytes) = self.sockets.kept();
+        m.kept = kept;
+        m.kept_bytes = kept_bytes;
+        m.control = (m.connections + blocks) * size_of::<TcpSocket>();
+        m
+    }
+
+    /// Bytes of storage connection `h` holds (`TcpSocket::storage_bytes`).
+    #[cfg(test)]
+    pub(crate) fn tcp_storage_bytes(&self, h: SocketHandle) -> Option<usize> {
+        let i = self.tcp_index(h).ok()?;
+        self.sockets.tcp(i).map(TcpSocket::storage_bytes)
     }
 
     /// Entries in the ARP cache (resolved and pending).
@@ -567,6 +591,20 @@ impl Stack {
             if orphan {
                 self.sockets.discard(i);
             }
+        }
+        if state == State::TimeWait {
+            self.shed(i);
+        }
+    }
+
+    /// A connection in TIME-WAIT gives its storage back (to the kept
+    /// ones, for the next connection, or to the allocator): see
+    /// `TcpSocket::shed_storage`. Every way into TIME-WAIT passes through
+    /// [`after_tcp`](Self::after_tcp); a read that empties the ring of a
+    /// connection already there, through here too.
+    fn shed(&mut self, i: usize) {
+        if let Some(st) = self.sockets.tcp_mut(i).and_then(TcpSocket::shed_storage) {
+            self.sockets.keep_storage(st);
         }
     }
 
@@ -1561,6 +1599,9 @@ impl Stack {
         let sock = self.sockets.tcp_mut(i).ok_or(RecvError::InvalidHandle)?;
         let n = sock.recv(buf)?;
         let update = sock.window_update;
+        if sock.state == State::TimeWait {
+            self.shed(i);
+        }
         self.sockets.touch(i);
         if update {
             self.mark_ready(i);
@@ -1579,6 +1620,9 @@ impl Stack {
         let sock = self.sockets.tcp_mut(i).ok_or(RecvError::InvalidHandle)?;
         let r = sock.recv_with(f)?;
         let update = sock.window_update;
+        if sock.state == State::TimeWait {
+            self.shed(i);
+        }
         self.sockets.touch(i);
         if update {
             self.mark_ready(i);

@@ -121,3 +121,30 @@ pub struct StackStats {
     /// Tail-loss probes sent at once for it.
     pub path_probes: u64,
 }
+
+/// What the stack's TCP connections hold in memory now: a gauge, unlike
+/// [`StackStats`] (what [`Stack::tcp_memory`](crate::Stack::tcp_memory)
+/// reports, for `softoe stat`). Storage is a connection's receive ring
+/// ([`TcpConfig::rx_buffer`](crate::TcpConfig::rx_buffer)), send queue,
+/// out-of-order and SACK ranges and transmit log; its control block is
+/// the rest of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TcpMemory {
+    /// Connections (TCP sockets other than listeners).
+    pub connections: usize,
+    /// Of those, connections in TIME-WAIT.
+    pub time_wait: usize,
+    /// Bytes of storage the connections hold.
+    pub held: usize,
+    /// Storages kept for the next connections to reuse, left by closed
+    /// connections and by those that entered TIME-WAIT (at most
+    /// [`StackConfig::keep_closed`](crate::StackConfig::keep_closed)).
+    pub kept: usize,
+    /// Bytes of the kept storages (their receive rings together at most
+    /// [`StackConfig::keep_closed_bytes`](crate::StackConfig::keep_closed_bytes)).
+    pub kept_bytes: usize,
+    /// Bytes of control blocks: the connections' and those kept for
+    /// reuse (at most `keep_closed`).
+    pub control: usize,
+}

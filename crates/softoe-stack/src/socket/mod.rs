@@ -261,7 +261,7 @@ pub(crate) struct SocketSet {
     spares: Spares,
 }
 
-/// Closed connections, kept for the next ones to reuse their allocations.
+/// Closed connections' allocations, kept for the next ones to reuse.
 ///
 /// A connection's receive ring is the receive buffer's size (4 MiB by
 /// default): the allocator maps it fresh for every connection and unmaps
@@ -273,14 +273,24 @@ pub(crate) struct SocketSet {
 /// servers after the receive rings are kept"). A few kept sockets make
 /// opening a connection allocate nothing; a ring's old bytes are never
 /// read (a ring reads only what is written after it is taken).
+///
+/// The control blocks and the storage are kept apart: a connection gives
+/// its storage up when it enters TIME-WAIT (`TcpSocket::shed_storage`),
+/// and its control block only a minute later, when TIME-WAIT ends. So a
+/// server that closes first, whose connections all pass through
+/// TIME-WAIT, opens the next ones in the storage of those that just
+/// closed, as it did when that storage came back with the socket.
 #[derive(Debug)]
 struct Spares {
     // Boxed on purpose: the box is the control block a connection lives
-    // in (`Socket::Tcp`), kept with everything else.
+    // in (`Socket::Tcp`), kept with its allocation. Kept without storage.
     #[allow(clippy::vec_box)]
     socks: Vec<Box<TcpSocket>>,
+    stores: Vec<Storage>,
+    /// Bytes of the receive rings in `stores`.
     bytes: usize,
-    /// At most this many kept sockets (`StackConfig::keep_closed`)…
+    /// At most this many kept control blocks, and as many storages
+    /// (`StackConfig::keep_closed`)…
     max: usize,
     /// …whose receive rings hold at most this many bytes
     /// (`StackConfig::keep_closed_bytes`).
@@ -289,32 +299,48 @@ struct Spares {
 
 impl Spares {
     fn new(max: usize, max_bytes: usize) -> Spares {
+        // No bytes for rings keeps nothing at all (`StackConfig`: "0 for
+        // either keeps none").
+        let max = if max_bytes == 0 { 0 } else { max };
         Spares {
             socks: Vec::with_capacity(max),
+            stores: Vec::with_capacity(max),
             bytes: 0,
             max,
             max_bytes,
         }
     }
 
-    /// A kept socket, one whose ring is `rx` bytes if there is one.
-    fn take(&mut self, rx: usize) -> Option<Box<TcpSocket>> {
-        let i = self
-            .socks
+    /// A kept storage, one whose ring is `rx` bytes if there is one (else
+    /// empty: the socket allocates its own).
+    fn take_storage(&mut self, rx: usize) -> Storage {
+        let Some(i) = self
+            .stores
             .iter()
-            .rposition(|s| s.rx_capacity() == rx)
-            .or_else(|| self.socks.len().checked_sub(1))?;
-        let s = self.socks.swap_remove(i);
-        self.bytes -= s.rx_capacity();
-        Some(s)
+            .rposition(|s| s.rx_len() == rx)
+            .or_else(|| self.stores.len().checked_sub(1))
+        else {
+            return Storage::default();
+        };
+        let st = self.stores.swap_remove(i);
+        self.bytes -= st.rx_len();
+        st
     }
 
-    /// Keeps `s` if there is room (the list never grows past its
+    /// Keeps `st` if there is room (the list never grows past its
     /// capacity, so keeping never allocates); drops it otherwise.
-    fn keep(&mut self, s: Box<TcpSocket>) {
-        let n = s.rx_capacity();
-        if self.socks.len() < self.max && self.bytes + n <= self.max_bytes {
+    fn keep_storage(&mut self, st: Storage) {
+        let n = st.rx_len();
+        if st.bytes() > 0 && self.stores.len() < self.max && self.bytes + n <= self.max_bytes {
             self.bytes += n;
+            self.stores.push(st);
+        }
+    }
+
+    /// Keeps `s`'s storage and its control block, each if there is room.
+    fn keep(&mut self, mut s: Box<TcpSocket>) {
+        self.keep_storage(s.take_storage());
+        if self.socks.len() < self.max {
             self.socks.push(s);
         }
     }
@@ -349,18 +375,30 @@ impl SocketSet {
         path: PathCaps,
         now: Instant,
     ) -> Box<TcpSocket> {
-        match self.spares.take(cfg.rx_buffer) {
+        let st = self.spares.take_storage(cfg.rx_buffer);
+        match self.spares.socks.pop() {
             Some(mut s) => {
-                let st = s.take_storage();
                 *s = TcpSocket::new(cfg, path, now, st);
                 s
             }
-            None => Box::new(TcpSocket::new(cfg, path, now, Storage::default())),
+            None => Box::new(TcpSocket::new(cfg, path, now, st)),
         }
+    }
+
+    /// Keeps the storage a connection gave up (entering TIME-WAIT) for the
+    /// next, if there is room; frees it otherwise.
+    pub(crate) fn keep_storage(&mut self, st: Storage) {
+        self.spares.keep_storage(st);
     }
 
     pub(crate) fn len(&self) -> usize {
         self.live
+    }
+
+    /// Control blocks kept for reuse, storages kept, and their bytes.
+    pub(crate) fn kept(&self) -> (usize, usize, usize) {
+        let bytes = self.spares.stores.iter().map(Storage::bytes).sum();
+        (self.spares.socks.len(), self.spares.stores.len(), bytes)
     }
 
     pub(crate) fn is_full(&self) -> bool {
@@ -789,26 +827,42 @@ mod tests {
             s.keep(sock(8));
         }
         assert_eq!(s.socks.len(), KEEP, "no more than the count");
+        assert_eq!(s.stores.len(), KEEP, "no more than the count");
         assert_eq!(s.bytes, KEEP * 8);
-        s.socks.truncate(2);
+        assert!(
+            s.socks.iter().all(|t| t.storage_bytes() == 0),
+            "control blocks are kept without their storage"
+        );
+        s.stores.truncate(2);
         s.bytes = 16;
         s.keep(sock(32));
-        // A ring of the size asked for is preferred; else any kept socket
+        // A ring of the size asked for is preferred; else any kept storage
         // (its ring is replaced).
-        assert_eq!(s.take(8).map(|t| t.rx_capacity()), Some(8));
-        assert_eq!(s.take(64).map(|t| t.rx_capacity()), Some(32));
-        assert_eq!(s.take(64).map(|t| t.rx_capacity()), Some(8));
-        assert!(s.take(8).is_none());
+        assert_eq!(s.take_storage(8).rx_len(), 8);
+        assert_eq!(s.take_storage(64).rx_len(), 32);
+        assert_eq!(s.take_storage(64).rx_len(), 8);
+        assert_eq!(s.take_storage(8).bytes(), 0, "none left: an empty one");
         assert_eq!(s.bytes, 0);
         // Nothing past the byte budget.
         s.keep(sock(BYTES));
         s.keep(sock(1));
-        assert_eq!((s.socks.len(), s.bytes), (1, BYTES));
+        assert_eq!((s.stores.len(), s.bytes), (1, BYTES));
+        // Storage alone (a connection entering TIME-WAIT) is kept the
+        // same way; none is kept of a socket that has none left.
+        s.keep_storage(sock(1).take_storage());
+        assert_eq!(s.stores.len(), 1, "past the byte budget");
+        let _ = s.take_storage(BYTES);
+        let mut t = sock(8);
+        s.keep_storage(t.take_storage());
+        s.keep_storage(t.take_storage());
+        assert_eq!((s.stores.len(), s.bytes), (1, 8));
         // A table told to keep none keeps none.
         for (keep, bytes) in [(0, BYTES), (KEEP, 0)] {
             let mut none = Spares::new(keep, bytes);
             none.keep(sock(8));
-            assert!(none.socks.is_empty() && none.take(8).is_none());
+            none.keep_storage(sock(8).take_storage());
+            assert!(none.socks.is_empty() && none.stores.is_empty());
+            assert_eq!(none.take_storage(8).bytes(), 0);
         }
     }
 
@@ -825,7 +879,8 @@ mod tests {
         set.spares.keep(old);
         let s = set.new_tcp(cfg, path, Instant::ZERO);
         assert!(set.spares.socks.is_empty(), "the kept one was taken");
-        assert_eq!((s.rx_capacity(), s.rx.len()), (4096, 0));
+        assert!(set.spares.stores.is_empty(), "and its storage");
+        assert_eq!((s.rx.capacity(), s.rx.len()), (4096, 0));
         assert_eq!(s.tx.len(), 0);
         assert!(s.ooo.is_empty());
         assert_eq!(s.state, crate::tcp::State::Closed);

@@ -629,7 +629,7 @@ impl TcpSocket {
         } else {
             self.rcv_adv_edge
         };
-        let cap = self.rx.capacity().min(u32::MAX as usize) as u32;
+        let cap = self.rx_size().min(u32::MAX as usize) as u32;
         let threshold = (cap / 2).min(self.rcv_mss).max(1);
         let edge = if seq::gt(cand, cur) && seq::dist(cand, cur) >= threshold {
             cand

@@ -40,6 +40,11 @@ impl RangeSet {
         core::mem::take(&mut self.ranges)
     }
 
+    /// Bytes of storage it owns.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.ranges.capacity() * size_of::<(u32, u32)>()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.ranges.len()
     }

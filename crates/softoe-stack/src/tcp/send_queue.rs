@@ -66,6 +66,11 @@ impl SendQueue {
         core::mem::take(&mut self.chunks)
     }
 
+    /// Bytes of storage its chunk list owns.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.chunks.capacity() * size_of::<PayloadRef>()
+    }
+
     /// Bytes queued (sent-but-unacknowledged plus unsent).
     pub(crate) fn len(&self) -> usize {
         self.len

@@ -107,6 +107,11 @@ impl SentLog {
         core::mem::take(&mut self.q)
     }
 
+    /// Bytes of storage it owns.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.q.capacity() * size_of::<Sent>()
+    }
+
     #[cfg(test)]
     pub(crate) fn new(max_entries: usize) -> SentLog {
         SentLog::with_storage(max_entries, VecDeque::new())

@@ -207,10 +207,10 @@ impl RxSink {
     }
 }
 
-/// The allocations of a closed connection, for the next one to reuse
-/// (`SocketSet` keeps a few closed sockets): its receive ring, send queue,
-/// out-of-order and SACK ranges and transmit log. Empty: a fresh socket
-/// allocates its own.
+/// The allocations of a closed connection, or of one in TIME-WAIT, for
+/// the next one to reuse (`SocketSet` keeps a few): its receive ring, send
+/// queue, out-of-order and SACK ranges and transmit log. Empty: a fresh
+/// socket allocates its own.
 #[derive(Debug, Default)]
 pub(crate) struct Storage {
     rx: Box<[u8]>,
@@ -218,6 +218,21 @@ pub(crate) struct Storage {
     ooo: Vec<(u32, u32)>,
     board: Vec<(u32, u32)>,
     sent: VecDeque<Sent>,
+}
+
+impl Storage {
+    /// The size of its receive ring.
+    pub(crate) fn rx_len(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// Bytes it holds (as `TcpSocket::storage_bytes`).
+    pub(crate) fn bytes(&self) -> usize {
+        self.rx.len()
+            + self.chunks.capacity() * size_of::<PayloadRef>()
+            + (self.ooo.capacity() + self.board.capacity()) * size_of::<(u32, u32)>()
+            + self.sent.capacity() * size_of::<Sent>()
+    }
 }
 
 /// A TCP connection.
@@ -268,6 +283,11 @@ pub(crate) struct TcpSocket {
     pub(crate) rx_closed: bool,
     /// The right edge of the window we last advertised (never moves left).
     pub(crate) rcv_adv_edge: TcpSeqNumber,
+    /// `Some(n)`: in TIME-WAIT, it gave its storage back
+    /// ([`shed_storage`](Self::shed_storage)); `n` is the size its receive
+    /// ring had, from which the windows it still advertises are computed
+    /// as from that ring, empty.
+    pub(crate) shed: Option<usize>,
     /// Sequence numbers of the most recently received out-of-order
     /// segments, newest first: the first SACK block is the one holding the
     /// newest, the next ones repeat recently reported blocks (RFC 2018 §4),
@@ -414,9 +434,50 @@ impl TcpSocket {
         }
     }
 
-    /// The size of its receive ring (what a kept closed socket holds).
-    pub(crate) fn rx_capacity(&self) -> usize {
+    /// The size of its receive buffer: its ring's, or the one its ring had
+    /// before TIME-WAIT gave it back.
+    pub(crate) fn rx_size(&self) -> usize {
+        self.shed.unwrap_or_else(|| self.rx.capacity())
+    }
+
+    /// Gives its storage up for TIME-WAIT, which needs none of it
+    /// (Linux's `inet_timewait_sock` keeps the four-tuple, the sequence
+    /// numbers, the window, TS.Recent and a timer; here the control block
+    /// stays, a kilobyte and a half, and the receive ring, send queue,
+    /// ranges and transmit log go: 4 MiB and more per connection with
+    /// the engine's receive buffer, held for the minute TIME-WAIT lasts).
+    /// Nothing reads them any more: our FIN is acknowledged, so the send
+    /// queue and the transmit log are empty and stay so (no send is taken,
+    /// no data sent); the peer's FIN came in order, so nothing is out of
+    /// order and no segment's text is taken again; and the scoreboard
+    /// takes SACK blocks only while data is in flight. The windows it
+    /// advertises are still computed from the ring's size ([`rx_size`]),
+    /// so every answer it sends is the one it sent with the ring.
+    ///
+    /// Not while bytes the program has not read are in the ring: they are
+    /// still its own (it may read them after TIME-WAIT began); the
+    /// storage goes once they are read (`Stack::tcp_recv`), or with the
+    /// socket.
+    ///
+    /// [`rx_size`]: Self::rx_size
+    pub(crate) fn shed_storage(&mut self) -> Option<Storage> {
+        let idle = self.rx.is_empty() && self.ooo.is_empty() && self.tx.len() == 0;
+        if self.state != State::TimeWait || self.shed.is_some() || !idle {
+            return None;
+        }
+        self.shed = Some(self.rx.capacity());
+        Some(self.take_storage())
+    }
+
+    /// Bytes of storage it holds: its receive ring, send queue,
+    /// out-of-order and SACK ranges and transmit log (what
+    /// [`Stack::tcp_memory`](crate::Stack::tcp_memory) adds up).
+    pub(crate) fn storage_bytes(&self) -> usize {
         self.rx.capacity()
+            + self.tx.heap_bytes()
+            + self.ooo.heap_bytes()
+            + self.rec.scoreboard.heap_bytes()
+            + self.rec.sent.heap_bytes()
     }
 
     /// A closed socket with its buffers allocated, in `st`'s where it has
@@ -463,6 +524,7 @@ impl TcpSocket {
             rx_fin: None,
             rx_closed: false,
             rcv_adv_edge: TcpSeqNumber(0),
+            shed: None,
             sack_recent: [None; 4],
             dsack: None,
             sack_rotor: 0,
@@ -550,7 +612,8 @@ impl TcpSocket {
     /// why the ring's free space does not cap the window).
     pub(crate) fn rx_free(&self) -> u32 {
         let max = 65_535u32 << self.rcv_wscale;
-        (self.rx.window().min(u32::MAX as usize) as u32).min(max)
+        let free = self.rx_size().saturating_sub(self.rx.len());
+        (free.min(u32::MAX as usize) as u32).min(max)
     }
 
     /// The reader's ring ([`RxSink`]) brought up to date: read up to
@@ -759,7 +822,7 @@ impl TcpSocket {
         }
         let cur = seq::dist(self.rcv_adv_edge, self.rcv_nxt);
         let free = self.rx_free();
-        let cap = self.rx.capacity().min(u32::MAX as usize) as u32;
+        let cap = self.rx_size().min(u32::MAX as usize) as u32;
         if cur <= cap / 2 && free >= cur.saturating_mul(2) && free >= self.rcv_mss.min(cap / 2) {
             self.window_update = true;
         }

@@ -20,4 +20,5 @@ mod tcp_rack;
 mod tcp_reuseport;
 mod tcp_rst;
 mod tcp_sink;
+mod tcp_time_wait;
 mod tcp_timers;
