@@ -70,7 +70,7 @@ fn one_user_at_its_limits_does_not_lock_out_another() {
     let a: Vec<Client> = (0..3)
         .map(|_| attach_as(A, &bed.host, 4).unwrap())
         .collect();
-    let e = attach_as(A, &bed.host, 4).err().expect("a fourth session");
+    let e = attach_as(A, &bed.host, 4).expect_err("a fourth session");
     assert!(
         e.to_string().contains("user_sessions") && e.to_string().contains("3 sessions"),
         "{e}"
@@ -84,7 +84,7 @@ fn one_user_at_its_limits_does_not_lock_out_another() {
         a[2].udp_bind(any).unwrap(),
     ];
     for c in &a {
-        let e = c.udp_bind(any).err().expect("a fifth socket");
+        let e = c.udp_bind(any).expect_err("a fifth socket");
         assert_eq!(e.raw_os_error(), Some(libc::EMFILE), "{e}");
     }
     // User B is not held up by A: it attaches and opens sockets.
@@ -109,7 +109,7 @@ fn one_user_at_its_limits_does_not_lock_out_another() {
     // not.
     let _b2 = attach_as(B, &bed.host, 4).unwrap();
     let _b3 = attach_as(B, &bed.host, 4).unwrap();
-    let e = attach_as(C, &bed.host, 4).err().expect("a seventh session");
+    let e = attach_as(C, &bed.host, 4).expect_err("a seventh session");
     assert!(e.to_string().contains("`[limits] sessions`"), "{e}");
     let root = Client::attach_to(&bed.host).unwrap();
     root.nop().unwrap();
@@ -139,7 +139,7 @@ fn a_user_may_hold_only_so_much_shared_memory() {
     // 40 MiB a user: one session of 16 MiB and one more fit, a third not.
     let _one = attach_as(A, &bed.host, 16).unwrap();
     let _two = attach_as(A, &bed.host, 16).unwrap();
-    let e = attach_as(A, &bed.host, 16).err().expect("a third region");
+    let e = attach_as(A, &bed.host, 16).expect_err("a third region");
     assert!(
         e.to_string().contains("user_memory") && e.to_string().contains("40 MiB"),
         "{e}"

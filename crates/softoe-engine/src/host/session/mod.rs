@@ -208,6 +208,9 @@ pub(crate) struct SessionCore<P> {
     pub(super) meter: AccessMeter,
 }
 
+/// Free copy rings a session keeps for its next connections.
+const KEPT_COPY_RINGS: usize = 8;
+
 impl<P: Program> SessionCore<P> {
     /// A session on `region`, freshly made (`Region::init`) and not yet
     /// seen by the program, for process `pid` of user `uid`, whose program
@@ -379,6 +382,18 @@ impl<P: Program> SessionCore<P> {
         m
     }
 
+    /// Gives the engine's memory back for the free copy rings past
+    /// [`KEPT_COPY_RINGS`]: a session that once had many connections
+    /// sending under `overlap` (512 KiB each) keeps a few rings for the
+    /// next ones, not its peak for as long as it lives.
+    fn trim_copy_rings(&mut self, mem: &mut Memory) {
+        while self.free_copy.len() > KEPT_COPY_RINGS {
+            if let Some((r, _)) = self.free_copy.pop() {
+                mem.remove(r);
+            }
+        }
+    }
+
     fn copy_ring(&mut self, mem: &mut Memory, len: u64) -> (u32, u64) {
         if let Some(i) = self.free_copy.iter().position(|c| c.1 == len) {
             return self.free_copy.swap_remove(i);
@@ -528,6 +543,7 @@ impl<P: Program> SessionCore<P> {
         // made while serving stay in `dirty` for the next turn.
         serving.clear();
         self.serving = serving;
+        self.trim_copy_rings(cx.mem);
         if !self.dead {
             self.wake(now, cx.cfg);
         }
