@@ -226,18 +226,94 @@ struct PortDev<'a, P: Port> {
     slow: &'a mut SlowClock,
 }
 
-/// Pins the calling thread to core `cpu`.
-fn pin_to(cpu: usize) -> io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("no core {cpu}"),
-        ));
-    }
+/// The CPUs the calling thread may run on (`sched_getaffinity`): at the
+/// start of a program, the process's allowed set (taskset, a cgroup's
+/// cpuset).
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     // SAFETY: `set` is a plain bit set on our stack (all zeroes is valid);
-    // CPU_ZERO and CPU_SET write inside it (`cpu` is below CPU_SETSIZE,
-    // checked above); the call reads `size_of::<cpu_set_t>()` bytes of it,
-    // and pid 0 names the calling thread.
+    // the call writes at most `size_of::<cpu_set_t>()` bytes into it, and
+    // pid 0 names the calling thread. CPU_ISSET reads inside it for
+    // indices below CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &raw mut set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect())
+    }
+}
+
+/// CPUs as the kernel lists them: `0-3,6`.
+pub fn cpu_list(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while let Some(&first) = cpus.get(i) {
+        let mut last = first;
+        while cpus.get(i + 1) == Some(&(last + 1)) {
+            last += 1;
+            i += 1;
+        }
+        out.push(if last == first {
+            first.to_string()
+        } else {
+            format!("{first}-{last}")
+        });
+        i += 1;
+    }
+    out.join(",")
+}
+
+/// A kernel CPU list (`0-3,6`, as in `/sys/devices/system/cpu/present`):
+/// whether it holds `cpu`.
+fn list_holds(list: &str, cpu: usize) -> Option<bool> {
+    let mut holds = false;
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+        holds |= (a..=b).contains(&cpu);
+    }
+    Some(holds)
+}
+
+/// Whether the engine may be pinned to `cpu` ([`EngineConfig::cpu`]): it
+/// exists, is online and is in the calling thread's allowed set. The error
+/// says which of these fails and which CPUs are allowed, e.g. "this
+/// machine has no CPU 99; this process may run on CPUs 0-1".
+pub fn check_cpu(cpu: usize) -> io::Result<()> {
+    let allowed = allowed_cpus()?;
+    if allowed.contains(&cpu) {
+        return Ok(());
+    }
+    let sys = |f: &str| std::fs::read_to_string(format!("/sys/devices/system/cpu/{f}")).ok();
+    let holds = |f: &str| sys(f).and_then(|l| list_holds(&l, cpu));
+    let list = format!(
+        "{} {}",
+        if allowed.len() == 1 { "CPU" } else { "CPUs" },
+        cpu_list(&allowed)
+    );
+    let msg = if cpu >= libc::CPU_SETSIZE as usize || holds("present") == Some(false) {
+        format!("this machine has no CPU {cpu}; this process may run on {list}")
+    } else if holds("online") == Some(false) {
+        format!("CPU {cpu} is offline; this process may run on {list}")
+    } else {
+        format!(
+            "this process may not run on CPU {cpu}, only on {list} (taskset or a cgroup's \
+             cpuset limits it)"
+        )
+    };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, msg))
+}
+
+/// Pins the calling thread to core `cpu` (after [`check_cpu`]).
+fn pin_to(cpu: usize) -> io::Result<()> {
+    check_cpu(cpu)?;
+    // SAFETY: `set` is a plain bit set on our stack (all zeroes is valid);
+    // CPU_ZERO and CPU_SET write inside it (`cpu` is below CPU_SETSIZE:
+    // `check_cpu` found it in a set of that size); the call reads
+    // `size_of::<cpu_set_t>()` bytes of it, and pid 0 names the calling
+    // thread.
     let r = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_ZERO(&mut set);
@@ -927,8 +1003,49 @@ impl<P: Port> Engine<P> {
         }
     }
 
+    /// The pcap capture, if the engine writes one (how many frames it
+    /// holds, and whether a write failed: [`Pcap::stopped`]).
+    pub fn pcap(&self) -> Option<&Pcap> {
+        self.pcap.as_ref()
+    }
+
     /// The port (e.g. to read its name).
     pub fn port(&self) -> &P {
         &self.port
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn cpu_lists_read_and_write_as_the_kernel_writes_them() {
+        assert_eq!(cpu_list(&[0, 1, 2, 3, 6, 8, 9]), "0-3,6,8-9");
+        assert_eq!(cpu_list(&[5]), "5");
+        assert_eq!(cpu_list(&[]), "");
+        assert_eq!(list_holds("0-3,6\n", 6), Some(true));
+        assert_eq!(list_holds("0-3,6", 4), Some(false));
+        assert_eq!(list_holds("0", 0), Some(true));
+        assert_eq!(list_holds("x", 0), None);
+    }
+
+    /// A CPU the machine cannot have is refused before anything runs,
+    /// naming the CPUs this process may use; one it may use passes.
+    #[test]
+    fn a_cpu_outside_the_allowed_set_is_refused_by_name() {
+        let allowed = allowed_cpus().unwrap();
+        let first = *allowed.first().unwrap();
+        check_cpu(first).unwrap();
+        let e = check_cpu(100_000).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(
+            e.to_string()
+                .starts_with("this machine has no CPU 100000; this process may run on CPU")
+                && e.to_string().ends_with(&cpu_list(&allowed)),
+            "{e}"
+        );
     }
 }

@@ -196,27 +196,7 @@ pub(crate) fn if_info(sock: &OwnedFd, ifname: &str) -> io::Result<IfInfo> {
 
 /// Whether `ifname` is up with carrier (`IFF_UP` and `IFF_RUNNING`).
 pub(crate) fn link_up(sock: &OwnedFd, ifname: &str) -> io::Result<bool> {
-    let mut req = IfReqInt {
-        name: ifname_bytes(ifname)?,
-        value: 0,
-        _pad: [0; 20],
-    };
-    // SAFETY: SIOCGIFFLAGS reads the name of and writes the short
-    // `ifr_flags` at the start of the union of a `struct ifreq`, laid out as
-    // `IfReqInt`; `req` lives for the call. The flags are the first two
-    // bytes of `value` in memory, which `to_ne_bytes` keeps in order.
-    let rc = unsafe {
-        libc::ioctl(
-            sock.as_raw_fd(),
-            libc::SIOCGIFFLAGS,
-            &mut req as *mut IfReqInt,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let b = req.value.to_ne_bytes();
-    let flags = libc::c_short::from_ne_bytes([b[0], b[1]]);
+    let flags = flags(sock, ifname)?;
     let want = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
     Ok(flags & want == want)
 }
@@ -244,4 +224,114 @@ pub(crate) fn setsockopt<T>(
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// A datagram socket to ask the kernel about interfaces with (in the
+/// calling thread's network namespace).
+pub(crate) fn inet_socket() -> io::Result<OwnedFd> {
+    // SAFETY: socket takes no pointers; a negative result is an error.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor we own and close by dropping.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+/// `struct ethtool_drvinfo`.
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+const ETHTOOL_GDRVINFO: u32 = 0x03;
+
+/// The driver of interface `ifname` and its bus information
+/// (`ETHTOOL_GDRVINFO`, what `ethtool -i` shows): `veth`, `bridge`, `tun`
+/// (with bus `tun` or `tap`), a NIC's driver. `NotFound` when there is no
+/// such interface; another error when the driver does not tell (loopback).
+pub(crate) fn driver(sock: &OwnedFd, ifname: &str) -> io::Result<(String, String)> {
+    let name = ifname_bytes(ifname)?;
+    let mut info = EthtoolDrvinfo {
+        cmd: ETHTOOL_GDRVINFO,
+        driver: [0; 32],
+        version: [0; 32],
+        fw_version: [0; 32],
+        bus_info: [0; 32],
+        erom_version: [0; 32],
+        reserved2: [0; 12],
+        n_priv_flags: 0,
+        n_stats: 0,
+        testinfo_len: 0,
+        eedump_len: 0,
+        regdump_len: 0,
+    };
+    let mut preq = IfReqPtr {
+        name,
+        data: (&raw mut info).cast(),
+        _pad: [0; 16],
+    };
+    // SAFETY: SIOCETHTOOL reads the name and the data pointer of a `struct
+    // ifreq` laid out as `IfReqPtr`; the pointer names `info`, a `struct
+    // ethtool_drvinfo` with its command set, which the kernel fills; both
+    // live for the call.
+    let rc = unsafe {
+        libc::ioctl(
+            sock.as_raw_fd(),
+            libc::SIOCETHTOOL,
+            &mut preq as *mut IfReqPtr,
+        )
+    };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENODEV) {
+            return Err(io::Error::new(io::ErrorKind::NotFound, e));
+        }
+        return Err(e);
+    }
+    let text = |b: &[u8]| {
+        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+        String::from_utf8_lossy(b.get(..end).unwrap_or_default()).into_owned()
+    };
+    Ok((text(&info.driver), text(&info.bus_info)))
+}
+
+/// Interface `ifname`'s flags (`SIOCGIFFLAGS`); `NotFound` when there is
+/// no such interface.
+pub(crate) fn flags(sock: &OwnedFd, ifname: &str) -> io::Result<libc::c_short> {
+    let mut req = IfReqInt {
+        name: ifname_bytes(ifname)?,
+        value: 0,
+        _pad: [0; 20],
+    };
+    // SAFETY: SIOCGIFFLAGS reads the name of and writes the short
+    // `ifr_flags` at the start of the union of a `struct ifreq`, laid out as
+    // `IfReqInt`; `req` lives for the call. The flags are the first two
+    // bytes of `value` in memory, which `to_ne_bytes` keeps in order.
+    let rc = unsafe {
+        libc::ioctl(
+            sock.as_raw_fd(),
+            libc::SIOCGIFFLAGS,
+            &mut req as *mut IfReqInt,
+        )
+    };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENODEV) {
+            return Err(io::Error::new(io::ErrorKind::NotFound, e));
+        }
+        return Err(e);
+    }
+    let b = req.value.to_ne_bytes();
+    Ok(libc::c_short::from_ne_bytes([b[0], b[1]]))
 }

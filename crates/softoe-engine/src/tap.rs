@@ -18,6 +18,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use softoe_stack::{DeviceCaps, TxFrame};
 
 use crate::memory::Memory;
+use crate::netdev;
 use crate::port::{Port, RxFrame};
 use crate::vnet::{self, VnetHdr};
 
@@ -121,7 +122,11 @@ impl TapPort {
         // padded to the union's 24 bytes); `req` lives for the call.
         let rc = unsafe { libc::ioctl(file.as_raw_fd(), TUNSETIFF, &mut req as *mut IfReq) };
         if rc < 0 {
-            return Err(io::Error::last_os_error());
+            let e = io::Error::last_os_error();
+            return Err(match refusal(name, &e) {
+                Some(r) => io::Error::new(r.kind(), r),
+                None => e,
+            });
         }
         let hdr = vnet::LEN as libc::c_int;
         // SAFETY: TUNSETVNETHDRSZ reads an int through the pointer, which
@@ -268,6 +273,221 @@ impl TapPort {
     pub fn offloads(&self) -> TapOffloads {
         self.offloads
     }
+}
+
+/// What an existing interface that is not a TAP device is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeviceKind {
+    /// A veth.
+    Veth,
+    /// A Linux bridge.
+    Bridge,
+    /// A TUN device: IP packets, no Ethernet frames.
+    Tun,
+    /// The loopback device.
+    Loopback,
+    /// Another driver's interface (its driver, as `ethtool -i` names it).
+    Other(String),
+    /// An interface whose driver does not say what it is.
+    Unknown,
+}
+
+impl std::fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceKind::Veth => f.write_str("a veth"),
+            DeviceKind::Bridge => f.write_str("a bridge"),
+            DeviceKind::Tun => {
+                f.write_str("a TUN device (IP packets; a TAP carries Ethernet frames)")
+            }
+            DeviceKind::Loopback => f.write_str("the loopback device"),
+            DeviceKind::Other(d) => write!(f, "a {d} interface"),
+            DeviceKind::Unknown => f.write_str("an interface of another kind"),
+        }
+    }
+}
+
+/// Why [`TapPort::open`] could not have the device it was named: the
+/// `io::Error` it returns carries this (`get_ref()` and
+/// `downcast_ref::<TapRefused>()`), in place of the kernel's bare
+/// "Invalid argument" or "Device or resource busy".
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TapRefused {
+    /// An interface of that name exists and is not a TAP device.
+    NotATap {
+        /// The name.
+        name: String,
+        /// What it is.
+        kind: DeviceKind,
+    },
+    /// A multi-queue TAP device (the port opens single-queue ones).
+    MultiQueue {
+        /// The name.
+        name: String,
+    },
+    /// A TAP device another file holds open: without multi-queue, a TAP
+    /// has one reader.
+    Busy {
+        /// The name.
+        name: String,
+        /// The processes holding it (pid, command name), as far as
+        /// `/proc` shows them in this network namespace.
+        holders: Vec<(u32, String)>,
+    },
+    /// No interface may have that name.
+    BadName {
+        /// The name.
+        name: String,
+    },
+}
+
+impl TapRefused {
+    /// The `io::ErrorKind` it goes with.
+    pub fn kind(&self) -> io::ErrorKind {
+        match self {
+            TapRefused::Busy { .. } => io::ErrorKind::ResourceBusy,
+            _ => io::ErrorKind::InvalidInput,
+        }
+    }
+}
+
+impl std::fmt::Display for TapRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const OTHER: &str = "name a TAP, or a new name for softoe to create";
+        match self {
+            TapRefused::NotATap { name, kind } => {
+                write!(f, "{name} exists and is {kind}")?;
+                if *kind != DeviceKind::Tun {
+                    f.write_str(" (not a TAP device)")?;
+                }
+                write!(f, ": {OTHER}")
+            }
+            TapRefused::MultiQueue { name } => write!(
+                f,
+                "{name} is a multi-queue TAP device, and softoe opens single-queue ones \
+                 (ip tuntap add mode tap NAME, without multi_queue): {OTHER}"
+            ),
+            TapRefused::Busy { name, holders } => {
+                write!(f, "TAP device {name} is busy: ")?;
+                if holders.is_empty() {
+                    f.write_str("another process")?;
+                } else {
+                    let who: Vec<String> = holders
+                        .iter()
+                        .map(|(pid, comm)| format!("{comm} (pid {pid})"))
+                        .collect();
+                    f.write_str(&who.join(", "))?;
+                }
+                write!(
+                    f,
+                    " holds it open, and a TAP without multi-queue has one reader: stop that \
+                     process, or name another TAP, or a new name for softoe to create"
+                )
+            }
+            TapRefused::BadName { name } => write!(
+                f,
+                "{name:?} is not a valid interface name (1 to 15 bytes, no '/', ':' or white \
+                 space, not '.' or '..')"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TapRefused {}
+
+/// Why `TUNSETIFF` on `name` failed with `e`, when the device says more
+/// than the errno: it exists and is no TAP (`EINVAL`), is a multi-queue
+/// TAP (`EINVAL`), or is a TAP another process holds (`EBUSY`); or the
+/// name is not one an interface may have (`EINVAL`, no such device).
+/// `None`: the errno is all there is to say.
+fn refusal(name: &str, e: &io::Error) -> Option<TapRefused> {
+    let errno = e.raw_os_error()?;
+    if errno != libc::EINVAL && errno != libc::EBUSY {
+        return None;
+    }
+    let sock = netdev::inet_socket().ok()?;
+    let name_ = || name.to_string();
+    let kind = match netdev::driver(&sock, name) {
+        // `tun` with bus `tap` is a TAP; with bus `tun`, a TUN device.
+        Ok((driver, bus)) => match driver.as_str() {
+            "tun" if bus == "tap" => None,
+            "tun" => Some(DeviceKind::Tun),
+            "veth" => Some(DeviceKind::Veth),
+            "bridge" => Some(DeviceKind::Bridge),
+            "" => Some(DeviceKind::Unknown),
+            _ => Some(DeviceKind::Other(driver)),
+        },
+        Err(d) if d.kind() == io::ErrorKind::NotFound => {
+            // Nothing of that name: the kernel refused the name itself.
+            return (errno == libc::EINVAL).then(|| TapRefused::BadName { name: name_() });
+        }
+        // The driver does not tell (loopback has no driver information).
+        Err(_) => match netdev::flags(&sock, name) {
+            Ok(f) if f & libc::IFF_LOOPBACK as libc::c_short != 0 => Some(DeviceKind::Loopback),
+            Ok(_) => Some(DeviceKind::Unknown),
+            Err(_) => return None,
+        },
+    };
+    if let Some(kind) = kind {
+        return Some(TapRefused::NotATap {
+            name: name_(),
+            kind,
+        });
+    }
+    if errno == libc::EBUSY {
+        return Some(TapRefused::Busy {
+            name: name_(),
+            holders: holders(name),
+        });
+    }
+    // A TAP refused as it was made: the kernel insists on the same
+    // multi-queue setting (IFF_MULTI_QUEUE, 0x100, in `tun_flags`).
+    let flags = std::fs::read_to_string(format!("/sys/class/net/{name}/tun_flags")).ok()?;
+    let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).ok()?;
+    (flags & 0x100 != 0).then(|| TapRefused::MultiQueue { name: name_() })
+}
+
+/// The processes of this network namespace holding TAP device `name` open
+/// (`/proc/PID/fdinfo` of a `/dev/net/tun` file names its device, `iff:`),
+/// as (pid, command name). A process elsewhere may hold a device of the
+/// same name in its own namespace: those are left out, so the list may be
+/// empty.
+fn holders(name: &str) -> Vec<(u32, String)> {
+    let ours = std::fs::read_link("/proc/thread-self/ns/net").ok();
+    let mut found = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let base = p.path();
+        if ours.is_none() || std::fs::read_link(base.join("ns/net")).ok() != ours {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(base.join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|t| t == std::path::Path::new("/dev/net/tun"))
+                && std::fs::read_to_string(base.join("fdinfo").join(fd.file_name())).is_ok_and(
+                    |info| {
+                        info.lines()
+                            .any(|l| l.strip_prefix("iff:").map(str::trim) == Some(name))
+                    },
+                )
+        });
+        if holds {
+            let comm = std::fs::read_to_string(base.join("comm"))
+                .map(|c| c.trim().to_string())
+                .unwrap_or_default();
+            found.push((pid, comm));
+        }
+    }
+    found
 }
 
 /// Frames device `dev` of the calling thread's network namespace dropped on

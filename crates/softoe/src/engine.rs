@@ -8,6 +8,7 @@ use clap::Args;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use softoe_engine::host::{HostConfig, HostService};
 use softoe_engine::services::{Discard, Echo, RequestResponse, Service, Source};
+use softoe_engine::tap::{DeviceKind, TapRefused};
 use softoe_engine::{
     AfPacketOffloads, AfPacketOptions, AfPacketPort, BondMember, BondPort, Engine, FaultConfig,
     FaultPort, Port, TapPort, XdpMode, XdpOptions, XdpPort,
@@ -302,6 +303,12 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         print!("{}", toml::to_string_pretty(&cfg)?);
         return Ok(());
     }
+    // Before anything is printed or opened: the engine pins itself to
+    // its core only once it runs, after the banner.
+    if let Some(cpu) = cfg.engine.cpu {
+        softoe_engine::engine::check_cpu(cpu)
+            .map_err(|e| anyhow!("cannot pin the engine to CPU {cpu}: {e}"))?;
+    }
     let built = cfg.build()?;
     if let Some(dir) = cfg.engine.control.parent()
         && !dir.as_os_str().is_empty()
@@ -359,6 +366,30 @@ pub fn run(args: &EngineArgs) -> Result<()> {
 /// `[port]`'s bridge.
 fn open_tap(cfg: &FileConfig, built: &Built, name: &str) -> Result<TapPort> {
     let port = TapPort::open(name, built.offloads, built.mtu).map_err(|e| {
+        // The device is there and is not one the engine can have: the
+        // message says what it is, and what to give instead.
+        if let Some(r) = e.get_ref().and_then(|r| r.downcast_ref::<TapRefused>()) {
+            let hint = match r {
+                TapRefused::NotATap {
+                    kind: DeviceKind::Bridge,
+                    ..
+                } if cfg.port.bridge.as_deref() != Some(name) => {
+                    format!(" (--bridge {name} puts softoe's own TAP on it)")
+                }
+                TapRefused::NotATap {
+                    kind: DeviceKind::Veth | DeviceKind::Other(_),
+                    ..
+                } if cfg.bond.active() => {
+                    " (--bond-afpacket drives existing interfaces)".to_string()
+                }
+                TapRefused::NotATap {
+                    kind: DeviceKind::Veth | DeviceKind::Other(_),
+                    ..
+                } => format!(" (--afpacket {name} drives an existing interface)"),
+                _ => String::new(),
+            };
+            return anyhow!("{r}{hint}");
+        }
         let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
             " (creating a TAP device needs root or CAP_NET_ADMIN)"
         } else {
@@ -515,6 +546,9 @@ fn serve<P: Port>(cfg: &FileConfig, built: Built, port: P) -> Result<()> {
         c.port_errors,
         c.idle_share() * 100.0
     );
+    if let Some(line) = engine.pcap().and_then(|p| p.stopped()) {
+        eprintln!("softoe engine: {line}.");
+    }
     if let Some(f) = engine.port().faults() {
         eprintln!("softoe engine: faults injected at the port: {f}.");
     }

@@ -9,6 +9,7 @@
 //! terminal are the program's own.
 
 use std::ffi::{OsStr, OsString};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -97,6 +98,12 @@ fn find_shim(given: Option<&Path>) -> Result<PathBuf> {
     )
 }
 
+/// Checks that an engine's host socket answers at `path` before the
+/// program starts: the engine's probe (a connection that closes without a
+/// hello, which the engine passes over in silence). A control socket, a
+/// dead engine's file, or a socket of another kind is refused with what it
+/// is, and the program never runs (it would run on Linux's TCP, or fail
+/// oddly).
 fn check_engine(path: &Path) -> Result<()> {
     let meta = std::fs::metadata(path).with_context(|| {
         format!(
@@ -111,17 +118,190 @@ fn check_engine(path: &Path) -> Result<()> {
             path.display()
         );
     }
-    // A socket file is not an engine: a dead one leaves its file behind,
-    // and the program would run on Linux's TCP instead of softoe.
-    if !softoe_engine::sockpath::alive(path) {
+    let e = match connect_seqpacket(path) {
+        // Closed at once: the engine sees a probe, not an attach.
+        Ok(_probe) => return Ok(()),
+        Err(e) => e,
+    };
+    // A socket of another type is listening there (the kernel compares
+    // the types before anything else).
+    if e.raw_os_error() == Some(libc::EPROTOTYPE) {
+        bail!("{}", not_the_host_socket(path));
+    }
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
         bail!(
-            "no softoe engine answers at {} (a dead engine's socket file?): start one with \
-             `softoe engine --host {}` (or name another with --engine)",
+            "permission denied connecting to {}: this user may not attach there (the socket's \
+             mode, or its directory's). Programs attach to the engine's host socket: the path \
+             given to `softoe engine --host`, by default {}",
             path.display(),
-            path.display()
+            softoe_engine::host::DEFAULT_PATH
         );
     }
-    Ok(())
+    // A socket file is not an engine: a dead one leaves its file behind,
+    // and the program would run on Linux's TCP instead of softoe.
+    bail!(
+        "no softoe engine answers at {} (a dead engine's socket file?): start one with \
+         `softoe engine --host {}` (or name another with --engine)",
+        path.display(),
+        path.display()
+    )
+}
+
+/// A `SOCK_SEQPACKET` connection to `path`, the host interface's socket
+/// type.
+#[allow(unsafe_code)]
+fn connect_seqpacket(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "socket path too long",
+        ));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: socket takes no pointers; a negative result is an error.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new descriptor this function owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: `addr` is a valid sockaddr_un for the call, of the length
+    // given.
+    let rc = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&raw const addr).cast(),
+            size_of::<libc::sockaddr_un>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// What to say of `path`, a socket that is not of the host interface's
+/// type: an engine's control socket (it answers `softoe stat`'s query),
+/// with that engine's host socket if it has one, or a socket of another
+/// program.
+fn not_the_host_socket(path: &Path) -> String {
+    let p = path.display();
+    // The engine that listens there, if it answers as a control socket
+    // does (a snapshot, at once: it looks every millisecond).
+    let engine = (|| {
+        let mut s = std::os::unix::net::UnixStream::connect(path).ok()?;
+        let (pid, _, _) = softoe_engine::host::sys::peer_cred(s.as_raw_fd()).ok()?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(1)))
+            .ok()?;
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut s, &mut buf).ok()?;
+        serde_json::from_slice::<softoe_engine::Snapshot>(&buf).ok()?;
+        Some(pid)
+    })();
+    let Some(pid) = engine else {
+        return format!(
+            "{p} is not softoe's host socket: a socket of another type answers there (the host \
+             socket is the path given to `softoe engine --host`, by default {})",
+            softoe_engine::host::DEFAULT_PATH
+        );
+    };
+    let what = format!(
+        "{p} is not softoe's host socket: it is an engine's control socket (for `softoe stat`)"
+    );
+    match host_socket_of(pid) {
+        HostSocket::At(h) => format!(
+            "{what}; that engine's host socket is {h}: `softoe run --engine {h} -- …`",
+            h = h.display()
+        ),
+        HostSocket::None => format!(
+            "{what}, and that engine serves no programs: start it with `--host PATH` \
+             (e.g. {}) and give that path to --engine",
+            softoe_engine::host::DEFAULT_PATH
+        ),
+        HostSocket::Unknown => format!(
+            "{what}; the host socket is the path given to that engine's --host (by default {})",
+            softoe_engine::host::DEFAULT_PATH
+        ),
+    }
+}
+
+/// Where an engine's host socket is.
+#[derive(Debug, PartialEq)]
+enum HostSocket {
+    /// There.
+    At(PathBuf),
+    /// It has none.
+    None,
+    /// Its descriptors cannot be looked at (another user's engine).
+    Unknown,
+}
+
+/// The host socket of engine process `pid`: the listening
+/// `SOCK_SEQPACKET` Unix socket among its descriptors, named in its
+/// network namespace's `/proc/PID/net/unix`.
+fn host_socket_of(pid: i32) -> HostSocket {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return HostSocket::Unknown;
+    };
+    let inodes: std::collections::HashSet<String> = fds
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|t| {
+            let t = t.to_str()?;
+            Some(t.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    let Ok(table) = std::fs::read_to_string(format!("/proc/{pid}/net/unix")) else {
+        return HostSocket::Unknown;
+    };
+    let Some(named) = listening_seqpacket(&table, &inodes) else {
+        return HostSocket::None;
+    };
+    let named = PathBuf::from(named);
+    if named.is_relative() {
+        return match std::fs::read_link(format!("/proc/{pid}/cwd")) {
+            Ok(cwd) => HostSocket::At(cwd.join(named)),
+            Err(_) => HostSocket::At(named),
+        };
+    }
+    HostSocket::At(named)
+}
+
+/// In a `/proc/net/unix` table, the path of the first listening
+/// `SOCK_SEQPACKET` socket (type `0005`, flag `__SO_ACCEPTCON`) whose inode
+/// is one of `inodes`. Abstract names (`@…`) are not files and are left
+/// out.
+fn listening_seqpacket(table: &str, inodes: &std::collections::HashSet<String>) -> Option<String> {
+    const ACCEPTCON: u32 = 0x0001_0000;
+    table.lines().skip(1).find_map(|l| {
+        // Num RefCount Protocol Flags Type St Inode Path (which may hold
+        // spaces: the rest of the line).
+        let mut f = Vec::with_capacity(7);
+        let mut rest = l;
+        for _ in 0..7 {
+            rest = rest.trim_start();
+            let end = rest.find(' ').unwrap_or(rest.len());
+            let (field, more) = rest.split_at(end);
+            f.push(field);
+            rest = more;
+        }
+        let path = rest.strip_prefix(' ')?;
+        let flags = u32::from_str_radix(f.get(3)?, 16).ok()?;
+        (flags & ACCEPTCON != 0
+            && *f.get(4)? == "0005"
+            && inodes.contains(*f.get(6)?)
+            && !path.is_empty()
+            && !path.starts_with('@'))
+        .then(|| path.to_string())
+    })
 }
 
 /// Checks a `--kernel-nets` list as the shim will read it (the shim is
@@ -198,4 +378,27 @@ pub fn run(args: &RunArgs) -> Result<()> {
         )
         .exec();
     Err(err).with_context(|| format!("cannot run {}", program.to_string_lossy()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn finds_the_listening_seqpacket_socket_among_a_processs_own() {
+        let table = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01  1207 /tmp/ctl.sock\n\
+            0000000000000000: 00000002 00000000 00010000 0005 01 20001 /tmp/other host.sock\n\
+            0000000000000000: 00000002 00000000 00010000 0005 01 20002 @abstract\n\
+            0000000000000000: 00000003 00000000 00000000 0005 03 20003 /tmp/x.sock\n\
+            0000000000000000: 00000002 00000000 00010000 0005 01 20004 /tmp/host sock\n";
+        let ours = |i: &[&str]| i.iter().map(|s| s.to_string()).collect();
+        assert_eq!(
+            listening_seqpacket(table, &ours(&["1207", "20002", "20003", "20004"])).as_deref(),
+            Some("/tmp/host sock")
+        );
+        assert_eq!(listening_seqpacket(table, &ours(&["1207", "20003"])), None);
+    }
 }
