@@ -42,7 +42,10 @@ fuzz_target!(|data: &[u8]| {
         let at = core::mem::offset_of!(softoe_abi::RegionHeader, cmd_tail);
         // SAFETY: the word is inside the header and 4-aligned.
         let w = unsafe { core::sync::atomic::AtomicU32::from_ptr(base.add(at).cast()) };
-        w.store(u32::from_le_bytes([head[0], head[1], head[2], head[3]]), core::sync::atomic::Ordering::Release);
+        w.store(
+            u32::from_le_bytes([head[0], head[1], head[2], head[3]]),
+            core::sync::atomic::Ordering::Release,
+        );
     }
     for _ in 0..64 {
         match consumer.pop() {
@@ -50,7 +53,11 @@ fuzz_target!(|data: &[u8]| {
                 Ok(r) if decode(&encode(&r, c.tag), &layout) != Ok(r) => {
                     panic!("{r:?} does not survive encode and decode")
                 }
-                Ok(Request::Socket { rx, tx, .. } | Request::Accept { rx, tx, .. }) => {
+                Ok(
+                    Request::Socket { rx, tx, .. }
+                    | Request::Accept { rx, tx, .. }
+                    | Request::Adopt { rx, tx, .. },
+                ) => {
                     assert!(layout.data_contains(rx.offset, rx.len));
                     assert!(layout.data_contains(tx.offset, tx.len));
                 }
