@@ -293,17 +293,24 @@ pub(crate) fn driver(sock: &OwnedFd, ifname: &str) -> io::Result<(String, String
         )
     };
     if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ENODEV) {
-            return Err(io::Error::new(io::ErrorKind::NotFound, e));
-        }
-        return Err(e);
+        return Err(interface_error());
     }
     let text = |b: &[u8]| {
         let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
         String::from_utf8_lossy(b.get(..end).unwrap_or_default()).into_owned()
     };
     Ok((text(&info.driver), text(&info.bus_info)))
+}
+
+/// The error of an interface ioctl that failed: `NotFound` for no such
+/// interface (`ENODEV`), else the errno as it is.
+fn interface_error() -> io::Error {
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ENODEV) {
+        io::Error::new(io::ErrorKind::NotFound, e)
+    } else {
+        e
+    }
 }
 
 /// Interface `ifname`'s flags (`SIOCGIFFLAGS`); `NotFound` when there is
@@ -326,11 +333,7 @@ pub(crate) fn flags(sock: &OwnedFd, ifname: &str) -> io::Result<libc::c_short> {
         )
     };
     if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ENODEV) {
-            return Err(io::Error::new(io::ErrorKind::NotFound, e));
-        }
-        return Err(e);
+        return Err(interface_error());
     }
     let b = req.value.to_ne_bytes();
     Ok(libc::c_short::from_ne_bytes([b[0], b[1]]))
