@@ -51,6 +51,15 @@ pub struct EngineConfig {
     /// Pin the engine's thread to this core (the engine core); `None`:
     /// wherever the scheduler puts it.
     pub cpu: Option<usize>,
+    /// The engine thread's nice value (−20 to 19; below 0 needs root or
+    /// `CAP_SYS_NICE`); `None`: the one it was started with. The engine is
+    /// the machine's network stack for its programs, as the kernel's
+    /// softirq work is for Linux's: on a machine busy with other work, a
+    /// negative value keeps it from waiting behind that work for a core
+    /// (a wake-up, a dead program's reclaim). It spins only
+    /// [`EngineConfig::spin`] before it sleeps, so it takes no more than
+    /// its work.
+    pub nice: Option<i32>,
     /// Emulate an engine core `speed` times as fast as this one (the
     /// simulator's `engine.speed`): after each turn that did work, lasting
     /// `w`, busy-wait `w·(1/speed − 1)`. `0 < speed ≤ 1`; 1 (the default):
@@ -144,6 +153,7 @@ impl Default for EngineConfig {
             pcap: None,
             control: None,
             cpu: None,
+            nice: None,
             speed: 1.0,
             access_delay: Duration::ZERO,
             profile_stages: false,
@@ -304,6 +314,49 @@ pub fn check_cpu(cpu: usize) -> io::Result<()> {
         )
     };
     Err(io::Error::new(io::ErrorKind::InvalidInput, msg))
+}
+
+/// Gives the calling thread nice value `nice` ([`EngineConfig::nice`]);
+/// the error says what the value needs.
+pub fn set_nice(nice: i32) -> io::Result<()> {
+    if !(-20..=19).contains(&nice) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("nice {nice} is not in -20..=19"),
+        ));
+    }
+    // SAFETY: gettid takes no argument and cannot fail; setpriority reads
+    // its three integers only. On Linux PRIO_PROCESS with a thread id sets
+    // that thread's nice value alone, not its process's.
+    let r = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice)
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EPERM) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{nice} is below the nice value the engine started with: that needs root or \
+                 CAP_SYS_NICE (or an RLIMIT_NICE that allows it)"
+            ),
+        ));
+    }
+    Err(e)
+}
+
+/// Whether the engine may run at nice value `nice`: tried on a thread of
+/// its own that ends at once (what the engine's thread will be allowed,
+/// asked before anything starts).
+pub fn check_nice(nice: i32) -> io::Result<()> {
+    std::thread::scope(|s| {
+        s.spawn(|| set_nice(nice))
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the nice check's thread failed")))
+    })
 }
 
 /// Pins the calling thread to core `cpu` (after [`check_cpu`]).
@@ -533,6 +586,13 @@ impl<P: Port> Engine<P> {
                 source,
             })?;
             info!(cpu, "engine pinned to its core");
+        }
+        if let Some(nice) = self.cfg.nice {
+            set_nice(nice).map_err(|source| EngineError::Io {
+                what: "setting the engine thread's nice value",
+                source,
+            })?;
+            info!(nice, "engine thread's nice value set");
         }
         // The kernel lets a sleep of an ordinary thread end up to 50 µs
         // late (timer slack), which is more than a probe timeout on a
@@ -1030,6 +1090,43 @@ mod tests {
         assert_eq!(list_holds("0-3,6", 4), Some(false));
         assert_eq!(list_holds("0", 0), Some(true));
         assert_eq!(list_holds("x", 0), None);
+    }
+
+    /// A nice value is checked on a thread of its own: out of range is
+    /// refused by name, raising it (always allowed) works, and the
+    /// caller's own value does not move. Below the caller's, without
+    /// CAP_SYS_NICE, the error says what it needs.
+    #[test]
+    fn nice_is_checked_without_touching_the_caller() {
+        // SAFETY: getpriority reads two integers; -1 is a valid answer, so
+        // errno is cleared first and read after.
+        let mine = || unsafe {
+            *libc::__errno_location() = 0;
+            libc::getpriority(libc::PRIO_PROCESS, 0)
+        };
+        let before = mine();
+        let e = check_nice(20).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("not in -20..=19"), "{e}");
+        check_nice(19).unwrap();
+        assert_eq!(mine(), before);
+        let unprivileged = std::thread::spawn(|| {
+            // This thread alone becomes `nobody` (the raw system call
+            // changes only the calling thread's credentials, not the
+            // process's as glibc's wrapper would), losing CAP_SYS_NICE.
+            // SAFETY: setresuid takes three integers; the thread ends
+            // right after and no other thread's credentials change.
+            let r = unsafe { libc::syscall(libc::SYS_setresuid, 65534, 65534, 65534) };
+            assert_eq!(r, 0, "{}", io::Error::last_os_error());
+            set_nice(19).unwrap();
+            // Back down from 19 needs CAP_SYS_NICE (or RLIMIT_NICE).
+            set_nice(0)
+        })
+        .join()
+        .unwrap();
+        let e = unprivileged.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        assert!(e.to_string().contains("CAP_SYS_NICE"), "{e}");
     }
 
     /// A CPU the machine cannot have is refused before anything runs,

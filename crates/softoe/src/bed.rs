@@ -60,6 +60,8 @@ pub struct BedOptions {
     pub spin: Option<Duration>,
     /// Pin the engine to this core.
     pub cpu: Option<usize>,
+    /// The engine thread's nice value (`EngineConfig::nice`).
+    pub nice: Option<i32>,
     /// Serve `softoe stat` snapshots on this control socket.
     pub control: Option<PathBuf>,
     /// Emulate a slower engine core (`EngineConfig::speed`, `0 < s ≤ 1`;
@@ -105,6 +107,8 @@ pub struct RealBed {
     /// The host interface's sessions, as `softoe stat` shows them
     /// (refreshed every millisecond).
     pub sessions: softoe_engine::host::SessionStats,
+    /// The sessions the engine reclaimed last, timed by the engine.
+    pub reclaims: softoe_engine::host::Reclaims,
     stop: softoe_engine::StopHandle,
     engine: Option<NsThread<Result<EngineCounters>>>,
 }
@@ -154,6 +158,7 @@ impl RealBed {
         let host_service = HostService::new(hcfg)
             .with_context(|| format!("serving host programs on {}", host.display()))?;
         let sessions = host_service.stats();
+        let reclaims = host_service.reclaims();
         let engine = sw.spawn(move || -> Result<EngineCounters> {
             match opts.port {
                 BedPort::Tap => {
@@ -181,6 +186,7 @@ impl RealBed {
             host,
             engine_tid: started.tid,
             sessions,
+            reclaims,
             stop: started.stop,
             engine: Some(engine),
         };
@@ -235,6 +241,7 @@ fn run_engine<P: Port>(
         ecfg.spin = spin;
     }
     ecfg.cpu = opts.cpu;
+    ecfg.nice = opts.nice;
     ecfg.control = opts.control;
     ecfg.profile_stages = opts.profile_stages;
     ecfg.steer = opts.steer;

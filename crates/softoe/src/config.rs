@@ -329,6 +329,12 @@ pub struct EngineSection {
     /// Pin the engine to this core, its own (none: let the scheduler
     /// place it). Programs then run best on the other cores.
     pub cpu: Option<usize>,
+    /// The engine thread's nice value, −20 to 19 (none: the one it starts
+    /// with). Below 0 it is ahead of ordinary programs for a core, as the
+    /// kernel's own network work is: on a machine busy with other work the
+    /// engine's wake-ups and a killed program's reclaim do not wait behind
+    /// it. Needs root or CAP_SYS_NICE.
+    pub nice: Option<i32>,
     /// Emulate an engine core this fraction as fast as this one (0–1]:
     /// after each turn of work the engine busy-waits in proportion. For
     /// checking the simulator's `engine.speed` against the real engine.
@@ -388,6 +394,7 @@ impl Default for EngineSection {
             control: DEFAULT_CONTROL.into(),
             host: None,
             cpu: None,
+            nice: None,
             speed: d.speed,
             access_delay_ns: d.access_delay.as_nanos() as u64,
             profile_stages: d.profile_stages,
@@ -778,7 +785,13 @@ impl FileConfig {
         engine.rx_batch = e.rx_batch;
         engine.batch_acks = e.batch_acks;
         engine.pcap = e.pcap.clone();
+        if let Some(n) = e.nice
+            && !(-20..=19).contains(&n)
+        {
+            anyhow::bail!("engine.nice must be in -20..=19, got {n}");
+        }
         engine.cpu = e.cpu;
+        engine.nice = e.nice;
         engine.control = Some(e.control.clone());
         engine.profile_stages = e.profile_stages;
         engine.steer = e.steer.into();
@@ -1022,6 +1035,11 @@ mod tests {
             err("[interface]\naddress = \"10.0.0.1/24\"\n[[service]]\nkind = \"rr\"\nport = 7\nrequest = \"4\"")
                 .contains("request and response")
         );
+        assert!(
+            err("[interface]\naddress = \"10.0.0.1/24\"\n[engine]\nnice = -21")
+                .contains("engine.nice must be in -20..=19, got -21")
+        );
+        assert!(err("[interface]\naddress = \"10.0.0.1/24\"\n[engine]\nnice = -5").is_empty());
         assert!(
             err("[interface]\naddress = \"10.0.0.1/24\"\n[port]\nqueue = 10")
                 .contains("64–1048576")

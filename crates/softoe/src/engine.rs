@@ -122,6 +122,14 @@ pub struct EngineArgs {
     /// run best on the others.
     #[arg(long)]
     cpu: Option<usize>,
+    /// The engine thread's nice value, -20 to 19 (default: the one it
+    /// starts with). A negative one puts it ahead of ordinary programs for
+    /// a core, as the kernel's own network work is: on a machine busy with
+    /// other work its wake-ups (and a killed program's reclaim) do not wait
+    /// behind that work. It spins only --spin-us before it sleeps, so it
+    /// takes no more CPU than before. Needs root or CAP_SYS_NICE.
+    #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
+    nice: Option<i32>,
     /// Emulate an engine core this fraction (0–1] as fast as this one: after
     /// each turn of work the engine busy-waits in proportion (the
     /// simulator's `engine.speed`, for checking it against the real engine).
@@ -275,6 +283,9 @@ impl EngineArgs {
         if self.cpu.is_some() {
             e.cpu = self.cpu;
         }
+        if self.nice.is_some() {
+            e.nice = self.nice;
+        }
         e.rx_batch = self.rx_batch.unwrap_or(e.rx_batch);
         e.batch_acks &= !self.no_batch_acks;
         e.speed = self.engine_speed.unwrap_or(e.speed);
@@ -308,6 +319,10 @@ pub fn run(args: &EngineArgs) -> Result<()> {
     if let Some(cpu) = cfg.engine.cpu {
         softoe_engine::engine::check_cpu(cpu)
             .map_err(|e| anyhow!("cannot pin the engine to CPU {cpu}: {e}"))?;
+    }
+    if let Some(nice) = cfg.engine.nice {
+        softoe_engine::engine::check_nice(nice)
+            .map_err(|e| anyhow!("cannot run the engine at nice {nice}: {e}"))?;
     }
     let built = cfg.build()?;
     if let Some(dir) = cfg.engine.control.parent()

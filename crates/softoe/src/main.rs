@@ -93,6 +93,10 @@ enum Command {
     /// `softoe bench`).
     #[command(hide = true)]
     BenchServers(bench::ServersArgs),
+    /// The program the benchmark's reclaim scenario kills: one thread
+    /// holding the connections it accepts (started by `softoe bench`).
+    #[command(hide = true)]
+    BenchHold(bench::HoldArgs),
 }
 
 /// Large buffers (every connection's receive ring and copy ring) come
@@ -127,5 +131,6 @@ fn main() -> Result<()> {
         Command::DemoServers(args) => demo::servers(&args),
         Command::Bench(args) => bench::run(&args),
         Command::BenchServers(args) => bench::servers(&args),
+        Command::BenchHold(args) => bench::hold(&args),
     }
 }

@@ -200,6 +200,30 @@ pub struct SessionStat {
 /// Shared with the control socket: the sessions as the last turn saw them.
 pub type SessionStats = Arc<std::sync::Mutex<Vec<SessionStat>>>;
 
+/// A session the engine reclaimed, timed by the engine's own clock reads
+/// (so a reader descheduled on a busy machine does not count its own
+/// delay): when it found the program gone, and when it had given back
+/// everything the session held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reclaimed {
+    /// Session number ([`SessionStat::id`]).
+    pub id: u32,
+    /// The process that attached.
+    pub pid: i32,
+    /// When the engine saw the program's end and closed its sockets
+    /// (`None`: the session ended without its program going, which a
+    /// session does not).
+    pub gone: Option<std::time::Instant>,
+    /// When its region, sockets and counts were given back.
+    pub reclaimed: std::time::Instant,
+}
+
+/// The last [`RECLAIMS_KEPT`] reclaimed sessions, oldest first.
+pub type Reclaims = Arc<std::sync::Mutex<std::collections::VecDeque<Reclaimed>>>;
+
+/// How many reclaimed sessions [`HostService::reclaims`] keeps.
+pub const RECLAIMS_KEPT: usize = 64;
+
 /// Serves attached programs. Add it to an engine as a service.
 #[derive(Debug)]
 pub struct HostService {
@@ -248,6 +272,7 @@ pub struct HostService {
     look_at: Option<Instant>,
     woke: bool,
     stats: SessionStats,
+    reclaims: Reclaims,
     scratch: Vec<u8>,
     /// Epoll tokens found ready by `look`, kept for the next look (no
     /// allocation per look).
@@ -393,6 +418,7 @@ impl HostService {
             look_at: None,
             woke: true,
             stats: SessionStats::default(),
+            reclaims: Reclaims::default(),
             scratch: vec![0u8; 65_536],
             ready: Vec::new(),
             congestion: Algorithm::default(),
@@ -407,6 +433,11 @@ impl HostService {
     /// The sessions, refreshed every millisecond (for `softoe stat`).
     pub fn stats(&self) -> SessionStats {
         self.stats.clone()
+    }
+
+    /// The sessions reclaimed last, with when ([`Reclaimed`]).
+    pub fn reclaims(&self) -> Reclaims {
+        self.reclaims.clone()
     }
 
     /// A new connection to the host socket: attaches it if its hello is
@@ -762,7 +793,19 @@ impl HostService {
                         self.owner.remove(&h);
                     }
                 }
+                let (pid, gone) = (s.pid, s.gone_at);
                 s.reclaim(mem);
+                if let Ok(mut g) = self.reclaims.lock() {
+                    if g.len() == RECLAIMS_KEPT {
+                        g.pop_front();
+                    }
+                    g.push_back(Reclaimed {
+                        id,
+                        pid,
+                        gone,
+                        reclaimed: std::time::Instant::now(),
+                    });
+                }
             }
         }
         self.ready = ready;

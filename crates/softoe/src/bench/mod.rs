@@ -43,6 +43,7 @@ mod spin;
 mod targets;
 mod workload;
 
+pub use reclaim::{HoldArgs, hold};
 pub use server::{ServersArgs, servers};
 
 use std::path::PathBuf;
@@ -137,8 +138,9 @@ pub struct BenchArgs {
     /// KiB files kept alive, a new connection per request —, memcached and
     /// PostgreSQL's pgbench on softoe through `softoe run` beside the same
     /// server on Linux, each row --apps-secs long: named only), reclaim
-    /// (programs killed with SIGKILL holding a connection: the time until
-    /// the engine has reclaimed each session).
+    /// (single-threaded programs on the shim killed with SIGKILL holding a
+    /// connection: the time until the engine has reclaimed each session,
+    /// on the machine as it is and beside --reclaim-load busy threads).
     #[arg(long, value_delimiter = ',', value_parser = SCENARIOS)]
     only: Vec<String>,
     /// Samples of each real-time scenario of `bond` (1 kHz: 100000 is 100
@@ -212,6 +214,10 @@ pub struct BenchArgs {
     /// (default: let the scheduler place it).
     #[arg(long)]
     engine_cpu: Option<usize>,
+    /// The engine thread's nice value, -20 to 19 (default: the bench's
+    /// own); see `softoe engine --help`.
+    #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
+    engine_nice: Option<i32>,
     /// Where the kernel does its work for the frames the engine writes
     /// into its TAP (the bridge, and the Linux client's receive path):
     /// off (inside the engine's writes), on (on the other cores), auto
@@ -257,6 +263,11 @@ pub struct BenchArgs {
     /// (default 400, 100 with --quick).
     #[arg(long)]
     reclaim_programs: Option<usize>,
+    /// CPU-bound threads the reclaim scenario runs beside its programs in
+    /// a second round, as a busy machine's other work (default: two per
+    /// core the bench may use; 0: the machine as it is only).
+    #[arg(long)]
+    reclaim_load: Option<usize>,
 }
 /// One bulk run.
 #[derive(Debug, Serialize)]
@@ -344,8 +355,9 @@ struct Report {
     apps: Vec<apps::AppRow>,
     /// The command that runs the apps scenario as it ran.
     apps_command: Option<String>,
-    /// Killed programs' sessions: how long the engine took to reclaim them.
-    reclaim: Option<reclaim::Reclaim>,
+    /// Killed programs' sessions: how long the engine took to reclaim them
+    /// (the machine as it was, then beside busy threads).
+    reclaim: Vec<reclaim::Reclaim>,
     plots: Vec<PathBuf>,
 }
 
@@ -383,8 +395,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         pb.set_style(st.progress_chars("=> "));
     }
     pb.set_message("building the testbed and starting the softoe engine");
+    if let Some(nice) = args.engine_nice {
+        softoe_engine::engine::check_nice(nice)
+            .map_err(|e| anyhow!("cannot run the engine at nice {nice}: {e}"))?;
+    }
     let base = BedOptions {
         cpu: args.engine_cpu,
+        nice: args.engine_nice,
         spin: args.engine_spin_us.map(Duration::from_micros),
         steer: args.engine_steer.map(Into::into).unwrap_or_default(),
         pcap: args.pcap.clone(),
@@ -551,7 +568,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let n = args
             .reclaim_programs
             .unwrap_or(if args.quick { 100 } else { 400 });
-        report.reclaim = Some(reclaim::run(&base, &exe, n, &pb)?);
+        let load = args.reclaim_load.unwrap_or_else(|| {
+            2 * std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+        });
+        report.reclaim = reclaim::run(&base, &exe, n, load, &pb)?;
     }
     report.targets = targets(&report);
     report.plots = plots(&report, &args.plots)?;

@@ -227,8 +227,8 @@ pub(super) fn render(r: &Report) -> String {
                 .unwrap_or("softoe bench --only apps"),
         ));
     }
-    if let Some(x) = &r.reclaim {
-        o.push_str(&super::reclaim::render(x));
+    if !r.reclaim.is_empty() {
+        o.push_str(&super::reclaim::render(&r.reclaim));
     }
     for p in &r.plots {
         let _ = writeln!(o, "plot: {}", p.display());

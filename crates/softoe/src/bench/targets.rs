@@ -110,9 +110,16 @@ pub(super) fn targets(r: &Report) -> Vec<Target> {
             met: x <= 1.0,
         });
     }
-    if let Some(x) = &r.reclaim {
+    for x in &r.reclaim {
+        let beside = match x.load {
+            0 => String::new(),
+            n => format!(", beside {n} busy threads"),
+        };
         t.push(Target {
-            what: format!("killed program reclaimed, p99 ({} programs)", x.programs),
+            what: format!(
+                "killed program reclaimed, p99 ({} programs{beside})",
+                x.programs
+            ),
             ratio: x.p99_ms,
             unit: "ms",
             goal: "≤ 10",

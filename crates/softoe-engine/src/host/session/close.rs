@@ -72,6 +72,9 @@ impl<P: Program> SessionCore<P> {
         shares: &mut Shares,
     ) {
         self.dead = true;
+        // The clock now, not the turn's: on a loaded machine the engine
+        // may have been descheduled since the turn began.
+        self.gone_at.get_or_insert_with(std::time::Instant::now);
         self.region
             .engine_state()
             .store(SESSION_CLOSED, Ordering::Release);

@@ -176,6 +176,8 @@ pub(crate) struct SessionCore<P> {
     /// Engine copy rings no socket uses now.
     free_copy: Vec<(u32, u64)>,
     pub(super) dead: bool,
+    /// When the engine found the program gone (its sockets closed then).
+    pub(super) gone_at: Option<std::time::Instant>,
     commands: u64,
     rejected: u64,
     wakeups: u64,
@@ -251,6 +253,7 @@ impl<P: Program> SessionCore<P> {
             first_unwoken: None,
             free_copy: Vec::new(),
             dead: false,
+            gone_at: None,
             commands: 0,
             rejected: 0,
             wakeups: 0,
