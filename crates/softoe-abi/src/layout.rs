@@ -14,7 +14,7 @@ use crate::slot::{SlotView, SockSlot};
 pub const MAGIC: u64 = 0x0100_656f_7466_6f73;
 /// The ABI version this crate speaks. A program refuses a region whose
 /// version differs.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// The engine is polling its rings (`RegionHeader::engine_state`).
 pub const ENGINE_POLLING: u32 = 0;

@@ -85,7 +85,16 @@ pub struct SockSlot {
     /// writes). A program that is refused a send reads it *before* the
     /// send and waits for it to move.
     pub seq: u32,
-    _pad0: [u8; 20],
+    _pad0: [u8; 4],
+    /// When something a reader waits for arose (bytes placed, a
+    /// connection to accept, the peer's FIN, a failure), as the session's
+    /// event count: written by the engine at the first such change since
+    /// the program took it ([`SlotView::take_stamps`] swaps it to 0), so it
+    /// says which socket became ready first. 0: nothing since.
+    pub rx_at: u64,
+    /// The same for what a writer waits for (room freed, connected, a
+    /// failure).
+    pub tx_at: u64,
     /// Bytes the program has taken from the receive ring (program writes).
     pub rx_head: u64,
     /// `WANT_*` bits (program writes).
@@ -106,6 +115,8 @@ pub struct SockSlot {
 const _: () = {
     assert!(size_of::<SockSlot>() == 128);
     assert!(offset_of!(SockSlot, rx_head) == 64);
+    assert!(offset_of!(SockSlot, rx_at) == 48);
+    assert!(offset_of!(SockSlot, tx_at) == 56);
     assert!(offset_of!(SockSlot, rx_waiter) == 76);
 };
 
@@ -175,6 +186,30 @@ impl<'r> SlotView<'r> {
             bit,
             _r: PhantomData,
         }
+    }
+
+    /// Records that what a reader (`tx` false) or a writer (`tx` true)
+    /// waits for arose at event count `at` (the engine), unless an earlier
+    /// count is there still untaken: the slot keeps the first since the
+    /// program last took it.
+    pub fn stamp(&self, tx: bool, at: u64) {
+        let w = if tx {
+            self.at::<AtomicU64>(offset_of!(SockSlot, tx_at))
+        } else {
+            self.at::<AtomicU64>(offset_of!(SockSlot, rx_at))
+        };
+        let _ = w.compare_exchange(0, at, Ordering::Release, Ordering::Relaxed);
+    }
+
+    /// Takes the reader's and the writer's stamps ([`SlotView::stamp`]),
+    /// leaving 0 (the program, after taking the socket's changed bit).
+    pub fn take_stamps(&self) -> (u64, u64) {
+        (
+            self.at::<AtomicU64>(offset_of!(SockSlot, rx_at))
+                .swap(0, Ordering::Acquire),
+            self.at::<AtomicU64>(offset_of!(SockSlot, tx_at))
+                .swap(0, Ordering::Acquire),
+        )
     }
 
     /// Bumps `seq` and marks the socket changed in the region's bitmap
@@ -297,6 +332,7 @@ impl<'r> SlotView<'r> {
         self.set_interest(0);
         self.waiter(false).store(0, Ordering::Release);
         self.waiter(true).store(0, Ordering::Release);
+        let _ = self.take_stamps();
     }
 
     /// A pointer to the `seq` word (a futex word for one socket).

@@ -38,7 +38,7 @@ mod sys;
 pub use client::{Armed, Client, Config, Waiter};
 pub use errno::errno_of;
 pub use process::process_id;
-pub use select::{Event, Selector};
+pub use select::{Event, Selector, Stamps};
 pub use socket::{
     Congestion, Interest, Pollable, Readiness, SendPolicy, Taken, TcpListener, TcpOptions,
     TcpReader, TcpStream, UdpSocket, ZcBuf,

@@ -29,6 +29,29 @@ pub struct Event {
     pub readiness: Readiness,
 }
 
+/// When a changed socket became ready, as the session's event count (0:
+/// nothing of that kind since the last take): for reporting sockets in the
+/// order they became ready, as Linux's epoll does (its ready list is first
+/// in, first out).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stamps {
+    /// The first change a reader waits for (bytes, a connection to accept,
+    /// the peer's FIN, a failure).
+    pub rx: u64,
+    /// The first change a writer waits for (room, connected, a failure).
+    pub tx: u64,
+}
+
+impl Stamps {
+    /// The order key for a waiter that wants to read (`read`) and/or to
+    /// write (`write`): the earliest stamp it cares about; `u64::MAX` if
+    /// none (it changed in no way it waits for: after every other).
+    pub fn key(&self, read: bool, write: bool) -> u64 {
+        let pick = |on: bool, v: u64| if on && v != 0 { v } else { u64::MAX };
+        pick(read, self.rx).min(pick(write, self.tx))
+    }
+}
+
 /// Waits for many sockets of one [`Client`], `epoll`-style
 /// ([`Client::selector`]).
 ///
@@ -45,6 +68,8 @@ pub struct Selector {
     candidates: Vec<u32>,
     /// Whether an id is in `candidates` already.
     queued: Vec<bool>,
+    /// Changed sockets being ordered (kept: no allocation per select).
+    fresh: Vec<(u64, u32)>,
 }
 
 impl Client {
@@ -63,6 +88,7 @@ impl Client {
             interest: vec![None; n],
             candidates: Vec::with_capacity(n.min(4096)),
             queued: vec![false; n],
+            fresh: Vec::new(),
         })
     }
 }
@@ -74,11 +100,15 @@ impl Client {
     /// [`Selector`] (the shim's `epoll`). The bits have one taker per
     /// session: such a program makes no selector, and while one lives this
     /// takes nothing and returns `false`.
-    pub fn take_changed(&self, f: impl FnMut(u32)) -> bool {
+    pub fn take_changed(&self, mut f: impl FnMut(u32, Stamps)) -> bool {
         if self.inner.selector_taken.load(Ordering::Acquire) {
             return false;
         }
-        self.region().take_changed(f);
+        let region = *self.region();
+        region.take_changed(|id| {
+            let (rx, tx) = region.slot(id).map_or((0, 0), |v| v.take_stamps());
+            f(id, Stamps { rx, tx });
+        });
         true
     }
 
@@ -135,11 +165,27 @@ impl Selector {
     /// go into `out` and stay candidates, the others leave.
     fn collect(&mut self, out: &mut Vec<Event>) {
         let region = *self.c.region();
+        // Newly changed sockets join the candidates in the order they
+        // became ready, after those still there from the last select.
+        let mut fresh = std::mem::take(&mut self.fresh);
         region.take_changed(|id| {
-            if self.interest.get(id as usize).is_some_and(Option::is_some) {
-                self.enqueue(id);
+            if let Some(Some(w)) = self.interest.get(id as usize) {
+                let (rx, tx) = region.slot(id).map_or((0, 0), |v| v.take_stamps());
+                fresh.push((Stamps { rx, tx }.key(w.read, w.write), id));
             }
         });
+        fresh.sort_unstable();
+        for &(key, id) in &fresh {
+            // Changed in no way it waits for: a candidate only if ready
+            // all the same (see the shim's `enqueue_fresh`).
+            let want = self.interest.get(id as usize).copied().flatten();
+            if key == u64::MAX && !want.is_some_and(|w| w.met_by(slot_readiness(&region, id))) {
+                continue;
+            }
+            self.enqueue(id);
+        }
+        fresh.clear();
+        self.fresh = fresh;
         let mut i = 0;
         while i < self.candidates.len() {
             let id = self.candidates[i];

@@ -178,6 +178,10 @@ pub(crate) struct SessionCore<P> {
     pub(super) dead: bool,
     /// When the engine found the program gone (its sockets closed then).
     pub(super) gone_at: Option<std::time::Instant>,
+    /// The session's event count: the last stamp given a slot
+    /// (`wake::publish`), so the program can order sockets by when they
+    /// became ready.
+    clock: u64,
     commands: u64,
     rejected: u64,
     wakeups: u64,
@@ -254,6 +258,7 @@ impl<P: Program> SessionCore<P> {
             free_copy: Vec::new(),
             dead: false,
             gone_at: None,
+            clock: 0,
             commands: 0,
             rejected: 0,
             wakeups: 0,

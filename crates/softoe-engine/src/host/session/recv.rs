@@ -208,7 +208,7 @@ impl<P: Program> SessionCore<P> {
             {
                 ev |= EV_ACCEPT | EV_READABLE;
             }
-            let changed = publish(s, &view, ev, false, &mut self.meter);
+            let changed = publish(s, &view, ev, false, &mut self.meter, &mut self.clock);
             if changed {
                 // A waiting program must hear of it (a sleeping `poll`).
                 self.unwoken += 1;
@@ -268,7 +268,7 @@ impl<P: Program> SessionCore<P> {
             if s.rx_tail != s.rx_head {
                 ev |= EV_READABLE;
             }
-            let any = publish(s, &view, ev, moved, &mut self.meter) || moved;
+            let any = publish(s, &view, ev, moved, &mut self.meter, &mut self.clock) || moved;
             if any {
                 self.unwoken += 1;
             }
@@ -529,7 +529,7 @@ impl<P: Program> SessionCore<P> {
             ev |= EV_HUP;
         }
         let before = s.events;
-        let changed = publish(s, &view, ev, moved, &mut self.meter);
+        let changed = publish(s, &view, ev, moved, &mut self.meter, &mut self.clock);
         // A blocked writer is woken when half its ring is free again (or
         // all of it, or something else changed), not at every ACK: as
         // Linux wakes a writer when a third of its buffer is free, so that

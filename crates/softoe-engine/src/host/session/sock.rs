@@ -92,6 +92,9 @@ pub(super) struct HSock {
     pub(super) hold: bool,
     pub(super) opts: Opts,
     pub(super) events: u32,
+    /// `rx_tail` when the slot was last published: bytes placed since
+    /// stamp it for readers (`wake::publish`).
+    pub(super) stamped_tail: u64,
     /// Other processes may hold this connection (a `fork` since it was
     /// made): the host service watches the descriptor every holder shares,
     /// and until the last copy closes a `CLOSE` only detaches it.
@@ -186,6 +189,7 @@ impl HSock {
             rx,
             tx,
             rx_tail: 0,
+            stamped_tail: 0,
             sink: false,
             rx_head: 0,
             rx_fin: false,

@@ -3,7 +3,10 @@
 
 use std::sync::atomic::Ordering;
 
-use softoe_abi::{ENGINE_POLLING, ENGINE_SLEEPING, SESSION_CLOSED, SlotView, waiter_bell};
+use softoe_abi::{
+    ENGINE_POLLING, ENGINE_SLEEPING, EV_ACCEPT, EV_CONNECTED, EV_ERR, EV_HELD, EV_HUP, EV_RDHUP,
+    EV_READABLE, EV_WRITABLE, SESSION_CLOSED, SlotView, waiter_bell,
+};
 use softoe_stack::Instant;
 
 use crate::emulate::AccessMeter;
@@ -11,6 +14,12 @@ use crate::host::HostConfig;
 
 use super::sock::HSock;
 use super::{Program, SessionCore};
+
+/// Readiness bits a reader waits for: their rise stamps the slot's
+/// `rx_at`.
+const RX_BITS: u32 = EV_READABLE | EV_ACCEPT | EV_RDHUP | EV_HUP | EV_ERR | EV_HELD;
+/// Readiness bits a writer waits for (`tx_at`).
+const TX_BITS: u32 = EV_WRITABLE | EV_CONNECTED | EV_HUP | EV_ERR;
 
 /// Writes `ev` to the slot if it changed, and bumps the slot's sequence
 /// when it did or when the socket `moved` (bytes placed, space freed).
@@ -21,6 +30,12 @@ use super::{Program, SessionCore};
 /// have been cleared), or the program would wait for a change that never
 /// comes. Returns whether the events changed.
 ///
+/// What arose for a reader (a readiness bit set, bytes placed in the ring)
+/// or for a writer (a bit set, room freed) is stamped with the session's
+/// next event count (`clock`), so that a program waiting for many sockets
+/// reports them in the order they became ready, as Linux's epoll does
+/// ([`SlotView::stamp`]).
+///
 /// A write to the slot is one access to the program's memory (`meter`).
 pub(super) fn publish(
     s: &mut HSock,
@@ -28,13 +43,24 @@ pub(super) fn publish(
     ev: u32,
     moved: bool,
     meter: &mut AccessMeter,
+    clock: &mut u64,
 ) -> bool {
     let changed = s.events != ev;
+    let rose = ev & !s.events;
+    let placed = s.rx_tail != s.stamped_tail;
+    s.stamped_tail = s.rx_tail;
     if changed {
         s.events = ev;
         view.set_events(ev);
     }
     if changed || moved {
+        *clock += 1;
+        if rose & RX_BITS != 0 || placed {
+            view.stamp(false, *clock);
+        }
+        if rose & TX_BITS != 0 || (moved && !placed) {
+            view.stamp(true, *clock);
+        }
         view.bump_seq();
         meter.access();
     }

@@ -10,7 +10,15 @@
 //! descriptors ([`Epolls::index`], kept by `epoll_ctl`, the forget paths
 //! and adoption, which gives a socket another session and id); the set
 //! then looks only at those registrations plus the ones it found ready
-//! last time (level-triggered), as `Selector::collect` does. A
+//! last time (level-triggered), as `Selector::collect` does.
+//!
+//! The order is Linux's: a set's candidates are a first-in, first-out
+//! ready list. Sockets changed since the last wait join it at the back in
+//! the order what they wait for arose (the engine stamps each slot with
+//! its session's event count at the first such change, `Stamps`), not in
+//! the order of their ids; one reported and still ready (level-triggered)
+//! goes to the back; when `maxevents` cuts a wait short, the ones not
+//! reported stay at the front for the next. A
 //! registration whose socket is not a connection or listener of this
 //! process's session (not given to the engine yet, inherited and not yet
 //! taken, lost, UDP, of a session that ended) is loose: looked at every
@@ -23,7 +31,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use libc::{c_int, epoll_event, sigset_t, timespec};
-use softoe_host::Client;
+use softoe_host::{Client, Stamps};
 
 use super::{ms_timeout, poll_bits, ts_timeout, wait_loop};
 use crate::real::{self, set_errno};
@@ -87,6 +95,9 @@ struct Epolls {
     index: HashMap<u32, Vec<(c_int, c_int)>>,
     /// The attachment the index is for, and the process that made it.
     owner: Option<(u32, Client)>,
+    /// Changed registrations of one wait being ordered: (key, set,
+    /// descriptor), kept so a wait allocates nothing.
+    fresh: Vec<(u64, c_int, c_int)>,
 }
 
 fn unindex(index: &mut HashMap<u32, Vec<(c_int, c_int)>>, id: u32, epfd: c_int, fd: c_int) {
@@ -236,15 +247,54 @@ impl Epolls {
         self.owner = c.map(|c| (me, c.clone()));
     }
 
-    /// Hands changed socket `id` to every set that registered it.
-    fn route(&mut self, id: u32) {
-        if let Some(v) = self.index.get(&id) {
+    /// Notes changed socket `id` for every set that registered it, with
+    /// the order key its registration's events pick from `st` (when what
+    /// it waits for arose).
+    fn route(&mut self, id: u32, st: Stamps) {
+        let Epolls {
+            sets, index, fresh, ..
+        } = self;
+        if let Some(v) = index.get(&id) {
             for &(epfd, fd) in v {
-                if let Some(set) = self.sets.get_mut(&epfd) {
-                    set.enqueue(fd);
-                }
+                let Some(reg) = sets.get(&epfd).and_then(|set| set.regs.get(&fd)) else {
+                    continue;
+                };
+                let read = reg.events & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLPRI) as u32;
+                let write = reg.events & libc::EPOLLOUT as u32;
+                fresh.push((st.key(read != 0, write != 0), epfd, fd));
             }
         }
+    }
+
+    /// Puts the changed registrations [`Epolls::route`] noted on their
+    /// sets' candidate lists in the order they became ready (Linux's ready
+    /// list is first in, first out), after the ones already there.
+    ///
+    /// One that changed in no way it waits for (a reader's socket whose
+    /// room was freed) joins only if it is ready all the same (a change
+    /// the engine did not stamp): as Linux's wake-up filter drops an
+    /// event the registration did not ask for, so that it cannot stand,
+    /// unexamined behind a short `maxevents`, ahead of sockets that
+    /// became ready after it.
+    fn enqueue_fresh(&mut self) {
+        let Epolls { sets, fresh, .. } = self;
+        fresh.sort_by_key(|&(key, ..)| key);
+        for &(key, epfd, fd) in fresh.iter() {
+            let Some(set) = sets.get_mut(&epfd) else {
+                continue;
+            };
+            if key == u64::MAX {
+                let events = set.regs.get(&fd).map_or(0, |r| r.events);
+                let ready = TABLE
+                    .get(fd)
+                    .is_some_and(|s| poll_bits(s.readiness(), events) != 0);
+                if !ready {
+                    continue;
+                }
+            }
+            set.enqueue(fd);
+        }
+        fresh.clear();
     }
 
     /// Set `epfd`'s loose registrations whose socket another process had
@@ -294,10 +344,11 @@ impl Epolls {
         // reports failure: look at them all.
         let mut scan_all = c.is_some() && live.is_none();
         if let Some(c) = live {
-            if !c.take_changed(|id| self.route(id)) {
+            if !c.take_changed(|id, st| self.route(id, st)) {
                 // Another taker (none should exist): no bits to go by.
                 scan_all = true;
             }
+            self.enqueue_fresh();
             self.key_loose(epfd, c);
         }
         let Epolls { sets, index, .. } = self;

@@ -7,7 +7,7 @@ use super::*;
 use crate::emulate::Emulation;
 use crate::host::sys::{EventFd, Mapping};
 use softoe_abi::Layout;
-use softoe_abi::{EV_WRITABLE, RingSpan, SockKind};
+use softoe_abi::{EV_READABLE, EV_WRITABLE, RingSpan, SockKind};
 use softoe_wire::Ipv4Address;
 
 /// Regression (CI hang): an overlap send was refused, the peer's ACK
@@ -26,18 +26,110 @@ fn progress_moves_the_sequence_without_an_event_change() {
     let span = RingSpan { offset: 0, len: 0 };
     let mut s = HSock::new(SockKind::Tcp, span, span);
     let mut m = AccessMeter::default();
-    assert!(publish(&mut s, &view, EV_WRITABLE, false, &mut m));
+    let mut clock = 0;
+    assert!(publish(
+        &mut s,
+        &view,
+        EV_WRITABLE,
+        false,
+        &mut m,
+        &mut clock
+    ));
     let seq = view.seq();
     // Nothing new: nothing moves, and the program's memory is not
     // written (no access counted).
-    assert!(!publish(&mut s, &view, EV_WRITABLE, false, &mut m));
+    assert!(!publish(
+        &mut s,
+        &view,
+        EV_WRITABLE,
+        false,
+        &mut m,
+        &mut clock
+    ));
     assert_eq!(view.seq(), seq);
     assert_eq!(m.accesses(), 1);
     // Space freed, same events: the sequence moves, the events stay.
-    assert!(!publish(&mut s, &view, EV_WRITABLE, true, &mut m));
+    assert!(!publish(
+        &mut s,
+        &view,
+        EV_WRITABLE,
+        true,
+        &mut m,
+        &mut clock
+    ));
     assert_ne!(view.seq(), seq);
     assert_eq!(view.events(), EV_WRITABLE);
     assert_eq!(m.accesses(), 2);
+}
+
+/// Each slot keeps the event count of the first change a reader (or a
+/// writer) waits for since the program took it: two sockets that became
+/// readable one after the other say which was first, whatever else
+/// happened to them after; room freed stamps only the writer's side.
+#[test]
+fn slots_say_which_became_ready_first() {
+    let layout = Layout::new(4, 4, 2, 4096).unwrap();
+    let mut mem = vec![0u128; layout.region_len() as usize / 16];
+    // SAFETY: as above.
+    let region = unsafe { Region::init(mem.as_mut_ptr().cast(), layout, 1) };
+    let (va, vb) = (region.slot(0).unwrap(), region.slot(1).unwrap());
+    let span = RingSpan { offset: 0, len: 0 };
+    let mut a = HSock::new(SockKind::Tcp, span, span);
+    let mut b = HSock::new(SockKind::Tcp, span, span);
+    let mut m = AccessMeter::default();
+    let mut clock = 0;
+    // Both writable; a's room is freed again later: writers only.
+    publish(&mut a, &va, EV_WRITABLE, false, &mut m, &mut clock);
+    publish(&mut b, &vb, EV_WRITABLE, false, &mut m, &mut clock);
+    let _ = (va.take_stamps(), vb.take_stamps());
+    publish(&mut a, &va, EV_WRITABLE, true, &mut m, &mut clock);
+    // b's bytes arrive first, then a's, then more for b.
+    b.rx_tail = 10;
+    publish(
+        &mut b,
+        &vb,
+        EV_WRITABLE | EV_READABLE,
+        true,
+        &mut m,
+        &mut clock,
+    );
+    a.rx_tail = 5;
+    publish(
+        &mut a,
+        &va,
+        EV_WRITABLE | EV_READABLE,
+        true,
+        &mut m,
+        &mut clock,
+    );
+    b.rx_tail = 20;
+    publish(
+        &mut b,
+        &vb,
+        EV_WRITABLE | EV_READABLE,
+        true,
+        &mut m,
+        &mut clock,
+    );
+    let ((a_rx, a_tx), (b_rx, b_tx)) = (va.take_stamps(), vb.take_stamps());
+    assert!(
+        b_rx != 0 && a_rx != 0 && b_rx < a_rx,
+        "b first: {b_rx} < {a_rx}"
+    );
+    assert!(a_tx != 0 && a_tx < b_rx, "a's room came before any byte");
+    assert_eq!(b_tx, 0, "b's writer saw nothing new");
+    // Taken: nothing until the next change.
+    assert_eq!(va.take_stamps(), (0, 0));
+    a.rx_tail = 6;
+    publish(
+        &mut a,
+        &va,
+        EV_WRITABLE | EV_READABLE,
+        true,
+        &mut m,
+        &mut clock,
+    );
+    assert!(va.take_stamps().0 > a_rx);
 }
 
 /// A session on a fresh region, as `attach` makes one (without the
