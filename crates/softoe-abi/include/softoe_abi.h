@@ -50,7 +50,7 @@
  * The ABI version this crate speaks. A program refuses a region whose
  * version differs.
  */
-#define softoe_VERSION 4
+#define softoe_VERSION 5
 
 /**
  * The engine is polling its rings (`RegionHeader::engine_state`).
@@ -799,7 +799,20 @@ typedef struct {
    * send and waits for it to move.
    */
   uint32_t seq;
-  uint8_t _pad0[20];
+  uint8_t _pad0[4];
+  /**
+   * When something a reader waits for arose (bytes placed, a
+   * connection to accept, the peer's FIN, a failure), as the session's
+   * event count: written by the engine at the first such change since
+   * the program took it ([`SlotView::take_stamps`] swaps it to 0), so it
+   * says which socket became ready first. 0: nothing since.
+   */
+  uint64_t rx_at;
+  /**
+   * The same for what a writer waits for (room freed, connected, a
+   * failure).
+   */
+  uint64_t tx_at;
   /**
    * Bytes the program has taken from the receive ring (program writes).
    */
