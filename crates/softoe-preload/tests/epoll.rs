@@ -190,8 +190,8 @@ fn ready_order(bed: &Bed, softoe: bool, port: u16, k: usize, mode: &str, max: us
 /// not by socket id (the older connection first, whatever happened
 /// first, which a widely used server's own test suite caught): two and
 /// eight connections, level- and edge-triggered, `maxevents` 1 (each wait
-/// one socket; level-triggered ones reported go to the back) and more,
-/// with an idle pipe in the same set. The same program on Linux, in the
+/// one socket, the rest left in order for the next) and more, with an
+/// idle pipe in the same set. The same program on Linux, in the
 /// same test, is the reference.
 #[test]
 fn epoll_reports_sockets_in_the_order_they_became_ready() {
@@ -199,7 +199,16 @@ fn epoll_reports_sockets_in_the_order_they_became_ready() {
         return;
     }
     let bed = bed();
-    let cases = [(2, "lt", 8), (2, "et", 1), (8, "lt", 1), (8, "et", 3)];
+    // Not eight level-triggered ones a wait at a time: Linux itself
+    // reorders those now and then (an item re-queued at the end of its
+    // scan lands behind ones that arrived during it), 2 rounds in 60 here.
+    let cases = [
+        (2, "lt", 8),
+        (2, "et", 1),
+        (8, "lt", 8),
+        (8, "et", 1),
+        (8, "et", 3),
+    ];
     let mut port = 7420;
     for (k, mode, max) in cases {
         port += 1;

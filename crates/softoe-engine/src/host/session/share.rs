@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use softoe_abi::{Completion, EV_HUP, EV_SHARED, SlotView, SockKind, errno};
+use softoe_abi::{Completion, EV_CONNECTED, EV_HUP, EV_SHARED, SlotView, SockKind, errno};
 use softoe_stack::{SocketHandle, Stack};
 use tracing::debug;
 
@@ -225,12 +225,17 @@ impl<P: Program> SessionCore<P> {
         s.stream = j.stream;
         s.opts = j.opts;
         // Shared from the start: its program must not wait on the ring
-        // (the serve this turn publishes the rest).
-        s.events = EV_SHARED;
+        // (the serve this turn publishes the rest). Connected too, before
+        // the completion: a joined connection is past its handshake, and
+        // a program that took it asks for its peer at once (rsync's
+        // daemon child's `getpeername` got ENOTCONN when it looked before
+        // that serve; a failure the serve finds adds its bits then).
+        let ev = EV_SHARED | EV_CONNECTED;
+        s.events = ev;
         if let Some(v) = region.slot(id) {
             v.set_local(j.local);
             v.set_remote(j.remote);
-            v.set_events(EV_SHARED);
+            v.set_events(ev);
             v.bump_seq();
         }
         self.by_handle.insert(j.h, id);
