@@ -765,6 +765,7 @@ impl HostService {
         // them before it can be reclaimed.
         self.shares(now, stack);
         // Sessions whose sockets are all released give their region back.
+        let mut reclaimed = Vec::new();
         for (me, slot) in self.sessions.iter_mut().enumerate() {
             if slot.as_ref().is_some_and(|s| s.finished(stack))
                 && let Some(s) = slot.take()
@@ -795,17 +796,12 @@ impl HostService {
                 }
                 let (pid, gone) = (s.pid, s.gone_at);
                 s.reclaim(mem);
-                if let Ok(mut g) = self.reclaims.lock() {
-                    if g.len() == RECLAIMS_KEPT {
-                        g.pop_front();
-                    }
-                    g.push_back(Reclaimed {
-                        id,
-                        pid,
-                        gone,
-                        reclaimed: std::time::Instant::now(),
-                    });
-                }
+                reclaimed.push(Reclaimed {
+                    id,
+                    pid,
+                    gone,
+                    reclaimed: std::time::Instant::now(),
+                });
             }
         }
         self.ready = ready;
@@ -813,6 +809,18 @@ impl HostService {
         if let Ok(mut g) = self.stats.lock() {
             g.clear();
             g.extend(self.sessions.iter().flatten().map(Session::stat));
+        }
+        // Recorded after the table: whoever sees a session reclaimed finds
+        // it gone from the table too.
+        if !reclaimed.is_empty()
+            && let Ok(mut g) = self.reclaims.lock()
+        {
+            for r in reclaimed {
+                if g.len() == RECLAIMS_KEPT {
+                    g.pop_front();
+                }
+                g.push_back(r);
+            }
         }
     }
 }

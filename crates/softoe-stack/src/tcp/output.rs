@@ -230,15 +230,17 @@ impl TcpSocket {
     /// behind it. A receiver drops, ACK field unread, any segment that
     /// starts past its right edge (RFC 9293 §3.10.7.4), so there the ACK
     /// carries the window's end instead, as Linux's `tcp_acceptable_seq`
-    /// does; less than one unit of the peer's window scale past it is the
-    /// scale's rounding, not a shrink. Before the peer offered any window
-    /// (an abort in SYN-SENT) there is no edge to stay inside.
+    /// does. Any distance past the edge counts, even less than one unit of
+    /// the peer's window scale: Linux aligns its window to its scale before
+    /// advertising it, so the edge we see is the one it checks against
+    /// (taking such a distance for rounding deadlocked a transfer against a
+    /// Linux peer with scale 10 and one unit of window left). The end is
+    /// never below what the peer has acknowledged, so it is always
+    /// acceptable. Before the peer offered any window (an abort in
+    /// SYN-SENT) there is no edge to stay inside.
     fn ack_seq(&self) -> TcpSeqNumber {
         let end = seq::add(self.snd_una, self.snd_wnd);
-        if self.max_snd_wnd > 0
-            && seq::gt(self.snd_max, end)
-            && seq::dist(self.snd_max, end) >= 1u32 << self.snd_wscale
-        {
+        if self.max_snd_wnd > 0 && seq::gt(self.snd_max, end) {
             end
         } else {
             self.snd_max

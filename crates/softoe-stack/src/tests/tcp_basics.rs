@@ -410,3 +410,49 @@ fn a_reset_stays_inside_a_window_the_peer_shrank() {
         .expect("a reset goes out");
     assert_eq!(rst.seq(), add(our, 1000), "the window's right edge");
 }
+
+/// The same shrink with a scaled window, by less than one unit of the
+/// peer's scale: Linux (window scale 10 with a large buffer) advertises
+/// one unit, 1,024 bytes, after its receive memory ran out, while 1,448
+/// bytes are in flight. Its right edge is exact (Linux aligns its window
+/// to the scale before it advertises it) and it drops a segment starting
+/// 424 bytes past it. Taking such a distance for the scale's rounding
+/// deadlocked the shim's `threads_share_sockets` in CI: both sides
+/// retransmitted for four minutes, each ignoring the other's ACKs.
+#[test]
+fn acks_stay_inside_a_scaled_window_shrunk_by_less_than_a_unit() {
+    let mut h = Harness::new();
+    let (conn, our, _) = open_passive(
+        &mut h,
+        TcpRepr {
+            max_seg_size: Some(1448),
+            window_scale: Some(10),
+            ..SEND_TEMPL
+        },
+    );
+    // Open the window wide, then send one segment into it.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(our),
+        window_len: 64,
+        ..SEND_TEMPL
+    });
+    h.take();
+    h.stack.tcp_send(conn, PayloadRef::new(0, 0, 1448)).unwrap();
+    let sent: usize = h.recv().iter().map(Sent::len).sum();
+    assert_eq!(sent, 1448);
+    // Nothing acknowledged; one unit of window left: the edge is our + 1024.
+    h.send(TcpRepr {
+        seq_number: add(REMOTE_SEQ, 1),
+        ack_number: Some(our),
+        window_len: 1,
+        payload: &[7u8; 500],
+        ..SEND_TEMPL
+    });
+    let ack = h
+        .advance(Duration::from_millis(50))
+        .into_iter()
+        .find(|s| s.ack() == Some(add(REMOTE_SEQ, 501)))
+        .expect("the data is acknowledged");
+    assert_eq!(ack.seq(), add(our, 1024), "inside the peer's right edge");
+}
