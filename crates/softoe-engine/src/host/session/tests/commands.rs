@@ -999,3 +999,39 @@ fn privileged_ports_need_the_capability() {
     assert_eq!(with, [2, 0, 0]);
     s.finish();
 }
+
+/// A socket that joins a connection another socket holds (an `ADOPT` of
+/// a shared connection) says connected before its program hears of it:
+/// rsync's daemon child asked `getpeername` between the completion and
+/// the engine's next serve and got `ENOTCONN`, and the pull failed.
+#[test]
+fn a_joined_connection_is_connected_when_its_adopt_completes() {
+    let mut s = sim();
+    let (held, _) = connected(&mut s);
+    let h = s.core.socks[held as usize]
+        .as_ref()
+        .and_then(|x| x.h)
+        .expect("the held socket has its connection");
+    let region = s.core.region();
+    let from = region.slot(held).unwrap();
+    let (local, remote) = (from.local(), from.remote());
+    let got = exchange(&mut s, &[socket(3, SockKind::Tcp, 1)]);
+    let id = answer(&got, 3).result as u32;
+    let j = crate::host::session::Joining {
+        h,
+        stream: 0,
+        opts: Default::default(),
+        local,
+        remote,
+    };
+    s.core.join_shared(4, id, j);
+    // The completion, and the slot as the program reads it with no turn
+    // in between.
+    let c = answer(&s.reap(), 4);
+    assert_eq!(c.result, i64::from(id));
+    let slot = region.slot(id).unwrap();
+    let ev = slot.events();
+    assert_ne!(ev & EV_CONNECTED, 0, "connected at the completion: {ev:#x}");
+    assert_ne!(ev & softoe_abi::EV_SHARED, 0, "shared: {ev:#x}");
+    assert_eq!((slot.local(), slot.remote()), (local, remote));
+}
