@@ -78,7 +78,8 @@
 //! `combined 1` on a NIC). A veth made by `ip link add` has one (`ethtool
 //! -l`: one RX, one TX). Serving several queues is one socket per queue
 //! sharing the UMEM (`XDP_SHARED_UMEM`, each with its own fill and
-//! completion rings) — the multi-engine plan in DESIGN.md, not this port.
+//! completion rings) — the plan for several engine cores, each owning a
+//! queue with flows steered by hash (docs/design.md), not this port.
 //!
 //! ```no_run
 //! use softoe_engine::{Engine, EngineConfig, XdpOptions, XdpPort};

@@ -9,8 +9,9 @@ use softoe_abi::{EV_CONNECTED, EV_ERR, EV_HUP, EV_SHARED, Request, SendSource, e
 use super::{TcpStream, ZcBuf};
 use crate::errno::errno_err;
 
-/// How a socket's `write` hands bytes to the engine (DESIGN.md, "Send
-/// policies").
+/// How a socket's `write` hands bytes to the engine: HL-TCP's send
+/// policies (copy-and-send, zero-copy, simultaneous send and copy) as a
+/// runtime choice (docs/design.md).
 ///
 /// `Copy` is the default because it measured best for a `write` that must
 /// leave the buffer free when it returns: the program copies into its send

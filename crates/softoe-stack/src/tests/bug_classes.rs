@@ -1,4 +1,9 @@
-//! The bug classes fuzzers found in smoltcp (STYLE.md), each a test.
+//! The bug classes fuzzers found in smoltcp, each a test: a zero MSS, an
+//! ISN of 0xFFFF_FFFF that wraps, SYN-RECEIVED accepting an ACK one too
+//! low, SYN-SENT accepting a segment that is not a SYN-ACK, one bad segment
+//! aborting a connection, an ARP cache filled by random frames, a window
+//! that underflows when data arrives past it. (Challenge ACKs without a
+//! rate limit, the eighth, are tested with resets in `tcp_rst`.)
 
 use core::time::Duration;
 

@@ -1,6 +1,8 @@
-//! Segment-level tests of the whole stack (STYLE.md "Testing protocol
-//! behaviour"): a test plays the peer, writing TCP segments as `TcpRepr`s and
-//! checking exactly which segments the stack sends back.
+//! Segment-level tests of the whole stack, in the manner of smoltcp's TCP
+//! tests: a test plays the peer, writing TCP segments as `TcpRepr`s built
+//! from a template (`SEND_TEMPL`), and checks exactly which segments the
+//! stack sends back, on a virtual clock (no sleeps, the same run every
+//! time).
 
 mod bug_classes;
 mod harness;
