@@ -30,7 +30,7 @@ impl<'de> Deserialize<'de> for Size {
         }
         match Raw::deserialize(d)? {
             Raw::N(n) => Ok(Size(n)),
-            Raw::S(s) => crate::sim::parse_size(&s)
+            Raw::S(s) => softoe_lab::units::parse_size(&s)
                 .map(Size)
                 .map_err(serde::de::Error::custom),
         }
@@ -355,28 +355,7 @@ pub struct EngineSection {
     pub steer: SteerMode,
 }
 
-/// `[engine] steer` and `--steer`: see [`softoe_engine::steer`].
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum SteerMode {
-    /// The kernel's work stays inside the engine's writes.
-    Off,
-    /// Always on the other cores.
-    On,
-    /// On the other cores while the engine's is full and theirs are not.
-    #[default]
-    Auto,
-}
-
-impl From<SteerMode> for softoe_engine::Steer {
-    fn from(m: SteerMode) -> softoe_engine::Steer {
-        match m {
-            SteerMode::Off => softoe_engine::Steer::Off,
-            SteerMode::On => softoe_engine::Steer::On,
-            SteerMode::Auto => softoe_engine::Steer::Auto,
-        }
-    }
-}
+pub use softoe_lab::bed::SteerMode;
 
 /// Where `softoe engine` and `softoe stat` meet by default.
 pub const DEFAULT_CONTROL: &str = "/run/softoe/engine.sock";
@@ -617,7 +596,7 @@ impl std::str::FromStr for ServiceSpec {
             .filter(|&p| p != 0)
             .ok_or_else(|| format!("'{s}': the port must be 1–65535"))?;
         let sizes = it
-            .map(crate::sim::parse_size)
+            .map(softoe_lab::units::parse_size)
             .collect::<Result<Vec<u64>, String>>()
             .map_err(|e| format!("'{s}': {e}"))?;
         let spec = |bytes: Option<u64>, request: Option<u64>, response: Option<u64>| ServiceSpec {

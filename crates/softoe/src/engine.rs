@@ -162,7 +162,7 @@ pub struct EngineArgs {
     #[arg(long)]
     control: Option<PathBuf>,
     /// Socket buffers per connection (suffixes K, M, G).
-    #[arg(long, value_parser = crate::sim::parse_size)]
+    #[arg(long, value_parser = softoe_lab::units::parse_size)]
     buffer: Option<u64>,
     /// Congestion control.
     #[arg(long, value_enum)]

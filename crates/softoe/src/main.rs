@@ -8,23 +8,13 @@
 //! - `softoe bench` measures softoe beside Linux in one run;
 //! - `softoe sim` runs the protocol core in the deterministic simulator.
 
-mod bed;
-mod bench;
-mod calibrate;
 mod config;
-mod demo;
 mod engine;
-mod linux;
-mod plot;
-mod report;
 mod run;
-mod servable;
-mod server;
 mod sim;
-mod sim_machine;
-mod sim_offload;
-mod sim_validate;
 mod stat;
+
+use softoe_lab::{bench, demo};
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

@@ -321,11 +321,11 @@ fn check_nets(list: &str) -> Result<()> {
 }
 
 /// Refuses a program whose sockets would stay on the kernel (see
-/// [`crate::servable`]), unless `allow` (`--allow-kernel`): then one line
+/// [`softoe_lab::servable`]), unless `allow` (`--allow-kernel`): then one line
 /// says so.
 fn check_program(program: &OsStr, allow: bool) -> Result<()> {
     let path = std::env::var_os("PATH");
-    let Some(bad) = crate::servable::check(program, path.as_deref()) else {
+    let Some(bad) = softoe_lab::servable::check(program, path.as_deref()) else {
         return Ok(());
     };
     let name = program.to_string_lossy();

@@ -113,6 +113,19 @@ pub struct RealBed {
     engine: Option<NsThread<Result<EngineCounters>>>,
 }
 
+impl std::fmt::Debug for RealBed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RealBed")
+            .field("sw", &self.sw.name())
+            .field("client", &self.client.name())
+            .field("peer", &self.peer.name())
+            .field("tap", &self.tap)
+            .field("host", &self.host)
+            .field("engine_tid", &self.engine_tid)
+            .finish_non_exhaustive()
+    }
+}
+
 impl RealBed {
     /// Builds the testbed and starts the engine.
     pub fn start(opts: BedOptions) -> Result<RealBed> {
@@ -275,4 +288,37 @@ pub fn this_thread_id() -> Result<i32> {
         .and_then(|n| n.to_str())
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| anyhow!("odd /proc/thread-self: {}", link.display()))
+}
+
+/// `[engine] steer` and `--steer`: see [`softoe_engine::steer`].
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    serde::Deserialize,
+    serde::Serialize,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum SteerMode {
+    /// The kernel's work stays inside the engine's writes.
+    Off,
+    /// Always on the other cores.
+    On,
+    /// On the other cores while the engine's is full and theirs are not.
+    #[default]
+    Auto,
+}
+
+impl From<SteerMode> for softoe_engine::Steer {
+    fn from(m: SteerMode) -> softoe_engine::Steer {
+        match m {
+            SteerMode::Off => softoe_engine::Steer::Off,
+            SteerMode::On => softoe_engine::Steer::On,
+            SteerMode::Auto => softoe_engine::Steer::Auto,
+        }
+    }
 }

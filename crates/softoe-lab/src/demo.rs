@@ -36,11 +36,11 @@ pub struct DemoArgs {
     #[arg(long)]
     json: bool,
     /// Bytes per bulk transfer (suffixes K, M, G).
-    #[arg(long, default_value = "256M", value_parser = crate::sim::parse_size)]
+    #[arg(long, default_value = "256M", value_parser = crate::units::parse_size)]
     bytes: u64,
     /// Bytes per transfer with 1 % drops (large enough that one 200 ms
     /// timeout does not decide the figure).
-    #[arg(long, default_value = "64M", value_parser = crate::sim::parse_size)]
+    #[arg(long, default_value = "64M", value_parser = crate::units::parse_size)]
     drop_bytes: u64,
     /// Request/response rounds for the latency test.
     #[arg(long, default_value_t = 5000)]
@@ -159,7 +159,7 @@ fn gbps(bytes: u64, t: Duration) -> f64 {
 /// `softoe demo`.
 pub fn run(args: &DemoArgs) -> Result<()> {
     if args.simulated {
-        return crate::sim::demo(&crate::sim::DemoArgs::new(args.json));
+        return crate::simulated::demo(&crate::simulated::DemoArgs::new(args.json));
     }
     if !crate::bed::is_root() {
         bail!(

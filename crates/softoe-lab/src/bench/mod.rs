@@ -114,7 +114,7 @@ pub struct BenchArgs {
     json: bool,
     /// Bytes per bulk run, split over its connections (suffixes K, M, G;
     /// default 1G, 256M with --quick).
-    #[arg(long, value_parser = crate::sim::parse_size)]
+    #[arg(long, value_parser = crate::units::parse_size)]
     bytes: Option<u64>,
     /// Round trips per message size in the latency sweep (default 5000,
     /// 300 with --quick; fewer for large messages).
@@ -171,7 +171,7 @@ pub struct BenchArgs {
     loss: Vec<f64>,
     /// Bytes per transfer of the loss sweep (suffixes K, M, G; default
     /// 64M, 8M with --quick).
-    #[arg(long, value_parser = crate::sim::parse_size)]
+    #[arg(long, value_parser = crate::units::parse_size)]
     loss_bytes: Option<u64>,
     /// Longest one transfer of the loss sweep may run, seconds (default 10,
     /// 4 with --quick); one stopped early reports what it moved.
@@ -224,7 +224,7 @@ pub struct BenchArgs {
     /// (there while the engine's core is full and theirs have room; the
     /// engine's default). See `softoe engine --help`.
     #[arg(long, value_enum)]
-    engine_steer: Option<crate::config::SteerMode>,
+    engine_steer: Option<crate::bed::SteerMode>,
     /// How long the real-wire engine spins for work before it sleeps, µs
     /// (default: the engine's 50): longer trades a core for wake-up time.
     #[arg(long)]
