@@ -8,7 +8,7 @@
 //!   program on the engine and on Linux), and what each serves;
 //! - [`linux`]: the Linux side's clients and its own measurements;
 //! - [`demo`]: the main job, one table of softoe against Linux;
-//! - [`bench`]: every experiment of `softoe bench`, its targets and report;
+//! - [`bench`](mod@bench): every experiment of `softoe bench`, its targets and report;
 //! - [`calibrate`], [`sim_validate`], [`sim_offload`], [`sim_machine`]: the
 //!   machine model fitted to, checked against and used beside the real
 //!   engine; [`simulated`]: the simulator's own experiments;

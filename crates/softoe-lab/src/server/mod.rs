@@ -7,12 +7,12 @@
 //! `softoe bench-servers`), on the engine or on Linux's TCP in the peer's
 //! namespace, so that "the server program" is the same program on both
 //! sides. What differs between the two is options, not code: which ports
-//! serve what ([`Listen`]), how many connections each takes (the demo's
+//! serve what (`Listen`), how many connections each takes (the demo's
 //! serve a fixed number and exit, the benchmark's serve until killed), the
-//! engine's send policy ([`Policy`]), the listen backlog, and whether the
-//! process answers questions about its CPU time on stdin ([`Until`]).
+//! engine's send policy (`Policy`), the listen backlog, and whether the
+//! process answers questions about its CPU time on stdin (`Until`).
 //! The scale scenario's echo, one thread waiting for every connection at
-//! once, is [`many`].
+//! once, is `many`.
 
 mod many;
 pub(crate) mod pattern;
