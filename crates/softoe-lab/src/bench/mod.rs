@@ -32,6 +32,7 @@ mod apps;
 mod bond;
 mod cpu;
 pub(crate) mod emulate;
+mod goals;
 pub(crate) mod loss;
 mod plot;
 mod reclaim;
@@ -55,10 +56,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::bed::BedOptions;
+use goals::targets;
 use plot::plots;
 use render::render;
 use scenarios::{ablation, bulk_and_latency, coalescing};
-use targets::{Target, targets};
+use targets::Target;
 
 /// The application's write size in bulk runs.
 const WRITE: usize = 64 * 1024;

@@ -242,7 +242,7 @@ mod tests {
 
     use super::*;
     use crate::bench::BulkRow;
-    use crate::bench::targets::targets;
+    use crate::bench::goals::targets;
 
     #[test]
     fn targets_compare_softoe_with_linux() {
