@@ -3,6 +3,8 @@
 use serde::Serialize;
 use softoe_sim::scenario::TransferReport;
 
+use crate::units::mib;
+
 /// One transfer, as printed and as JSON.
 #[derive(Debug, Clone, Serialize)]
 pub struct TransferRow {
@@ -48,10 +50,6 @@ impl From<&TransferReport> for TransferRow {
             virtual_secs_per_wall_sec: if wall > 0.0 { virt / wall } else { 0.0 },
         }
     }
-}
-
-fn mib(b: u64) -> String {
-    format!("{:.0} MiB", b as f64 / (1024.0 * 1024.0))
 }
 
 /// The demo's table.

@@ -32,6 +32,7 @@ use softoe_sim::machine::{MachineConfig, PeerModel, WorkloadKind, predict};
 
 use crate::bench::emulate::{Measured, measure, plan, work_of};
 use crate::sim_machine::{MachineArgs, calibration_source, load_calibration, load_config};
+use crate::units::{gbps_bare, pct};
 
 /// Options of `softoe sim validate`.
 #[derive(Debug, Args)]
@@ -439,14 +440,6 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
     Ok(())
 }
 
-fn gbps(bps: f64) -> String {
-    format!("{:.3}", bps / 1e9)
-}
-
-fn pct(e: f64) -> String {
-    format!("{:+.0}%", e * 100.0)
-}
-
 fn met(ok: bool) -> &'static str {
     if ok { "met" } else { "MISSED" }
 }
@@ -494,8 +487,8 @@ fn render(
             "{:<26} {:<40} {:>8} {:>8} {:>6} {:>5.0}% {:>8} {:>8} {:>6} {:>6.0} {:>6.0} {:>+6.1}",
             r.name,
             r.what,
-            gbps(r.predicted_bps),
-            gbps(r.measured_bps),
+            gbps_bare(r.predicted_bps),
+            gbps_bare(r.measured_bps),
             pct(r.throughput_error),
             r.spread * 100.0,
             opt(r.predicted_p50_us),

@@ -17,7 +17,7 @@ use softoe_sim::grid::{PointReport, Sizing, run_point};
 use softoe_sim::scenario::Transfer;
 
 use crate::report::{TransferRow, print_table};
-use crate::units::parse_size;
+use crate::units::{parse_size, rate, ratio, size};
 
 /// Options of the simulated demo.
 #[derive(Debug, Args)]
@@ -244,58 +244,12 @@ impl From<&PointReport> for GridRow {
     }
 }
 
-/// A number with three significant digits (two decimals at most).
-fn sig3(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}")
-    } else if x >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
-}
-
-/// A rate in Gb/s, Mb/s or kb/s, three significant digits.
-fn rate(gbps: f64) -> String {
-    let bps = gbps * 1e9;
-    if bps >= 1e9 {
-        format!("{} Gb/s", sig3(gbps))
-    } else if bps >= 1e6 {
-        format!("{} Mb/s", sig3(bps / 1e6))
-    } else {
-        format!("{} kb/s", sig3(bps / 1e3))
-    }
-}
-
-/// A ratio with two significant digits down to 0.0001.
-fn ratio(x: f64) -> String {
-    if x >= 0.1 {
-        format!("{x:.2}")
-    } else if x >= 0.01 {
-        format!("{x:.3}")
-    } else {
-        format!("{x:.4}")
-    }
-}
-
 /// A round trip with a readable unit.
 fn rtt_label(us: f64) -> String {
     if us >= 1000.0 {
         format!("{} ms", us / 1000.0)
     } else {
         format!("{us} µs")
-    }
-}
-
-/// A byte count in KiB, MiB or GiB.
-fn size(b: u64) -> String {
-    let b = b as f64;
-    if b >= f64::from(1u32 << 30) {
-        format!("{:.1} GiB", b / f64::from(1u32 << 30))
-    } else if b >= f64::from(1u32 << 20) {
-        format!("{:.0} MiB", b / f64::from(1u32 << 20))
-    } else {
-        format!("{:.0} KiB", b / 1024.0)
     }
 }
 

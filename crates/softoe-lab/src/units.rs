@@ -1,4 +1,6 @@
-//! Units as the lab's options take them.
+//! Units as the lab's options take them and as its tables print them:
+//! every formatter in one place, so that a table's column reads the same
+//! wherever the lab prints it.
 
 /// Parses `64M`, `1G`, `4096`.
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -20,4 +22,74 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("'{s}' is not a size like 4096, 64K, 64M or 1G"))?;
     n.checked_mul(mult)
         .ok_or_else(|| format!("'{s}' is too large"))
+}
+
+/// A number with three significant digits (two decimals at most).
+fn sig3(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// A rate in Gb/s, Mb/s or kb/s, three significant digits.
+pub(crate) fn rate(gbps: f64) -> String {
+    let bps = gbps * 1e9;
+    if bps >= 1e9 {
+        format!("{} Gb/s", sig3(gbps))
+    } else if bps >= 1e6 {
+        format!("{} Mb/s", sig3(bps / 1e6))
+    } else {
+        format!("{} kb/s", sig3(bps / 1e3))
+    }
+}
+
+/// A ratio with two significant digits down to 0.0001.
+pub(crate) fn ratio(x: f64) -> String {
+    if x >= 0.1 {
+        format!("{x:.2}")
+    } else if x >= 0.01 {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+/// A byte count in KiB, MiB or GiB.
+pub(crate) fn size(b: u64) -> String {
+    let b = b as f64;
+    if b >= f64::from(1u32 << 30) {
+        format!("{:.1} GiB", b / f64::from(1u32 << 30))
+    } else if b >= f64::from(1u32 << 20) {
+        format!("{:.0} MiB", b / f64::from(1u32 << 20))
+    } else {
+        format!("{:.0} KiB", b / 1024.0)
+    }
+}
+
+/// A byte count in whole MiB.
+pub(crate) fn mib(b: u64) -> String {
+    format!("{:.0} MiB", b as f64 / (1024.0 * 1024.0))
+}
+
+/// A rate in Gb/s as a bare number, three decimals.
+pub(crate) fn gbps_bare(bps: f64) -> String {
+    format!("{:.3}", bps / 1e9)
+}
+
+/// A signed relative error as a whole percentage.
+pub(crate) fn pct(e: f64) -> String {
+    format!("{:+.0}%", e * 100.0)
+}
+
+/// A rate in Gb/s (three decimals) or, below 1 Gb/s, Mb/s (one).
+pub(crate) fn gbps_or_mbps(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.3} Gb/s", bps / 1e9)
+    } else {
+        format!("{:.1} Mb/s", bps / 1e6)
+    }
 }

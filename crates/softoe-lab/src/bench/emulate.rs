@@ -60,6 +60,7 @@ use crate::bench::server::servers_cmd;
 use crate::bench::workload::{bulk_in_with, bulk_out_with};
 use crate::linux;
 use crate::server::{ECHO, SIZED_SINK, SIZED_SOURCE, Servers};
+use crate::units::gbps_or_mbps;
 
 /// At and above this rate the path is left unshaped: the veth and the CPUs
 /// set its rate.
@@ -564,14 +565,6 @@ fn describe(w: &Work) -> String {
     }
 }
 
-fn gbps(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.3} Gb/s", bps / 1e9)
-    } else {
-        format!("{:.1} Mb/s", bps / 1e6)
-    }
-}
-
 fn render(cfg: &MachineConfig, p: &Plan, w: &Work, m: &Measured, quick: bool) -> String {
     use std::fmt::Write;
     let mut o = String::new();
@@ -609,7 +602,7 @@ fn render(cfg: &MachineConfig, p: &Plan, w: &Work, m: &Measured, quick: bool) ->
     let _ = writeln!(
         o,
         "  throughput   {} ({:.0} messages/s; {} B in {:.3} s)",
-        gbps(m.throughput_bps),
+        gbps_or_mbps(m.throughput_bps),
         m.messages_per_sec,
         m.payload_bytes,
         m.window_seconds
