@@ -1,11 +1,27 @@
 //! The report as text tables.
 
+use std::fmt::Write as _;
+
 use super::{AblationRow, Report};
 
-/// The report as text tables.
+/// The report as text tables, each only when its scenario ran (`--only`).
 pub(super) fn render(r: &Report) -> String {
-    use std::fmt::Write as _;
     let mut o = String::new();
+    header(&mut o, r);
+    bulk(&mut o, r);
+    latency(&mut o, r);
+    targets(&mut o, r);
+    engine_notes(&mut o, r);
+    ablation(&mut o, r);
+    coalescing(&mut o, r);
+    scale(&mut o, r);
+    engine_cost(&mut o, r);
+    others(&mut o, r);
+    o
+}
+
+/// The header: what ran and how CPU is counted, unless only the bond or apps ran.
+fn header(o: &mut String, r: &Report) {
     let only_bond = (r.bond.is_some() || !r.apps.is_empty())
         && r.bulk.is_empty()
         && r.latency.is_empty()
@@ -23,6 +39,10 @@ pub(super) fn render(r: &Report) -> String {
             if r.quick { " --quick" } else { "" }
         );
     }
+}
+
+/// The bulk table.
+fn bulk(o: &mut String, r: &Report) {
     // Each table only when its scenario ran (`--only`).
     if !r.bulk.is_empty() {
         let _ = writeln!(
@@ -44,6 +64,10 @@ pub(super) fn render(r: &Report) -> String {
             b.machine_s_per_gib
         );
     }
+}
+
+/// The ping-pong table.
+fn latency(o: &mut String, r: &Report) {
     if !r.latency.is_empty() {
         let _ = writeln!(
             o,
@@ -58,6 +82,10 @@ pub(super) fn render(r: &Report) -> String {
             l.system, l.size, l.p50_us, l.p99_us, l.p999_us, l.mean_us, l.mbps, l.host_cpu_pct
         );
     }
+}
+
+/// The targets against their goals.
+fn targets(o: &mut String, r: &Report) {
     // As wide as the longest target's name (the apps targets' are long).
     let w = r
         .targets
@@ -87,6 +115,10 @@ pub(super) fn render(r: &Report) -> String {
             if t.met { "met" } else { "missed" }
         );
     }
+}
+
+/// The engine's sleep and steering, where measured.
+fn engine_notes(o: &mut String, r: &Report) {
     if let Some(idle) = r.engine_idle_share {
         let _ = writeln!(
             o,
@@ -102,6 +134,10 @@ pub(super) fn render(r: &Report) -> String {
             share * 100.0
         );
     }
+}
+
+/// The ablation table: offloads and policy against coalescing.
+fn ablation(o: &mut String, r: &Report) {
     if !r.ablation.is_empty() {
         let _ = writeln!(
             o,
@@ -128,6 +164,10 @@ pub(super) fn render(r: &Report) -> String {
             );
         }
     }
+}
+
+/// The coalescing-delay table.
+fn coalescing(o: &mut String, r: &Report) {
     if !r.coalescing.is_empty() {
         let _ = writeln!(
             o,
@@ -142,6 +182,10 @@ pub(super) fn render(r: &Report) -> String {
             );
         }
     }
+}
+
+/// The scale table and its legend.
+fn scale(o: &mut String, r: &Report) {
     if !r.scale.is_empty() {
         let _ = writeln!(
             o,
@@ -196,6 +240,10 @@ pub(super) fn render(r: &Report) -> String {
              second with nothing on the wire before the held flow, 50 of them its 20 ms sleep cap)"
         );
     }
+}
+
+/// The engine's cost per request.
+fn engine_cost(o: &mut String, r: &Report) {
     if let Some(c) = &r.engine_cost {
         let _ = writeln!(
             o,
@@ -205,6 +253,10 @@ pub(super) fn render(r: &Report) -> String {
             c.conns, c.requests, c.user_ns, c.user_cycles, c.sys_ns
         );
     }
+}
+
+/// The other scenarios' own renderers, then the plots written.
+fn others(o: &mut String, r: &Report) {
     if !r.loss.is_empty() {
         o.push_str(&crate::bench::loss::render(
             &r.loss,
@@ -233,7 +285,6 @@ pub(super) fn render(r: &Report) -> String {
     for p in &r.plots {
         let _ = writeln!(o, "plot: {}", p.display());
     }
-    o
 }
 
 #[cfg(test)]
