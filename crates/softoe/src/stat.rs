@@ -178,10 +178,20 @@ fn render_bond(o: &mut String, b: &softoe_engine::BondStat) {
 
 /// The text form: counters, then one block per connection as `ss -ti`.
 pub fn render(s: &Snapshot) -> String {
+    let mut o = String::new();
+    render_engine(&mut o, s);
+    render_port_extras(&mut o, s);
+    render_protocols(&mut o, s);
+    render_sockets(&mut o, s);
+    render_sessions(&mut o, s);
+    o
+}
+
+/// The engine's line: frames, offloads, drops, sleep; emulation and steering where they did something.
+fn render_engine(o: &mut String, s: &Snapshot) {
     use std::fmt::Write;
     let e = &s.engine;
     let k = &s.stack;
-    let mut o = String::new();
     let _ = writeln!(
         o,
         "engine on {}: {} frames in ({} coalesced, {} checksum-verified), {} out ({} \
@@ -223,13 +233,25 @@ pub fn render(s: &Snapshot) -> String {
             e.steer_switches
         );
     }
-    render_stages(&mut o, &e.stages);
+}
+
+/// The stages, faults and bond.
+fn render_port_extras(o: &mut String, s: &Snapshot) {
+    use std::fmt::Write;
+    let e = &s.engine;
+    render_stages(o, &e.stages);
     if let Some(f) = &s.faults {
         let _ = writeln!(o, "faults injected at the port: {f}");
     }
     if let Some(b) = &s.bond {
-        render_bond(&mut o, b);
+        render_bond(o, b);
     }
+}
+
+/// The protocols' counters: TCP and UDP, IP where it fragmented or learned a path MTU, listeners where they refused.
+fn render_protocols(o: &mut String, s: &Snapshot) {
+    use std::fmt::Write;
+    let k = &s.stack;
     let _ = writeln!(
         o,
         "tcp: {} retransmissions, {} connections timed out, {} resets for unknown connections; \
@@ -266,6 +288,11 @@ pub fn render(s: &Snapshot) -> String {
             k.tcp_icmp_aborts
         );
     }
+}
+
+/// The sockets as `ss -ti`: listeners, then connections.
+fn render_sockets(o: &mut String, s: &Snapshot) {
+    use std::fmt::Write;
     let _ = writeln!(
         o,
         "{:<11} {:>8} {:>8} {:<22} {:<22}",
@@ -306,6 +333,11 @@ pub fn render(s: &Snapshot) -> String {
         );
         let _ = writeln!(o, "\t {}", details(c));
     }
+}
+
+/// The host programs' sessions.
+fn render_sessions(o: &mut String, s: &Snapshot) {
+    use std::fmt::Write;
     if !s.sessions.is_empty() {
         let _ = writeln!(
             o,
@@ -339,7 +371,6 @@ pub fn render(s: &Snapshot) -> String {
             );
         }
     }
-    o
 }
 
 fn details(c: &ConnStat) -> String {
