@@ -128,7 +128,18 @@ pub(super) fn render_e1(r: &BondReport, o: &mut String) {
     );
 }
 
+/// E2 to E6 and the targets, each only where it ran.
 pub(super) fn render_rest(r: &BondReport, o: &mut String) {
+    render_e2(r, o);
+    render_e3(r, o);
+    render_e4(r, o);
+    render_e5(r, o);
+    render_e6(r, o);
+    render_targets(r, o);
+}
+
+/// E2: the real-time channel's one-way times and where the time went.
+fn render_e2(r: &BondReport, o: &mut String) {
     use std::fmt::Write as _;
     if !r.e2.is_empty() {
         let _ = writeln!(
@@ -215,6 +226,11 @@ pub(super) fn render_rest(r: &BondReport, o: &mut String) {
              waited on a run queue per time slice, from /proc schedstat)"
         );
     }
+}
+
+/// E3: one bonded member against the plain port.
+fn render_e3(r: &BondReport, o: &mut String) {
+    use std::fmt::Write as _;
     if !r.e3.is_empty() {
         let _ = writeln!(
             o,
@@ -245,6 +261,11 @@ pub(super) fn render_rest(r: &BondReport, o: &mut String) {
             "  (eng s/GiB: both engines' thread CPU per GiB moved; each engine pinned to a core of its own)"
         );
     }
+}
+
+/// E4: failover.
+fn render_e4(r: &BondReport, o: &mut String) {
+    use std::fmt::Write as _;
     if !r.e4.is_empty() {
         let _ = writeln!(
             o,
@@ -275,6 +296,11 @@ pub(super) fn render_rest(r: &BondReport, o: &mut String) {
              from 0.1 s before the cut to 1 s after; full rate: a 200 ms window at 90 % of before)"
         );
     }
+}
+
+/// E5: a plain-ARP Linux host.
+fn render_e5(r: &BondReport, o: &mut String) {
+    use std::fmt::Write as _;
     for e in &r.e5 {
         let _ = writeln!(
             o,
@@ -283,6 +309,11 @@ pub(super) fn render_rest(r: &BondReport, o: &mut String) {
             e.to_bond_mbit, e.from_bond_mbit, e.macs, e.samples, e.changes, e.home_mac
         );
     }
+}
+
+/// E6: ARP+ convergence.
+fn render_e6(r: &BondReport, o: &mut String) {
+    use std::fmt::Write as _;
     if !r.e6.is_empty() {
         let _ = writeln!(
             o,
@@ -323,6 +354,11 @@ pub(super) fn render_rest(r: &BondReport, o: &mut String) {
              from start: the median from the first engine's start, the testbed's setup included)"
         );
     }
+}
+
+/// The bond's targets (issue 16).
+fn render_targets(r: &BondReport, o: &mut String) {
+    use std::fmt::Write as _;
     if !r.targets.is_empty() {
         let _ = writeln!(o, "\nbond targets (issue 16):");
         for t in &r.targets {
