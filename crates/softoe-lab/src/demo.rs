@@ -25,6 +25,8 @@ use crate::bed::{ENGINE, PEER, RealBed};
 use crate::server::{
     DISCARD, ECHO, Length, Listen, Policy, Program, SOURCE, Servers, Service, Serving, Until,
 };
+use softoe_engine::EngineCounters;
+use softoe_testbed::Netns;
 
 /// The port of the source for the drop test.
 const DROP_SOURCE: u16 = 20;
@@ -110,7 +112,7 @@ pub fn servers(args: &ServersArgs) -> Result<()> {
 /// Linux's TCP in namespace `ns` — and waits until it listens.
 fn start_servers(
     host: Option<&std::path::Path>,
-    ns: &softoe_testbed::Netns,
+    ns: &Netns,
     bytes: u64,
     drop_bytes: u64,
 ) -> Result<Servers> {
@@ -171,14 +173,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         bail!("--bytes, --drop-bytes and --rounds must be above zero");
     }
     let steps = 9u64;
-    let pb = if args.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(steps)
-    };
-    if let Ok(st) = ProgressStyle::with_template("{spinner} [{bar:20}] {pos}/{len} {msg}") {
-        pb.set_style(st.progress_chars("=> "));
-    }
+    let pb = progress(args.json, steps);
     pb.set_message("building the testbed and starting the softoe engine");
     let mut bed = RealBed::start(crate::bed::BedOptions {
         pcap: args.pcap.clone(),
@@ -235,24 +230,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         l,
         "higher",
     ));
-    let rounds = args.rounds;
-    let mut lat = Vec::new();
-    let c = client.clone();
-    for ip in [ENGINE, PEER] {
-        pb.inc(1);
-        pb.set_message(format!(
-            "4-byte request/response with {}",
-            if ip == ENGINE { "softoe" } else { "Linux" }
-        ));
-        let mut r = c.run(move || linux::ping_pong(SocketAddrV4::new(ip, ECHO), 4, rounds))??;
-        r.sort();
-        lat.push((
-            linux::percentile_us(&r, 50.0),
-            linux::percentile_us(&r, 99.0),
-        ));
-    }
-    rows.push(row("4-byte RR p50", "µs", lat[0].0, lat[1].0, "lower"));
-    rows.push(row("4-byte RR p99", "µs", lat[0].1, lat[1].1, "lower"));
+    rows.extend(latency_rows(&client, &pb, args.rounds)?);
     // Drops on the wire, per segment, both ways: the client neither builds
     // nor coalesces super-packets, its bridge port cuts those of softoe and
     // Linux into segments (offloads switched through the ethtool ioctl,
@@ -321,6 +299,35 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         );
         return Ok(());
     }
+    print_text(&rows, wire_dropped, &counters);
+    Ok(())
+}
+
+/// 4-byte request/response, softoe then Linux: p50 and p99 rows.
+fn latency_rows(client: &Netns, pb: &ProgressBar, rounds: usize) -> Result<Vec<Row>> {
+    let mut lat = Vec::new();
+    let c = client;
+    for ip in [ENGINE, PEER] {
+        pb.inc(1);
+        pb.set_message(format!(
+            "4-byte request/response with {}",
+            if ip == ENGINE { "softoe" } else { "Linux" }
+        ));
+        let mut r = c.run(move || linux::ping_pong(SocketAddrV4::new(ip, ECHO), 4, rounds))??;
+        r.sort();
+        lat.push((
+            linux::percentile_us(&r, 50.0),
+            linux::percentile_us(&r, 99.0),
+        ));
+    }
+    Ok(vec![
+        row("4-byte RR p50", "µs", lat[0].0, lat[1].0, "lower"),
+        row("4-byte RR p99", "µs", lat[0].1, lat[1].1, "lower"),
+    ])
+}
+
+/// The demo's text: what ran, the table, the wire's drops and the engine's counters.
+fn print_text(rows: &[Row], wire_dropped: u64, counters: &EngineCounters) {
     println!(
         "softoe demo: servers in a separate program on the softoe engine (attached over shared"
     );
@@ -335,7 +342,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         "{:<32} {:>10} {:>10} {:>7}",
         "workload", "softoe", "Linux", "ratio"
     );
-    for r in &rows {
+    for r in rows {
         println!(
             "{:<32} {:>10} {:>10} {:>6.2}x  ({} is better)",
             r.workload,
@@ -354,7 +361,19 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         counters.frames_out,
         counters.idle_share() * 100.0
     );
-    Ok(())
+}
+
+/// The demo's progress bar (hidden under `--json`).
+fn progress(hidden: bool, steps: u64) -> ProgressBar {
+    let pb = if hidden {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(steps)
+    };
+    if let Ok(st) = ProgressStyle::with_template("{spinner} [{bar:20}] {pos}/{len} {msg}") {
+        pb.set_style(st.progress_chars("=> "));
+    }
+    pb
 }
 
 fn row(workload: &str, unit: &str, softoe: f64, linux: f64, better: &'static str) -> Row {
