@@ -744,159 +744,177 @@ fn names(rows: &[Row]) -> Vec<String> {
 fn draw(s: Scenario, rows: &Rows, c: &MachineConfig, path: &Path) -> Result<()> {
     let title = format!("softoe sim offload {}", s.name());
     match rows {
-        Rows::Map(rs) => {
-            let sim: Vec<(f64, f64)> = rs
-                .iter()
-                .filter_map(|r| Some((f64::from(r.message), r.break_even_speed?)))
-                .collect();
-            let laws: Vec<(f64, f64)> = rs
-                .iter()
-                .filter_map(|r| Some((f64::from(r.message), r.laws_break_even_speed?)))
-                .collect();
-            plot::log_log(
-                path,
-                &format!("{title}: break-even engine speed"),
-                "write size, bytes",
-                "engine speed ÷ host speed",
-                &[
-                    Series {
-                        name: "simulated".into(),
-                        points: sim,
-                    },
-                    Series {
-                        name: "LAWS".into(),
-                        points: laws,
-                    },
-                ],
-            )
-        }
-        Rows::Points(rs) => {
-            let mut series = Vec::new();
-            match s {
-                Scenario::Table1 => {
-                    for n in names(rs) {
-                        let offload = rs.iter().any(|r| r.series == n && r.offload);
-                        // The kernel path is one figure: a flat line across.
-                        let at = |r: &Row, y: f64| -> Vec<(f64, f64)> {
-                            if offload {
-                                vec![(r.memory_delay, y)]
-                            } else {
-                                vec![(1.0, y), (10.0, y)]
-                            }
-                        };
-                        let pts: Vec<(f64, f64)> = rs
-                            .iter()
-                            .filter(|r| r.series == n)
-                            .flat_map(|r| at(r, r.latency_p50_us.map_or(f64::NAN, |s| s.mean)))
-                            .collect();
-                        let emo: Vec<(f64, f64)> = rs
-                            .iter()
-                            .filter(|r| r.series == n)
-                            .flat_map(|r| at(r, r.emo.map_or(f64::NAN, |e| e.latency_us)))
-                            .collect();
-                        series.push(Series {
-                            name: n.clone(),
-                            points: pts,
-                        });
-                        series.push(Series {
-                            name: format!("EMO, {n}"),
-                            points: emo,
-                        });
-                    }
-                    plot::linear(
-                        path,
-                        &format!("{title}: one-way latency p50 by memory delay"),
-                        "memory delay ×",
-                        "µs",
-                        &series,
-                    )
-                }
-                Scenario::Fig8 | Scenario::Fig3 => {
-                    let fig3 = s == Scenario::Fig3;
-                    for n in names(rs) {
-                        let y = |r: &Row| {
-                            if fig3 {
-                                r.host_cpu.mean * 100.0
-                            } else {
-                                r.throughput_bps.mean / 1e9
-                            }
-                        };
-                        let ly = |r: &Row| {
-                            r.laws.map(|l| {
-                                if fig3 {
-                                    l.host_cpu * 100.0
-                                } else {
-                                    l.bps / 1e9
-                                }
-                            })
-                        };
-                        series.push(Series {
-                            name: n.clone(),
-                            points: curve(rs, &n, |r| Some((f64::from(r.message), y(r)))),
-                        });
-                        series.push(Series {
-                            name: format!("LAWS, {n}"),
-                            points: curve(rs, &n, |r| Some((f64::from(r.message), ly(r)?))),
-                        });
-                    }
-                    let (what, unit) = if fig3 {
-                        ("host CPU load", "host CPU, %")
-                    } else {
-                        ("stream throughput", "Gb/s")
-                    };
-                    plot::log_log(
-                        path,
-                        &format!("{title}: {what} by write size, {} Gb/s", c.link.gbps),
-                        "write size, bytes",
-                        unit,
-                        &series,
-                    )?;
-                    if fig3 {
-                        let irq_path = sibling(path, "-interrupts");
-                        let irq: Vec<Series> = names(rs)
-                            .into_iter()
-                            .map(|n| Series {
-                                points: curve(rs, &n, |r| {
-                                    Some((f64::from(r.message), r.host_interrupts_per_sec.mean))
-                                }),
-                                name: n,
-                            })
-                            .collect();
-                        plot::log_log(
-                            &irq_path,
-                            &format!("{title}: interrupts the host CPU takes"),
-                            "write size, bytes",
-                            "interrupts per second",
-                            &irq,
-                        )?;
-                    }
-                    Ok(())
-                }
-                Scenario::HltcpFig7 => {
-                    for n in names(rs) {
-                        series.push(Series {
-                            name: format!("{n}, simulated"),
-                            points: curve(rs, &n, |r| {
-                                Some((r.coalesce_us, r.throughput_bps.mean / 1e6))
-                            }),
-                        });
-                        series.push(Series {
-                            name: format!("LAWS, {n}"),
-                            points: curve(rs, &n, |r| Some((r.coalesce_us, r.laws?.bps / 1e6))),
-                        });
-                    }
-                    plot::linear(
-                        path,
-                        &format!("{title}: throughput by receive-interrupt delay"),
-                        "receive-interrupt delay, µs",
-                        "Mb/s",
-                        &series,
-                    )
-                }
-                Scenario::Map => Ok(()),
-            }
-        }
+        Rows::Map(rs) => draw_map(&title, rs, path),
+        Rows::Points(rs) => match s {
+            Scenario::Table1 => draw_table1(&title, rs, path),
+            Scenario::Fig8 | Scenario::Fig3 => draw_fig8_fig3(s, &title, rs, c, path),
+            Scenario::HltcpFig7 => draw_hltcp_fig7(&title, rs, path),
+            Scenario::Map => Ok(()),
+        },
     }
+}
+
+/// The map: break-even engine speed by write size, simulated and LAWS.
+fn draw_map(title: &str, rs: &[MapRow], path: &Path) -> Result<()> {
+    let sim: Vec<(f64, f64)> = rs
+        .iter()
+        .filter_map(|r| Some((f64::from(r.message), r.break_even_speed?)))
+        .collect();
+    let laws: Vec<(f64, f64)> = rs
+        .iter()
+        .filter_map(|r| Some((f64::from(r.message), r.laws_break_even_speed?)))
+        .collect();
+    plot::log_log(
+        path,
+        &format!("{title}: break-even engine speed"),
+        "write size, bytes",
+        "engine speed ÷ host speed",
+        &[
+            Series {
+                name: "simulated".into(),
+                points: sim,
+            },
+            Series {
+                name: "LAWS".into(),
+                points: laws,
+            },
+        ],
+    )
+}
+
+/// Table 1: one-way latency p50 by memory delay, with EMO's.
+fn draw_table1(title: &str, rs: &[Row], path: &Path) -> Result<()> {
+    let mut series = Vec::new();
+    for n in names(rs) {
+        let offload = rs.iter().any(|r| r.series == n && r.offload);
+        // The kernel path is one figure: a flat line across.
+        let at = |r: &Row, y: f64| -> Vec<(f64, f64)> {
+            if offload {
+                vec![(r.memory_delay, y)]
+            } else {
+                vec![(1.0, y), (10.0, y)]
+            }
+        };
+        let pts: Vec<(f64, f64)> = rs
+            .iter()
+            .filter(|r| r.series == n)
+            .flat_map(|r| at(r, r.latency_p50_us.map_or(f64::NAN, |s| s.mean)))
+            .collect();
+        let emo: Vec<(f64, f64)> = rs
+            .iter()
+            .filter(|r| r.series == n)
+            .flat_map(|r| at(r, r.emo.map_or(f64::NAN, |e| e.latency_us)))
+            .collect();
+        series.push(Series {
+            name: n.clone(),
+            points: pts,
+        });
+        series.push(Series {
+            name: format!("EMO, {n}"),
+            points: emo,
+        });
+    }
+    plot::linear(
+        path,
+        &format!("{title}: one-way latency p50 by memory delay"),
+        "memory delay ×",
+        "µs",
+        &series,
+    )
+}
+
+/// Fig. 8 (throughput) or Fig. 3 (host CPU, and its interrupts) by write size, with LAWS.
+fn draw_fig8_fig3(
+    s: Scenario,
+    title: &str,
+    rs: &[Row],
+    c: &MachineConfig,
+    path: &Path,
+) -> Result<()> {
+    let mut series = Vec::new();
+    let fig3 = s == Scenario::Fig3;
+    for n in names(rs) {
+        let y = |r: &Row| {
+            if fig3 {
+                r.host_cpu.mean * 100.0
+            } else {
+                r.throughput_bps.mean / 1e9
+            }
+        };
+        let ly = |r: &Row| {
+            r.laws.map(|l| {
+                if fig3 {
+                    l.host_cpu * 100.0
+                } else {
+                    l.bps / 1e9
+                }
+            })
+        };
+        series.push(Series {
+            name: n.clone(),
+            points: curve(rs, &n, |r| Some((f64::from(r.message), y(r)))),
+        });
+        series.push(Series {
+            name: format!("LAWS, {n}"),
+            points: curve(rs, &n, |r| Some((f64::from(r.message), ly(r)?))),
+        });
+    }
+    let (what, unit) = if fig3 {
+        ("host CPU load", "host CPU, %")
+    } else {
+        ("stream throughput", "Gb/s")
+    };
+    plot::log_log(
+        path,
+        &format!("{title}: {what} by write size, {} Gb/s", c.link.gbps),
+        "write size, bytes",
+        unit,
+        &series,
+    )?;
+    if fig3 {
+        let irq_path = sibling(path, "-interrupts");
+        let irq: Vec<Series> = names(rs)
+            .into_iter()
+            .map(|n| Series {
+                points: curve(rs, &n, |r| {
+                    Some((f64::from(r.message), r.host_interrupts_per_sec.mean))
+                }),
+                name: n,
+            })
+            .collect();
+        plot::log_log(
+            &irq_path,
+            &format!("{title}: interrupts the host CPU takes"),
+            "write size, bytes",
+            "interrupts per second",
+            &irq,
+        )?;
+    }
+    Ok(())
+}
+
+/// HL-TCP Fig. 7: throughput by receive-interrupt delay, with LAWS.
+fn draw_hltcp_fig7(title: &str, rs: &[Row], path: &Path) -> Result<()> {
+    let mut series = Vec::new();
+    for n in names(rs) {
+        series.push(Series {
+            name: format!("{n}, simulated"),
+            points: curve(rs, &n, |r| {
+                Some((r.coalesce_us, r.throughput_bps.mean / 1e6))
+            }),
+        });
+        series.push(Series {
+            name: format!("LAWS, {n}"),
+            points: curve(rs, &n, |r| Some((r.coalesce_us, r.laws?.bps / 1e6))),
+        });
+    }
+    plot::linear(
+        path,
+        &format!("{title}: throughput by receive-interrupt delay"),
+        "receive-interrupt delay, µs",
+        "Mb/s",
+        &series,
+    )
 }
 
 /// `dir/name.svg` → `dir/name{suffix}.svg`.
