@@ -66,7 +66,7 @@
 use std::time::Duration;
 
 use libc::c_int;
-use softoe_host::{Congestion, TcpOptions, TcpStream, UdpSocket};
+use softoe_host::{Congestion, Keepalive, TcpOptions, TcpStream, UdpSocket};
 use tracing::debug;
 
 use crate::sock::{Sock, St, errno_of, lock};
@@ -114,6 +114,23 @@ pub(crate) struct Opts {
     pub maxseg: c_int,
     /// The rest (`IP_TOS`, `TCP_CONGESTION`…): see `opts/`.
     pub ext: Ext,
+}
+
+impl Opts {
+    /// The keepalive timing the program set (`TCP_KEEPIDLE`,
+    /// `TCP_KEEPINTVL`, `TCP_KEEPCNT`), for the engine.
+    fn keepalive_timing(&self) -> Keepalive {
+        Keepalive {
+            idle: Duration::from_secs(u64::from(self.keepidle)),
+            interval: Duration::from_secs(u64::from(self.keepintvl)),
+            probes: self.keepcnt,
+        }
+    }
+
+    /// `SO_KEEPALIVE` as the engine takes it: the timing when on.
+    fn keepalive(&self) -> Option<Keepalive> {
+        self.keepalive.then(|| self.keepalive_timing())
+    }
 }
 
 impl Default for Opts {
@@ -292,12 +309,7 @@ pub(crate) fn apply(t: &TcpStream, o: &Opts) {
         let _ = t.set_nodelay(true);
     }
     if o.keepalive {
-        let _ = t.set_keepalive(
-            true,
-            u64::from(o.keepidle),
-            u64::from(o.keepintvl),
-            u64::from(o.keepcnt),
-        );
+        let _ = t.set_keepalive(Some(o.keepalive_timing()));
     }
     if o.user_timeout > 0 {
         let _ = t.set_user_timeout(Some(Duration::from_millis(u64::from(o.user_timeout))));

@@ -77,12 +77,7 @@ fn socket_level(
             o.keepalive = int(v)? != 0;
             if let Some(t) = stream {
                 lock(&t.w)
-                    .set_keepalive(
-                        o.keepalive,
-                        u64::from(o.keepidle),
-                        u64::from(o.keepintvl),
-                        u64::from(o.keepcnt),
-                    )
+                    .set_keepalive(o.keepalive())
                     .map_err(|e| errno_of(&e))?;
             }
         }
@@ -202,12 +197,7 @@ fn tcp_honoured(
                 && let Some(t) = stream
             {
                 lock(&t.w)
-                    .set_keepalive(
-                        true,
-                        u64::from(o.keepidle),
-                        u64::from(o.keepintvl),
-                        u64::from(o.keepcnt),
-                    )
+                    .set_keepalive(o.keepalive())
                     .map_err(|e| errno_of(&e))?;
             }
         }
