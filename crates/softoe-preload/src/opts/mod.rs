@@ -66,10 +66,10 @@
 use std::time::Duration;
 
 use libc::c_int;
-use softoe_host::{Congestion, Keepalive, TcpOptions, TcpStream, UdpSocket};
+use softoe_host::{Congestion, Keepalive, TcpOptions, TcpStream, UdpSocket, errno_of};
 use tracing::debug;
 
-use crate::sock::{Sock, St, errno_of, lock};
+use crate::sock::{Sock, St, lock};
 
 mod get;
 mod names;

@@ -5,15 +5,14 @@
 use std::time::Duration;
 
 use libc::c_int;
-use softoe_host::Congestion;
+use softoe_host::{Congestion, errno_of};
 use tracing::{debug, warn};
 
-use super::Opts;
 use super::{
-    CA_NAME_MAX, IFNAMSIZ, MIN_WINDOW_CLAMP, approximated, cstr, int, ip_int, push, push_priority,
-    refused, secs_to_retrans, timeval, tos_priority,
+    CA_NAME_MAX, IFNAMSIZ, MIN_WINDOW_CLAMP, Opts, approximated, cstr, int, ip_int, push,
+    push_priority, refused, secs_to_retrans, timeval, tos_priority,
 };
-use crate::sock::{Kind, Sock, St, Stream, errno_of, lock, shim};
+use crate::sock::{Kind, Sock, St, Stream, lock, shim};
 
 /// `setsockopt(level, name, v)`.
 pub(crate) fn set(s: &Sock, level: c_int, name: c_int, v: &[u8]) -> Result<(), c_int> {
