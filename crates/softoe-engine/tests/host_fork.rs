@@ -286,7 +286,7 @@ fn a_connection_goes_back_to_its_ring_when_the_other_holder_leaves() {
     let mut head = vec![0u8; 10_000];
     s.read_exact(&mut head).unwrap();
     let mut t = take_stream(&child, &watch).unwrap();
-    let shared = |s: &softoe_host::TcpStream| s.slot_state().2 & softoe_abi::EV_SHARED != 0;
+    let shared = |s: &softoe_host::TcpStream| s.slot_state().events & softoe_abi::EV_SHARED != 0;
     wait_for(5, "the parent's socket to say it is shared", || shared(&s));
     let mut mid = vec![0u8; 1 << 20];
     t.read_exact(&mut mid).unwrap();

@@ -40,8 +40,8 @@ pub use errno::errno_of;
 pub use process::process_id;
 pub use select::{Event, Selector, Stamps};
 pub use socket::{
-    Congestion, Interest, Pollable, Readiness, SendPolicy, Taken, TcpListener, TcpOptions,
-    TcpReader, TcpStream, UdpSocket, ZcBuf,
+    Congestion, Interest, Keepalive, Pollable, Readiness, SendPolicy, SlotState, Taken,
+    TcpListener, TcpOptions, TcpReader, TcpStream, UdpSocket, ZcBuf,
 };
 pub use softoe_abi::TcpInfoRecord;
 pub use sys::watch_flags;

@@ -44,10 +44,11 @@ mod udp;
 mod wait;
 mod zcbuf;
 
-pub use options::{Congestion, TcpOptions};
+pub use options::{Congestion, Keepalive, TcpOptions};
 pub use poll::{Interest, Pollable, Readiness};
 pub(crate) use poll::{readiness, slot_readiness};
 pub use send::SendPolicy;
+pub use stream::SlotState;
 
 /// The socket address an (address in network order, port) pair names.
 fn addr_of((a, p): (u32, u16)) -> SocketAddrV4 {

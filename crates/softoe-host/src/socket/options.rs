@@ -75,6 +75,20 @@ pub struct TcpOptions {
     pub reuseport: bool,
 }
 
+/// `SO_KEEPALIVE`'s timing, as `TCP_KEEPIDLE`, `TCP_KEEPINTVL` and
+/// `TCP_KEEPCNT` give it. The engine counts whole seconds (a fraction is
+/// dropped); a zero field takes the engine's default, Linux's (7200 s,
+/// 75 s, 9 probes) — so [`Keepalive::default`] is Linux's keepalive.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Keepalive {
+    /// How long the connection is idle before the first probe.
+    pub idle: Duration,
+    /// The time between unanswered probes.
+    pub interval: Duration,
+    /// Unanswered probes before the connection is dropped.
+    pub probes: u32,
+}
+
 impl Sock {
     pub(super) fn set_options(&self, o: &TcpOptions) -> io::Result<()> {
         if let Some(t) = o.tos {
@@ -135,11 +149,18 @@ impl TcpStream {
             .setopt_posted(SockOpt::NoDelay, [u64::from(on), 0, 0, 0, 0])
     }
 
-    /// `SO_KEEPALIVE` with idle, interval (seconds) and count (0: Linux's
-    /// defaults).
-    pub fn set_keepalive(&self, on: bool, idle: u64, intvl: u64, cnt: u64) -> io::Result<()> {
-        self.s
-            .setopt_posted(SockOpt::KeepAlive, [u64::from(on), idle, intvl, cnt, 0])
+    /// `SO_KEEPALIVE`: on with the given timing, or off (`None`).
+    pub fn set_keepalive(&self, keepalive: Option<Keepalive>) -> io::Result<()> {
+        let values = keepalive.map_or([0; 5], |k| {
+            [
+                1,
+                k.idle.as_secs(),
+                k.interval.as_secs(),
+                u64::from(k.probes),
+                0,
+            ]
+        });
+        self.s.setopt_posted(SockOpt::KeepAlive, values)
     }
 
     /// `TCP_USER_TIMEOUT` (None: off).

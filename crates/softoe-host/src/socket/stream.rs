@@ -14,6 +14,22 @@ use crate::client::Client;
 use crate::errno::{errno_err, result};
 use softoe_abi::errno;
 
+/// A connection's slot as the engine published it ([`TcpStream::slot_state`]);
+/// all zero when the slot is gone.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotState {
+    /// The receive ring's tail: bytes the engine has put in, in all.
+    pub rx_tail: u64,
+    /// The receive ring's head: bytes the program has taken, in all.
+    pub rx_head: u64,
+    /// The event bits (`softoe_abi::EV_*`).
+    pub events: u32,
+    /// The sequence the engine bumps at every change (what edge-triggered
+    /// waits compare).
+    pub seq: u32,
+}
+
 impl TcpStream {
     pub(super) fn new(s: Sock) -> TcpStream {
         TcpStream {
@@ -135,10 +151,17 @@ impl TcpStream {
     /// The slot as the engine published it: receive tail and head, events,
     /// sequence (for debugging).
     #[doc(hidden)]
-    pub fn slot_state(&self) -> (u64, u64, u32, u32) {
-        self.s.c.region().slot(self.s.id).map_or((0, 0, 0, 0), |v| {
-            (v.rx_tail(), v.rx_head(), v.events(), v.seq())
-        })
+    pub fn slot_state(&self) -> SlotState {
+        self.s
+            .c
+            .region()
+            .slot(self.s.id)
+            .map_or(SlotState::default(), |v| SlotState {
+                rx_tail: v.rx_tail(),
+                rx_head: v.rx_head(),
+                events: v.events(),
+                seq: v.seq(),
+            })
     }
 
     /// Bytes waiting to be read.

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use libc::c_int;
-use softoe_host::Congestion;
+use softoe_host::{Congestion, errno_of};
 use tracing::warn;
 
-use super::{CA_NAME_MAX, DEFAULT_TTL, IFNAMSIZ, cstr, refused, retrans_to_secs};
-use crate::sock::{Kind, Opts, Sock, St, errno_of, lock, shim};
+use super::{CA_NAME_MAX, DEFAULT_TTL, IFNAMSIZ, Opts, cstr, refused, retrans_to_secs};
+use crate::sock::{Kind, Sock, St, lock, shim};
 
 fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
     // SAFETY: `T` is a plain C struct or integer; its bytes are readable.

@@ -66,10 +66,10 @@
 use std::time::Duration;
 
 use libc::c_int;
-use softoe_host::{Congestion, TcpOptions, TcpStream, UdpSocket};
+use softoe_host::{Congestion, Keepalive, TcpOptions, TcpStream, UdpSocket, errno_of};
 use tracing::debug;
 
-use crate::sock::{Opts, Sock, St, errno_of, lock};
+use crate::sock::{Sock, St, lock};
 
 mod get;
 mod names;
@@ -90,6 +90,73 @@ const CA_NAME_MAX: usize = 16;
 const IFNAMSIZ: usize = 16;
 /// Linux's `SOCK_MIN_RCVBUF / 2` on x86-64: the smallest window clamp.
 const MIN_WINDOW_CLAMP: c_int = 1152;
+
+/// Options as the program set them; applied when the engine socket
+/// exists, reported back by `getsockopt`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Opts {
+    pub nodelay: bool,
+    pub cork: bool,
+    pub keepalive: bool,
+    pub keepidle: u32,
+    pub keepintvl: u32,
+    pub keepcnt: u32,
+    pub user_timeout: u32,
+    pub sndbuf: c_int,
+    pub rcvbuf: c_int,
+    pub rcvtimeo: Option<Duration>,
+    pub sndtimeo: Option<Duration>,
+    /// `SO_LINGER`: (on, seconds).
+    pub linger: (bool, c_int),
+    pub priority: c_int,
+    pub reuseaddr: bool,
+    pub reuseport: bool,
+    pub maxseg: c_int,
+    /// The rest (`IP_TOS`, `TCP_CONGESTION`…): see `opts/`.
+    pub ext: Ext,
+}
+
+impl Opts {
+    /// The keepalive timing the program set (`TCP_KEEPIDLE`,
+    /// `TCP_KEEPINTVL`, `TCP_KEEPCNT`), for the engine.
+    fn keepalive_timing(&self) -> Keepalive {
+        Keepalive {
+            idle: Duration::from_secs(u64::from(self.keepidle)),
+            interval: Duration::from_secs(u64::from(self.keepintvl)),
+            probes: self.keepcnt,
+        }
+    }
+
+    /// `SO_KEEPALIVE` as the engine takes it: the timing when on.
+    fn keepalive(&self) -> Option<Keepalive> {
+        self.keepalive.then(|| self.keepalive_timing())
+    }
+}
+
+impl Default for Opts {
+    fn default() -> Opts {
+        // Linux's defaults.
+        Opts {
+            nodelay: false,
+            cork: false,
+            keepalive: false,
+            keepidle: 7200,
+            keepintvl: 75,
+            keepcnt: 9,
+            user_timeout: 0,
+            sndbuf: 16_384,
+            rcvbuf: 131_072,
+            rcvtimeo: None,
+            sndtimeo: None,
+            linger: (false, 0),
+            priority: 0,
+            reuseaddr: false,
+            reuseport: false,
+            maxseg: 1460,
+            ext: Ext::default(),
+        }
+    }
+}
 
 /// The options past the common ones, as the program set them.
 #[derive(Clone, Copy, Debug)]
@@ -235,8 +302,18 @@ pub(crate) fn tcp_options(o: &Opts) -> TcpOptions {
     t
 }
 
-/// Applies to a new connection what is set after the handshake.
-pub(crate) fn after_connect(t: &TcpStream, o: &Opts) {
+/// Applies the options the program set to a new engine connection (one
+/// it connected, or one its listener accepted).
+pub(crate) fn apply(t: &TcpStream, o: &Opts) {
+    if o.nodelay && !o.cork {
+        let _ = t.set_nodelay(true);
+    }
+    if o.keepalive {
+        let _ = t.set_keepalive(Some(o.keepalive_timing()));
+    }
+    if o.user_timeout > 0 {
+        let _ = t.set_user_timeout(Some(Duration::from_millis(u64::from(o.user_timeout))));
+    }
     if let Some(q) = o.ext.quickack
         && let Err(e) = t.set_quickack(q)
     {

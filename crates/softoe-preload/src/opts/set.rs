@@ -5,14 +5,14 @@
 use std::time::Duration;
 
 use libc::c_int;
-use softoe_host::Congestion;
+use softoe_host::{Congestion, errno_of};
 use tracing::{debug, warn};
 
 use super::{
-    CA_NAME_MAX, IFNAMSIZ, MIN_WINDOW_CLAMP, approximated, cstr, int, ip_int, push, push_priority,
-    refused, secs_to_retrans, timeval, tos_priority,
+    CA_NAME_MAX, IFNAMSIZ, MIN_WINDOW_CLAMP, Opts, approximated, cstr, int, ip_int, push,
+    push_priority, refused, secs_to_retrans, timeval, tos_priority,
 };
-use crate::sock::{Kind, Sock, St, errno_of, lock, shim};
+use crate::sock::{Kind, Sock, St, Stream, lock, shim};
 
 /// `setsockopt(level, name, v)`.
 pub(crate) fn set(s: &Sock, level: c_int, name: c_int, v: &[u8]) -> Result<(), c_int> {
@@ -28,22 +28,39 @@ pub(crate) fn set(s: &Sock, level: c_int, name: c_int, v: &[u8]) -> Result<(), c
         St::Stream(t) => Some(t),
         _ => None,
     };
-    match (level, name) {
-        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = int(v)? != 0,
-        (libc::SOL_SOCKET, libc::SO_REUSEPORT) => o.reuseport = int(v)? != 0,
-        (libc::SOL_SOCKET, libc::SO_SNDBUF | libc::SO_SNDBUFFORCE) => {
+    let stream = stream.as_deref();
+    match level {
+        libc::SOL_SOCKET => socket_level(s, &mut o, stream, name, v),
+        libc::IPPROTO_IP => ip_level(s, &mut o, name, v),
+        libc::IPPROTO_TCP => tcp_honoured(s, &mut o, stream, name, v),
+        _ => Err(refused(level, name)),
+    }
+}
+
+/// A `SOL_SOCKET` option.
+fn socket_level(
+    s: &Sock,
+    o: &mut Opts,
+    stream: Option<&Stream>,
+    name: c_int,
+    v: &[u8],
+) -> Result<(), c_int> {
+    match name {
+        libc::SO_REUSEADDR => o.reuseaddr = int(v)? != 0,
+        libc::SO_REUSEPORT => o.reuseport = int(v)? != 0,
+        libc::SO_SNDBUF | libc::SO_SNDBUFFORCE => {
             o.sndbuf = int(v)?.clamp(2048, c_int::MAX / 2) * 2
         }
-        (libc::SOL_SOCKET, libc::SO_RCVBUF | libc::SO_RCVBUFFORCE) => {
+        libc::SO_RCVBUF | libc::SO_RCVBUFFORCE => {
             o.rcvbuf = int(v)?.clamp(1024, c_int::MAX / 2) * 2
         }
-        (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => o.rcvtimeo = timeval(v)?,
-        (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => o.sndtimeo = timeval(v)?,
-        (libc::SOL_SOCKET, libc::SO_PRIORITY) => {
+        libc::SO_RCVTIMEO => o.rcvtimeo = timeval(v)?,
+        libc::SO_SNDTIMEO => o.sndtimeo = timeval(v)?,
+        libc::SO_PRIORITY => {
             o.priority = int(v)?;
-            push_priority(s, &o)?;
+            push_priority(s, o)?;
         }
-        (libc::SOL_SOCKET, libc::SO_LINGER) => {
+        libc::SO_LINGER => {
             if v.len() < size_of::<libc::linger>() {
                 return Err(libc::EINVAL);
             }
@@ -55,20 +72,15 @@ pub(crate) fn set(s: &Sock, level: c_int, name: c_int, v: &[u8]) -> Result<(), c
             // once and the engine still delivers the data in the background.
             o.linger = (l.l_onoff != 0, l.l_linger.max(0));
         }
-        (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
+        libc::SO_KEEPALIVE => {
             o.keepalive = int(v)? != 0;
-            if let Some(t) = &stream {
+            if let Some(t) = stream {
                 lock(&t.w)
-                    .set_keepalive(
-                        o.keepalive,
-                        u64::from(o.keepidle),
-                        u64::from(o.keepintvl),
-                        u64::from(o.keepcnt),
-                    )
+                    .set_keepalive(o.keepalive())
                     .map_err(|e| errno_of(&e))?;
             }
         }
-        (libc::SOL_SOCKET, libc::SO_BINDTODEVICE) => {
+        libc::SO_BINDTODEVICE => {
             let want = cstr(v, IFNAMSIZ - 1);
             if !want.is_empty() {
                 let ours = shim().client().and_then(|c| c.device());
@@ -84,28 +96,36 @@ pub(crate) fn set(s: &Sock, level: c_int, name: c_int, v: &[u8]) -> Result<(), c
             o.ext.device = [0; IFNAMSIZ];
             o.ext.device[..want.len()].copy_from_slice(want);
         }
-        (libc::SOL_SOCKET, libc::SO_RCVLOWAT) => {
+        libc::SO_RCVLOWAT => {
             let n = int(v)?;
             o.ext.rcvlowat = if n < 0 { c_int::MAX } else { n.max(1) };
-            approximated(level, name, "a read returns what has arrived");
+            approximated(libc::SOL_SOCKET, name, "a read returns what has arrived");
         }
-        (libc::SOL_SOCKET, libc::SO_SNDLOWAT) => {
+        libc::SO_SNDLOWAT => {
             debug!("SO_SNDLOWAT cannot be changed: ENOPROTOOPT, as on Linux");
             return Err(libc::ENOPROTOOPT);
         }
-        (libc::SOL_SOCKET, libc::SO_OOBINLINE) => {
+        libc::SO_OOBINLINE => {
             o.ext.oobinline = int(v)? != 0;
-            approximated(level, name, "urgent data is always read inline");
+            approximated(libc::SOL_SOCKET, name, "urgent data is always read inline");
         }
-        (libc::SOL_SOCKET, libc::SO_BROADCAST) => o.ext.broadcast = int(v)? != 0,
-        (libc::SOL_SOCKET, libc::SO_BUSY_POLL) => {
+        libc::SO_BROADCAST => o.ext.broadcast = int(v)? != 0,
+        libc::SO_BUSY_POLL => {
             let n = int(v)?;
             if n < 0 {
                 return Err(libc::EINVAL);
             }
             o.ext.busy_poll = n;
         }
-        (libc::IPPROTO_IP, libc::IP_TOS) => {
+        _ => return Err(refused(libc::SOL_SOCKET, name)),
+    }
+    Ok(())
+}
+
+/// An `IPPROTO_IP` option.
+fn ip_level(s: &Sock, o: &mut Opts, name: c_int, v: &[u8]) -> Result<(), c_int> {
+    match name {
+        libc::IP_TOS => {
             let mut tos = ip_int(v)? as u8;
             if s.kind == Kind::Tcp {
                 // The ECN bits are TCP's own (Linux keeps them out too).
@@ -115,35 +135,54 @@ pub(crate) fn set(s: &Sock, level: c_int, name: c_int, v: &[u8]) -> Result<(), c
             // As Linux: the TOS sets the priority too, and the engine's
             // port schedules by it.
             o.priority = tos_priority(tos);
-            push(s, &o)?;
+            push(s, o)?;
         }
-        (libc::IPPROTO_IP, libc::IP_TTL) => {
+        libc::IP_TTL => {
             let n = ip_int(v)?;
             o.ext.ttl = match n {
                 -1 => None,
                 1..=255 => Some(n as u8),
                 _ => return Err(libc::EINVAL),
             };
-            push(s, &o)?;
+            push(s, o)?;
         }
-        (libc::IPPROTO_IP, libc::IP_OPTIONS) => {
+        libc::IP_OPTIONS => {
             // END (0) and NOP (1) only: an empty list.
             if v.iter().any(|&b| b > 1) {
-                return Err(refused(level, name));
+                return Err(refused(libc::IPPROTO_IP, name));
             }
         }
-        (libc::IPPROTO_IP, libc::IP_RECVERR) => o.ext.recverr = ip_int(v)? != 0,
-        (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => {
+        libc::IP_RECVERR => o.ext.recverr = ip_int(v)? != 0,
+        libc::IP_MTU_DISCOVER => {
             let n = ip_int(v)?;
             if !(0..=5).contains(&n) {
                 return Err(libc::EINVAL);
             }
             o.ext.mtu_discover = n;
-            approximated(level, name, "TCP segments always carry DF, UDP never");
+            approximated(
+                libc::IPPROTO_IP,
+                name,
+                "TCP segments always carry DF, UDP never",
+            );
         }
-        (libc::IPPROTO_IP, libc::IP_FREEBIND) => o.ext.freebind = ip_int(v)? != 0,
-        (libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT) => o.ext.bind_no_port = ip_int(v)? != 0,
-        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL | libc::TCP_KEEPCNT) => {
+        libc::IP_FREEBIND => o.ext.freebind = ip_int(v)? != 0,
+        libc::IP_BIND_ADDRESS_NO_PORT => o.ext.bind_no_port = ip_int(v)? != 0,
+        _ => return Err(refused(libc::IPPROTO_IP, name)),
+    }
+    Ok(())
+}
+
+/// An `IPPROTO_TCP` option the engine honours (the rest are recorded
+/// only: [`tcp_recorded`]).
+fn tcp_honoured(
+    s: &Sock,
+    o: &mut Opts,
+    stream: Option<&Stream>,
+    name: c_int,
+    v: &[u8],
+) -> Result<(), c_int> {
+    match name {
+        libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL | libc::TCP_KEEPCNT => {
             let n = int(v)?;
             if !(1..=32_767).contains(&n) {
                 return Err(libc::EINVAL);
@@ -154,21 +193,16 @@ pub(crate) fn set(s: &Sock, level: c_int, name: c_int, v: &[u8]) -> Result<(), c
                 _ => o.keepcnt = n as u32,
             }
             if o.keepalive
-                && let Some(t) = &stream
+                && let Some(t) = stream
             {
                 lock(&t.w)
-                    .set_keepalive(
-                        true,
-                        u64::from(o.keepidle),
-                        u64::from(o.keepintvl),
-                        u64::from(o.keepcnt),
-                    )
+                    .set_keepalive(o.keepalive())
                     .map_err(|e| errno_of(&e))?;
             }
         }
-        (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {
+        libc::TCP_NODELAY => {
             o.nodelay = int(v)? != 0;
-            if let Some(t) = &stream
+            if let Some(t) = stream
                 && !o.cork
             {
                 lock(&t.w)
@@ -176,36 +210,28 @@ pub(crate) fn set(s: &Sock, level: c_int, name: c_int, v: &[u8]) -> Result<(), c
                     .map_err(|e| errno_of(&e))?;
             }
         }
-        (libc::IPPROTO_TCP, libc::TCP_CORK) => {
+        libc::TCP_CORK => {
             // Approximated by Nagle while corked: small pieces wait for
             // the ACK of what is in flight instead of for the uncork. It
             // changes how bytes are cut into segments, never which bytes.
             o.cork = int(v)? != 0;
-            if let Some(t) = &stream {
+            if let Some(t) = stream {
                 let nodelay = o.nodelay && !o.cork;
                 lock(&t.w).set_nodelay(nodelay).map_err(|e| errno_of(&e))?;
             }
         }
-        (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) => {
+        libc::TCP_USER_TIMEOUT => {
             let n = int(v)?;
             if n < 0 {
                 return Err(libc::EINVAL);
             }
             o.user_timeout = n as u32;
-            if let Some(t) = &stream {
+            if let Some(t) = stream {
                 let d = (n > 0).then(|| Duration::from_millis(n as u64));
                 lock(&t.w).set_user_timeout(d).map_err(|e| errno_of(&e))?;
             }
         }
-        (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => {
-            let n = int(v)?;
-            if !(88..=32_767).contains(&n) {
-                return Err(libc::EINVAL);
-            }
-            // Recorded; the engine's MSS follows the path's MTU.
-            o.maxseg = n;
-        }
-        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
+        libc::TCP_CONGESTION => {
             let want = cstr(v, CA_NAME_MAX - 1);
             let Some(c) = std::str::from_utf8(want)
                 .ok()
@@ -220,52 +246,85 @@ pub(crate) fn set(s: &Sock, level: c_int, name: c_int, v: &[u8]) -> Result<(), c
                 return Err(libc::ENOENT);
             };
             o.ext.congestion = Some(c);
-            push(s, &o)?;
+            push(s, o)?;
         }
-        (libc::IPPROTO_TCP, libc::TCP_QUICKACK) => {
+        libc::TCP_QUICKACK => {
             let on = int(v)? != 0;
             o.ext.quickack = Some(on);
-            if let Some(t) = &stream {
+            if let Some(t) = stream {
                 lock(&t.w).set_quickack(on).map_err(|e| errno_of(&e))?;
             }
         }
-        (libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT) => {
-            o.ext.defer_accept = secs_to_retrans(int(v)?);
-            approximated(level, name, "connections are handed to accept at once");
+        _ => return tcp_recorded(s, o, name, v),
+    }
+    Ok(())
+}
+
+/// An `IPPROTO_TCP` option recorded and reported back, the engine
+/// behaving as the module's documentation says.
+fn tcp_recorded(s: &Sock, o: &mut Opts, name: c_int, v: &[u8]) -> Result<(), c_int> {
+    match name {
+        libc::TCP_MAXSEG => {
+            let n = int(v)?;
+            if !(88..=32_767).contains(&n) {
+                return Err(libc::EINVAL);
+            }
+            // Recorded; the engine's MSS follows the path's MTU.
+            o.maxseg = n;
         }
-        (libc::IPPROTO_TCP, libc::TCP_FASTOPEN) => {
+        libc::TCP_DEFER_ACCEPT => {
+            o.ext.defer_accept = secs_to_retrans(int(v)?);
+            approximated(
+                libc::IPPROTO_TCP,
+                name,
+                "connections are handed to accept at once",
+            );
+        }
+        libc::TCP_FASTOPEN => {
             let n = int(v)?;
             if n < 0 || !matches!(s.state(), St::Fresh { .. } | St::Listening(_)) {
                 return Err(libc::EINVAL);
             }
             o.ext.fastopen = n;
             approximated(
-                level,
+                libc::IPPROTO_TCP,
                 name,
                 "handshakes stay three-way (no data in the SYN)",
             );
         }
-        (libc::IPPROTO_TCP, libc::TCP_FASTOPEN_CONNECT) => {
+        libc::TCP_FASTOPEN_CONNECT => {
             let n = int(v)?;
             if !(0..=1).contains(&n) || !matches!(s.state(), St::Fresh { .. }) {
                 return Err(libc::EINVAL);
             }
             o.ext.fastopen_connect = n == 1;
-            approximated(level, name, "connect does a three-way handshake");
+            approximated(
+                libc::IPPROTO_TCP,
+                name,
+                "connect does a three-way handshake",
+            );
         }
-        (libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP) => {
+        libc::TCP_WINDOW_CLAMP => {
             let n = int(v)?;
             if n == 0 && !matches!(s.state(), St::Fresh { .. }) {
                 return Err(libc::EINVAL);
             }
             o.ext.window_clamp = if n == 0 { 0 } else { n.max(MIN_WINDOW_CLAMP) };
-            approximated(level, name, "the window follows the receive ring");
+            approximated(
+                libc::IPPROTO_TCP,
+                name,
+                "the window follows the receive ring",
+            );
         }
-        (libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT) => {
+        libc::TCP_NOTSENT_LOWAT => {
             o.ext.notsent_lowat = int(v)?;
-            approximated(level, name, "writability follows the send ring's room");
+            approximated(
+                libc::IPPROTO_TCP,
+                name,
+                "writability follows the send ring's room",
+            );
         }
-        _ => return Err(refused(level, name)),
+        _ => return Err(refused(libc::IPPROTO_TCP, name)),
     }
     Ok(())
 }

@@ -6,33 +6,12 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use libc::c_int;
-use softoe_host::TcpStream;
 use tracing::debug;
 
 use super::fork::stream_of;
-use super::{Kind, Listener, Opts, Res, Sock, St, Stream, Udp, errno_of, lock, shim};
-
-/// Applies the options the program set to a new engine socket.
-fn apply(s: &TcpStream, o: &Opts) {
-    if o.nodelay && !o.cork {
-        let _ = s.set_nodelay(true);
-    }
-    if o.keepalive {
-        let _ = s.set_keepalive(
-            true,
-            u64::from(o.keepidle),
-            u64::from(o.keepintvl),
-            u64::from(o.keepcnt),
-        );
-    }
-    if o.user_timeout > 0 {
-        let _ = s.set_user_timeout(Some(Duration::from_millis(u64::from(o.user_timeout))));
-    }
-    crate::opts::after_connect(s, o);
-}
+use super::{Kind, Listener, Res, Sock, St, Stream, Udp, errno_of, lock, shim};
 
 /// What became of a `connect`.
 pub(crate) enum Connect {
@@ -65,7 +44,7 @@ impl Sock {
                         // the wait, not the handshake: Linux's `EINTR`).
                         match c.tcp_connect_nonblocking_with(to, &pre) {
                             Ok(t) => {
-                                apply(&t, &opts);
+                                crate::opts::apply(&t, &opts);
                                 let s = Arc::new(stream_of(t, to));
                                 self.set(St::Stream(s.clone()));
                                 if self.nonblock.load(Ordering::Relaxed) {
@@ -221,7 +200,7 @@ impl Sock {
         drop(l);
         // Linux hands the listener's options to the accepted socket.
         let opts = *lock(&self.opts);
-        apply(&t, &opts);
+        crate::opts::apply(&t, &opts);
         let s = Sock::new(Kind::Tcp, false, self.v6);
         *lock(&s.opts) = opts;
         s.set(St::Stream(Arc::new(stream_of(t, peer))));

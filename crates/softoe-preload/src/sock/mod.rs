@@ -19,11 +19,12 @@ use std::mem::ManuallyDrop;
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use libc::c_int;
 use softoe_host::{Client, Readiness, TcpListener, TcpReader, TcpStream, UdpSocket};
 use tracing::debug;
+
+use crate::opts::Opts;
 
 mod calls;
 mod fork;
@@ -32,6 +33,7 @@ mod shim;
 mod table;
 
 pub(crate) use calls::Connect;
+
 pub(crate) use fork::{before_fork, current};
 pub(crate) use pass::{after_recv, before_send};
 pub(crate) use shim::shim;
@@ -81,56 +83,6 @@ pub(crate) use softoe_host::errno_of;
 pub(crate) enum Kind {
     Tcp,
     Udp,
-}
-
-/// Options as the program set them; applied when the engine socket
-/// exists, reported back by `getsockopt`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Opts {
-    pub nodelay: bool,
-    pub cork: bool,
-    pub keepalive: bool,
-    pub keepidle: u32,
-    pub keepintvl: u32,
-    pub keepcnt: u32,
-    pub user_timeout: u32,
-    pub sndbuf: c_int,
-    pub rcvbuf: c_int,
-    pub rcvtimeo: Option<Duration>,
-    pub sndtimeo: Option<Duration>,
-    /// `SO_LINGER`: (on, seconds).
-    pub linger: (bool, c_int),
-    pub priority: c_int,
-    pub reuseaddr: bool,
-    pub reuseport: bool,
-    pub maxseg: c_int,
-    /// The rest (`IP_TOS`, `TCP_CONGESTION`…): see `opts/`.
-    pub ext: crate::opts::Ext,
-}
-
-impl Default for Opts {
-    fn default() -> Opts {
-        // Linux's defaults.
-        Opts {
-            nodelay: false,
-            cork: false,
-            keepalive: false,
-            keepidle: 7200,
-            keepintvl: 75,
-            keepcnt: 9,
-            user_timeout: 0,
-            sndbuf: 16_384,
-            rcvbuf: 131_072,
-            rcvtimeo: None,
-            sndtimeo: None,
-            linger: (false, 0),
-            priority: 0,
-            reuseaddr: false,
-            reuseport: false,
-            maxseg: 1460,
-            ext: crate::opts::Ext::default(),
-        }
-    }
 }
 
 /// A connected (or connecting) TCP socket: the halves lock apart so one
