@@ -39,6 +39,7 @@ pub mod emulate;
 pub mod engine;
 pub mod fault;
 pub mod host;
+mod instrument;
 pub mod memory;
 mod netdev;
 pub mod pcap;
