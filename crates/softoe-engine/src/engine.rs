@@ -25,7 +25,7 @@ use crate::instrument::Instrument;
 use crate::memory::{self, Memory};
 use crate::pcap::Pcap;
 use crate::port::Port;
-use crate::services::Service;
+use crate::service::Service;
 use crate::steer::{Steer, Steering};
 
 /// How the engine runs.

@@ -44,6 +44,7 @@ pub mod memory;
 mod netdev;
 pub mod pcap;
 pub mod port;
+pub mod service;
 pub mod services;
 pub mod sockpath;
 pub mod steer;
