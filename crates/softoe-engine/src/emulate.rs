@@ -24,7 +24,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::control::{EngineCounters, StageStat};
+use crate::counters::{EngineCounters, StageStat};
 #[cfg(doc)]
 use crate::{EngineConfig, service::Service};
 

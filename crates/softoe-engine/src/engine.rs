@@ -19,7 +19,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use softoe_stack::{Device, Instant, PayloadRef, RxRing, Stack, StackConfig, TxBusy, TxFrame};
 use tracing::{debug, info, warn};
 
-use crate::control::{Control, EngineCounters};
+use crate::control::Control;
+use crate::counters::EngineCounters;
 use crate::emulate::{self, Emulation};
 use crate::instrument::Instrument;
 use crate::memory::{self, Memory};

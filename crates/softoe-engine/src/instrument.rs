@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use crate::control::EngineCounters;
+use crate::counters::EngineCounters;
 use crate::emulate::{self, SlowClock};
 
 /// The profiler and the slowed engine's clock, as the loop sees them.

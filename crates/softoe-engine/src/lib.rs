@@ -35,6 +35,7 @@ pub mod afpacket;
 pub mod app;
 pub mod bond;
 pub mod control;
+pub mod counters;
 pub mod emulate;
 pub mod engine;
 pub mod fault;

@@ -43,5 +43,5 @@ pub trait Service: Send {
     /// Adds what the service counted since the last call (accesses to
     /// programs' shared memory, its stages' times) to `c`, and starts
     /// again from zero. Called after every turn.
-    fn drain_counters(&mut self, _c: &mut crate::control::EngineCounters) {}
+    fn drain_counters(&mut self, _c: &mut crate::counters::EngineCounters) {}
 }
