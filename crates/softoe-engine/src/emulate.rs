@@ -24,9 +24,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::control::{EngineCounters, StageStat};
+use crate::counters::{EngineCounters, StageStat};
 #[cfg(doc)]
-use crate::{EngineConfig, services::Service};
+use crate::{EngineConfig, service::Service};
 
 /// What the engine tells its services of its emulation settings
 /// ([`Service::emulate`]), before they

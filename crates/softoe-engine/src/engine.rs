@@ -19,12 +19,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use softoe_stack::{Device, Instant, PayloadRef, RxRing, Stack, StackConfig, TxBusy, TxFrame};
 use tracing::{debug, info, warn};
 
-use crate::control::{Control, EngineCounters};
-use crate::emulate::{self, Emulation, SlowClock};
+use crate::control::Control;
+use crate::counters::EngineCounters;
+use crate::emulate::{self, Emulation};
+use crate::instrument::Instrument;
 use crate::memory::{self, Memory};
 use crate::pcap::Pcap;
 use crate::port::Port;
-use crate::services::Service;
+use crate::service::Service;
 use crate::steer::{Steer, Steering};
 
 /// How the engine runs.
@@ -230,10 +232,37 @@ struct PortDev<'a, P: Port> {
     mem: &'a Memory,
     pcap: Option<&'a mut Pcap>,
     counters: &'a mut EngineCounters,
-    /// Time port writes (`profile_stages`).
-    profile: bool,
-    /// A slowed engine pays its wait before each frame leaves.
-    slow: &'a mut SlowClock,
+    /// Profiles port writes; a slowed engine pays its wait before each
+    /// frame leaves.
+    inst: &'a mut Instrument,
+}
+
+/// The port as the stack sees it, borrowed from the engine's fields (a
+/// macro, not a method, so the stack and the receive buffer stay free).
+macro_rules! port_dev {
+    ($e:expr) => {
+        PortDev {
+            port: &mut $e.port,
+            mem: &$e.mem,
+            pcap: $e.pcap.as_mut(),
+            counters: &mut $e.counters,
+            inst: &mut $e.inst,
+        }
+    };
+}
+
+impl<P: Port> PortDev<'_, P> {
+    /// Runs one stage of the stack's on the port; given its start (stages
+    /// profiled), returns the stage's own time: since then, less the port
+    /// writes and the slowed engine's waits before them.
+    fn stage(&mut self, t0: Option<std::time::Instant>, f: impl FnOnce(&mut Self)) -> Option<u64> {
+        let (tx0, spun0) = (self.counters.stages.tx.nanos, self.inst.spun());
+        f(self);
+        let t = t0?;
+        let tx = self.counters.stages.tx.nanos.saturating_sub(tx0)
+            + self.inst.spun().saturating_sub(spun0);
+        Some(emulate::nanos(t.elapsed()).saturating_sub(tx))
+    }
 }
 
 /// The CPUs the calling thread may run on (`sched_getaffinity`): at the
@@ -402,8 +431,8 @@ impl<P: Port> Device for PortDev<'_, P> {
 
     fn transmit(&mut self, f: &TxFrame<'_>) -> Result<(), TxBusy> {
         // The frame leaves when a slower core would have made it.
-        self.slow.pay(0);
-        let sent = if self.profile {
+        self.inst.before_send();
+        let sent = if self.inst.profiles() {
             let t0 = std::time::Instant::now();
             let r = self.port.send(f, self.mem);
             let tx = &mut self.counters.stages.tx;
@@ -471,11 +500,9 @@ pub struct Engine<P: Port> {
     /// `port.describe()`, made once: the control socket is served every
     /// millisecond, and formatting it each time allocated.
     port_desc: String,
-    /// The slowed engine's busy-wait (`1/speed − 1` ns per ns of work, 0
-    /// at full speed), paid as the turn goes.
-    slow: SlowClock,
-    /// Whether turns are timed (the engine is slowed or profiles stages).
-    timed: bool,
+    /// Stage profiling and the slowed engine's busy-wait (`1/speed − 1` ns
+    /// per ns of work, 0 at full speed), paid as the turn goes.
+    inst: Instrument,
     /// The TAP queue's steering, while the engine runs.
     steering: Option<Steering>,
 }
@@ -519,7 +546,7 @@ impl<P: Port> Engine<P> {
         let port_desc = port.describe();
         // Exactly 0 at speed 1: nothing is measured or added.
         let slowdown = 1.0 / cfg.speed - 1.0;
-        let timed = slowdown > 0.0 || cfg.profile_stages;
+        let inst = Instrument::new(slowdown, cfg.profile_stages);
         Ok(Engine {
             stack,
             port,
@@ -542,8 +569,7 @@ impl<P: Port> Engine<P> {
             inbox,
             pollfds: Vec::new(),
             port_desc,
-            slow: SlowClock::new(slowdown),
-            timed,
+            inst,
             steering: None,
         })
     }
@@ -613,14 +639,7 @@ impl<P: Port> Engine<P> {
                 })?;
         }
         {
-            let mut dev = PortDev {
-                port: &mut self.port,
-                mem: &self.mem,
-                pcap: self.pcap.as_mut(),
-                counters: &mut self.counters,
-                profile: self.cfg.profile_stages,
-                slow: &mut self.slow,
-            };
+            let mut dev = port_dev!(self);
             self.stack.announce(now, &mut dev);
         }
         info!(port = %self.port.describe(), "engine running");
@@ -762,25 +781,19 @@ impl<P: Port> Engine<P> {
     /// its stages, and a slowed engine then busy-waits in proportion
     /// ([`EngineConfig::speed`]).
     pub fn turn(&mut self) -> Result<bool, EngineError> {
-        if !self.timed {
+        if !self.inst.timed() {
             let busy = self.turn_work()?;
             self.drain_services();
             return Ok(busy);
         }
         let delayed = self.counters.access_delay_nanos;
-        self.slow.start();
+        self.inst.start_turn();
         let busy = self.turn_work()?;
         self.drain_services();
         // The memory delay is known now (the services report it after the
-        // turn): it is an emulated wait, not work; a slower core does not
-        // make memory or the wire slower.
+        // turn).
         let mem = self.counters.access_delay_nanos.saturating_sub(delayed);
-        // A turn that sent a frame worked, even if it reports no work.
-        if busy || self.slow.paid() > 0 {
-            self.counters.work_nanos += self.slow.work(mem);
-            self.slow.pay(mem);
-        }
-        self.counters.slowdown_nanos += self.slow.paid();
+        self.inst.end_turn(busy, mem, &mut self.counters);
         Ok(busy)
     }
 
@@ -791,11 +804,29 @@ impl<P: Port> Engine<P> {
         }
     }
 
-    /// The turn's work.
+    /// The turn's work, in its order: services handed over start, a batch
+    /// of frames is received (and answered once, batching on), a lost path
+    /// is reported to the connections, the services and the stack's timers
+    /// run, and what they sent leaves; the control socket is looked at.
+    /// Whether there was work (or the stack is due again at once).
     fn turn_work(&mut self) -> Result<bool, EngineError> {
         self.counters.turns += 1;
-        let profile = self.cfg.profile_stages;
-        let mut busy = false;
+        let started = self.start_services();
+        let received = self.receive_batch();
+        let path = self.follow_path_losses();
+        let now = self.now();
+        let served = self.serve_and_poll(now);
+        // What the turn sent goes out now: one system call for the batch
+        // on a ring-based port.
+        self.port.flush();
+        self.serve_control(now);
+        Ok(started | received | path | served || self.stack.poll_at().is_some_and(|t| t <= now))
+    }
+
+    /// Starts the services handed over since the last turn; whether any
+    /// was.
+    fn start_services(&mut self) -> bool {
+        let mut any = false;
         while let Ok(mut s) = self.inbox.try_recv() {
             let now = self.now();
             s.emulate(&self.cfg.emulation());
@@ -803,24 +834,40 @@ impl<P: Port> Engine<P> {
                 Ok(()) => self.services.push(s),
                 Err(why) => warn!(service = s.name(), %why, "service failed to start"),
             }
-            busy = true;
+            any = true;
         }
-        // Receive a batch.
-        let mut got = 0;
-        let coalesce_until = (!self.cfg.rx_coalesce.is_zero())
-            .then(|| std::time::Instant::now() + self.cfg.rx_coalesce);
+        any
+    }
+
+    /// Receives a batch of frames, answering them once at its end when
+    /// acknowledgements are batched; whether any arrived.
+    fn receive_batch(&mut self) -> bool {
         if self.cfg.batch_acks {
             self.stack.begin_batch();
         }
+        let got = self.receive_frames();
+        if self.cfg.batch_acks {
+            self.end_batch(got);
+        }
+        if got > 0 {
+            self.counters.rx_batches += 1;
+        }
+        got > 0
+    }
+
+    /// Reads up to `rx_batch` frames into the stack (after an
+    /// interrupt-coalescing wait for more, if configured); how many.
+    fn receive_frames(&mut self) -> usize {
+        let mut got = 0;
+        let coalesce_until = (!self.cfg.rx_coalesce.is_zero())
+            .then(|| std::time::Instant::now() + self.cfg.rx_coalesce);
         // Since when this batch has waited for more frames (timed turns).
         let mut coalescing: Option<std::time::Instant> = None;
         while got < self.cfg.rx_batch {
-            let t_rx = profile.then(std::time::Instant::now);
+            let t_rx = self.inst.stage_clock();
             match self.port.recv(&mut self.rx_buf) {
                 Ok(Some(f)) => {
-                    if let Some(t) = coalescing.take() {
-                        self.slow.waited(emulate::nanos(t.elapsed()));
-                    }
+                    self.inst.coalesced(coalescing.take());
                     got += 1;
                     let now = self.now();
                     let frame = self.rx_buf.get(f.start..f.start + f.len).unwrap_or(&[]);
@@ -829,24 +876,11 @@ impl<P: Port> Engine<P> {
                     if let Some(p) = self.pcap.as_mut() {
                         p.record(wall_ts(), [frame]);
                     }
-                    let mut dev = PortDev {
-                        port: &mut self.port,
-                        mem: &self.mem,
-                        pcap: self.pcap.as_mut(),
-                        counters: &mut self.counters,
-                        profile,
-                        slow: &mut self.slow,
-                    };
-                    let (tx0, spun0) = (dev.counters.stages.tx.nanos, dev.slow.spun());
-                    self.stack.receive(now, frame, f.meta, &mut dev);
-                    if let Some(t) = t_rx {
-                        let stages = &mut self.counters.stages;
-                        // Port writes and the slowed engine's waits before them are
-                        // not this stage's.
-                        let tx = stages.tx.nanos.saturating_sub(tx0)
-                            + self.slow.spun().saturating_sub(spun0);
-                        let took = emulate::nanos(t.elapsed()).saturating_sub(tx);
-                        stages.rx.add(took, f.len as u64);
+                    let stack = &mut self.stack;
+                    let mut dev = port_dev!(self);
+                    let took = dev.stage(t_rx, |dev| stack.receive(now, frame, f.meta, dev));
+                    if let Some(took) = took {
+                        self.counters.stages.rx.add(took, f.len as u64);
                     }
                 }
                 Ok(None) => {
@@ -857,9 +891,7 @@ impl<P: Port> Engine<P> {
                             if n >= t {
                                 break;
                             }
-                            if self.timed {
-                                coalescing.get_or_insert(n);
-                            }
+                            self.inst.coalescing_from(&mut coalescing, n);
                             std::hint::spin_loop();
                         }
                         _ => break,
@@ -872,47 +904,41 @@ impl<P: Port> Engine<P> {
                 }
             }
         }
-        if let Some(t) = coalescing {
-            self.slow.waited(emulate::nanos(t.elapsed()));
-        }
-        if self.cfg.batch_acks {
-            let now = self.now();
-            let t_end = (profile && got > 0).then(std::time::Instant::now);
-            let mut dev = PortDev {
-                port: &mut self.port,
-                mem: &self.mem,
-                pcap: self.pcap.as_mut(),
-                counters: &mut self.counters,
-                profile,
-                slow: &mut self.slow,
-            };
-            let (tx0, spun0) = (dev.counters.stages.tx.nanos, dev.slow.spun());
-            self.stack.end_batch(now, &mut dev);
-            // The batch's answers are receive work: their time goes with
-            // the frames' (no count of its own).
-            if let Some(t) = t_end {
-                let stages = &mut self.counters.stages;
-                // Port writes and the slowed engine's waits before them are
-                // not this stage's.
-                let tx =
-                    stages.tx.nanos.saturating_sub(tx0) + self.slow.spun().saturating_sub(spun0);
-                stages.rx.nanos += emulate::nanos(t.elapsed()).saturating_sub(tx);
-            }
-        }
-        if got > 0 {
-            self.counters.rx_batches += 1;
-            busy = true;
-        }
-        // A path went away under the connections (a bonded member left):
-        // they probe at once rather than after their probe timeouts.
-        let losses = self.port.path_losses();
-        if losses != self.path_losses {
-            self.path_losses = losses;
-            self.stack.path_changed();
-            busy = true;
-        }
-        // Services and the stack's own work.
+        self.inst.coalesced(coalescing);
+        got
+    }
+
+    /// Answers the batch's `got` frames' segments at once.
+    fn end_batch(&mut self, got: usize) {
         let now = self.now();
+        let t_end = self.inst.stage_clock_if(got > 0);
+        let stack = &mut self.stack;
+        let mut dev = port_dev!(self);
+        // The batch's answers are receive work: their time goes with the
+        // frames' (no count of its own).
+        if let Some(took) = dev.stage(t_end, |dev| stack.end_batch(now, dev)) {
+            self.counters.stages.rx.nanos += took;
+        }
+    }
+
+    /// A path went away under the connections (a bonded member left):
+    /// they probe at once rather than after their probe timeouts. Whether
+    /// one did.
+    fn follow_path_losses(&mut self) -> bool {
+        let losses = self.port.path_losses();
+        if losses == self.path_losses {
+            return false;
+        }
+        self.path_losses = losses;
+        self.stack.path_changed();
+        true
+    }
+
+    /// The services take the stack's events and act, and the stack does
+    /// its own work, a few rounds while they have more; whether anything
+    /// happened.
+    fn serve_and_poll(&mut self, now: Instant) -> bool {
+        let mut busy = false;
         for _ in 0..8 {
             let mut events = 0;
             while let Some((h, e)) = self.stack.poll_event() {
@@ -925,37 +951,23 @@ impl<P: Port> Engine<P> {
             for s in &mut self.services {
                 acted |= s.step(now, &mut self.stack, &mut self.mem);
             }
-            let t_poll = profile.then(std::time::Instant::now);
-            let mut dev = PortDev {
-                port: &mut self.port,
-                mem: &self.mem,
-                pcap: self.pcap.as_mut(),
-                counters: &mut self.counters,
-                profile,
-                slow: &mut self.slow,
-            };
-            let (tx0, spun0) = (dev.counters.stages.tx.nanos, dev.slow.spun());
-            self.stack.poll(now, &mut dev);
-            if let Some(t) = t_poll {
-                let stages = &mut self.counters.stages;
-                // Port writes and the slowed engine's waits before them are
-                // not this stage's.
-                let tx =
-                    stages.tx.nanos.saturating_sub(tx0) + self.slow.spun().saturating_sub(spun0);
-                stages
-                    .poll
-                    .add(emulate::nanos(t.elapsed()).saturating_sub(tx), 0);
+            let t_poll = self.inst.stage_clock();
+            let stack = &mut self.stack;
+            let mut dev = port_dev!(self);
+            if let Some(took) = dev.stage(t_poll, |dev| stack.poll(now, dev)) {
+                self.counters.stages.poll.add(took, 0);
             }
             busy |= acted || events > 0;
             if !acted && events == 0 {
                 break;
             }
         }
-        // What the turn sent goes out now: one system call for the batch
-        // on a ring-based port.
-        self.port.flush();
-        // The control socket is looked at once a millisecond, not every
-        // turn: an accept(2) per turn would cost more than the frames.
+        busy
+    }
+
+    /// Answers the control socket, once a millisecond rather than every
+    /// turn: an accept(2) per turn would cost more than the frames.
+    fn serve_control(&mut self, now: Instant) {
         if let Some(c) = self.control.as_mut()
             && now.saturating_duration_since(self.control_at) >= Duration::from_millis(1)
         {
@@ -963,7 +975,6 @@ impl<P: Port> Engine<P> {
             self.counters.run_nanos = self.started.elapsed().as_nanos() as u64;
             c.serve(&self.stack, &self.counters, &self.port_desc, &mut self.port);
         }
-        Ok(busy || self.stack.poll_at().is_some_and(|t| t <= now))
     }
 
     /// Sleeps until a frame arrives, the next deadline, or `max_sleep`.

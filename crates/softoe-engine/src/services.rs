@@ -10,47 +10,14 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use softoe_stack::{
-    Endpoint, Events, Instant, PayloadRef, RecvError, SendError, SocketHandle, Stack, TcpError,
+    Endpoint, Instant, PayloadRef, RecvError, SendError, SocketHandle, Stack, TcpError,
 };
 
 use crate::memory::Memory;
 
-/// An application on the engine.
-pub trait Service: Send {
-    /// Its name, for logs.
-    fn name(&self) -> &str;
-    /// Called once before the loop starts (listen, connect).
-    fn start(&mut self, now: Instant, stack: &mut Stack, mem: &mut Memory) -> Result<(), String>;
-    /// Does what it can; returns whether it did anything.
-    fn step(&mut self, now: Instant, stack: &mut Stack, mem: &mut Memory) -> bool;
-    /// A socket event (before `step`).
-    fn event(&mut self, _h: SocketHandle, _e: Events) {}
-    /// When it wants to run again without a network event.
-    fn wake_at(&self) -> Option<Instant> {
-        None
-    }
-    /// A descriptor that becomes readable when it has work (a doorbell);
-    /// the engine's sleep includes it.
-    fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
-        None
-    }
-    /// The engine is about to sleep: tell peers to ring the doorbell from
-    /// now on, then say whether work arrived meanwhile (the engine then
-    /// stays awake). Closes the race between a last look and the sleep.
-    fn before_sleep(&mut self) -> bool {
-        false
-    }
-    /// The engine is awake again (after `before_sleep`).
-    fn after_sleep(&mut self) {}
-    /// The engine's emulation settings, given once before `start` (a
-    /// service that touches programs' shared memory delays and counts its
-    /// accesses by them).
-    fn emulate(&mut self, _e: &crate::emulate::Emulation) {}
-    /// Adds what the service counted since the last call (accesses to
-    /// programs' shared memory, its stages' times) to `c`, and starts
-    /// again from zero. Called after every turn.
-    fn drain_counters(&mut self, _c: &mut crate::control::EngineCounters) {}
-}
+// The trait lives in its own module (`crate::service`); named here too, as
+// it always was.
+pub use crate::service::Service;
 
 /// What a server saw on one connection.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
