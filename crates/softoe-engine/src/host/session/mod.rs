@@ -26,12 +26,16 @@
 mod adopt;
 mod close;
 mod command;
+#[allow(unsafe_code)]
 mod fds;
 mod ids;
 #[cfg(any(test, feature = "fuzzing"))]
+#[allow(unsafe_code)]
 mod local;
+#[allow(unsafe_code)]
 mod opts;
 mod program;
+#[allow(unsafe_code)]
 mod recv;
 mod send;
 mod share;
@@ -39,6 +43,7 @@ mod share;
 mod sim;
 mod sock;
 #[cfg(test)]
+#[allow(unsafe_code)]
 mod tests;
 mod translate;
 mod wake;
@@ -370,6 +375,9 @@ impl<P: Program> SessionCore<P> {
         usable(&mut self.socks, id)
     }
 
+    // The one place the session core hands the region's data area to the
+    // stack's memory: the only `unsafe` in this module.
+    #[allow(unsafe_code)]
     fn data_region(&mut self, mem: &mut Memory) -> u32 {
         if let Some(m) = self.mem {
             return m;
