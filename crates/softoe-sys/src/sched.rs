@@ -1,1 +1,0 @@
-//! Scheduling and process limits (affinity, priority, SCHED_FIFO, rlimits, CPU clocks, kill, mallopt, errno save/restore): what rustix lacks (mallopt, libc errno) belongs here; nothing is wrapped yet.
