@@ -8,9 +8,10 @@
 //! wait for (`copy`, the default), or with `SOFTOE_SEND=overlap` (`softoe
 //! run --send overlap`) becomes a command the engine carries out by
 //! reading the program's buffer itself (`process_vm_readv`); its `recv`
-//! copies from the socket's receive ring in shared memory, and its `poll`/`select`/`epoll_wait` wait on softoe
-//! sockets and kernel descriptors in one kernel call (each waiting thread
-//! has its own doorbell, [`softoe_host::Waiter`]).
+//! copies from the socket's receive ring in shared memory; and its
+//! `poll`/`select`/`epoll_wait` wait on softoe sockets and kernel
+//! descriptors in one kernel call (each waiting thread has its own
+//! doorbell, [`softoe_host::Waiter`]).
 //!
 //! Every other descriptor — files, pipes, Unix sockets, loopback, IPv6 —
 //! goes straight to libc after one bit test, so a program pays nothing for
