@@ -14,6 +14,11 @@
 //!   model).
 //! - **The poll loop** ([`Engine`]): receive batching with optional interrupt
 //!   coalescing, timers from `poll_at`, spin-then-sleep.
+//! - **Steering** ([`steer`]): the kernel's work for the frames the engine
+//!   writes into its TAP (the bridge, a local peer's receive path) moved
+//!   to other cores by the TAP queue's RPS mask while the engine's core is
+//!   full and theirs have room, each change a trial undone if it does not
+//!   pay.
 //! - **Memory** ([`Memory`]): the regions payload references name. The
 //!   engine sends from them by `writev`, never copying payload itself.
 //! - **The host interface** ([`host`]): programs in other processes attach
@@ -24,7 +29,9 @@
 //!   in-process API, is a program on it like any other: `softoe-host`'s
 //!   sockets over a session attached through a socket pair.
 //! - **Services** ([`services`]): built-in servers and clients (discard,
-//!   source, echo, bulk client) for tests, the demo and benchmarks.
+//!   source, echo, request/response, a bulk client) for tests, the demo
+//!   and benchmarks; the host interface's session core is a [`service`]
+//!   like them.
 //! - **Emulation** ([`emulate`]): the engine slowed to a fraction of its
 //!   core's speed, a delay per access to programs' shared memory, and time
 //!   per stage, so the simulator's predictions can be checked against it.

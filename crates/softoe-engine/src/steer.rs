@@ -4,8 +4,8 @@
 //! inside the engine's `write`: the bridge, and on a testbed whose peer is
 //! on this machine the peer's whole TCP receive path and its wake-up, run on
 //! the engine's core. At 200,000 64-byte requests a second that was a third
-//! of the engine's time (docs/results.md, "Steering the kernel's work off
-//! the engine's core").
+//! of the engine's time (docs/journal/2026-11-28-testbed-ceilings-and-steering.md,
+//! "Steering the kernel's work off the engine's core").
 //! Receive packet steering (RPS) on the TAP's queue moves that work to other
 //! cores: the write puts the frame on another core's backlog and returns.
 //!

@@ -243,7 +243,8 @@ fn posted_reads_time_out_and_bad_posts_fail() {
 }
 
 /// The receiving thread's CPU time per GiB with direct placement and
-/// without (figures for docs/results.md; no timed assertion). Run with
+/// without (figures in docs/journal/2026-11-24-direct-placement-on-receive.md;
+/// no timed assertion). Run with
 /// `cargo test --release -p softoe-engine --test host_transfer -- --ignored
 /// --nocapture receive_cpu`.
 #[test]

@@ -2,8 +2,9 @@
 //! model's calibration and validation measure with, as a library the
 //! command-line tool drives and other programs (and tests) can reuse.
 //!
-//! - [`bed`]: the testbed — an engine on a TAP beside Linux's TCP on one
-//!   bridge, in namespaces of its own, torn down on drop;
+//! - [`bed`]: the testbed — an engine on a TAP (or an AF_XDP socket on a
+//!   veth) beside Linux's TCP on one bridge, in namespaces of its own, torn
+//!   down on drop;
 //! - [`server`], [`servable`]: the servers both sides run (the same
 //!   program on the engine and on Linux), and what each serves;
 //! - [`linux`]: the Linux side's clients and its own measurements;

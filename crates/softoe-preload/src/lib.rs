@@ -3,12 +3,15 @@
 //! `LD_PRELOAD=libsoftoe_preload.so PROGRAM` (or `softoe run -- PROGRAM`)
 //! puts this library in front of libc's socket calls. IPv4 TCP and UDP
 //! sockets whose address the [`rules`] give to softoe are served by
-//! the engine through [`softoe_host`]: the program's `send` becomes a
-//! command the engine carries out by reading the program's buffer itself
-//! (`process_vm_readv`), its `recv` copies from the socket's receive ring
-//! in shared memory, and its `poll`/`select`/`epoll_wait` wait on softoe
-//! sockets and kernel descriptors in one kernel call (each waiting thread
-//! has its own doorbell, [`softoe_host::Waiter`]).
+//! the engine through [`softoe_host`]: the program's `send` copies into
+//! the socket's send ring in shared memory and posts a command it does not
+//! wait for (`copy`, the default), or with `SOFTOE_SEND=overlap` (`softoe
+//! run --send overlap`) becomes a command the engine carries out by
+//! reading the program's buffer itself (`process_vm_readv`); its `recv`
+//! copies from the socket's receive ring in shared memory; and its
+//! `poll`/`select`/`epoll_wait` wait on softoe sockets and kernel
+//! descriptors in one kernel call (each waiting thread has its own
+//! doorbell, [`softoe_host::Waiter`]).
 //!
 //! Every other descriptor — files, pipes, Unix sockets, loopback, IPv6 —
 //! goes straight to libc after one bit test, so a program pays nothing for

@@ -1646,7 +1646,7 @@ impl Stack {
     /// heard it, was measured worse: one connection into a ring reader
     /// fell from 12–14 to 10 Gb/s, the engine spending more per byte on
     /// window updates and the reader's notices than the copy it saved;
-    /// docs/results.md.) Take the ring away before its memory goes (the
+    /// docs/journal/2026-11-27-receive-into-the-readers-ring.md.) Take the ring away before its memory goes (the
     /// socket closed or moved, the reader gone): the stack writes it for
     /// as long as it is set.
     pub fn tcp_set_rx_sink(

@@ -6,7 +6,10 @@
 //! pairs as cables, a Linux bridge as the "regular switch", `tbf` for link
 //! rates, a small eBPF program on a device's ingress for random drops, and
 //! the `SIOCETHTOOL` ioctl for offloads, and Linux routers in namespaces
-//! for paths with a narrow hop ([`routed`]). It needs nothing beyond the kernel
+//! for paths with a narrow hop ([`routed`]); hosts with several shaped
+//! links into one bridge for the bond ([`bonded`]), the switched LAN they
+//! all start from ([`lan`]), and kernel timestamps of marked frames on a
+//! namespace's devices ([`wiretap`]). It needs nothing beyond the kernel
 //! and `iproute2` (`ip`, and `tc` for [`Testbed::tbf`]): no `ethtool`, no
 //! `nft`, no `sysctl` binary.
 //!

@@ -90,7 +90,7 @@ pub enum SimCommand {
     /// (no root needed).
     Demo(DemoArgs),
     /// One connection's goodput at several loss rates (the figures in
-    /// docs/results.md: `softoe sim sweep`).
+    /// docs/journal/2026-11-22-one-connection-10g-by-loss.md).
     Sweep(SweepArgs),
     /// One connection per loss rate × round trip, its goodput beside the
     /// Mathis bound 1.22·MSS/(RTT·√p), with retransmissions, RTOs and

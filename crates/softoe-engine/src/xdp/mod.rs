@@ -5,7 +5,7 @@
 //! [`AfPacketPort`](crate::AfPacketPort) makes a `recvmsg` for every frame
 //! in (and one more, finding nothing, every turn the engine spins) and a
 //! `sendmsg` for every frame out: 3 to 17 system calls per 4-byte round
-//! trip, measured (docs/results.md). [`XdpPort`] attaches to an interface (a veth here; a NIC tomorrow) with
+//! trip, measured (docs/journal/2026-11-27-af-xdp-port.md). [`XdpPort`] attaches to an interface (a veth here; a NIC tomorrow) with
 //! an XDP socket (XSK) instead:
 //!
 //! - a **UMEM** — one page-aligned anonymous mapping cut into frames

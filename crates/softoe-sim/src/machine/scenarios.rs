@@ -1063,7 +1063,8 @@ mod tests {
         // Large writes only: with 64-byte writes the speed decides how many
         // commands pile up between the engine's polls, so how large its
         // segments are — a slower engine can send fewer, larger frames
-        // and move more (docs/results.md has the figures).
+        // and move more (docs/journal/2026-11-27-machine-model.md has the
+        // figures).
         for m in message_sizes(true).into_iter().filter(|&m| m >= 16 << 10) {
             let at = |sp: f64| {
                 rows.iter()

@@ -269,7 +269,8 @@ pub(crate) struct SocketSet {
 /// server's load) the two system calls, the page faults and the zeroing
 /// were a fifth of the engine's time, and `free`'s merging of the
 /// connection's other blocks (send queue, ranges, transmit log, the
-/// control block itself) a tenth more (docs/results.md, "Unmodified
+/// control block itself) a tenth more
+/// (docs/journal/2026-11-27-unmodified-servers-night.md, "Unmodified
 /// servers after the receive rings are kept"). A few kept sockets make
 /// opening a connection allocate nothing; a ring's old bytes are never
 /// read (a ring reads only what is written after it is taken).
