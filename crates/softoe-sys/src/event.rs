@@ -6,6 +6,34 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use rustix::event::EventfdFlags;
 use rustix::fs::OFlags;
 
+/// Adds descriptor `fd` to epoll instance `epoll` for readability
+/// (`EPOLLIN`), its events carrying `token`. For a descriptor known only
+/// by number (a port's [`RawFd`]); one with an owner goes through
+/// `rustix::event::epoll::add`.
+pub fn epoll_add_readable(epoll: impl AsFd, fd: RawFd, token: u64) -> io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: token,
+    };
+    // SAFETY: the kernel reads `ev`, a live, initialised `epoll_event` on
+    // this stack frame, and nothing else of this process's memory; `fd` is
+    // only a number to it: a closed or reused one gives EBADF or watches
+    // that descriptor instead, a wrong event and never an access to
+    // memory, so the call is sound whatever `fd` is.
+    let rc = unsafe {
+        libc::epoll_ctl(
+            epoll.as_fd().as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            fd,
+            &raw mut ev,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// An eventfd: a doorbell.
 #[derive(Debug)]
 pub struct EventFd(OwnedFd);
@@ -72,6 +100,23 @@ mod tests {
         rustix::io::read(e, &mut v)
             .ok()
             .map(|_| u64::from_ne_bytes(v))
+    }
+
+    #[test]
+    fn an_added_descriptor_wakes_the_epoll_with_its_token() -> io::Result<()> {
+        use rustix::event::epoll;
+        let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let e = EventFd::new()?;
+        epoll_add_readable(&ep, e.raw(), 7)?;
+        let err = epoll_add_readable(&ep, e.raw(), 7).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EEXIST));
+        assert!(epoll_add_readable(&ep, -1, 1).is_err());
+        e.signal();
+        let mut evs = Vec::with_capacity(4);
+        epoll::wait(&ep, rustix::buffer::spare_capacity(&mut evs), None)?;
+        assert_eq!(evs.len(), 1);
+        assert_eq!(evs[0].data.u64(), 7);
+        Ok(())
     }
 
     #[test]

@@ -22,5 +22,10 @@
 #![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod bpf;
 pub mod event;
+pub mod ifreq;
 pub mod mem;
+pub mod packet;
+pub mod sockopt;
+pub mod tun;
