@@ -425,7 +425,7 @@ impl Port for AfPacketPort {
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<RxFrame>> {
         for _ in 0..MAX_SKIPS {
-            let got = match packet::recv(&self.fd, buf) {
+            let got = match packet::recv(&self.fd, buf, true) {
                 Ok(got) => got,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                 Err(e) => return Err(e),

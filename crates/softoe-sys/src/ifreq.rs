@@ -341,6 +341,54 @@ pub fn driver(sock: impl AsFd, name: &IfName) -> io::Result<(String, String)> {
     Ok((text(&info.driver), text(&info.bus_info)))
 }
 
+/// `struct ethtool_value`.
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+/// The `ETHTOOL_*` commands whose argument is a `struct ethtool_value`:
+/// the checksum, scatter-gather, TSO, GSO and GRO switches and their
+/// reads (`ETHTOOL_GRXCSUM` 0x14 to `ETHTOOL_SSG` 0x19, `ETHTOOL_GTSO`,
+/// `ETHTOOL_STSO`, `ETHTOOL_GGSO`, `ETHTOOL_SGSO`, `ETHTOOL_GGRO`,
+/// `ETHTOOL_SGRO`).
+const VALUE_COMMANDS: [u32; 12] = [
+    0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1e, 0x1f, 0x23, 0x24, 0x2b, 0x2c,
+];
+
+/// One `SIOCETHTOOL` command with a `struct ethtool_value` on `name` (one
+/// of the offload switches `ethtool -K` uses, or its read); the value the
+/// kernel leaves. Any other command is refused (`InvalidInput`): the
+/// kernel would read or write a larger struct.
+pub fn ethtool_value(sock: impl AsFd, name: &IfName, cmd: u32, data: u32) -> io::Result<u32> {
+    if !VALUE_COMMANDS.contains(&cmd) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("ethtool command {cmd:#x} does not take an ethtool_value"),
+        ));
+    }
+    let mut value = EthtoolValue { cmd, data };
+    let mut r = IfReqPtr {
+        name: name.raw(),
+        data: (&raw mut value).cast(),
+        _pad: [0; 16],
+    };
+    // SAFETY: SIOCETHTOOL reads the name and the data pointer of a `struct
+    // ifreq` laid out as `IfReqPtr`; the pointer names `value`, and every
+    // command let through above reads and writes exactly one `struct
+    // ethtool_value` there (two u32, any bytes valid); `r` and `value`
+    // live for the call.
+    check(unsafe {
+        libc::ioctl(
+            sock.as_fd().as_raw_fd(),
+            libc::SIOCETHTOOL,
+            &mut r as *mut IfReqPtr,
+        )
+    })?;
+    Ok(value.data)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,5 +428,12 @@ mod tests {
         let e = flags(&sock, &none).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENODEV));
         assert!(driver(&sock, &none).is_err());
+        let e = ethtool_value(&sock, &lo, 0x03, 0).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            io::ErrorKind::InvalidInput,
+            "GDRVINFO is no value command"
+        );
+        assert!(ethtool_value(&sock, &none, 0x2b, 0).is_err());
     }
 }
