@@ -210,34 +210,39 @@ impl Map {
     /// exactly the map's size.
     pub fn update(&self, key: &[u8], value: &[u8]) -> io::Result<()> {
         self.check(key.len(), value.len())?;
-        let mut attr = MapElem {
-            map_fd: self.fd.as_raw_fd() as u32,
-            _pad: 0,
-            key: key.as_ptr() as u64,
-            value: value.as_ptr() as u64,
-            flags: 0,
-        };
         // SAFETY: `key` and `value` are borrowed for the call and exactly
         // the map's key and value sizes (checked above), which is what the
         // kernel reads; it writes neither.
-        unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }.map(drop)
+        unsafe { self.elem(BPF_MAP_UPDATE_ELEM, key, value.as_ptr() as u64) }
     }
 
     /// `BPF_MAP_LOOKUP_ELEM`: copies `key`'s value into `value`, each
     /// exactly the map's size.
     pub fn lookup(&self, key: &[u8], value: &mut [u8]) -> io::Result<()> {
         self.check(key.len(), value.len())?;
+        // SAFETY: `key` (read) and `value` (written, any bytes valid for a
+        // `u8` slice) are borrowed for the call and exactly the map's key
+        // and value sizes (checked above), all the kernel touches.
+        unsafe { self.elem(BPF_MAP_LOOKUP_ELEM, key, value.as_mut_ptr() as u64) }
+    }
+
+    /// A `BPF_MAP_*_ELEM` command on `key` and the value at `value`.
+    ///
+    /// # Safety
+    /// `key` must be the map's key size, and `value` the address of the
+    /// map's value size of bytes, live for the call and writable if `cmd`
+    /// writes the value.
+    unsafe fn elem(&self, cmd: libc::c_int, key: &[u8], value: u64) -> io::Result<()> {
         let mut attr = MapElem {
             map_fd: self.fd.as_raw_fd() as u32,
             _pad: 0,
             key: key.as_ptr() as u64,
-            value: value.as_mut_ptr() as u64,
+            value,
             flags: 0,
         };
-        // SAFETY: `key` (read) and `value` (written, any bytes valid for a
-        // `u8` slice) are borrowed for the call and exactly the map's key
-        // and value sizes (checked above), all the kernel touches.
-        unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }.map(drop)
+        // SAFETY: a `BPF_MAP_*_ELEM` attr whose pointers the caller vouches
+        // for.
+        unsafe { bpf(cmd, &mut attr) }.map(drop)
     }
 }
 

@@ -302,26 +302,37 @@ unsafe impl EthtoolGet for Drvinfo {
     }
 }
 
-/// `SIOCETHTOOL` with command `T::CMD` on `name`.
-fn ethtool<T: EthtoolGet>(sock: impl AsFd, name: &IfName) -> io::Result<T> {
-    let mut out = T::with_cmd();
+/// `SIOCETHTOOL` on `name` with `data` as the command's struct.
+///
+/// # Safety
+/// `data` must be the struct the command in its first field reads and
+/// writes (`#[repr(C)]`, valid with any bytes the kernel writes), no
+/// smaller than what the kernel writes for it.
+unsafe fn siocethtool<T>(sock: impl AsFd, name: &IfName, data: &mut T) -> io::Result<()> {
     let mut r = IfReqPtr {
         name: name.raw(),
-        data: (&raw mut out).cast(),
+        data: (data as *mut T).cast(),
         _pad: [0; 16],
     };
     // SAFETY: SIOCETHTOOL reads the name and the data pointer of a `struct
-    // ifreq` laid out as `IfReqPtr`; the pointer names `out`, which by
-    // `EthtoolGet`'s contract is the struct the command fills, valid with
-    // any bytes and no smaller than what the kernel writes; `r` and `out`
-    // live for the call.
+    // ifreq` laid out as `IfReqPtr`; the pointer names `data`, which the
+    // caller vouches is the struct the command reads and writes; `r` and
+    // `data` live for the call.
     check(unsafe {
         libc::ioctl(
             sock.as_fd().as_raw_fd(),
             libc::SIOCETHTOOL,
             &mut r as *mut IfReqPtr,
         )
-    })?;
+    })
+}
+
+/// `SIOCETHTOOL` with command `T::CMD` on `name`.
+fn ethtool<T: EthtoolGet>(sock: impl AsFd, name: &IfName) -> io::Result<T> {
+    let mut out = T::with_cmd();
+    // SAFETY: by `EthtoolGet`'s contract `out` is the struct `T::CMD`
+    // fills, valid with any bytes and no smaller than what it writes.
+    unsafe { siocethtool(sock, name, &mut out) }?;
     Ok(out)
 }
 
@@ -369,23 +380,9 @@ pub fn ethtool_value(sock: impl AsFd, name: &IfName, cmd: u32, data: u32) -> io:
         ));
     }
     let mut value = EthtoolValue { cmd, data };
-    let mut r = IfReqPtr {
-        name: name.raw(),
-        data: (&raw mut value).cast(),
-        _pad: [0; 16],
-    };
-    // SAFETY: SIOCETHTOOL reads the name and the data pointer of a `struct
-    // ifreq` laid out as `IfReqPtr`; the pointer names `value`, and every
-    // command let through above reads and writes exactly one `struct
-    // ethtool_value` there (two u32, any bytes valid); `r` and `value`
-    // live for the call.
-    check(unsafe {
-        libc::ioctl(
-            sock.as_fd().as_raw_fd(),
-            libc::SIOCETHTOOL,
-            &mut r as *mut IfReqPtr,
-        )
-    })?;
+    // SAFETY: every command let through above reads and writes exactly one
+    // `struct ethtool_value` (two u32, any bytes valid), which `value` is.
+    unsafe { siocethtool(sock, name, &mut value) }?;
     Ok(value.data)
 }
 

@@ -227,9 +227,6 @@ fn open_socket() -> io::Result<OwnedFd> {
     })
 }
 
-/// Sets one of a socket's ring sizes.
-type RingSizer = fn(&OwnedFd, u32) -> rustix::io::Result<()>;
-
 /// Registers `umem` with socket `fd` (chunks of `frame_size`), sizes the
 /// four rings and maps them.
 fn register(
@@ -253,31 +250,29 @@ fn register(
     // outlives `fd` in the port (field order).
     sockopt::set_xdp_umem_reg(fd, reg)
         .map_err(|e| context(&format!("XDP_UMEM_REG on {ifname}"), e.into()))?;
-    let sizes: [(RingSizer, u32, &str); 4] = [
-        (
-            |fd, n| sockopt::set_xdp_umem_fill_ring_size(fd, n),
-            rx_count,
-            "XDP_UMEM_FILL_RING",
-        ),
-        (
-            |fd, n| sockopt::set_xdp_umem_completion_ring_size(fd, n),
-            tx_count,
-            "XDP_UMEM_COMPLETION_RING",
-        ),
-        (
-            |fd, n| sockopt::set_xdp_rx_ring_size(fd, n),
-            rx_count,
-            "XDP_RX_RING",
-        ),
-        (
-            |fd, n| sockopt::set_xdp_tx_ring_size(fd, n),
-            tx_count,
-            "XDP_TX_RING",
-        ),
-    ];
-    for (set, n, what) in sizes {
-        set(fd, n).map_err(|e| context(&format!("{what} ({n} entries) on {ifname}"), e.into()))?;
-    }
+    let sized = |r: rustix::io::Result<()>, n: u32, what: &str| {
+        r.map_err(|e| context(&format!("{what} ({n} entries) on {ifname}"), e.into()))
+    };
+    sized(
+        sockopt::set_xdp_umem_fill_ring_size(fd, rx_count),
+        rx_count,
+        "XDP_UMEM_FILL_RING",
+    )?;
+    sized(
+        sockopt::set_xdp_umem_completion_ring_size(fd, tx_count),
+        tx_count,
+        "XDP_UMEM_COMPLETION_RING",
+    )?;
+    sized(
+        sockopt::set_xdp_rx_ring_size(fd, rx_count),
+        rx_count,
+        "XDP_RX_RING",
+    )?;
+    sized(
+        sockopt::set_xdp_tx_ring_size(fd, tx_count),
+        tx_count,
+        "XDP_TX_RING",
+    )?;
     let off = sockopt::xdp_mmap_offsets(fd)
         .map_err(|e| context(&format!("XDP_MMAP_OFFSETS on {ifname}"), e.into()))?;
     let old = || {
