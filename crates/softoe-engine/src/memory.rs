@@ -832,4 +832,60 @@ mod tests {
         drop(a);
         m.remove(r);
     }
+
+    /// A gathered write sends the heads, then each reference's bytes (a
+    /// shared region's by address), in order, leaving out empty spans; a
+    /// reference outside its region or too many spans send nothing.
+    #[test]
+    fn a_gathered_write_sends_heads_then_payload_in_order() {
+        use std::io::Read;
+        use std::os::fd::AsFd;
+        let mut m = Memory::new();
+        let owned = m.add(b"0123456789".to_vec().into_boxed_slice());
+        let s = Scribbled::new(b"abcdef".to_vec());
+        // SAFETY: `s` lives until after `remove` below, touched meanwhile
+        // only through this memory.
+        let shared = unsafe { m.add_shared(s.ptr, s.len) };
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let refs = [
+            PayloadRef::new(owned, 2, 3),
+            PayloadRef::new(shared, 1, 0),
+            PayloadRef::new(shared, 4, 2),
+        ];
+        let n = m
+            .write_gathered(w.as_fd(), &[b"H", b"", b"dr"], &refs, Gather::Write)
+            .unwrap();
+        assert_eq!(n, 8);
+        let mut got = [0u8; 8];
+        std::fs::File::from(r.try_clone().unwrap())
+            .read_exact(&mut got)
+            .unwrap();
+        assert_eq!(&got, b"Hdr234ef");
+
+        let outside = [PayloadRef::new(shared, 5, 2)];
+        let e = m
+            .write_gathered(w.as_fd(), &[b"x"], &outside, Gather::Write)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        let many = vec![PayloadRef::new(owned, 0, 1); MAX_SPANS];
+        let e = m
+            .write_gathered(w.as_fd(), &[b"x"], &many, Gather::Write)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        let e = m
+            .write_gathered(w.as_fd(), &[b"x"], &[], Gather::SendDontWait)
+            .unwrap_err();
+        assert_eq!(
+            e.raw_os_error(),
+            Some(libc::ENOTSOCK),
+            "a pipe is no socket"
+        );
+        rustix::fs::fcntl_setfl(&r, rustix::fs::OFlags::NONBLOCK).unwrap();
+        let mut rest = [0u8; 4];
+        assert!(
+            std::fs::File::from(r).read(&mut rest).is_err(),
+            "nothing else was sent"
+        );
+        m.remove(shared);
+    }
 }

@@ -23,10 +23,13 @@ pub(crate) fn ifname(ifname: &str) -> io::Result<IfName> {
     if ifname.is_empty() {
         return Err(bad());
     }
-    IfName::new(ifname).map_err(|e| match ifname.contains('\0') {
-        true => io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"),
-        false => io::Error::new(e.kind(), bad()),
-    })
+    if ifname.contains('\0') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "NUL in interface name",
+        ));
+    }
+    IfName::new(ifname).map_err(|_| bad())
 }
 
 /// What the port learns of its interface when it opens.
@@ -110,4 +113,32 @@ fn interface_error(e: io::Error) -> io::Error {
 /// no such interface.
 pub(crate) fn flags(sock: &OwnedFd, ifname: &str) -> io::Result<libc::c_short> {
     ifreq::flags(sock, &self::ifname(ifname)?).map_err(interface_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_is_one_to_fifteen_bytes_without_nul() {
+        assert!(ifname("veth0").is_ok());
+        assert!(ifname("abcdefghijklmno").is_ok());
+        for bad in ["", "abcdefghijklmnop"] {
+            let e = ifname(bad).unwrap_err();
+            assert!(e.to_string().contains("must be 1 to 15 bytes"), "{e}");
+        }
+        assert!(ifname("a\0b").unwrap_err().to_string().contains("NUL"));
+    }
+
+    #[test]
+    fn loopback_is_up_and_not_ethernet() {
+        let sock = inet_socket().unwrap();
+        assert!(link_up(&sock, "lo").unwrap());
+        let e = if_info(&sock, "lo").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported, "{e}");
+        let e = flags(&sock, "softoe-nonesuch").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        let e = if_info(&sock, "softoe-nonesuch").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+    }
 }
