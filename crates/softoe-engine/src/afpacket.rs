@@ -58,28 +58,25 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-#![allow(unsafe_code)]
-
 use std::io;
-use std::mem::{MaybeUninit, size_of};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
 use softoe_stack::{DeviceCaps, RxMeta, TxFrame};
+use softoe_sys::packet::{
+    self, PACKET_AUXDATA, PACKET_IGNORE_OUTGOING, PACKET_MR_PROMISC, PACKET_VNET_HDR,
+    PACKET_VNET_HDR_SZ,
+};
+use softoe_sys::sockopt::set_int;
 
-use crate::memory::Memory;
-use crate::netdev::{self, os_error, setsockopt};
+use crate::memory::{Gather, Memory};
+use crate::netdev::{self, context};
 use crate::port::{Port, RxFrame};
 use crate::vnet::{self, VnetHdr};
 
 // From <linux/if_ether.h> and <linux/if_packet.h> (kept here rather than
 // relying on the libc crate's version having them).
 const ETH_P_ALL: u16 = 0x0003;
-const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
-const PACKET_AUXDATA: libc::c_int = 8;
-const PACKET_VNET_HDR: libc::c_int = 15;
-const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
-const PACKET_VNET_HDR_SZ: libc::c_int = 24;
-const PACKET_MR_PROMISC: libc::c_ushort = 1;
 const PACKET_OUTGOING: u8 = 4;
 const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
@@ -104,28 +101,6 @@ const DEFAULT_SOCKET_BUFFER: usize = 4 << 20;
 /// receive buffer (its `truesize`: the 1,514 bytes in a 2 KiB buffer, plus
 /// the `sk_buff`), what [`AfPacketOptions::receive_frames`] counts with.
 pub const FRAME_CHARGE: usize = 2304;
-
-/// `struct tpacket_auxdata`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct TpacketAuxdata {
-    tp_status: u32,
-    tp_len: u32,
-    tp_snaplen: u32,
-    tp_mac: u16,
-    tp_net: u16,
-    tp_vlan_tci: u16,
-    tp_vlan_tpid: u16,
-}
-
-/// `struct packet_mreq`.
-#[repr(C)]
-struct PacketMreq {
-    mr_ifindex: libc::c_int,
-    mr_type: libc::c_ushort,
-    mr_alen: libc::c_ushort,
-    mr_address: [libc::c_uchar; 8],
-}
 
 /// Which offloads an AF_PACKET port uses. All off by default: the port is
 /// then a plain NIC.
@@ -234,138 +209,116 @@ pub struct AfPacketPort {
     stats: AfPacketStats,
 }
 
+/// The port's socket. Protocol 0: it hears nothing until it is bound to
+/// the interface, so no other interface's frames slip in.
+fn open_socket() -> io::Result<OwnedFd> {
+    rustix::net::socket_with(
+        AddressFamily::PACKET,
+        SocketType::RAW,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(|e| {
+        let e = io::Error::from(e);
+        match e.raw_os_error() {
+            Some(libc::EPERM | libc::EACCES) => io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("opening an AF_PACKET socket needs CAP_NET_RAW (run as root): {e}"),
+            ),
+            _ => io::Error::new(e.kind(), format!("opening an AF_PACKET socket: {e}")),
+        }
+    })
+}
+
+/// The MTU the port uses: `want`, at most the interface's `if_mtu`, and
+/// at least IPv4's 576.
+fn port_mtu(ifname: &str, want: Option<usize>, if_mtu: usize) -> io::Result<usize> {
+    let mtu = match want {
+        None => if_mtu,
+        Some(m) if m > if_mtu => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("MTU {m} exceeds the MTU of {ifname} ({if_mtu})"),
+            ));
+        }
+        Some(m) => m,
+    };
+    if mtu < 576 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("MTU {mtu} of {ifname} is below IPv4's minimum of 576"),
+        ));
+    }
+    Ok(mtu)
+}
+
+/// Sets the socket's options: the virtio-net header when `csum` (its
+/// length is returned, 0 without), auxiliary data, outgoing frames
+/// ignored, and the buffer sizes.
+fn set_options(fd: &OwnedFd, opts: &AfPacketOptions, csum: bool) -> io::Result<usize> {
+    let vnet_len = if csum {
+        // The 12-byte header vnet.rs writes; kernels before 6.2 know
+        // only the 10-byte one.
+        match set_int(fd, libc::SOL_PACKET, PACKET_VNET_HDR_SZ, vnet::LEN as i32) {
+            Ok(()) => vnet::LEN,
+            Err(_) => {
+                set_int(fd, libc::SOL_PACKET, PACKET_VNET_HDR, 1).map_err(|e| {
+                    io::Error::new(e.kind(), format!("enabling PACKET_VNET_HDR: {e}"))
+                })?;
+                VNET_LEGACY_LEN
+            }
+        }
+    } else {
+        0
+    };
+    set_int(fd, libc::SOL_PACKET, PACKET_AUXDATA, 1)
+        .map_err(|e| io::Error::new(e.kind(), format!("enabling PACKET_AUXDATA: {e}")))?;
+    // Missing before Linux 4.20; `recv` checks `sll_pkttype` anyway.
+    let _ = set_int(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
+    for (force, plain, bytes) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, opts.receive_buffer),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, opts.send_buffer),
+    ] {
+        // The kernel doubles it (room for its own bookkeeping).
+        let size = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        if set_int(fd, libc::SOL_SOCKET, force, size).is_err() {
+            set_int(fd, libc::SOL_SOCKET, plain, size)
+                .map_err(|e| io::Error::new(e.kind(), format!("sizing socket buffers: {e}")))?;
+        }
+    }
+    Ok(vnet_len)
+}
+
 impl AfPacketPort {
     /// Opens a port on interface `ifname` of the calling thread's network
     /// namespace. Needs `CAP_NET_RAW`. The interface should be up.
     pub fn open(ifname: &str, opts: &AfPacketOptions) -> io::Result<AfPacketPort> {
-        // Protocol 0: the socket hears nothing until it is bound to the
-        // interface below, so no other interface's frames slip in.
-        // SAFETY: socket takes no pointers; a negative result is an error.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            )
-        };
-        if raw < 0 {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EPERM | libc::EACCES) => io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!("opening an AF_PACKET socket needs CAP_NET_RAW (run as root): {e}"),
-                ),
-                _ => io::Error::new(e.kind(), format!("opening an AF_PACKET socket: {e}")),
-            });
-        }
-        // SAFETY: `raw` is a fresh descriptor nothing else owns; `OwnedFd`
-        // closes it exactly once.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-
+        let fd = open_socket()?;
         let info = netdev::if_info(&fd, ifname)?;
         let ifindex = info.ifindex as libc::c_int;
-        let if_mtu = info.mtu;
-        let mtu = match opts.mtu {
-            None => if_mtu,
-            Some(m) if m > if_mtu => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("MTU {m} exceeds the MTU of {ifname} ({if_mtu})"),
-                ));
-            }
-            Some(m) => m,
-        };
-        if mtu < 576 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("MTU {mtu} of {ifname} is below IPv4's minimum of 576"),
-            ));
-        }
-
-        let mac = info.mac;
-
+        let mtu = port_mtu(ifname, opts.mtu, info.mtu)?;
         let offloads = AfPacketOffloads {
             tso: opts.offloads.tso && opts.offloads.csum,
             gro: opts.offloads.gro && opts.offloads.csum,
             ..opts.offloads
         };
-        let vnet_len = if offloads.csum {
-            // The 12-byte header vnet.rs writes; kernels before 6.2 know
-            // only the 10-byte one.
-            let sz = vnet::LEN as libc::c_int;
-            match setsockopt(&fd, libc::SOL_PACKET, PACKET_VNET_HDR_SZ, &sz) {
-                Ok(()) => vnet::LEN,
-                Err(_) => {
-                    setsockopt(&fd, libc::SOL_PACKET, PACKET_VNET_HDR, &1 as &libc::c_int)
-                        .map_err(|e| {
-                            io::Error::new(e.kind(), format!("enabling PACKET_VNET_HDR: {e}"))
-                        })?;
-                    VNET_LEGACY_LEN
-                }
-            }
-        } else {
-            0
-        };
-        setsockopt(&fd, libc::SOL_PACKET, PACKET_AUXDATA, &1 as &libc::c_int)
-            .map_err(|e| io::Error::new(e.kind(), format!("enabling PACKET_AUXDATA: {e}")))?;
-        // Missing before Linux 4.20; `recv` checks `sll_pkttype` anyway.
-        let _ = setsockopt(
-            &fd,
-            libc::SOL_PACKET,
-            PACKET_IGNORE_OUTGOING,
-            &1 as &libc::c_int,
-        );
-        for (force, plain, bytes) in [
-            (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, opts.receive_buffer),
-            (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, opts.send_buffer),
-        ] {
-            // The kernel doubles it (room for its own bookkeeping).
-            let size = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-            if setsockopt(&fd, libc::SOL_SOCKET, force, &size).is_err() {
-                setsockopt(&fd, libc::SOL_SOCKET, plain, &size)
-                    .map_err(|e| io::Error::new(e.kind(), format!("sizing socket buffers: {e}")))?;
-            }
-        }
-
-        // SAFETY: `sockaddr_ll` is plain old data; all zeroes is a valid value.
-        let mut sll: libc::sockaddr_ll = unsafe { MaybeUninit::zeroed().assume_init() };
-        sll.sll_family = libc::AF_PACKET as libc::c_ushort;
-        sll.sll_protocol = ETH_P_ALL.to_be();
-        sll.sll_ifindex = ifindex;
-        // SAFETY: `sll` is a valid `sockaddr_ll` of the length passed, live
-        // for the call; bind only reads it.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&sll as *const libc::sockaddr_ll).cast(),
-                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(os_error(&format!("binding to {ifname}")));
-        }
-
+        let vnet_len = set_options(&fd, opts, offloads.csum)?;
+        packet::bind(&fd, ifindex, ETH_P_ALL)
+            .map_err(|e| context(&format!("binding to {ifname}"), e))?;
         if opts.promiscuous {
-            let mreq = PacketMreq {
-                mr_ifindex: ifindex,
-                mr_type: PACKET_MR_PROMISC,
-                mr_alen: 0,
-                mr_address: [0; 8],
-            };
             // The kernel drops the membership when the socket closes.
-            setsockopt(&fd, libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq).map_err(|e| {
+            packet::add_membership(&fd, ifindex, PACKET_MR_PROMISC).map_err(|e| {
                 io::Error::new(
                     e.kind(),
                     format!("putting {ifname} into promiscuous mode: {e}"),
                 )
             })?;
         }
-
         Ok(AfPacketPort {
             fd,
             name: ifname.to_string(),
             ifindex,
-            mac,
+            mac: info.mac,
             mtu,
             offloads,
             vnet_len,
@@ -417,26 +370,9 @@ impl AfPacketPort {
     /// Adds what the kernel dropped since the last look (reading
     /// `PACKET_STATISTICS` resets it) to the running total.
     fn read_kernel_drops(&mut self) -> io::Result<u64> {
-        let mut st = libc::tpacket_stats {
-            tp_packets: 0,
-            tp_drops: 0,
-        };
-        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
-        // SAFETY: `st` and `len` are valid for writes and live for the call;
-        // `len` holds the size of `st`, which the kernel fills no further.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                (&raw mut st).cast(),
-                &mut len,
-            )
-        };
-        if rc < 0 {
-            return Err(os_error("PACKET_STATISTICS"));
-        }
-        self.stats.kernel_dropped += u64::from(st.tp_drops);
+        let (_, drops) =
+            packet::statistics(&self.fd).map_err(|e| context("PACKET_STATISTICS", e))?;
+        self.stats.kernel_dropped += u64::from(drops);
         Ok(self.stats.kernel_dropped)
     }
 }
@@ -467,51 +403,16 @@ impl Port for AfPacketPort {
         }
         let hdr_bytes = VnetHdr::for_tx(&frame.offload, frame.header.len()).to_bytes();
         let hdr = hdr_bytes.get(..self.vnet_len).unwrap_or(&[]);
-        let empty = libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        };
-        let mut iov = [empty; MAX_IOV + 2];
-        let mut n = 0;
         // By address and length: payload may be a program's shared memory,
-        // which only the kernel reads (see `memory`).
-        let mut push = |ptr: *const u8, len: usize| {
-            if len == 0 {
-                return;
-            }
-            if let Some(v) = iov.get_mut(n) {
-                *v = libc::iovec {
-                    iov_base: ptr as *mut libc::c_void,
-                    iov_len: len,
-                };
-                n += 1;
-            }
-        };
-        push(hdr.as_ptr(), hdr.len());
-        push(frame.header.as_ptr(), frame.header.len());
-        for r in frame.payload {
-            let Some(b) = mem.get(r) else {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "payload reference outside its region",
-                ));
-            };
-            push(b.as_ptr(), b.len());
-        }
-        // SAFETY: `msghdr` is plain old data; all zeroes (no name, no
-        // control) is a valid value.
-        let mut msg: libc::msghdr = unsafe { MaybeUninit::zeroed().assume_init() };
-        msg.msg_iov = iov.as_mut_ptr();
-        msg.msg_iovlen = n as _;
-        // SAFETY: `msg` names `iov[..n]`, which describe `n` live spans (the
-        // vnet header on this stack frame, the frame header borrowed for the
-        // call, and payload `Bytes` bounds-checked by `Memory::get` and valid
-        // while `mem` is borrowed); sendmsg only reads through them, and a
-        // program writing its shared payload meanwhile changes only what is
-        // sent. The socket is bound, so no destination address is needed.
-        let rc = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
+        // which only the kernel reads (see `memory`). The socket is bound,
+        // so no destination address is needed.
+        let sent = mem.write_gathered(
+            self.fd.as_fd(),
+            &[hdr, frame.header],
+            frame.payload,
+            Gather::SendDontWait,
+        );
+        if let Err(e) = sent {
             // EAGAIN: the socket's send buffer is full; ENOBUFS: the device
             // queue dropped the frame. Either way, nothing went out.
             if e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS) {
@@ -524,43 +425,21 @@ impl Port for AfPacketPort {
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<RxFrame>> {
         for _ in 0..MAX_SKIPS {
-            // SAFETY: `sockaddr_ll` is plain old data; all zeroes is valid.
-            let mut sll: libc::sockaddr_ll = unsafe { MaybeUninit::zeroed().assume_init() };
-            // u64s: aligned for `cmsghdr`.
-            let mut control = [0u64; 8];
-            let mut iov = libc::iovec {
-                iov_base: buf.as_mut_ptr().cast(),
-                iov_len: buf.len(),
+            let got = match packet::recv(&self.fd, buf, true) {
+                Ok(got) => got,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) => return Err(e),
             };
-            // SAFETY: as above for `msghdr`.
-            let mut msg: libc::msghdr = unsafe { MaybeUninit::zeroed().assume_init() };
-            msg.msg_name = (&mut sll as *mut libc::sockaddr_ll).cast();
-            msg.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            msg.msg_iov = &mut iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = size_of::<[u64; 8]>() as _;
-            // SAFETY: every pointer in `msg` names memory live and writable
-            // for the call with the length given beside it: `sll`, `buf`
-            // (through `iov`) and `control`.
-            let rc = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::WouldBlock {
-                    return Ok(None);
-                }
-                return Err(e);
-            }
-            let n = (rc as usize).min(buf.len());
-            if sll.sll_pkttype == PACKET_OUTGOING {
+            let n = got.len;
+            if got.pkttype == PACKET_OUTGOING {
                 self.stats.outgoing_skipped += 1;
                 continue;
             }
-            if msg.msg_flags & libc::MSG_TRUNC != 0 {
+            if got.truncated {
                 self.stats.truncated += 1;
                 continue;
             }
-            let aux = auxdata(&msg);
+            let aux = got.aux;
             if aux.tp_status & TP_STATUS_VLAN_VALID != 0 {
                 self.stats.vlan_dropped += 1;
                 continue;
@@ -611,32 +490,4 @@ impl Port for AfPacketPort {
             }
         )
     }
-}
-
-/// The `PACKET_AUXDATA` control message of a received frame, or zeroes.
-fn auxdata(msg: &libc::msghdr) -> TpacketAuxdata {
-    // SAFETY: `msg` was filled by recvmsg, so its control pointer and length
-    // describe the control buffer the kernel wrote (or a length of zero).
-    let mut c = unsafe { libc::CMSG_FIRSTHDR(msg) };
-    while !c.is_null() {
-        // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR return either null or a pointer
-        // to a whole, aligned `cmsghdr` inside the control buffer.
-        let h = unsafe { &*c };
-        let want = size_of::<TpacketAuxdata>();
-        if h.cmsg_level == libc::SOL_PACKET
-            && h.cmsg_type == PACKET_AUXDATA
-            // SAFETY: CMSG_LEN only computes a length.
-            && h.cmsg_len as usize >= unsafe { libc::CMSG_LEN(want as u32) } as usize
-        {
-            // SAFETY: the message's length covers a whole `tpacket_auxdata`
-            // after the header (checked just above), inside the buffer the
-            // kernel wrote; it may be unaligned for u32, so read unaligned.
-            return unsafe {
-                std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<TpacketAuxdata>())
-            };
-        }
-        // SAFETY: `c` is a header inside `msg`'s control buffer.
-        c = unsafe { libc::CMSG_NXTHDR(msg, c) };
-    }
-    TpacketAuxdata::default()
 }

@@ -34,10 +34,8 @@
 //!   two segments, as at 100 Mbit/s); with a rate unknown, the members'
 //!   divided by their number (at least 16 KiB). One member keeps its own.
 
-#![allow(unsafe_code)]
-
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant as StdInstant};
 
 use softoe_bond::{Bond, BondConfig, MemberState, Rx};
@@ -103,22 +101,6 @@ impl std::fmt::Debug for BondPort {
     }
 }
 
-fn epoll_add(epoll: &OwnedFd, fd: RawFd, token: u64) -> io::Result<()> {
-    let mut ev = libc::epoll_event {
-        events: libc::EPOLLIN as u32,
-        u64: token,
-    };
-    // SAFETY: `epoll` is an epoll descriptor we own, `fd` a descriptor the
-    // member port owns for as long as the bond (which owns both) lives;
-    // `ev` is a valid event for the call.
-    let rc = unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &raw mut ev) };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
 impl BondPort {
     /// A bond of `members` (in the order of `cfg.members`: member `i` of
     /// the configuration is `members[i]`).
@@ -138,16 +120,11 @@ impl BondPort {
         let epoch = StdInstant::now();
         let bond = Bond::new(cfg, softoe_bond::Instant::ZERO)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        // SAFETY: epoll_create1 takes no pointers; a negative result is an
-        // error, anything else a fresh descriptor we own from here on.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is the fresh descriptor above, owned by nobody else.
-        let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+        let epoll = rustix::event::epoll::create(rustix::event::epoll::CreateFlags::CLOEXEC)?;
+        // Each member's port owns its descriptor for as long as the bond
+        // (which owns both) lives.
         for (i, m) in members.iter().enumerate() {
-            epoll_add(&epoll, m.port.raw_fd(), i as u64)?;
+            softoe_sys::event::epoll_add_readable(&epoll, m.port.raw_fd(), i as u64)?;
         }
         let member_caps: Vec<DeviceCaps> = members.iter().map(|m| m.port.caps()).collect();
         let caps = bond_caps(&member_caps, &rates);

@@ -8,8 +8,6 @@
 //! arrives or the stack's next deadline. On two cores a spinning engine would
 //! starve the applications and the peer, so the spin is short and tunable.
 
-#![allow(unsafe_code)]
-
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -269,19 +267,10 @@ impl<P: Port> PortDev<'_, P> {
 /// start of a program, the process's allowed set (taskset, a cgroup's
 /// cpuset).
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
-    // SAFETY: `set` is a plain bit set on our stack (all zeroes is valid);
-    // the call writes at most `size_of::<cpu_set_t>()` bytes into it, and
-    // pid 0 names the calling thread. CPU_ISSET reads inside it for
-    // indices below CPU_SETSIZE.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &raw mut set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok((0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect())
-    }
+    let set = rustix::thread::sched_getaffinity(None)?;
+    Ok((0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&c| set.is_set(c))
+        .collect())
 }
 
 /// CPUs as the kernel lists them: `0-3,6`.
@@ -354,17 +343,12 @@ pub fn set_nice(nice: i32) -> io::Result<()> {
             format!("nice {nice} is not in -20..=19"),
         ));
     }
-    // SAFETY: gettid takes no argument and cannot fail; setpriority reads
-    // its three integers only. On Linux PRIO_PROCESS with a thread id sets
-    // that thread's nice value alone, not its process's.
-    let r = unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice)
-    };
-    if r == 0 {
+    // On Linux PRIO_PROCESS with a thread id sets that thread's nice value
+    // alone, not its process's.
+    let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice) else {
         return Ok(());
-    }
-    let e = io::Error::last_os_error();
+    };
+    let e = io::Error::from(e);
     if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EPERM) {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -391,22 +375,15 @@ pub fn check_nice(nice: i32) -> io::Result<()> {
 /// Pins the calling thread to core `cpu` (after [`check_cpu`]).
 fn pin_to(cpu: usize) -> io::Result<()> {
     check_cpu(cpu)?;
-    // SAFETY: `set` is a plain bit set on our stack (all zeroes is valid);
-    // CPU_ZERO and CPU_SET write inside it (`cpu` is below CPU_SETSIZE:
-    // `check_cpu` found it in a set of that size); the call reads
-    // `size_of::<cpu_set_t>()` bytes of it, and pid 0 names the calling
-    // thread.
-    let r = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set)
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("no CPU {cpu}"),
+        ));
     }
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    Ok(rustix::thread::sched_setaffinity(None, &set)?)
 }
 
 fn wall_ts() -> Duration {
@@ -496,7 +473,7 @@ pub struct Engine<P: Port> {
     inbox: mpsc::Receiver<Box<dyn Service>>,
     /// The descriptors a sleep waits on, rebuilt in place before each
     /// sleep (no allocation per sleep).
-    pollfds: Vec<libc::pollfd>,
+    pollfds: softoe_sys::event::PollSet,
     /// `port.describe()`, made once: the control socket is served every
     /// millisecond, and formatting it each time allocated.
     port_desc: String,
@@ -567,7 +544,7 @@ impl<P: Port> Engine<P> {
                 services: tx,
             },
             inbox,
-            pollfds: Vec::new(),
+            pollfds: softoe_sys::event::PollSet::new(),
             port_desc,
             inst,
             steering: None,
@@ -624,9 +601,7 @@ impl<P: Port> Engine<P> {
         // late (timer slack), which is more than a probe timeout on a
         // microsecond path. The engine's sleeps are deadlines: take them
         // to the microsecond. Failure only costs precision.
-        // SAFETY: PR_SET_TIMERSLACK takes one integer argument and touches
-        // only the calling thread's timer slack.
-        let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
         let now = self.now();
         while let Ok(s) = self.inbox.try_recv() {
             self.add_service(s);
@@ -1020,45 +995,27 @@ impl<P: Port> Engine<P> {
     fn sleep_for(&mut self, timeout: Duration) -> Option<std::time::Instant> {
         let fds = &mut self.pollfds;
         fds.clear();
-        fds.extend(
-            std::iter::once(self.port.raw_fd())
-                .chain(self.services.iter().filter_map(|s| s.wake_fd()))
-                .chain(self.control.as_ref().map(Control::raw_fd))
-                .map(|fd| libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                }),
-        );
+        for fd in std::iter::once(self.port.raw_fd())
+            .chain(self.services.iter().filter_map(|s| s.wake_fd()))
+            .chain(self.control.as_ref().map(Control::raw_fd))
+        {
+            fds.push(fd);
+        }
         // ppoll, not poll: timers and held frames are due to the
         // microsecond, and poll(2) would round every sleep up to a
         // millisecond.
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
-            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
-        };
         let t0 = std::time::Instant::now();
-        // SAFETY: `fds` is a valid array of `fds.len()` pollfds and `ts` a
-        // valid timespec, both live for the call; a null signal mask leaves
-        // the thread's mask as it is.
-        let r = unsafe {
-            libc::ppoll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                &raw const ts,
-                std::ptr::null(),
-            )
-        };
+        let r = fds.wait(timeout);
         self.counters.sleeps += 1;
         self.counters.idle_nanos += t0.elapsed().as_nanos() as u64;
         if !self.cfg.profile_stages {
             return None;
         }
-        // Above zero: descriptors ready; zero: the timeout; below: a
+        // Above zero: descriptors ready; zero: the timeout; an error: a
         // signal, neither.
         match r {
-            1.. => self.counters.stages.wake.by_fd += 1,
-            0 => {
+            Ok(1..) => self.counters.stages.wake.by_fd += 1,
+            Ok(0) => {
                 self.counters.stages.wake.by_timeout += 1;
                 return t0.checked_add(timeout);
             }
@@ -1109,12 +1066,7 @@ mod tests {
     /// CAP_SYS_NICE, the error says what it needs.
     #[test]
     fn nice_is_checked_without_touching_the_caller() {
-        // SAFETY: getpriority reads two integers; -1 is a valid answer, so
-        // errno is cleared first and read after.
-        let mine = || unsafe {
-            *libc::__errno_location() = 0;
-            libc::getpriority(libc::PRIO_PROCESS, 0)
-        };
+        let mine = || rustix::process::getpriority_process(None).unwrap();
         let before = mine();
         let e = check_nice(20).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
@@ -1125,10 +1077,8 @@ mod tests {
             // This thread alone becomes `nobody` (the raw system call
             // changes only the calling thread's credentials, not the
             // process's as glibc's wrapper would), losing CAP_SYS_NICE.
-            // SAFETY: setresuid takes three integers; the thread ends
-            // right after and no other thread's credentials change.
-            let r = unsafe { libc::syscall(libc::SYS_setresuid, 65534, 65534, 65534) };
-            assert_eq!(r, 0, "{}", io::Error::last_os_error());
+            let nobody = rustix::process::Uid::from_raw(65534);
+            rustix::thread::set_thread_res_uid(nobody, nobody, nobody).unwrap();
             set_nice(19).unwrap();
             // Back down from 19 needs CAP_SYS_NICE (or RLIMIT_NICE).
             set_nice(0)

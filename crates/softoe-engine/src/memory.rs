@@ -68,7 +68,9 @@
 
 #![allow(unsafe_code)]
 
+use std::io;
 use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 use softoe_stack::{PayloadRef, RxRing};
 
@@ -398,11 +400,91 @@ impl Memory {
         true
     }
 
+    /// Writes `heads` (the engine's own bytes) and then the bytes of the
+    /// payload references `refs`, in that order, to `fd` in one system
+    /// call, `how` says which; the kernel copies them, so a shared region
+    /// goes by address and length, never as a slice (module docs). Empty
+    /// spans are left out. `InvalidData` if a reference lies outside its
+    /// region or there are more than [`MAX_SPANS`] spans; the call's own
+    /// error otherwise (`WouldBlock` when the device or socket is full).
+    pub(crate) fn write_gathered(
+        &self,
+        fd: BorrowedFd<'_>,
+        heads: &[&[u8]],
+        refs: &[PayloadRef],
+        how: Gather,
+    ) -> io::Result<usize> {
+        let invalid = |m: &str| io::Error::new(io::ErrorKind::InvalidData, m.to_string());
+        let empty = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        let mut iov = [empty; MAX_SPANS];
+        let mut n = 0;
+        let mut push = |ptr: *const u8, len: usize| -> io::Result<()> {
+            if len == 0 {
+                return Ok(());
+            }
+            let v = iov
+                .get_mut(n)
+                .ok_or_else(|| invalid("too many payload references"))?;
+            *v = libc::iovec {
+                iov_base: ptr.cast_mut().cast(),
+                iov_len: len,
+            };
+            n += 1;
+            Ok(())
+        };
+        for h in heads {
+            push(h.as_ptr(), h.len())?;
+        }
+        for r in refs {
+            let b = self
+                .get(r)
+                .ok_or_else(|| invalid("payload reference outside its region"))?;
+            push(b.as_ptr(), b.len())?;
+        }
+        let iov = iov.get(..n).unwrap_or_default();
+        let rc = match how {
+            // SAFETY: `iov` describes `n` live spans: `heads`, borrowed for
+            // the call, and payload `Bytes` bounds-checked by `get` and
+            // readable while `self` is borrowed (`add_shared`'s contract);
+            // writev only reads through them, and a program writing its
+            // shared payload meanwhile changes only what is sent.
+            Gather::Write => unsafe {
+                libc::writev(fd.as_raw_fd(), iov.as_ptr(), n as libc::c_int)
+            },
+            Gather::SendDontWait => {
+                // SAFETY: `msghdr` is plain old data; all zeroes (no name,
+                // no control) is a valid value.
+                let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+                msg.msg_iov = iov.as_ptr().cast_mut();
+                msg.msg_iovlen = n as _;
+                // SAFETY: `msg` names `iov`, the spans described above,
+                // which sendmsg only reads; no name and no control.
+                unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) }
+            }
+        };
+        usize::try_from(rc).map_err(|_| io::Error::last_os_error())
+    }
+
     /// Whether `r` lies inside its region (checked before the stack takes it).
     pub fn contains(&self, r: &PayloadRef) -> bool {
         self.get(r).is_some()
     }
 }
+
+/// How [`Memory::write_gathered`] hands its spans to the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Gather {
+    /// `writev` (a TAP device, opened non-blocking).
+    Write,
+    /// `sendmsg` with `MSG_DONTWAIT` and no address (a bound socket).
+    SendDontWait,
+}
+
+/// Most spans one [`Memory::write_gathered`] takes.
+pub(crate) const MAX_SPANS: usize = 80;
 
 /// A deterministic pseudo-random pattern for built-in services: any
 /// misplaced byte shows.
@@ -749,5 +831,61 @@ mod tests {
         assert!(frames > 100 && received > 0, "{frames} {received}");
         drop(a);
         m.remove(r);
+    }
+
+    /// A gathered write sends the heads, then each reference's bytes (a
+    /// shared region's by address), in order, leaving out empty spans; a
+    /// reference outside its region or too many spans send nothing.
+    #[test]
+    fn a_gathered_write_sends_heads_then_payload_in_order() {
+        use std::io::Read;
+        use std::os::fd::AsFd;
+        let mut m = Memory::new();
+        let owned = m.add(b"0123456789".to_vec().into_boxed_slice());
+        let s = Scribbled::new(b"abcdef".to_vec());
+        // SAFETY: `s` lives until after `remove` below, touched meanwhile
+        // only through this memory.
+        let shared = unsafe { m.add_shared(s.ptr, s.len) };
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let refs = [
+            PayloadRef::new(owned, 2, 3),
+            PayloadRef::new(shared, 1, 0),
+            PayloadRef::new(shared, 4, 2),
+        ];
+        let n = m
+            .write_gathered(w.as_fd(), &[b"H", b"", b"dr"], &refs, Gather::Write)
+            .unwrap();
+        assert_eq!(n, 8);
+        let mut got = [0u8; 8];
+        std::fs::File::from(r.try_clone().unwrap())
+            .read_exact(&mut got)
+            .unwrap();
+        assert_eq!(&got, b"Hdr234ef");
+
+        let outside = [PayloadRef::new(shared, 5, 2)];
+        let e = m
+            .write_gathered(w.as_fd(), &[b"x"], &outside, Gather::Write)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        let many = vec![PayloadRef::new(owned, 0, 1); MAX_SPANS];
+        let e = m
+            .write_gathered(w.as_fd(), &[b"x"], &many, Gather::Write)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        let e = m
+            .write_gathered(w.as_fd(), &[b"x"], &[], Gather::SendDontWait)
+            .unwrap_err();
+        assert_eq!(
+            e.raw_os_error(),
+            Some(libc::ENOTSOCK),
+            "a pipe is no socket"
+        );
+        rustix::fs::fcntl_setfl(&r, rustix::fs::OFlags::NONBLOCK).unwrap();
+        let mut rest = [0u8; 4];
+        assert!(
+            std::fs::File::from(r).read(&mut rest).is_err(),
+            "nothing else was sent"
+        );
+        m.remove(shared);
     }
 }

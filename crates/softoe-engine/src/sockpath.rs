@@ -6,8 +6,6 @@
 //! control socket at start and again at exit: `softoe stat` then said no
 //! engine ran while one did.
 
-#![allow(unsafe_code)]
-
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
@@ -19,32 +17,29 @@ pub fn alive(path: &Path) -> bool {
     if UnixStream::connect(path).is_ok() {
         return true;
     }
-    // SAFETY: a plain socket; closed by the OwnedFd.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return false;
-    }
-    // SAFETY: `fd` is a new descriptor this function owns.
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let Some(addr) = sockaddr(path) else {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let Ok(fd) = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    ) else {
         return false;
     };
-    // SAFETY: `addr` is a valid sockaddr_un for the call.
-    unsafe {
-        libc::connect(
-            std::os::fd::AsRawFd::as_raw_fd(&fd),
-            (&raw const addr).cast(),
-            size_of::<libc::sockaddr_un>() as libc::socklen_t,
-        ) == 0
-    }
+    let Ok(addr) = SocketAddrUnix::new(path) else {
+        return false;
+    };
+    rustix::net::connect(&fd, &addr).is_ok()
 }
 
 /// `path` as a Unix socket address, if it fits.
 pub(crate) fn sockaddr(path: &Path) -> Option<libc::sockaddr_un> {
     use std::os::unix::ffi::OsStrExt;
     let bytes = path.as_os_str().as_bytes();
-    // SAFETY: sockaddr_un is plain data; zeroed is a valid value.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut addr = libc::sockaddr_un {
+        sun_family: 0,
+        sun_path: [0; 108],
+    };
     if bytes.len() >= addr.sun_path.len() {
         return None;
     }

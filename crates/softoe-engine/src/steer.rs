@@ -36,9 +36,6 @@
 //! last look, and follows the engine if the scheduler moves it. The TAP's
 //! own mask is put back when the engine stops.
 
-#![allow(unsafe_code)]
-
-use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -235,44 +232,30 @@ fn open_rps(dev: &str) -> io::Result<File> {
             .open(sys.join(rel));
     }
     let dir = TempDir::new()?;
-    let src = CString::new("sysfs")?;
-    let target = CString::new(dir.0.as_os_str().as_encoded_bytes())?;
-    // SAFETY: every pointer is a NUL-terminated string alive for the call
-    // (`src` twice, as source and type; `target`), the data argument is
-    // null (sysfs takes none). The mount is this namespace's sysfs on our
-    // own empty directory; it is detached below before anyone else uses it.
-    let rc = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            target.as_ptr(),
-            src.as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    // This namespace's sysfs on our own empty directory; it is detached
+    // below before anyone else uses it.
+    rustix::mount::mount(
+        "sysfs",
+        &dir.0,
+        "sysfs",
+        rustix::mount::MountFlags::NOSUID
+            | rustix::mount::MountFlags::NODEV
+            | rustix::mount::MountFlags::NOEXEC,
+        None,
+    )?;
     let opened = OpenOptions::new()
         .read(true)
         .write(true)
         .open(dir.0.join(&rel));
-    // SAFETY: `target` is a NUL-terminated path alive for the call;
     // MNT_DETACH only unhooks the mount we made (the file stays usable).
-    unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    let _ = rustix::mount::unmount(&dir.0, rustix::mount::UnmountFlags::DETACH);
     opened
 }
 
 /// The interface index of `dev` in this thread's network namespace.
 fn if_index(dev: &str) -> io::Result<u32> {
-    let name = CString::new(dev)?;
-    // SAFETY: `name` is a NUL-terminated string alive for the call.
-    let i = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if i == 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(i)
-    }
+    let sock = softoe_sys::ifreq::socket()?;
+    Ok(rustix::net::netdevice::name_to_index(&sock, dev)?)
 }
 
 /// An empty directory of ours under the temporary directory, removed when
@@ -430,9 +413,7 @@ impl Steering {
         if self.steering {
             self.steered_nanos += wall as u64;
         }
-        // SAFETY: sched_getcpu takes no arguments and only reads the
-        // calling thread's CPU.
-        let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).ok();
+        let cpu = Some(rustix::thread::sched_getcpu());
         let others = self.sample_others(cpu);
         let want = match self.mode {
             Steer::Off => false,

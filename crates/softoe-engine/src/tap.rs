@@ -7,24 +7,20 @@
 //! finish our checksums (checksum offload). Each of the three can be turned
 //! off, so their worth can be measured.
 
-#![allow(unsafe_code)]
-
-use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 
 use softoe_stack::{DeviceCaps, TxFrame};
+use softoe_sys::ifreq::{self, IfName, IntRequest};
+use softoe_sys::tun::{IFF_NO_PI, IFF_TAP, IFF_VNET_HDR, TUN_F_CSUM, TUN_F_TSO4};
 
-use crate::memory::Memory;
+use crate::memory::{Gather, Memory};
 use crate::netdev;
 use crate::port::{Port, RxFrame};
 use crate::vnet::{self, VnetHdr};
 
-const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
-const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
 /// Frames the kernel may hold for the engine to read (the TAP's transmit
 /// queue — the engine's receive ring), unless [`TapPort::set_queue_len`]
 /// says otherwise. When the engine is the bottleneck, the frames in flight
@@ -36,30 +32,9 @@ const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
 /// index costs memory up front (8 bytes a frame); the frames it holds are
 /// bounded by the connections' windows, as a socket's buffers are.
 pub const DEFAULT_QUEUE_LEN: u32 = 65_536;
-const IFF_TAP: libc::c_short = 0x0002;
-const IFF_NO_PI: libc::c_short = 0x1000;
-const IFF_VNET_HDR: libc::c_short = 0x4000;
-const TUN_F_CSUM: libc::c_uint = 0x01;
-const TUN_F_TSO4: libc::c_uint = 0x02;
 
 /// Most payload references in one frame (the stack never uses more).
 const MAX_IOV: usize = 72;
-
-/// `struct ifreq` with the flags member of its union.
-#[repr(C)]
-struct IfReq {
-    name: [libc::c_char; libc::IFNAMSIZ],
-    flags: libc::c_short,
-    _pad: [u8; 22],
-}
-
-/// `struct ifreq` with the int member of its union (`ifr_mtu`).
-#[repr(C)]
-struct IfReqInt {
-    name: [libc::c_char; libc::IFNAMSIZ],
-    value: libc::c_int,
-    _pad: [u8; 20],
-}
 
 /// Which offloads a TAP port uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -95,52 +70,23 @@ impl TapPort {
     /// Creates (or attaches to) TAP device `name` in the calling thread's
     /// network namespace. The device goes away when the port is dropped.
     pub fn open(name: &str, offloads: TapOffloads, mtu: usize) -> io::Result<TapPort> {
-        let cname = CString::new(name)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
-        let bytes = cname.as_bytes_with_nul();
-        if bytes.len() > libc::IFNAMSIZ {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "TAP name longer than 15 bytes",
-            ));
+        if name.as_bytes().contains(&0) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"));
         }
+        let ifname = IfName::new(name).map_err(|_| {
+            io::Error::new(io::ErrorKind::InvalidInput, "TAP name longer than 15 bytes")
+        })?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open("/dev/net/tun")?;
-        let mut req = IfReq {
-            name: [0; libc::IFNAMSIZ],
-            flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR,
-            _pad: [0; 22],
-        };
-        for (d, s) in req.name.iter_mut().zip(bytes) {
-            *d = *s as libc::c_char;
-        }
-        // SAFETY: TUNSETIFF reads and writes a `struct ifreq`, which `req`
-        // is laid out as (16-byte name, then the flags member of the union,
-        // padded to the union's 24 bytes); `req` lives for the call.
-        let rc = unsafe { libc::ioctl(file.as_raw_fd(), TUNSETIFF, &mut req as *mut IfReq) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            return Err(match refusal(name, &e) {
+        let got = softoe_sys::tun::set_iff(&file, &ifname, IFF_TAP | IFF_NO_PI | IFF_VNET_HDR)
+            .map_err(|e| match refusal(name, &e) {
                 Some(r) => io::Error::new(r.kind(), r),
                 None => e,
-            });
-        }
-        let hdr = vnet::LEN as libc::c_int;
-        // SAFETY: TUNSETVNETHDRSZ reads an int through the pointer, which
-        // points at `hdr` for the call.
-        let rc = unsafe {
-            libc::ioctl(
-                file.as_raw_fd(),
-                TUNSETVNETHDRSZ,
-                &hdr as *const libc::c_int,
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
+            })?;
+        softoe_sys::tun::set_vnet_hdr_size(&file, vnet::LEN as libc::c_int)?;
         let offloads = TapOffloads {
             tso: offloads.tso && offloads.csum,
             gro: offloads.gro && offloads.csum,
@@ -153,18 +99,8 @@ impl TapPort {
         if offloads.gro {
             flags |= TUN_F_TSO4;
         }
-        // SAFETY: TUNSETOFFLOAD takes its argument by value; the fd is open.
-        let rc =
-            unsafe { libc::ioctl(file.as_raw_fd(), TUNSETOFFLOAD, libc::c_ulong::from(flags)) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let name = req
-            .name
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8 as char)
-            .collect();
+        softoe_sys::tun::set_offload(&file, flags)?;
+        let name = got.to_string_lossy();
         let port = TapPort {
             file,
             name,
@@ -177,41 +113,17 @@ impl TapPort {
 
     /// A socket to ask the kernel about interfaces with, and the device's
     /// name as `ifr_name`.
-    fn ifreq_target(&self) -> io::Result<(std::os::fd::OwnedFd, [libc::c_char; libc::IFNAMSIZ])> {
-        // SAFETY: socket takes no pointers; a negative result is an error.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor we own and close by dropping.
-        let sock = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        let mut name = [0 as libc::c_char; libc::IFNAMSIZ];
-        for (d, s) in name
-            .iter_mut()
-            .zip(self.name.bytes().take(libc::IFNAMSIZ - 1))
-        {
-            *d = s as libc::c_char;
-        }
-        Ok((sock, name))
+    fn ifreq_target(&self) -> io::Result<(std::os::fd::OwnedFd, IfName)> {
+        Ok((ifreq::socket()?, IfName::new(&self.name)?))
     }
 
-    /// Sets one of the device's int-valued settings (`SIOCSIFMTU`,
-    /// `SIOCSIFTXQLEN`).
-    fn set_int(&self, request: libc::c_ulong, value: usize) -> io::Result<()> {
+    /// Sets one of the device's int-valued settings (MTU, transmit queue
+    /// length).
+    fn set_int(&self, request: IntRequest, value: usize) -> io::Result<()> {
         let (sock, name) = self.ifreq_target()?;
-        let mut r = IfReqInt {
-            name,
-            value: libc::c_int::try_from(value)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "value too large"))?,
-            _pad: [0; 20],
-        };
-        // SAFETY: the setting requests read a `struct ifreq` whose union
-        // holds an int, as `IfReqInt` is laid out; `r` lives for the call.
-        let rc = unsafe { libc::ioctl(sock.as_raw_fd(), request, &mut r as *mut IfReqInt) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        let value = libc::c_int::try_from(value)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "value too large"))?;
+        ifreq::int(&sock, &name, request, value).map(drop)
     }
 
     /// Sets how many frames the kernel may hold for the engine to read:
@@ -219,49 +131,25 @@ impl TapPort {
     /// receive ring ([`DEFAULT_QUEUE_LEN`] from [`TapPort::open`]). A burst
     /// beyond it is dropped before the engine sees it.
     pub fn set_queue_len(&self, frames: u32) -> io::Result<()> {
-        self.set_int(libc::SIOCSIFTXQLEN, frames as usize)
-    }
-
-    /// The device's flags (`SIOCGIFFLAGS`), with the socket and request
-    /// that read them.
-    fn flags(&self) -> io::Result<(std::os::fd::OwnedFd, IfReq)> {
-        let (sock, name) = self.ifreq_target()?;
-        let mut req = IfReq {
-            name,
-            flags: 0,
-            _pad: [0; 22],
-        };
-        // SAFETY: SIOCGIFFLAGS fills the flags member of the `struct ifreq`
-        // that `req` is laid out as; `req` lives for the call.
-        let rc =
-            unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req as *mut IfReq) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok((sock, req))
+        self.set_int(IntRequest::SetTxQueueLen, frames as usize)
     }
 
     /// Whether the device is up with carrier (`IFF_UP` and `IFF_RUNNING`):
     /// `ip link set NAME down` on the kernel side takes it out.
     pub fn link_up(&self) -> io::Result<bool> {
-        let (_, req) = self.flags()?;
+        let (sock, name) = self.ifreq_target()?;
+        let flags = ifreq::flags(&sock, &name)?;
         let want = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        Ok(req.flags & want == want)
+        Ok(flags & want == want)
     }
 
     /// Sets the device's MTU to the port's and brings it up (what `ip link
     /// set NAME mtu M up` does), so the kernel side passes frames.
     pub fn bring_up(&self) -> io::Result<()> {
-        self.set_int(libc::SIOCSIFMTU, self.mtu)?;
-        let (sock, mut req) = self.flags()?;
-        req.flags |= libc::IFF_UP as libc::c_short;
-        // SAFETY: as above; SIOCSIFFLAGS reads the same layout.
-        let rc =
-            unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &mut req as *mut IfReq) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        self.set_int(IntRequest::SetMtu, self.mtu)?;
+        let (sock, name) = self.ifreq_target()?;
+        let flags = ifreq::flags(&sock, &name)?;
+        ifreq::set_flags(&sock, &name, flags | libc::IFF_UP as libc::c_short)
     }
 
     /// The device's name.
@@ -543,66 +431,26 @@ impl Port for TapPort {
             ));
         }
         let hdr = VnetHdr::for_tx(&frame.offload, frame.header.len()).to_bytes();
-        let empty = libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        };
-        let mut iov = [empty; MAX_IOV + 2];
-        let slices = std::iter::once(&hdr[..]).chain(std::iter::once(frame.header));
-        let mut n = 0;
-        for b in slices {
-            if let Some(v) = iov.get_mut(n) {
-                *v = libc::iovec {
-                    iov_base: b.as_ptr() as *mut libc::c_void,
-                    iov_len: b.len(),
-                };
-                n += 1;
-            }
-        }
         // Payload by address and length: it may be a program's shared
         // memory, which only the kernel reads (see `memory`).
-        for r in frame.payload {
-            let Some(b) = mem.get(r) else {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "payload reference outside its region",
-                ));
-            };
-            if let Some(v) = iov.get_mut(n) {
-                *v = libc::iovec {
-                    iov_base: b.as_ptr() as *mut libc::c_void,
-                    iov_len: b.len(),
-                };
-                n += 1;
-            }
+        match mem.write_gathered(
+            self.file.as_fd(),
+            &[&hdr[..], frame.header],
+            frame.payload,
+            Gather::Write,
+        ) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
         }
-        // SAFETY: `iov[..n]` describes `n` live spans (the vnet header on
-        // this stack frame, the frame header borrowed for the call, and
-        // payload `Bytes` bounds-checked by `Memory::get` and valid while
-        // `mem` is borrowed); writev only reads through them, and a program
-        // writing its shared payload meanwhile changes only what is sent.
-        let rc = unsafe { libc::writev(self.file.as_raw_fd(), iov.as_ptr(), n as libc::c_int) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::WouldBlock {
-                return Ok(false);
-            }
-            return Err(e);
-        }
-        Ok(true)
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<RxFrame>> {
-        // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the call.
-        let rc = unsafe { libc::read(self.file.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::WouldBlock {
-                return Ok(None);
-            }
-            return Err(e);
-        }
-        let n = rc as usize;
+        let n = match io::Read::read(&mut &self.file, buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+            Err(e) => return Err(e),
+        };
         let meta = buf
             .get(..n)
             .and_then(VnetHdr::parse)

@@ -1,26 +1,37 @@
 //! softoe's system-call layer.
 //!
-//! Every crate of softoe that talks to the kernel is to do so through
+//! Every crate of softoe that talks to the kernel does so through
 //! [`rustix`] where rustix covers the call safely (owned descriptors,
-//! epoll, eventfd, memfd, poll, affinity, namespaces, rlimits, clocks,
-//! socket options), and through this crate where it does not: shared
-//! mappings whose lifetime a type must own, and (still to move here) the
-//! `bpf(2)` commands, the interface ioctls (`ifreq`, TUN/TAP, ethtool),
-//! AF_PACKET's ancillary data and the host interface's descriptor
-//! passing. Each such call is wrapped once, behind a safe function whose
-//! `SAFETY:` comment proves the call sound, so that the engine, the host
-//! library and the testbed can deny `unsafe` everywhere except the code
-//! that reads and writes shared memory and the AF_XDP rings.
+//! epoll, eventfd, memfd, poll, affinity, priorities, namespaces, mounts,
+//! rlimits, clocks, AF_XDP's socket options), and through this crate where
+//! it does not. Each such call is wrapped once, behind a safe function
+//! whose `SAFETY:` comment proves the call sound, so that the engine, the
+//! host library and the testbed can deny `unsafe` everywhere except the
+//! code that reads and writes shared memory and the AF_XDP rings.
 //!
-//! Today it holds [`mem`] (sealed memfds and an owning shared mapping)
-//! and [`event`] (eventfd doorbells). The migration of the consumers is
-//! under way (issue 36, item 2): the same wrappers are still written
-//! twice in places (`bpf(2)` in the engine's XDP port and the testbed's
-//! drop filter; `SCM_RIGHTS`, eventfd and memfd in the engine's host
-//! interface and the host library; epoll in the bond and the host
-//! interface; `ifreq` in the TAP port and the device probe).
+//! It holds:
+//!
+//! - [`mem`]: sealed memfds and an owning shared mapping;
+//! - [`event`]: eventfd doorbells, and epoll and `ppoll` over descriptors
+//!   known only by number (a port's `RawFd`);
+//! - [`bpf`]: the `bpf(2)` commands (maps, program load with the
+//!   verifier's log, BPF links) the XDP port and the testbed's drop filter
+//!   use;
+//! - [`ifreq`]: the `struct ifreq` interface ioctls (index, MTU, address,
+//!   flags, queue length) and the `SIOCETHTOOL` queries and offload
+//!   switches;
+//! - [`tun`]: the TUN/TAP ioctls;
+//! - [`packet`]: AF_PACKET binding, membership, statistics, the classic
+//!   BPF socket filter, and receiving with `PACKET_AUXDATA` and kernel
+//!   timestamps;
+//! - [`sockopt`]: int-valued socket options rustix has no function for.
 #![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod bpf;
 pub mod event;
+pub mod ifreq;
 pub mod mem;
+pub mod packet;
+pub mod sockopt;
+pub mod tun;

@@ -18,21 +18,11 @@
 //! `tc … action drop` is not available anyway). Loading needs `CAP_BPF`
 //! and `CAP_NET_ADMIN`, which a testbed has as root.
 
-#![allow(unsafe_code)]
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use softoe_sys::bpf::{self as sys, Insn, insn};
 
 use crate::{Error, Result};
-
-// bpf(2) commands.
-const BPF_MAP_CREATE: libc::c_int = 0;
-const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
-const BPF_PROG_LOAD: libc::c_int = 5;
-const BPF_LINK_CREATE: libc::c_int = 28;
-const BPF_MAP_TYPE_ARRAY: u32 = 2;
-const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
-const BPF_TCX_INGRESS: u32 = 46;
-const BPF_PSEUDO_MAP_FD: u8 = 1;
 
 // Helpers the program calls.
 const HELPER_MAP_LOOKUP_ELEM: i32 = 1;
@@ -50,26 +40,6 @@ const SKB_PROTOCOL: i16 = 16;
 /// with `skb->data` at the MAC header, ingress and egress alike).
 const IP_PROTOCOL_AT: i32 = 14 + 9;
 const IPPROTO_TCP: i32 = 6;
-
-/// One eBPF instruction (`struct bpf_insn`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Insn {
-    code: u8,
-    /// dst in the low nibble, src in the high one.
-    regs: u8,
-    off: i16,
-    imm: i32,
-}
-
-const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
-    Insn {
-        code,
-        regs: (dst & 0xf) | (src << 4),
-        off,
-        imm,
-    }
-}
 
 // Opcodes used (class | size/op | source/mode).
 const MOV64_X: u8 = 0xbf; // ALU64 | MOV | X
@@ -137,7 +107,7 @@ fn program(ppm: u32, map_fd: i32, which: Frames) -> Result<Vec<Insn>> {
         /* 13 */ insn(MOD64_K, 0, 0, 0, PPM as i32), // r0 %= 1,000,000
         /* 14 */ insn(JGE_K, 0, 0, to(14, PASS_AT), rate), // lucky: pass
         /* 15 */ insn(ST_W, 10, 0, -4, 0), // key 0 at fp - 4
-        /* 16 */ insn(LD_DW_IMM, 1, BPF_PSEUDO_MAP_FD, 0, map_fd), // r1 = map
+        /* 16 */ insn(LD_DW_IMM, 1, sys::PSEUDO_MAP_FD, 0, map_fd), // r1 = map
         /* 17 */ insn(0, 0, 0, 0, 0), // (its upper half)
         /* 18 */ insn(MOV64_X, 2, 10, 0, 0), // r2 = fp
         /* 19 */ insn(ADD64_K, 2, 0, 0, -4), // r2 = &key
@@ -161,86 +131,6 @@ fn program(ppm: u32, map_fd: i32, which: Frames) -> Result<Vec<Insn>> {
     Ok(p)
 }
 
-/// `bpf(cmd, attr, size)`, returning the new descriptor (or 0 for commands
-/// that return none).
-///
-/// # Safety
-/// `attr` must be the `union bpf_attr` layout `cmd` expects, and every
-/// pointer in it valid for what the kernel reads or writes there during
-/// the call.
-unsafe fn bpf<A>(cmd: libc::c_int, attr: &mut A) -> std::io::Result<libc::c_long> {
-    let size = size_of::<A>() as libc::c_uint;
-    // SAFETY: the caller vouches for `attr`'s layout and pointers; it is
-    // borrowed for the call and `size` is its size.
-    let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut A, size) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(rc)
-}
-
-fn owned(fd: libc::c_long) -> std::io::Result<OwnedFd> {
-    let fd = libc::c_int::try_from(fd).map_err(|_| std::io::Error::other("odd descriptor"))?;
-    // SAFETY: `fd` is a descriptor bpf(2) just returned; nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// `union bpf_attr` for `BPF_MAP_CREATE` (the fields up to `map_name`).
-#[repr(C)]
-#[derive(Default)]
-struct MapCreate {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-    inner_map_fd: u32,
-    numa_node: u32,
-    map_name: [u8; 16],
-    _pad: u32,
-}
-
-/// `union bpf_attr` for `BPF_MAP_*_ELEM`.
-#[repr(C)]
-struct MapElem {
-    map_fd: u32,
-    _pad: u32,
-    key: u64,
-    value: u64,
-    flags: u64,
-}
-
-/// `union bpf_attr` for `BPF_PROG_LOAD` (the fields up to
-/// `expected_attach_type`).
-#[repr(C)]
-struct ProgLoad {
-    prog_type: u32,
-    insn_cnt: u32,
-    insns: u64,
-    license: u64,
-    log_level: u32,
-    log_size: u32,
-    log_buf: u64,
-    kern_version: u32,
-    prog_flags: u32,
-    prog_name: [u8; 16],
-    prog_ifindex: u32,
-    expected_attach_type: u32,
-}
-
-/// `union bpf_attr` for `BPF_LINK_CREATE` with its `tcx` part.
-#[repr(C)]
-#[derive(Default)]
-struct LinkCreate {
-    prog_fd: u32,
-    target_ifindex: u32,
-    attach_type: u32,
-    flags: u32,
-    relative_fd: u32,
-    _pad: u32,
-    expected_revision: u64,
-}
-
 /// A drop program attached to one device's ingress; dropping it detaches
 /// the program.
 #[derive(Debug)]
@@ -250,7 +140,7 @@ pub(crate) struct DropProgram {
     /// Holds the attachment: closing it detaches the program.
     _link: OwnedFd,
     /// The counter: one u64 in slot 0.
-    map: OwnedFd,
+    map: sys::Map,
 }
 
 impl DropProgram {
@@ -262,79 +152,35 @@ impl DropProgram {
             what: format!("{what} for random drops on {dev}"),
             source,
         };
-        let cdev = std::ffi::CString::new(dev)
-            .map_err(|_| fail("the device name", std::io::ErrorKind::InvalidInput.into()))?;
-        // SAFETY: `cdev` is a NUL-terminated string alive for the call.
-        let ifindex = unsafe { libc::if_nametoindex(cdev.as_ptr()) };
-        if ifindex == 0 {
-            return Err(fail(
-                "looking the device up",
-                std::io::Error::last_os_error(),
-            ));
-        }
-
-        let mut name = [0u8; 16];
-        name[..11].copy_from_slice(b"softoe_drop");
-        let mut attr = MapCreate {
-            map_type: BPF_MAP_TYPE_ARRAY,
-            key_size: 4,
-            value_size: 8,
-            max_entries: 1,
-            map_name: name,
-            ..MapCreate::default()
-        };
-        // SAFETY: a BPF_MAP_CREATE attr without pointers.
-        let map = unsafe { bpf(BPF_MAP_CREATE, &mut attr) }
-            .and_then(owned)
+        let ifindex = ifindex(dev).map_err(|e| fail("looking the device up", e))?;
+        let name = "softoe_drop";
+        let map = sys::Map::create(sys::MAP_TYPE_ARRAY, 4, 8, 1, name)
             .map_err(|e| fail("creating the drop counter (bpf map)", e))?;
 
-        let insns = program(ppm, map.as_raw_fd(), which)?;
-        let license = c"MIT OR Apache-2.0";
-        let mut log = vec![0u8; 64 * 1024];
-        let mut attr = ProgLoad {
-            prog_type: BPF_PROG_TYPE_SCHED_CLS,
-            insn_cnt: insns.len() as u32,
-            insns: insns.as_ptr() as u64,
-            license: license.as_ptr() as u64,
-            log_level: 1,
-            log_size: log.len() as u32,
-            log_buf: log.as_mut_ptr() as u64,
-            kern_version: 0,
-            prog_flags: 0,
-            prog_name: name,
-            prog_ifindex: 0,
-            expected_attach_type: BPF_TCX_INGRESS,
-        };
-        // SAFETY: `insns`, `license` and `log` outlive the call; the kernel
-        // reads `insn_cnt` instructions and the NUL-terminated license, and
-        // writes at most `log_size` bytes of log.
-        let prog = match unsafe { bpf(BPF_PROG_LOAD, &mut attr) }.and_then(owned) {
-            Ok(p) => p,
-            Err(e) => {
-                let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
-                let why = String::from_utf8_lossy(&log[..end]).trim().to_string();
-                return Err(fail(
-                    &format!("loading the drop program (verifier: {why})"),
-                    e,
-                ));
-            }
-        };
+        let insns = program(ppm, map.as_fd().as_raw_fd(), which)?;
+        let prog = sys::load(
+            &sys::Program {
+                prog_type: sys::PROG_TYPE_SCHED_CLS,
+                insns: &insns,
+                license: c"MIT OR Apache-2.0",
+                name,
+                attach_type: sys::ATTACH_TCX_INGRESS,
+            },
+            64 * 1024,
+        )
+        .map_err(|e| {
+            fail(
+                &format!("loading the drop program (verifier: {})", e.log),
+                e.error,
+            )
+        })?;
 
-        let mut attr = LinkCreate {
-            prog_fd: prog.as_raw_fd() as u32,
-            target_ifindex: ifindex,
-            attach_type: BPF_TCX_INGRESS,
-            ..LinkCreate::default()
-        };
-        // SAFETY: a BPF_LINK_CREATE attr without pointers.
-        let link = unsafe { bpf(BPF_LINK_CREATE, &mut attr) }
-            .and_then(owned)
-            .map_err(|e| {
-                fail(
-                    "attaching the drop program to tcx ingress (Linux 6.6 or later)",
-                    e,
-                )
-            })?;
+        let link = sys::link(prog.as_fd(), ifindex, sys::ATTACH_TCX_INGRESS, 0).map_err(|e| {
+            fail(
+                "attaching the drop program to tcx ingress (Linux 6.6 or later)",
+                e,
+            )
+        })?;
         // The link holds the program, and the program its map.
         drop(prog);
         Ok(DropProgram {
@@ -346,23 +192,27 @@ impl DropProgram {
 
     /// How many frames it has dropped.
     pub(crate) fn dropped(&self) -> Result<u64> {
-        let key = 0u32;
-        let mut value = 0u64;
-        let mut attr = MapElem {
-            map_fd: self.map.as_raw_fd() as u32,
-            _pad: 0,
-            key: &key as *const u32 as u64,
-            value: &mut value as *mut u64 as u64,
-            flags: 0,
-        };
-        // SAFETY: `key` (4 bytes, the map's key size) and `value` (8 bytes,
-        // its value size) outlive the call.
-        unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }.map_err(|source| Error::Bpf {
-            what: format!("reading the drop counter of {}", self.dev),
-            source,
-        })?;
-        Ok(value)
+        let mut value = [0u8; 8];
+        self.map
+            .lookup(&0u32.to_ne_bytes(), &mut value)
+            .map_err(|source| Error::Bpf {
+                what: format!("reading the drop counter of {}", self.dev),
+                source,
+            })?;
+        Ok(u64::from_ne_bytes(value))
     }
+}
+
+/// The index of interface `dev` in the calling thread's namespace.
+fn ifindex(dev: &str) -> std::io::Result<u32> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType, socket_with};
+    let sock = socket_with(
+        AddressFamily::INET,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    Ok(rustix::net::netdevice::name_to_index(&sock, dev)?)
 }
 
 #[cfg(test)]
@@ -405,12 +255,8 @@ mod tests {
     }
 
     #[test]
-    fn attrs_match_the_kernels_layout() {
-        assert_eq!(size_of::<Insn>(), 8);
-        assert_eq!(size_of::<MapElem>(), 32);
-        assert_eq!(size_of::<LinkCreate>(), 32);
-        assert_eq!(std::mem::offset_of!(ProgLoad, prog_name), 48);
-        assert_eq!(std::mem::offset_of!(ProgLoad, expected_attach_type), 68);
-        assert_eq!(std::mem::offset_of!(MapCreate, map_name), 28);
+    fn a_device_that_is_not_there_has_no_index() {
+        assert!(ifindex("softoe-nonesuch").is_err());
+        assert!(ifindex("lo").is_ok_and(|i| i > 0));
     }
 }

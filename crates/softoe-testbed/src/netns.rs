@@ -1,9 +1,7 @@
 //! Running code inside a network namespace.
 
-#![allow(unsafe_code)]
-
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::process::Command;
 
 use crate::{Error, Result, run};
@@ -53,16 +51,15 @@ impl Netns {
             name: self.name.clone(),
             source,
         })?;
-        // SAFETY: `f` is an open namespace file descriptor for the call's
-        // duration; CLONE_NEWNET only changes this thread's network namespace.
-        let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-        if rc != 0 {
-            return Err(Error::Setns {
-                name: self.name.clone(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        Ok(())
+        // Only this thread's network namespace changes.
+        rustix::thread::move_into_link_name_space(
+            f.as_fd(),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .map_err(|e| Error::Setns {
+            name: self.name.clone(),
+            source: e.into(),
+        })
     }
 
     /// Runs `f` on a new thread inside the namespace and waits for it.
@@ -217,20 +214,13 @@ pub(crate) fn kill_processes(name: &str, limit: std::time::Duration) -> Result<V
 /// through a pidfd, so a pid reused by another process between the scan
 /// and the signal is never hit. Whether a signal was sent.
 fn kill_if_in(pid: i32, path: &std::path::Path) -> bool {
-    use std::os::fd::{FromRawFd, OwnedFd};
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: pidfd_open takes a pid and flags (0) and returns a new file
-    // descriptor or -1; no memory is passed.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let Ok(fd) = i32::try_from(fd) else {
+    let Some(p) = rustix::process::Pid::from_raw(pid) else {
         return false;
     };
-    if fd < 0 {
+    let Ok(pidfd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) else {
         return false;
-    }
-    // SAFETY: `fd` was just returned by pidfd_open and is owned by nothing
-    // else; OwnedFd closes it once.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
+    };
     // The pidfd pins this very process; check it is the one in the
     // namespace (the pid may have been reused since the scan).
     let (Ok(target), Ok(ns)) = (
@@ -242,16 +232,5 @@ fn kill_if_in(pid: i32, path: &std::path::Path) -> bool {
     if ns.dev() != target.dev() || ns.ino() != target.ino() {
         return false;
     }
-    // SAFETY: pidfd_send_signal takes the pidfd, a signal number, a null
-    // siginfo (allowed: the kernel fills in a SI_USER one) and flags 0.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            libc::SIGKILL,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    rc == 0
+    rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL).is_ok()
 }

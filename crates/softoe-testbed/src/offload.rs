@@ -6,13 +6,11 @@
 //! goes through, so the caller runs these on a thread inside the device's
 //! namespace ([`Netns::run`](crate::Netns::run)).
 
-#![allow(unsafe_code)]
+use std::os::fd::OwnedFd;
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use softoe_sys::ifreq::{self, IfName};
 
 use crate::{Error, Result};
-
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
 
 /// An offload `ethtool -K` knows by a short name, with the kernel commands
 /// that read and set it.
@@ -102,54 +100,19 @@ pub(crate) fn parse(dev: &str, settings: &[&str]) -> Result<Vec<(Offload, bool)>
     Ok(out)
 }
 
-/// `struct ethtool_value`.
-#[repr(C)]
-struct EthtoolValue {
-    cmd: u32,
-    data: u32,
-}
-
-/// `struct ifreq` with `ifr_data` (40 bytes on 64-bit Linux).
-#[repr(C)]
-struct IfreqData {
-    name: [u8; libc::IFNAMSIZ],
-    data: *mut EthtoolValue,
-    _pad: [u8; 16],
-}
-
 /// A socket to send ethtool ioctls through, in the calling thread's
 /// network namespace.
 fn control_socket() -> std::io::Result<OwnedFd> {
-    // SAFETY: socket() takes no pointers; it returns a new descriptor or -1.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh descriptor nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    ifreq::socket()
 }
 
 /// One ethtool command with an `ethtool_value` on `dev`; returns its data.
 fn ethtool(sock: &OwnedFd, dev: &str, cmd: u32, data: u32) -> std::io::Result<u32> {
-    let mut value = EthtoolValue { cmd, data };
-    let mut req = IfreqData {
-        name: [0; libc::IFNAMSIZ],
-        data: &mut value,
-        _pad: [0; 16],
-    };
-    // Room for the terminating NUL (checked by the caller too).
-    if dev.len() >= libc::IFNAMSIZ || dev.as_bytes().contains(&0) {
+    // Room for the terminating NUL.
+    if dev.is_empty() {
         return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
     }
-    req.name[..dev.len()].copy_from_slice(dev.as_bytes());
-    // SAFETY: `req` is a valid ifreq whose data points at `value`, both
-    // alive and exclusively borrowed for the call; SIOCETHTOOL reads and
-    // writes only an `ethtool_value` there for these commands.
-    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(value.data)
+    ifreq::ethtool_value(sock, &IfName::new(dev)?, cmd, data)
 }
 
 /// Sets the offloads of `dev` (in the calling thread's namespace), then
@@ -218,7 +181,20 @@ mod tests {
     }
 
     #[test]
-    fn the_ifreq_is_as_large_as_the_kernels() {
-        assert_eq!(size_of::<IfreqData>(), size_of::<libc::ifreq>());
+    fn every_offload_command_takes_an_ethtool_value() {
+        let sock = control_socket().unwrap();
+        for o in OFFLOADS {
+            for cmd in [o.get, o.set] {
+                let e = ethtool(&sock, "softoe-nonesuch", cmd, 0).unwrap_err();
+                assert_ne!(
+                    e.kind(),
+                    std::io::ErrorKind::InvalidInput,
+                    "{} {cmd:#x}",
+                    o.name
+                );
+            }
+        }
+        assert!(ethtool(&sock, "", OFFLOADS[0].get, 0).is_err());
+        assert!(ethtool(&sock, "abcdefghijklmnop", OFFLOADS[0].get, 0).is_err());
     }
 }

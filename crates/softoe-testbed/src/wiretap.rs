@@ -28,10 +28,8 @@
 //! # Ok::<(), softoe_testbed::Error>(())
 //! ```
 
-#![allow(unsafe_code)]
-
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
@@ -151,82 +149,24 @@ impl WireTap {
     }
 }
 
-fn last_error<T>(_: T) -> std::io::Error {
-    std::io::Error::last_os_error()
-}
-
-fn setsockopt<T>(
-    fd: &OwnedFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    v: &T,
-) -> std::io::Result<()> {
-    // SAFETY: `v` points to a live `T` of the size passed; the kernel only
-    // reads it during the call.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            std::ptr::from_ref(v).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r < 0 { Err(last_error(r)) } else { Ok(()) }
-}
-
 /// The packet socket: every protocol, every device of the namespace, the
 /// filter attached, kernel timestamps on, a large buffer, and a receive
 /// timeout so the recorder sees its stop flag.
 fn open(mark: [u8; 4]) -> std::io::Result<OwnedFd> {
-    let proto = (libc::ETH_P_ALL as u16).to_be();
-    // SAFETY: plain socket(2); the result is checked before it is owned.
-    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, libc::c_int::from(proto)) };
-    if raw < 0 {
-        return Err(last_error(raw));
-    }
-    // SAFETY: `raw` is a descriptor socket(2) just returned, owned by no one else.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let mut prog = program(mark);
-    let fprog = libc::sock_fprog {
-        len: prog.len() as libc::c_ushort,
-        filter: prog.as_mut_ptr(),
-    };
-    setsockopt(&fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)?;
-    setsockopt(
-        &fd,
-        libc::SOL_SOCKET,
-        libc::SO_TIMESTAMPNS,
-        &1 as &libc::c_int,
-    )?;
-    setsockopt(
-        &fd,
-        libc::SOL_SOCKET,
-        libc::SO_RCVBUF,
-        &(8 << 20) as &libc::c_int,
-    )?;
-    let tv = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 50_000,
-    };
-    setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv)?;
+    use rustix::net::{AddressFamily, Protocol, SocketType, sockopt};
+    let proto = Protocol::from_raw(
+        std::num::NonZeroU32::new(u32::from((libc::ETH_P_ALL as u16).to_be()))
+            .ok_or_else(|| std::io::Error::other("ETH_P_ALL is 0"))?,
+    );
+    let fd = rustix::net::socket(AddressFamily::PACKET, SocketType::RAW, Some(proto))?;
+    softoe_sys::packet::attach_filter(&fd, &program(mark))?;
+    softoe_sys::sockopt::set_int(&fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+    softoe_sys::sockopt::set_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20)?;
+    sockopt::set_socket_timeout(&fd, sockopt::Timeout::Recv, Some(Duration::from_millis(50)))?;
     // Frames queued before the filter was attached passed no filter:
     // drain them.
     let mut buf = [0u8; SNAP];
-    loop {
-        // SAFETY: `buf` is writable for its length.
-        let n = unsafe {
-            libc::recv(
-                fd.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT,
-            )
-        };
-        if n < 0 {
-            break;
-        }
-    }
+    while rustix::net::recv(&fd, &mut buf[..], rustix::net::RecvFlags::DONTWAIT).is_ok() {}
     Ok(fd)
 }
 
@@ -235,48 +175,32 @@ fn record(fd: &OwnedFd, stop: &AtomicBool) -> std::io::Result<Vec<Sighting>> {
     let mut out = Vec::new();
     let mut names: HashMap<i32, String> = HashMap::new();
     let mut buf = vec![0u8; SNAP];
-    // Room for one SCM_TIMESTAMPNS (a timespec) with its header, aligned.
-    let mut control = [0u64; 8];
     while !stop.load(Ordering::Relaxed) {
-        // SAFETY: all-zero bytes are a valid sockaddr_ll.
-        let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        // SAFETY: all-zero bytes are a valid msghdr (null pointers, zero lengths).
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_name = std::ptr::from_mut(&mut from).cast();
-        msg.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = size_of_val(&control);
-        // SAFETY: every pointer in `msg` points to live, writable memory of
-        // the length given beside it, for the duration of the call.
-        let n = unsafe { libc::recvmsg(fd.as_raw_fd(), &raw mut msg, 0) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            match e.kind() {
+        let got = match softoe_sys::packet::recv(fd, &mut buf, false) {
+            Ok(got) => got,
+            Err(e) => match e.kind() {
                 std::io::ErrorKind::WouldBlock
                 | std::io::ErrorKind::TimedOut
                 | std::io::ErrorKind::Interrupted => continue,
                 _ => return Err(e),
-            }
-        }
-        let frame = &buf[..(n as usize).min(buf.len())];
+            },
+        };
+        let frame = buf.get(..got.len).unwrap_or_default();
         let Some(payload) = transport_payload(frame) else {
             continue;
         };
-        let at = timestamp(&msg).unwrap_or_else(SystemTime::now);
-        let ifindex = from.sll_ifindex;
+        let at = got
+            .timestamp
+            .and_then(timestamp)
+            .unwrap_or_else(SystemTime::now);
+        let ifindex = got.ifindex;
         let dev = names
             .entry(ifindex)
             .or_insert_with(|| if_name(ifindex))
             .clone();
         out.push(Sighting {
             dev,
-            outgoing: from.sll_pkttype == libc::PACKET_OUTGOING,
+            outgoing: got.pkttype == libc::PACKET_OUTGOING,
             at,
             payload: payload.to_vec(),
         });
@@ -284,43 +208,20 @@ fn record(fd: &OwnedFd, stop: &AtomicBool) -> std::io::Result<Vec<Sighting>> {
     Ok(out)
 }
 
-/// The kernel's timestamp in `msg`'s control data, if any.
-fn timestamp(msg: &libc::msghdr) -> Option<SystemTime> {
-    // SAFETY: `msg` came back from recvmsg(2), so its control buffer and
-    // length describe the control messages the kernel wrote; the CMSG_*
-    // macros stay inside them.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                let d = Duration::new(
-                    u64::try_from(ts.tv_sec).ok()?,
-                    u32::try_from(ts.tv_nsec).ok()?,
-                );
-                return SystemTime::UNIX_EPOCH.checked_add(d);
-            }
-            c = libc::CMSG_NXTHDR(msg, c);
-        }
-    }
-    None
+/// A kernel timestamp (seconds and nanoseconds since the epoch) as a
+/// time, if it is one.
+fn timestamp((sec, nsec): (i64, i64)) -> Option<SystemTime> {
+    let d = Duration::new(u64::try_from(sec).ok()?, u32::try_from(nsec).ok()?);
+    SystemTime::UNIX_EPOCH.checked_add(d)
 }
 
 /// A device's name by index, in this thread's namespace.
 fn if_name(index: i32) -> String {
-    let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
-    let Ok(idx) = u32::try_from(index) else {
-        return format!("if{index}");
-    };
-    // SAFETY: `name` has IF_NAMESIZE bytes, as if_indextoname(3) needs.
-    let p = unsafe { libc::if_indextoname(idx, name.as_mut_ptr()) };
-    if p.is_null() {
-        return format!("if{index}");
-    }
-    // SAFETY: on success `name` holds a NUL-terminated string.
-    unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
+    let name = u32::try_from(index).ok().and_then(|idx| {
+        let sock = softoe_sys::ifreq::socket().ok()?;
+        rustix::net::netdevice::index_to_name(&sock, idx).ok()
+    });
+    name.unwrap_or_else(|| format!("if{index}"))
 }
 
 /// The TCP or UDP payload of an Ethernet + IPv4 frame (the filter let only

@@ -17,19 +17,12 @@
 //! interface.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use super::sys::{context, owned_fd};
+use softoe_sys::bpf::{self as sys, Insn, insn};
 
-// bpf(2) commands.
-const BPF_MAP_CREATE: libc::c_int = 0;
-const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
-const BPF_PROG_LOAD: libc::c_int = 5;
-const BPF_LINK_CREATE: libc::c_int = 28;
-const BPF_MAP_TYPE_XSKMAP: u32 = 17;
-const BPF_PROG_TYPE_XDP: u32 = 6;
-const BPF_XDP: u32 = 37;
-const BPF_PSEUDO_MAP_FD: u8 = 1;
+use super::sys::context;
+
 const HELPER_REDIRECT_MAP: i32 = 51;
 const XDP_PASS: i32 = 2;
 /// `offsetof(struct xdp_md, rx_queue_index)`.
@@ -68,26 +61,6 @@ impl XdpMode {
     }
 }
 
-/// One eBPF instruction (`struct bpf_insn`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Insn {
-    code: u8,
-    /// dst in the low nibble, src in the high one.
-    regs: u8,
-    off: i16,
-    imm: i32,
-}
-
-const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
-    Insn {
-        code,
-        regs: (dst & 0xf) | (src << 4),
-        off,
-        imm,
-    }
-}
-
 const LDX_W: u8 = 0x61; // LDX | W | MEM
 const LD_DW_IMM: u8 = 0x18; // LD | DW | IMM (two slots)
 const MOV64_K: u8 = 0xb7; // ALU64 | MOV | K
@@ -104,80 +77,12 @@ pub(crate) fn fields(i: &Insn) -> (u8, u8, i16, i32) {
 pub(crate) fn program(map_fd: i32) -> [Insn; 6] {
     [
         insn(LDX_W, 2, 1, XDP_MD_RX_QUEUE_INDEX, 0), // r2 = ctx->rx_queue_index
-        insn(LD_DW_IMM, 1, BPF_PSEUDO_MAP_FD, 0, map_fd), // r1 = &xsks
+        insn(LD_DW_IMM, 1, sys::PSEUDO_MAP_FD, 0, map_fd), // r1 = &xsks
         insn(0, 0, 0, 0, 0),                         // (its upper half)
         insn(MOV64_K, 3, 0, 0, XDP_PASS),            // r3 = fallback
         insn(CALL, 0, 0, 0, HELPER_REDIRECT_MAP),    // r0 = redirect
         insn(EXIT, 0, 0, 0, 0),                      // return r0
     ]
-}
-
-/// `bpf(cmd, attr, size)`.
-///
-/// # Safety
-/// `attr` must be the `union bpf_attr` layout `cmd` expects, and every
-/// pointer in it valid for what the kernel reads or writes there during
-/// the call.
-unsafe fn bpf<A>(cmd: libc::c_int, attr: &mut A) -> libc::c_long {
-    let size = size_of::<A>() as libc::c_uint;
-    // SAFETY: the caller vouches for `attr`'s layout and pointers; it is
-    // borrowed for the call and `size` is its size.
-    unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut A, size) }
-}
-
-/// `union bpf_attr` for `BPF_MAP_CREATE` (the fields up to `map_name`).
-#[repr(C)]
-#[derive(Default)]
-struct MapCreate {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-    inner_map_fd: u32,
-    numa_node: u32,
-    map_name: [u8; 16],
-    _pad: u32,
-}
-
-/// `union bpf_attr` for `BPF_MAP_UPDATE_ELEM`.
-#[repr(C)]
-struct MapElem {
-    map_fd: u32,
-    _pad: u32,
-    key: u64,
-    value: u64,
-    flags: u64,
-}
-
-/// `union bpf_attr` for `BPF_PROG_LOAD` (the fields up to
-/// `expected_attach_type`).
-#[repr(C)]
-struct ProgLoad {
-    prog_type: u32,
-    insn_cnt: u32,
-    insns: u64,
-    license: u64,
-    log_level: u32,
-    log_size: u32,
-    log_buf: u64,
-    kern_version: u32,
-    prog_flags: u32,
-    prog_name: [u8; 16],
-    prog_ifindex: u32,
-    expected_attach_type: u32,
-}
-
-/// `union bpf_attr` for `BPF_LINK_CREATE` (the fields every attach type
-/// has, and room the kernel requires zeroed).
-#[repr(C)]
-#[derive(Default)]
-struct LinkCreate {
-    prog_fd: u32,
-    target_ifindex: u32,
-    attach_type: u32,
-    flags: u32,
-    _rest: [u64; 4],
 }
 
 /// The program attached to an interface; dropping it detaches it.
@@ -186,12 +91,12 @@ pub(crate) struct Attached {
     /// The link: closing it detaches the program. First, so it goes first.
     _link: OwnedFd,
     /// The XSKMAP (the program holds it too).
-    _map: OwnedFd,
+    _map: sys::Map,
     /// Where it runs.
     pub mode: XdpMode,
 }
 
-const NAME: &[u8; 16] = b"softoe_xsk\0\0\0\0\0\0";
+const NAME: &str = "softoe_xsk";
 
 /// Creates the XSKMAP with `xsk` at key `queue`, loads the program and
 /// attaches it to `ifindex` (`ifname` for messages): in `mode`, or the
@@ -203,72 +108,41 @@ pub(crate) fn attach(
     xsk: &OwnedFd,
     mode: Option<XdpMode>,
 ) -> io::Result<Attached> {
-    let mut attr = MapCreate {
-        map_type: BPF_MAP_TYPE_XSKMAP,
-        key_size: 4,
-        value_size: 4,
-        max_entries: queue + 1,
-        map_name: *NAME,
-        ..MapCreate::default()
-    };
-    // SAFETY: a BPF_MAP_CREATE attr without pointers.
-    let rc = unsafe { bpf(BPF_MAP_CREATE, &mut attr) };
-    let map = owned_fd(
-        rc,
-        &format!("creating the XSKMAP for {ifname} (needs CAP_BPF and CAP_NET_ADMIN)"),
-    )?;
-
-    let key = queue;
+    let map = sys::Map::create(sys::MAP_TYPE_XSKMAP, 4, 4, queue + 1, NAME).map_err(|e| {
+        context(
+            &format!("creating the XSKMAP for {ifname} (needs CAP_BPF and CAP_NET_ADMIN)"),
+            e,
+        )
+    })?;
     let value = xsk.as_raw_fd() as u32;
-    let mut attr = MapElem {
-        map_fd: map.as_raw_fd() as u32,
-        _pad: 0,
-        key: &key as *const u32 as u64,
-        value: &value as *const u32 as u64,
-        flags: 0,
-    };
-    // SAFETY: `key` and `value` (4 bytes each, the map's sizes) outlive
-    // the call; the kernel only reads them.
-    let rc = unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) };
-    if rc < 0 {
-        return Err(super::sys::os_error(&format!(
-            "putting the socket into the XSKMAP of {ifname} at queue {queue}"
-        )));
-    }
+    map.update(&queue.to_ne_bytes(), &value.to_ne_bytes())
+        .map_err(|e| {
+            context(
+                &format!("putting the socket into the XSKMAP of {ifname} at queue {queue}"),
+                e,
+            )
+        })?;
 
-    let insns = program(map.as_raw_fd());
-    let license = c"MIT OR Apache-2.0";
-    let mut log = vec![0u8; 16 * 1024];
-    let mut attr = ProgLoad {
-        prog_type: BPF_PROG_TYPE_XDP,
-        insn_cnt: insns.len() as u32,
-        insns: insns.as_ptr() as u64,
-        license: license.as_ptr() as u64,
-        log_level: 1,
-        log_size: log.len() as u32,
-        log_buf: log.as_mut_ptr() as u64,
-        kern_version: 0,
-        prog_flags: 0,
-        prog_name: *NAME,
-        prog_ifindex: 0,
-        expected_attach_type: BPF_XDP,
-    };
-    // SAFETY: `insns`, `license` and `log` outlive the call; the kernel
-    // reads `insn_cnt` instructions and the NUL-terminated license, and
-    // writes at most `log_size` bytes of log.
-    let rc = unsafe { bpf(BPF_PROG_LOAD, &mut attr) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
-        let why = String::from_utf8_lossy(log.get(..end).unwrap_or(&[]))
-            .trim()
-            .to_string();
-        return Err(io::Error::new(
-            e.kind(),
-            format!("loading the XDP program for {ifname}: {e} (verifier: {why:?})"),
-        ));
-    }
-    let prog = owned_fd(rc, "loading the XDP program")?;
+    let insns = program(map.as_fd().as_raw_fd());
+    let prog = sys::load(
+        &sys::Program {
+            prog_type: sys::PROG_TYPE_XDP,
+            insns: &insns,
+            license: c"MIT OR Apache-2.0",
+            name: NAME,
+            attach_type: sys::ATTACH_XDP,
+        },
+        16 * 1024,
+    )
+    .map_err(|e| {
+        io::Error::new(
+            e.error.kind(),
+            format!(
+                "loading the XDP program for {ifname}: {} (verifier: {:?})",
+                e.error, e.log
+            ),
+        )
+    })?;
 
     let modes: &[XdpMode] = match mode {
         Some(XdpMode::Driver) => &[XdpMode::Driver],
@@ -277,30 +151,24 @@ pub(crate) fn attach(
     };
     let mut last = io::Error::other("no mode tried");
     for &m in modes {
-        let mut attr = LinkCreate {
-            prog_fd: prog.as_raw_fd() as u32,
-            target_ifindex: ifindex,
-            attach_type: BPF_XDP,
-            flags: m.flags(),
-            ..LinkCreate::default()
-        };
-        // SAFETY: a BPF_LINK_CREATE attr without pointers.
-        let rc = unsafe { bpf(BPF_LINK_CREATE, &mut attr) };
-        if rc >= 0 {
-            let link = owned_fd(rc, "attaching the XDP program")?;
-            return Ok(Attached {
-                _link: link,
-                _map: map,
-                mode: m,
-            });
+        match sys::link(prog.as_fd(), ifindex, sys::ATTACH_XDP, m.flags()) {
+            Ok(link) => {
+                return Ok(Attached {
+                    _link: link,
+                    _map: map,
+                    mode: m,
+                });
+            }
+            Err(e) => {
+                last = context(
+                    &format!(
+                        "attaching the XDP program to {ifname} in {} mode (BPF_LINK_CREATE, Linux 5.9+)",
+                        m.name()
+                    ),
+                    e,
+                )
+            }
         }
-        last = context(
-            &format!(
-                "attaching the XDP program to {ifname} in {} mode (BPF_LINK_CREATE, Linux 5.9+)",
-                m.name()
-            ),
-            io::Error::last_os_error(),
-        );
     }
     Err(last)
 }

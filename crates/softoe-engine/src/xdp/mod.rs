@@ -94,18 +94,23 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-#![allow(unsafe_code)]
-
 mod bpf;
 mod options;
+// The rings and the UMEM are memory shared with the kernel: the only
+// modules of the port that may use `unsafe`.
+#[allow(unsafe_code)]
 mod ring;
 mod sys;
 #[cfg(test)]
 mod tests;
+#[allow(unsafe_code)]
 mod umem;
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use rustix::net::xdp::{SocketAddrXdp, SocketAddrXdpFlags, XdpUmemReg, XdpUmemRegFlags};
+use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
 use softoe_stack::{DeviceCaps, RxMeta, TxFrame};
 
@@ -117,7 +122,7 @@ pub use options::{XdpOptions, XdpPortStats};
 pub use sys::{XdpDesc, XdpStatistics};
 
 use ring::{Consumer, Producer};
-use sys::{context, os_error};
+use sys::context;
 use umem::Umem;
 
 /// Most unusable descriptors one `recv` skips before reporting nothing.
@@ -139,9 +144,160 @@ const RETRY_AFTER: std::time::Duration = std::time::Duration::from_micros(50);
 /// Whether this kernel has AF_XDP sockets (and this process may open
 /// one): opens one and closes it.
 pub fn supported() -> io::Result<()> {
-    // SAFETY: socket takes no pointers.
-    let raw = unsafe { libc::socket(sys::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    sys::owned_fd(raw.into(), "opening an AF_XDP socket").map(drop)
+    xdp_socket()
+        .map(drop)
+        .map_err(|e| context("opening an AF_XDP socket", e))
+}
+
+/// A new AF_XDP socket.
+fn xdp_socket() -> io::Result<OwnedFd> {
+    Ok(rustix::net::socket_with(
+        AddressFamily::XDP,
+        SocketType::RAW,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
+}
+
+/// The four rings of a socket, mapped.
+struct Rings {
+    fill: Producer<u64>,
+    comp: Consumer<u64>,
+    rx: Consumer<XdpDesc>,
+    tx: Producer<XdpDesc>,
+}
+
+/// Checks `opts` against interface `ifname` as `info` describes it; the
+/// MTU the port uses.
+fn check_options(
+    ifname: &str,
+    opts: &XdpOptions,
+    info: &crate::netdev::IfInfo,
+) -> io::Result<usize> {
+    let inval = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
+    let mtu = match opts.mtu {
+        None => info.mtu,
+        Some(m) if m > info.mtu => {
+            return Err(inval(format!(
+                "MTU {m} exceeds the MTU of {ifname} ({})",
+                info.mtu
+            )));
+        }
+        Some(m) => m,
+    };
+    let room = opts.frame_size as usize - sys::XDP_PACKET_HEADROOM;
+    if mtu + 14 > room {
+        return Err(inval(format!(
+            "MTU {mtu} of {ifname} needs {}-byte frames; {}-byte UMEM frames hold {room} \
+             (lower the MTU, or use 4096-byte frames)",
+            mtu + 14,
+            opts.frame_size
+        )));
+    }
+    if mtu < 576 {
+        return Err(inval(format!(
+            "MTU {mtu} of {ifname} is below IPv4's minimum of 576"
+        )));
+    }
+    if let Some(q) = info.rx_queues.filter(|q| *q > 1) {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{ifname} has {q} receive queues and the XDP port serves queue 0 only (frames \
+                 on the others would miss the engine): run `ethtool -L {ifname} rx 1` (a \
+                 veth) or `ethtool -L {ifname} combined 1` (a NIC) first"
+            ),
+        ));
+    }
+    Ok(mtu)
+}
+
+/// Opens the port's AF_XDP socket, saying what a refusal means.
+fn open_socket() -> io::Result<OwnedFd> {
+    xdp_socket().map_err(|e| match e.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("opening an AF_XDP socket needs CAP_NET_RAW (run as root): {e}"),
+        ),
+        Some(libc::EAFNOSUPPORT) => io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("this kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS): {e}"),
+        ),
+        _ => context("opening an AF_XDP socket", e),
+    })
+}
+
+/// Registers `umem` with socket `fd` (chunks of `frame_size`), sizes the
+/// four rings and maps them.
+fn register(
+    fd: &OwnedFd,
+    ifname: &str,
+    umem: &Umem,
+    frame_size: u32,
+    rx_count: u32,
+    tx_count: u32,
+) -> io::Result<Rings> {
+    use rustix::net::sockopt;
+    let reg = XdpUmemReg {
+        addr: umem.as_ptr() as u64,
+        len: umem.len() as u64,
+        chunk_size: frame_size,
+        headroom: 0,
+        flags: XdpUmemRegFlags::empty(),
+        tx_metadata_len: 0,
+    };
+    // The kernel pins the UMEM's pages until the socket closes; `umem`
+    // outlives `fd` in the port (field order).
+    sockopt::set_xdp_umem_reg(fd, reg)
+        .map_err(|e| context(&format!("XDP_UMEM_REG on {ifname}"), e.into()))?;
+    let sized = |r: rustix::io::Result<()>, n: u32, what: &str| {
+        r.map_err(|e| context(&format!("{what} ({n} entries) on {ifname}"), e.into()))
+    };
+    sized(
+        sockopt::set_xdp_umem_fill_ring_size(fd, rx_count),
+        rx_count,
+        "XDP_UMEM_FILL_RING",
+    )?;
+    sized(
+        sockopt::set_xdp_umem_completion_ring_size(fd, tx_count),
+        tx_count,
+        "XDP_UMEM_COMPLETION_RING",
+    )?;
+    sized(
+        sockopt::set_xdp_rx_ring_size(fd, rx_count),
+        rx_count,
+        "XDP_RX_RING",
+    )?;
+    sized(
+        sockopt::set_xdp_tx_ring_size(fd, tx_count),
+        tx_count,
+        "XDP_TX_RING",
+    )?;
+    let off = sockopt::xdp_mmap_offsets(fd)
+        .map_err(|e| context(&format!("XDP_MMAP_OFFSETS on {ifname}"), e.into()))?;
+    let old = || {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("XDP_MMAP_OFFSETS on {ifname}: a kernel without ring flags (before 5.4)"),
+        )
+    };
+    let offset = |o| sys::RingOffset::from_rustix(o).ok_or_else(old);
+    let (fr, cr, rx, tx) = (
+        offset(&off.fr)?,
+        offset(&off.cr)?,
+        offset(&off.rx)?,
+        offset(&off.tx)?,
+    );
+    let map_err =
+        |what: &'static str| move |e| context(&format!("mapping the {what} ring of {ifname}"), e);
+    Ok(Rings {
+        fill: Producer::map(fd, &fr, rx_count, sys::XDP_UMEM_PGOFF_FILL_RING)
+            .map_err(map_err("fill"))?,
+        comp: Consumer::map(fd, &cr, tx_count, sys::XDP_UMEM_PGOFF_COMPLETION_RING)
+            .map_err(map_err("completion"))?,
+        rx: Consumer::map(fd, &rx, rx_count, sys::XDP_PGOFF_RX_RING).map_err(map_err("RX"))?,
+        tx: Producer::map(fd, &tx, tx_count, sys::XDP_PGOFF_TX_RING).map_err(map_err("TX"))?,
+    })
 }
 
 /// A port on an AF_XDP socket bound to queue 0 of one interface, in copy
@@ -194,58 +350,8 @@ impl XdpPort {
         }
         let ioctl = sys::ioctl_socket()?;
         let info = sys::if_info(&ioctl, ifname)?;
-        let mtu = match opts.mtu {
-            None => info.mtu,
-            Some(m) if m > info.mtu => {
-                return Err(inval(format!(
-                    "MTU {m} exceeds the MTU of {ifname} ({})",
-                    info.mtu
-                )));
-            }
-            Some(m) => m,
-        };
-        let room = opts.frame_size as usize - sys::XDP_PACKET_HEADROOM;
-        if mtu + 14 > room {
-            return Err(inval(format!(
-                "MTU {mtu} of {ifname} needs {}-byte frames; {}-byte UMEM frames hold {room} \
-                 (lower the MTU, or use 4096-byte frames)",
-                mtu + 14,
-                opts.frame_size
-            )));
-        }
-        if mtu < 576 {
-            return Err(inval(format!(
-                "MTU {mtu} of {ifname} is below IPv4's minimum of 576"
-            )));
-        }
-        if let Some(q) = info.rx_queues.filter(|q| *q > 1) {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!(
-                    "{ifname} has {q} receive queues and the XDP port serves queue 0 only (frames \
-                     on the others would miss the engine): run `ethtool -L {ifname} rx 1` (a \
-                     veth) or `ethtool -L {ifname} combined 1` (a NIC) first"
-                ),
-            ));
-        }
-
-        // SAFETY: socket takes no pointers.
-        let raw = unsafe { libc::socket(sys::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EPERM | libc::EACCES) => io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!("opening an AF_XDP socket needs CAP_NET_RAW (run as root): {e}"),
-                ),
-                Some(libc::EAFNOSUPPORT) => io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    format!("this kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS): {e}"),
-                ),
-                _ => context("opening an AF_XDP socket", e),
-            });
-        }
-        let fd = sys::owned_fd(raw.into(), "opening an AF_XDP socket")?;
+        let mtu = check_options(ifname, opts, &info)?;
+        let fd = open_socket()?;
 
         let rx_count = opts.frames / 2;
         let tx_count = opts.frames - rx_count;
@@ -258,53 +364,12 @@ impl XdpPort {
                 e,
             )
         })?;
-        let reg = sys::UmemReg {
-            addr: umem.as_ptr() as u64,
-            len: umem.len() as u64,
-            chunk_size: opts.frame_size,
-            headroom: 0,
-            flags: 0,
-            tx_metadata_len: 0,
-        };
-        // The kernel pins the UMEM's pages until the socket closes; `umem`
-        // outlives `fd` in the port (field order).
-        sys::setsockopt(&fd, sys::SOL_XDP, sys::XDP_UMEM_REG, &reg)
-            .map_err(|e| context(&format!("XDP_UMEM_REG on {ifname}"), e))?;
-        for (opt, n, what) in [
-            (sys::XDP_UMEM_FILL_RING, rx_count, "XDP_UMEM_FILL_RING"),
-            (
-                sys::XDP_UMEM_COMPLETION_RING,
-                tx_count,
-                "XDP_UMEM_COMPLETION_RING",
-            ),
-            (sys::XDP_RX_RING, rx_count, "XDP_RX_RING"),
-            (sys::XDP_TX_RING, tx_count, "XDP_TX_RING"),
-        ] {
-            sys::setsockopt(&fd, sys::SOL_XDP, opt, &n)
-                .map_err(|e| context(&format!("{what} ({n} entries) on {ifname}"), e))?;
-        }
-        let mut off = sys::MmapOffsets::default();
-        let got = sys::getsockopt(&fd, sys::SOL_XDP, sys::XDP_MMAP_OFFSETS, &mut off)
-            .map_err(|e| context(&format!("XDP_MMAP_OFFSETS on {ifname}"), e))?;
-        if got != size_of::<sys::MmapOffsets>() {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!("XDP_MMAP_OFFSETS on {ifname}: a kernel without ring flags (before 5.4)"),
-            ));
-        }
-        let map_err = |what: &'static str| {
-            move |e| context(&format!("mapping the {what} ring of {ifname}"), e)
-        };
-        let mut fill: Producer<u64> =
-            Producer::map(&fd, &off.fr, rx_count, sys::XDP_UMEM_PGOFF_FILL_RING)
-                .map_err(map_err("fill"))?;
-        let comp: Consumer<u64> =
-            Consumer::map(&fd, &off.cr, tx_count, sys::XDP_UMEM_PGOFF_COMPLETION_RING)
-                .map_err(map_err("completion"))?;
-        let rx: Consumer<XdpDesc> =
-            Consumer::map(&fd, &off.rx, rx_count, sys::XDP_PGOFF_RX_RING).map_err(map_err("RX"))?;
-        let tx: Producer<XdpDesc> =
-            Producer::map(&fd, &off.tx, tx_count, sys::XDP_PGOFF_TX_RING).map_err(map_err("TX"))?;
+        let Rings {
+            mut fill,
+            comp,
+            rx,
+            tx,
+        } = register(&fd, ifname, &umem, opts.frame_size, rx_count, tx_count)?;
 
         // Every receive frame goes to the kernel before it can receive.
         for a in umem.frames.rx_addrs() {
@@ -318,33 +383,23 @@ impl XdpPort {
 
         // Linux 6.17+: let one `sendto` move the whole TX ring in copy mode
         // (32 frames per call otherwise; older kernels refuse the option).
-        let tx_budget =
-            match sys::setsockopt(&fd, sys::SOL_XDP, sys::XDP_MAX_TX_SKB_BUDGET, &tx_count) {
-                Ok(()) => tx_count,
-                Err(_) => 32,
-            };
+        let tx_budget = match softoe_sys::sockopt::set_int(
+            &fd,
+            sys::SOL_XDP,
+            sys::XDP_MAX_TX_SKB_BUDGET,
+            tx_count as i32,
+        ) {
+            Ok(()) => tx_count,
+            Err(_) => 32,
+        };
 
-        let sxdp = sys::SockaddrXdp {
-            family: sys::AF_XDP as u16,
-            flags: sys::XDP_COPY | sys::XDP_USE_NEED_WAKEUP,
-            ifindex: info.ifindex,
-            queue_id: 0,
-            shared_umem_fd: 0,
-        };
-        // SAFETY: `sxdp` is a `struct sockaddr_xdp` of the length passed,
-        // live for the call; bind only reads it.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&raw const sxdp).cast(),
-                size_of::<sys::SockaddrXdp>() as libc::socklen_t,
+        let flags = SocketAddrXdpFlags::XDP_COPY | SocketAddrXdpFlags::XDP_USE_NEED_WAKEUP;
+        rustix::net::bind(&fd, &SocketAddrXdp::new(flags, info.ifindex, 0)).map_err(|e| {
+            context(
+                &format!("binding the AF_XDP socket to {ifname} queue 0 (copy mode)"),
+                e.into(),
             )
-        };
-        if rc < 0 {
-            return Err(os_error(&format!(
-                "binding the AF_XDP socket to {ifname} queue 0 (copy mode)"
-            )));
-        }
+        })?;
 
         let attached = bpf::attach(ifname, info.ifindex, 0, &fd, opts.mode)?;
         Ok(XdpPort {
@@ -406,10 +461,9 @@ impl XdpPort {
 
     /// The kernel's counts for the socket (`XDP_STATISTICS`).
     pub fn kernel_stats(&self) -> io::Result<XdpStatistics> {
-        let mut st = XdpStatistics::default();
-        sys::getsockopt(&self.fd, sys::SOL_XDP, sys::XDP_STATISTICS, &mut st)
-            .map_err(|e| context(&format!("XDP_STATISTICS on {}", self.name), e))?;
-        Ok(st)
+        rustix::net::sockopt::xdp_statistics(&self.fd)
+            .map(XdpStatistics::from)
+            .map_err(|e| context(&format!("XDP_STATISTICS on {}", self.name), e.into()))
     }
 
     /// Whether the interface is up with carrier.
@@ -430,18 +484,9 @@ impl XdpPort {
         }
         if self.fill.submit() > 0 && self.fill.needs_wakeup() {
             self.stats.fill_wakeups += 1;
-            // SAFETY: a zero-length receive with no buffer and no address
-            // only prompts the kernel to look at the fill ring.
-            unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    0,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
-            };
+            // A zero-length receive only prompts the kernel to look at the
+            // fill ring.
+            let _ = rustix::net::recv(&self.fd, &mut [0u8; 0][..], RecvFlags::DONTWAIT);
         }
     }
 
@@ -465,25 +510,14 @@ impl XdpPort {
                 return;
             }
             self.stats.tx_kicks += 1;
-            // SAFETY: a zero-length send with no buffer and no address
-            // only prompts the kernel to process the TX ring.
-            let rc = unsafe {
-                libc::sendto(
-                    self.fd.as_raw_fd(),
-                    std::ptr::null(),
-                    0,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null(),
-                    0,
-                )
-            };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
+            // A zero-length send only prompts the kernel to process the TX
+            // ring.
+            if let Err(e) = rustix::net::send(&self.fd, &[], SendFlags::DONTWAIT) {
+                match e {
                     // Stopped at its budget: go on.
-                    Some(libc::EAGAIN) => continue,
+                    rustix::io::Errno::AGAIN => continue,
                     // No memory for an skb, or the queue busy: next turn.
-                    Some(libc::EBUSY | libc::ENOBUFS) => {
+                    rustix::io::Errno::BUSY | rustix::io::Errno::NOBUFS => {
                         self.stats.tx_kick_busy += 1;
                         return;
                     }

@@ -23,11 +23,82 @@ use std::fmt;
 use std::io;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering, fence};
 
-use super::sys::{Mmap, RingOffset, XDP_RING_NEED_WAKEUP};
+use super::sys::{RingOffset, XDP_RING_NEED_WAKEUP};
+
+/// An anonymous or file mapping, unmapped on drop.
+#[derive(Debug)]
+pub(crate) struct Mmap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is process-wide memory owned by this value; moving
+// the owner to another thread moves nothing the kernel ties to a thread.
+unsafe impl Send for Mmap {}
+
+impl Mmap {
+    /// `len` bytes of zeroed, private, anonymous memory (page aligned).
+    pub(crate) fn anonymous(len: usize) -> io::Result<Mmap> {
+        // SAFETY: a fresh anonymous mapping at an address the kernel picks
+        // touches no existing memory.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mmap { ptr: p.cast(), len })
+    }
+
+    /// `len` bytes of socket `fd` at `offset` (one of an AF_XDP socket's
+    /// rings), shared with the kernel.
+    pub(crate) fn socket(fd: &OwnedFd, len: usize, offset: libc::off_t) -> io::Result<Mmap> {
+        // SAFETY: a new shared mapping of the socket at an address the
+        // kernel picks touches no existing memory.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                offset,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mmap { ptr: p.cast(), len })
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are a mapping this value made and owns; every
+        // pointer into it is held by owners that borrow or own this value,
+        // so none is used after this.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
 
 /// What keeps a ring's memory alive.
 enum Backing {

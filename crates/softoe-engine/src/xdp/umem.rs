@@ -20,7 +20,8 @@
 
 use std::io;
 
-use super::sys::{Mmap, XdpDesc};
+use super::ring::Mmap;
+use super::sys::XdpDesc;
 
 /// Who holds a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
