@@ -22,5 +22,9 @@
 #![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod errno;
 pub mod event;
+pub mod forkpage;
 pub mod mem;
+pub mod procvm;
+pub mod signal;
