@@ -198,7 +198,7 @@ fn not_the_host_socket(path: &Path) -> String {
     // does (a snapshot, at once: it looks every millisecond).
     let engine = (|| {
         let mut s = std::os::unix::net::UnixStream::connect(path).ok()?;
-        let (pid, _, _) = softoe_engine::host::sys::peer_cred(s.as_raw_fd()).ok()?;
+        let (pid, _, _) = softoe_engine::host::sys::peer_cred(&s).ok()?;
         s.set_read_timeout(Some(std::time::Duration::from_secs(1)))
             .ok()?;
         let mut buf = Vec::new();
