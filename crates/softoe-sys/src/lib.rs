@@ -25,6 +25,8 @@
 pub mod errno;
 pub mod event;
 pub mod forkpage;
+pub mod malloc;
 pub mod mem;
 pub mod procvm;
+pub mod sched;
 pub mod signal;
