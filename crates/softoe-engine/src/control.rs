@@ -632,9 +632,8 @@ impl Control {
         self.answered
             .retain(|_, (t, _)| now.duration_since(*t) < SHARED_FOR);
         while let Ok((mut conn, _)) = self.listener.accept() {
-            use std::os::fd::AsRawFd;
             // Who asks, as the kernel says; unknown: shown what anyone is.
-            let uid = crate::host::sys::peer_cred(conn.as_raw_fd()).map_or(u32::MAX, |c| c.1);
+            let uid = crate::host::sys::peer_cred(&conn).map_or(u32::MAX, |c| c.1);
             let kept = (uid != 0)
                 .then(|| self.answered.get(&uid).map(|(_, j)| j.clone()))
                 .flatten();
@@ -674,42 +673,12 @@ impl Control {
         // The user each program runs as now (a server that drops
         // privileges after attaching), read only when someone asks.
         for s in snap.sessions.iter_mut().filter(|s| !s.dead) {
-            if let Some(uid) = effective_uid(s.pid) {
+            if let Some(uid) = crate::cred::effective_uid(s.pid) {
                 s.uid = uid;
             }
         }
         snap
     }
-}
-
-/// Process `pid`'s effective user id now (`/proc/PID/status`).
-pub(crate) fn effective_uid(pid: i32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|v| v.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-}
-
-/// Whether process `pid` has `CAP_NET_BIND_SERVICE` in its effective set
-/// now (`/proc/PID/status`, `CapEff`): what Linux asks of a `bind` below
-/// `ip_unprivileged_port_start`. `None`: the process cannot be looked at.
-pub(crate) fn may_bind_service(pid: i32) -> Option<bool> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    cap_net_bind_service(&status)
-}
-
-/// `CAP_NET_BIND_SERVICE` (bit 10) of the `CapEff` line of a
-/// `/proc/PID/status` text.
-fn cap_net_bind_service(status: &str) -> Option<bool> {
-    const CAP_NET_BIND_SERVICE: u32 = 10;
-    let hex = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))?
-        .trim();
-    let caps = u64::from_str_radix(hex, 16).ok()?;
-    Some(caps >> CAP_NET_BIND_SERVICE & 1 == 1)
 }
 
 /// Asks the engine listening on `path` for a snapshot.
@@ -749,26 +718,6 @@ mod tests {
             [2]
         );
         assert!(for_user(&snap, 7).sessions.is_empty());
-    }
-
-    /// The capability bit is read from `CapEff` alone, as hex; a status
-    /// without it, or with garbage, says nothing.
-    #[test]
-    fn the_bind_capability_is_bit_ten_of_the_effective_set() {
-        let root = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
-        assert_eq!(cap_net_bind_service(root), Some(true));
-        let nobody = "CapPrm:\t000001ffffffffff\nCapEff:\t0000000000000000\n";
-        assert_eq!(cap_net_bind_service(nobody), Some(false));
-        assert_eq!(
-            cap_net_bind_service("CapEff:\t0000000000000400\n"),
-            Some(true)
-        );
-        assert_eq!(
-            cap_net_bind_service("CapEff:\t0000000000000200\n"),
-            Some(false)
-        );
-        assert_eq!(cap_net_bind_service("Name:\tx\n"), None);
-        assert_eq!(cap_net_bind_service("CapEff:\tzz\n"), None);
     }
 
     /// A snapshot from an engine older than the loss-recovery counters and

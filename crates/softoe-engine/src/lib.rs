@@ -43,6 +43,7 @@ pub mod app;
 pub mod bond;
 pub mod control;
 pub mod counters;
+mod cred;
 pub mod emulate;
 pub mod engine;
 pub mod fault;

@@ -271,7 +271,7 @@ mod tests {
     #[test]
     fn a_disk_filling_up_keeps_the_frames_written_whole() {
         let me = i32::try_from(std::process::id()).unwrap();
-        if crate::control::effective_uid(me) != Some(0) {
+        if crate::cred::effective_uid(me) != Some(0) {
             eprintln!("not root: skipped");
             return;
         }

@@ -14,14 +14,14 @@ use std::time::Duration;
 
 use common::{ENGINE_IP, LINUX_IP, sha256, wait_for};
 use host::{bed, linux_reader, linux_sink, pattern};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use softoe_abi::errno;
 use softoe_host::{Client, Taken};
 
 /// The connection behind watched descriptor `fd`, taken into `c`'s session.
 fn take_stream(c: &Client, fd: &OwnedFd) -> std::io::Result<softoe_host::TcpStream> {
-    match c.take(fd.as_raw_fd())? {
+    match c.take(fd.as_fd())? {
         Taken::Stream(t) => Ok(t),
         Taken::Listener(_) => panic!("a listener where a connection was watched"),
     }
@@ -29,7 +29,7 @@ fn take_stream(c: &Client, fd: &OwnedFd) -> std::io::Result<softoe_host::TcpStre
 
 /// The listener behind watched descriptor `fd`, shared into `c`'s session.
 fn take_listener(c: &Client, fd: &OwnedFd) -> std::io::Result<softoe_host::TcpListener> {
-    match c.take(fd.as_raw_fd())? {
+    match c.take(fd.as_fd())? {
         Taken::Listener(l) => Ok(l),
         Taken::Stream(_) => panic!("a connection where a listener was watched"),
     }
@@ -50,12 +50,12 @@ fn a_listener_shared_into_another_session() {
         .unwrap();
     // A kernel socket is no softoe socket's descriptor.
     let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-    let e = child.take(a.as_raw_fd()).unwrap_err();
+    let e = child.take(a.as_fd()).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(errno::ENOENT));
     let watch = l.watch_across_fork().unwrap();
     let shared = take_listener(&child, &watch).unwrap();
     assert_eq!(shared.local_addr(), l.local_addr());
-    let e = child.take(watch.as_raw_fd()).unwrap_err();
+    let e = child.take(watch.as_fd()).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(errno::EALREADY));
     let connect = |n: u8| {
         bed.linux
@@ -397,7 +397,7 @@ fn a_take_follows_a_connection_that_moved_on() {
     u.write_all(&c).unwrap();
     // Where it is now, taking it again is an error, not a second share.
     assert_eq!(
-        second.take(watch.as_raw_fd()).unwrap_err().raw_os_error(),
+        second.take(watch.as_fd()).unwrap_err().raw_os_error(),
         Some(errno::EALREADY)
     );
     drop(u);
@@ -551,7 +551,7 @@ fn a_claim_by_a_look_alike_descriptor_is_refused() {
         })
         .unwrap();
     for _ in 0..3 {
-        let e = thief.take(fake.0.as_raw_fd()).unwrap_err();
+        let e = thief.take(fake.0.as_fd()).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(errno::EACCES));
     }
     // Another claim succeeds meanwhile (the engine's next probe byte

@@ -130,7 +130,7 @@ fn a_shared_listeners_priority_is_whoever_set_it_last() {
     let at = SocketAddrV4::new(ENGINE_IP, 7625);
     let l = parent.tcp_listen(at, 16).unwrap();
     let watch = l.watch_across_fork().unwrap();
-    let shared = match child.take(std::os::fd::AsRawFd::as_raw_fd(&watch)).unwrap() {
+    let shared = match child.take(std::os::fd::AsFd::as_fd(&watch)).unwrap() {
         softoe_host::Taken::Listener(l) => l,
         softoe_host::Taken::Stream(_) => panic!("a connection where a listener was watched"),
     };

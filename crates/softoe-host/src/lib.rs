@@ -23,10 +23,11 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-#![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod alloc;
+// Attaches the shared region and reads its header words directly.
+#[allow(unsafe_code)]
 mod client;
 mod errno;
 mod process;

@@ -19,117 +19,47 @@
 //! parent's id, as it shares everything else until it `exec`s. Where the
 //! kernel refuses the mark, every call asks the kernel.
 
-use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
-
-/// The page's first word (null until the first call maps it).
-static PAGE: AtomicPtr<AtomicU32> = AtomicPtr::new(null_mut());
-/// The kernel refused `MADV_WIPEONFORK`: no cache at all.
-static NO_PAGE: AtomicBool = AtomicBool::new(false);
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// This process's id: one load of a word the kernel zeroes in every child
 /// (see the module's notes). Measured here: under a nanosecond, against
 /// 150–180 ns for `getpid`.
 #[inline]
 pub fn process_id() -> u32 {
-    let p = PAGE.load(Ordering::Acquire);
-    if !p.is_null() {
-        // SAFETY: `p` is the first word of a page this module mapped
-        // (page-aligned, so aligned for a u32) and never unmaps; every
-        // access to it is atomic. The mapping is private: a child's copy
-        // is its own.
-        let id = unsafe { (*p).load(Ordering::Relaxed) };
-        if id != 0 {
-            return id;
-        }
+    let Some(w) = softoe_sys::forkpage::word() else {
+        return std::process::id();
+    };
+    let id = w.load(Ordering::Relaxed);
+    if id != 0 {
+        return id;
     }
-    refresh(p)
+    refresh(w)
 }
 
 /// A new process (or the first call): the kernel's answer, kept.
 #[cold]
-fn refresh(p: *mut AtomicU32) -> u32 {
+fn refresh(w: &AtomicU32) -> u32 {
     let id = std::process::id();
-    let p = if p.is_null() { map() } else { p };
-    if !p.is_null() {
-        // SAFETY: as in `process_id`.
-        unsafe { (*p).store(id, Ordering::Relaxed) };
-    }
+    w.store(id, Ordering::Relaxed);
     id
-}
-
-/// Maps the page (once; a thread that loses the race unmaps its own), or
-/// null where the kernel refuses the mark.
-fn map() -> *mut AtomicU32 {
-    if NO_PAGE.load(Ordering::Relaxed) {
-        return null_mut();
-    }
-    let len = 4096;
-    // SAFETY: a new private anonymous mapping; nothing else refers to it.
-    let m = unsafe {
-        libc::mmap(
-            null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if m == libc::MAP_FAILED {
-        return null_mut();
-    }
-    // SAFETY: `m` is the mapping just made, `len` bytes.
-    if unsafe { libc::madvise(m, len, libc::MADV_WIPEONFORK) } != 0 {
-        NO_PAGE.store(true, Ordering::Relaxed);
-        // SAFETY: our own mapping, not published.
-        unsafe { libc::munmap(m, len) };
-        return null_mut();
-    }
-    let mine = m.cast::<AtomicU32>();
-    match PAGE.compare_exchange(null_mut(), mine, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => mine,
-        Err(theirs) => {
-            // SAFETY: our own mapping, never published.
-            unsafe { libc::munmap(m, len) };
-            theirs
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::process_id;
+    use super::*;
 
     #[test]
-    fn the_id_is_this_process_and_a_raw_clone_child_sees_its_own() {
+    fn the_id_is_this_process_and_a_zeroed_word_is_refreshed() {
         assert_eq!(process_id(), std::process::id());
         assert_eq!(process_id(), std::process::id());
-        let mut fds = [0; 2];
-        // SAFETY: a plain pipe.
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-        // SAFETY: clone(SIGCHLD) without CLONE_VM is a fork libc does not
-        // see; the child only reads a cached word, writes to a pipe and
-        // leaves with `_exit`.
-        let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) };
-        assert!(pid >= 0);
-        if pid == 0 {
-            let ok = process_id() != 0 && process_id() == std::process::id();
-            let b = [u8::from(ok)];
-            // SAFETY: a write of one byte to our pipe, then exit.
-            unsafe {
-                libc::write(fds[1], b.as_ptr().cast(), 1);
-                libc::_exit(0);
-            }
+        // What a child finds (the kernel zeroed the word: see
+        // `softoe_sys::forkpage`'s test of a raw clone): the id is asked
+        // for again and kept.
+        if let Some(w) = softoe_sys::forkpage::word() {
+            w.store(0, Ordering::Relaxed);
+            assert_eq!(process_id(), std::process::id());
+            assert_eq!(w.load(Ordering::Relaxed), std::process::id());
         }
-        let mut b = [0u8];
-        // SAFETY: a read of one byte from our pipe.
-        assert_eq!(unsafe { libc::read(fds[0], b.as_mut_ptr().cast(), 1) }, 1);
-        let mut st = 0;
-        // SAFETY: waits for our child.
-        unsafe { libc::waitpid(pid as libc::pid_t, &mut st, 0) };
-        assert_eq!(b[0], 1, "the child saw its parent's id");
-        assert_eq!(process_id(), std::process::id());
     }
 
     /// What the check costs against asking the kernel (a measurement, not

@@ -1,318 +1,179 @@
-//! System calls of the client: connecting, receiving descriptors, mapping,
-//! doorbells.
+//! System calls of the client: connecting, passing descriptors, doorbells,
+//! naps. Every call goes through rustix (which makes the system call
+//! itself: nothing here passes through the shim's libc hooks, and `errno`
+//! is left as the program's call set it) or, where rustix has none,
+//! through `softoe-sys` (the region's mapping, signal dispositions,
+//! `errno` itself).
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;
 
-fn check(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
+use rustix::event::{PollFd, PollFlags};
+use rustix::io::Errno;
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+};
+use rustix::time::Timespec;
+
+pub(crate) use softoe_sys::errno::KeepErrno;
+pub(crate) use softoe_sys::mem::Mapping;
+
+/// Most descriptors one message carries (the welcome's three).
+const MAX_FDS: usize = 3;
 
 /// Connects a `SOCK_SEQPACKET` socket to `path`.
 pub(crate) fn connect(path: &Path) -> io::Result<OwnedFd> {
-    let bytes = path.as_os_str().as_bytes();
-    // SAFETY: sockaddr_un is plain data; zeroed is valid.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    if bytes.len() >= addr.sun_path.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "socket path too long",
-        ));
-    }
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    // SAFETY: plain socket calls; `addr` is valid for the call.
-    unsafe {
-        let fd = check(libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-        ))?;
-        let fd = OwnedFd::from_raw_fd(fd);
-        check(libc::connect(
-            fd.as_raw_fd(),
-            (&raw const addr).cast(),
-            size_of::<libc::sockaddr_un>() as libc::socklen_t,
-        ))?;
-        Ok(fd)
-    }
+    let addr = SocketAddrUnix::new(path).map_err(|e| {
+        if e == Errno::NAMETOOLONG || e == Errno::INVAL {
+            io::Error::new(io::ErrorKind::InvalidInput, "socket path too long")
+        } else {
+            e.into()
+        }
+    })?;
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    rustix::net::connect(&fd, &addr)?;
+    Ok(fd)
 }
 
 /// Sends one message.
-pub(crate) fn send(fd: RawFd, b: &[u8]) -> io::Result<()> {
-    // SAFETY: sends from `b`, valid for its length.
-    let r = unsafe { libc::send(fd, b.as_ptr().cast(), b.len(), libc::MSG_NOSIGNAL) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
+pub(crate) fn send(fd: impl AsFd, b: &[u8]) -> io::Result<()> {
+    rustix::net::send(fd, b, SendFlags::NOSIGNAL)?;
     Ok(())
 }
 
 /// Sends one message with one descriptor attached (`SCM_RIGHTS`).
-pub(crate) fn send_fd(fd: RawFd, b: &[u8], pass: RawFd) -> io::Result<()> {
+pub(crate) fn send_fd(fd: impl AsFd, b: &[u8], pass: BorrowedFd<'_>) -> io::Result<()> {
     send_fds(fd, b, &[pass])
 }
 
 /// Sends one message with descriptors attached (`SCM_RIGHTS`; a handful at
 /// most).
-pub(crate) fn send_fds(fd: RawFd, b: &[u8], pass: &[RawFd]) -> io::Result<()> {
-    let fd_bytes = size_of_val(pass);
-    // SAFETY: a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
+pub(crate) fn send_fds(fd: impl AsFd, b: &[u8], pass: &[BorrowedFd<'_>]) -> io::Result<()> {
     // On the stack: a message with a descriptor allocates nothing.
-    let mut control = [0u64; 8];
-    if space > size_of_val(&control) {
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(pass)) {
         return Err(io::ErrorKind::InvalidInput.into());
     }
-    let mut iov = libc::iovec {
-        iov_base: b.as_ptr().cast_mut().cast(),
-        iov_len: b.len(),
-    };
-    // SAFETY: msghdr is plain data; `iov` names `b` (only read), `control`
-    // has CMSG_SPACE bytes for the descriptors and the CMSG_* macros stay
-    // inside it.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        let c = libc::CMSG_FIRSTHDR(&raw const msg);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
-        std::ptr::copy_nonoverlapping(pass.as_ptr().cast::<u8>(), libc::CMSG_DATA(c), fd_bytes);
-        if libc::sendmsg(fd, &raw const msg, libc::MSG_NOSIGNAL) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
+    rustix::net::sendmsg(fd, &[IoSlice::new(b)], &mut control, SendFlags::NOSIGNAL)?;
     Ok(())
 }
 
-/// A new non-blocking eventfd.
-/// A connected pair of Unix stream sockets, close-on-exec.
+/// The abstract name a watch's end is bound to: [`softoe_abi::WATCH_NAME`]
+/// (which starts with the 0 byte that makes a name abstract), the digit of
+/// `flags`, `:` and the hex digits of `random`.
+fn watch_name(flags: u8, random: &[u8]) -> Vec<u8> {
+    let mut name = softoe_abi::WATCH_NAME.to_vec();
+    name.push(b'0' + (flags & 7));
+    name.push(b':');
+    for b in random {
+        name.extend_from_slice(format!("{b:02x}").as_bytes());
+    }
+    name
+}
+
 /// Binds `fd` (one end of a watch's socket pair) to an abstract name
 /// [`softoe_abi::WATCH_NAME`], the digit of `flags`, `:` and 32 random hex
 /// digits: unique, and how a process the descriptor is passed to knows it.
-pub(crate) fn bind_watch_name(fd: RawFd, flags: u8) -> io::Result<()> {
+pub(crate) fn bind_watch_name(fd: impl AsFd, flags: u8) -> io::Result<()> {
     for _ in 0..8 {
         let mut r = [0u8; 16];
-        // SAFETY: writes at most `r.len()` bytes into `r`.
-        let got = unsafe { libc::getrandom(r.as_mut_ptr().cast(), r.len(), 0) };
-        if got != r.len() as isize {
-            return Err(io::Error::last_os_error());
+        let got = rustix::rand::getrandom(&mut r, rustix::rand::GetRandomFlags::empty())?;
+        if got != r.len() {
+            return Err(Errno::AGAIN.into());
         }
-        let mut name = softoe_abi::WATCH_NAME.to_vec();
-        name.push(b'0' + (flags & 7));
-        name.push(b':');
-        for b in r {
-            name.extend_from_slice(format!("{b:02x}").as_bytes());
-        }
-        // SAFETY: an all-zero sockaddr_un is valid; the name fits its path.
-        let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-        a.sun_family = libc::AF_UNIX as libc::sa_family_t;
-        for (d, s) in a.sun_path.iter_mut().zip(&name) {
-            *d = *s as libc::c_char;
-        }
-        let len = (size_of::<libc::sa_family_t>() + name.len()) as libc::socklen_t;
-        // SAFETY: `a` is a valid sockaddr_un of at least `len` bytes.
-        if unsafe { libc::bind(fd, (&raw const a).cast(), len) } == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EADDRINUSE) {
-            return Err(e);
+        let name = watch_name(flags, &r);
+        let addr = SocketAddrUnix::new_abstract_name(name.get(1..).unwrap_or_default())?;
+        match rustix::net::bind(&fd, &addr) {
+            Ok(()) => return Ok(()),
+            Err(e) if e == Errno::ADDRINUSE => continue,
+            Err(e) => return Err(e.into()),
         }
     }
-    Err(io::Error::from_raw_os_error(libc::EADDRINUSE))
+    Err(Errno::ADDRINUSE.into())
 }
 
 /// The flags of a watched softoe socket's descriptor
 /// ([`softoe_abi::WATCH_NAME`]: 1 `AF_INET6`, 2 a listener), if `fd` is
 /// one by its name: what a process that received `fd` over a Unix socket
 /// asks before it claims it.
-pub fn watch_flags(fd: RawFd) -> Option<u8> {
-    // SAFETY: an all-zero sockaddr_un is a valid out-parameter.
-    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    let mut len = size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    // SAFETY: `a` and `len` are valid for the call.
-    if unsafe { libc::getsockname(fd, (&raw mut a).cast(), &raw mut len) } != 0
-        || i32::from(a.sun_family) != libc::AF_UNIX
-    {
-        return None;
-    }
-    let path = (len as usize).checked_sub(size_of::<libc::sa_family_t>())?;
-    let p = softoe_abi::WATCH_NAME;
-    let got: Vec<u8> = a.sun_path[..path.min(a.sun_path.len())]
-        .iter()
-        .map(|&c| c as u8)
-        .collect();
-    if !got.starts_with(p) {
-        return None;
-    }
-    let d = *got.get(p.len())?;
+pub fn watch_flags(fd: BorrowedFd<'_>) -> Option<u8> {
+    let addr = SocketAddrUnix::try_from(rustix::net::getsockname(fd).ok()?).ok()?;
+    flags_of(addr.abstract_name()?)
+}
+
+/// The flags digit of an abstract name (without its leading 0 byte), if
+/// it is a watch's.
+fn flags_of(name: &[u8]) -> Option<u8> {
+    let p = softoe_abi::WATCH_NAME.get(1..)?;
+    let d = *name.strip_prefix(p)?.first()?;
     d.is_ascii_digit().then(|| d - b'0')
 }
 
+/// A connected pair of Unix stream sockets, close-on-exec.
 pub(crate) fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors the kernel writes.
-    check(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })?;
-    // SAFETY: both descriptors are new and ours alone.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
+/// A new non-blocking eventfd.
 pub(crate) fn eventfd() -> io::Result<OwnedFd> {
-    // SAFETY: no pointers; the descriptor is new and ours.
-    unsafe {
-        let fd = check(libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC))?;
-        Ok(OwnedFd::from_raw_fd(fd))
-    }
+    softoe_sys::event::EventFd::new().map(OwnedFd::from)
 }
 
-/// Receives one message and up to `N` descriptors.
+/// Receives one message and up to `N` descriptors (at most 3).
 pub(crate) fn recv_fds<const N: usize>(
-    fd: RawFd,
+    fd: impl AsFd,
     buf: &mut [u8],
 ) -> io::Result<(usize, Vec<OwnedFd>)> {
-    let fd_bytes = N * size_of::<RawFd>();
-    // SAFETY: a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
-    let mut control = [0u64; 8];
-    if space > size_of_val(&control) {
+    if N > MAX_FDS {
         return Err(io::ErrorKind::InvalidInput.into());
     }
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    // Room for exactly `N`: more are closed by the kernel, as before.
+    let room = rustix::cmsg_space!(ScmRights(N));
+    let mut control = RecvAncillaryBuffer::new(&mut space[..room]);
+    let msg = rustix::net::recvmsg(
+        fd,
+        &mut [IoSliceMut::new(buf)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
     let mut fds = Vec::new();
-    // SAFETY: msghdr is plain data; `iov` names `buf` and `control` is
-    // CMSG_SPACE bytes; the CMSG_* walk stays inside `control` as the kernel
-    // filled it; each descriptor received is new and owned by us.
-    let n = unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        let n = libc::recvmsg(fd, &raw mut msg, libc::MSG_CMSG_CLOEXEC);
-        if n < 0 {
-            return Err(io::Error::last_os_error());
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(got) = m {
+            fds.extend(got);
         }
-        let mut c = libc::CMSG_FIRSTHDR(&raw const msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(c);
-                let len = (*c).cmsg_len as usize - (data as usize - c as usize);
-                for i in 0..len / size_of::<RawFd>() {
-                    let mut raw: RawFd = 0;
-                    std::ptr::copy_nonoverlapping(
-                        data.add(i * size_of::<RawFd>()),
-                        (&raw mut raw).cast::<u8>(),
-                        size_of::<RawFd>(),
-                    );
-                    fds.push(OwnedFd::from_raw_fd(raw));
-                }
-            }
-            c = libc::CMSG_NXTHDR(&raw const msg, c);
-        }
-        n as usize
-    };
-    Ok((n, fds))
-}
-
-/// A shared mapping, unmapped on drop.
-#[derive(Debug)]
-pub(crate) struct Mapping {
-    pub(crate) ptr: *mut u8,
-    pub(crate) len: usize,
-}
-
-// SAFETY: process-wide memory; access goes through atomics and raw copies.
-unsafe impl Send for Mapping {}
-// SAFETY: as above; nothing hands out references into it.
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    /// Maps `len` bytes of `fd` shared.
-    pub(crate) fn map(fd: RawFd, len: usize) -> io::Result<Mapping> {
-        // SAFETY: maps `len` bytes of a memfd the engine sealed at (at
-        // least) that size.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Mapping { ptr: p.cast(), len })
     }
+    Ok((msg.bytes, fds))
 }
 
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmaps what `map` mapped; the client is gone.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
-}
-
-/// Rings an eventfd.
-pub(crate) fn signal(fd: RawFd) {
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a live u64.
-    let _ = unsafe { libc::write(fd, (&raw const one).cast(), 8) };
+/// Rings an eventfd (a full counter means the engine is due to wake).
+pub(crate) fn signal(fd: impl AsFd) {
+    let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
 }
 
 /// Clears an eventfd (non-blocking).
 ///
 /// `errno` is kept: drains run in drops between a failed wait and the
 /// caller's look at `errno` (a signal's `EINTR` must not read as the empty
-/// bell's `EAGAIN`).
-pub(crate) fn drain(fd: RawFd) {
-    let _keep = KeepErrno::new();
-    let mut v: u64 = 0;
-    // SAFETY: reads 8 bytes into a live u64; the engine made it non-blocking.
-    let _ = unsafe { libc::read(fd, (&raw mut v).cast(), 8) };
-}
-
-/// Puts `errno` back as it was when made, when dropped.
-pub(crate) struct KeepErrno(libc::c_int);
-
-impl KeepErrno {
-    pub(crate) fn new() -> KeepErrno {
-        // SAFETY: `__errno_location` returns this thread's errno word.
-        KeepErrno(unsafe { *libc::__errno_location() })
-    }
-}
-
-impl Drop for KeepErrno {
-    fn drop(&mut self) {
-        // SAFETY: as in `new`.
-        unsafe { *libc::__errno_location() = self.0 };
-    }
+/// bell's `EAGAIN`); rustix's `read` leaves it alone.
+pub(crate) fn drain(fd: impl AsFd) {
+    let mut v = [0u8; 8];
+    let _ = rustix::io::read(fd, &mut v);
 }
 
 /// Whether a blocking call a signal handler interrupted should go on, as
@@ -321,30 +182,13 @@ impl Drop for KeepErrno {
 /// only when every installed handler restarts; a program with a handler
 /// that does not (Python's, a C program's `alarm` timeout) gets `EINTR`.
 pub(crate) fn restart_after_signal() -> bool {
-    for sig in 1..=libc::SIGRTMAX() {
-        // SAFETY: an all-zero `sigaction` is a valid out-parameter.
-        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: queries only (null new action); `old` is valid for writes.
-        if unsafe { libc::sigaction(sig, std::ptr::null(), &raw mut old) } != 0 {
-            continue;
-        }
-        let h = old.sa_sigaction;
-        if h != libc::SIG_DFL && h != libc::SIG_IGN && old.sa_flags & libc::SA_RESTART == 0 {
-            return false;
-        }
-    }
-    true
+    (1..=libc::SIGRTMAX()).all(|sig| !softoe_sys::signal::interrupts(sig))
 }
 
-/// Waits until `fd` is readable or `timeout` passes; `false` when a signal
-/// handler interrupted the wait.
 /// The identity (device, inode) of the file open at `fd`, if it is open.
-pub(crate) fn file_id(fd: RawFd) -> Option<(u64, u64)> {
-    // SAFETY: `stat` is plain data; all-zero is a valid value, and fstat
-    // writes at most one.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` is a live, writable stat.
-    (unsafe { libc::fstat(fd, &raw mut st) } == 0).then_some((st.st_dev, st.st_ino))
+pub(crate) fn file_id(fd: impl AsFd) -> Option<(u64, u64)> {
+    let st = rustix::fs::fstat(fd).ok()?;
+    Some((st.st_dev, st.st_ino))
 }
 
 /// How a nap on a doorbell ended.
@@ -359,52 +203,131 @@ pub(crate) enum Nap {
     EngineGone,
 }
 
+/// `d` as a `timespec`, its seconds capped at `i32::MAX`.
+fn timespec(d: Duration) -> Timespec {
+    Timespec {
+        tv_sec: d.as_secs().min(i32::MAX as u64) as i64,
+        tv_nsec: i64::from(d.subsec_nanos()),
+    }
+}
+
 /// Sleeps until `bell` is readable or `timeout` passes, watching `conn`
 /// (the attach connection) for the engine's end closing: a hang-up is
 /// reported whatever events are asked for, so nothing the engine sends on
 /// it wakes the nap.
-pub(crate) fn nap(bell: RawFd, conn: RawFd, timeout: Duration) -> Nap {
+pub(crate) fn nap(bell: BorrowedFd<'_>, conn: BorrowedFd<'_>, timeout: Duration) -> Nap {
     let mut p = [
-        libc::pollfd {
-            fd: bell,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: conn,
-            events: 0,
-            revents: 0,
-        },
+        PollFd::new(&bell, PollFlags::IN),
+        PollFd::new(&conn, PollFlags::empty()),
     ];
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
-    };
-    // SAFETY: two valid pollfds and a valid timespec for the call.
-    let r = unsafe { libc::ppoll(p.as_mut_ptr(), 2, &raw const ts, std::ptr::null()) };
-    if r < 0 {
-        return if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            Nap::Interrupted
-        } else {
-            Nap::Over
-        };
+    match rustix::event::poll(&mut p, Some(&timespec(timeout))) {
+        Err(e) if e == Errno::INTR => Nap::Interrupted,
+        Err(_) => Nap::Over,
+        Ok(_) if p[1].revents().intersects(PollFlags::HUP | PollFlags::ERR) => Nap::EngineGone,
+        Ok(_) => Nap::Over,
     }
-    if p[1].revents & (libc::POLLHUP | libc::POLLERR) != 0 {
-        return Nap::EngineGone;
-    }
-    Nap::Over
 }
 
 /// Whether `fd` has something to read (or its peer hung up) within
-/// `timeout`; a signal counts as nothing.
-pub(crate) fn readable_within(fd: RawFd, timeout: Duration) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-    // SAFETY: one valid pollfd for the call.
-    let r = unsafe { libc::poll(&raw mut p, 1, ms) };
-    r > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+/// `timeout` (whole milliseconds); a signal counts as nothing.
+pub(crate) fn readable_within(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
+    let ms = timeout.as_millis().min(i32::MAX as u128) as u64;
+    let mut p = [PollFd::new(&fd, PollFlags::IN)];
+    let r = rustix::event::poll(&mut p, Some(&timespec(Duration::from_millis(ms))));
+    matches!(r, Ok(n) if n > 0)
+        && p[0]
+            .revents()
+            .intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn descriptors_pass_and_arrive_open() -> io::Result<()> {
+        let (a, b) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )?;
+        let bell = eventfd()?;
+        send_fd(&a, b"hi", bell.as_fd())?;
+        let mut buf = [0u8; 8];
+        let (n, fds) = recv_fds::<1>(&b, &mut buf)?;
+        assert_eq!(&buf[..n], b"hi");
+        assert_eq!(fds.len(), 1);
+        assert_ne!(fds[0].as_raw_fd(), bell.as_raw_fd());
+        // The same eventfd: ringing one end is read on the other.
+        signal(&fds[0]);
+        let mut v = [0u8; 8];
+        assert_eq!(rustix::io::read(&bell, &mut v), Ok(8));
+        assert_eq!(u64::from_ne_bytes(v), 1);
+        // A message without descriptors brings none; more than the
+        // stack buffer holds are refused, not sent.
+        send(&a, b"x")?;
+        assert_eq!(recv_fds::<1>(&b, &mut buf)?.1.len(), 0);
+        let many = [bell.as_fd(); 16];
+        assert!(send_fds(&a, b"x", &many).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_welcome_brings_its_three() -> io::Result<()> {
+        let (a, b) = socketpair()?;
+        let e = [eventfd()?, eventfd()?, eventfd()?];
+        send_fds(&a, b"y", &[e[0].as_fd(), e[1].as_fd(), e[2].as_fd()])?;
+        let mut buf = [0u8; 4];
+        let (n, fds) = recv_fds::<3>(&b, &mut buf)?;
+        assert_eq!((n, fds.len()), (1, 3));
+        assert!(recv_fds::<4>(&b, &mut buf).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_watch_name_carries_its_flags() -> io::Result<()> {
+        let (mine, _theirs) = socketpair()?;
+        bind_watch_name(&mine, 3)?;
+        assert_eq!(watch_flags(mine.as_fd()), Some(3));
+        let (other, _o) = socketpair()?;
+        assert_eq!(watch_flags(other.as_fd()), None);
+        assert_eq!(flags_of(b"softoe-watch:2:00"), Some(2));
+        assert_eq!(flags_of(b"softoe-watch:x"), None);
+        assert_eq!(flags_of(b"other"), None);
+        assert_eq!(watch_name(9, &[0xab]), b"\0softoe-watch:1:ab".to_vec());
+        Ok(())
+    }
+
+    #[test]
+    fn a_nap_sees_the_bell_and_the_engine_going() -> io::Result<()> {
+        let bell = eventfd()?;
+        let (conn, engine) = socketpair()?;
+        signal(&bell);
+        let t = std::time::Instant::now();
+        assert_eq!(
+            nap(bell.as_fd(), conn.as_fd(), Duration::from_secs(5)),
+            Nap::Over
+        );
+        assert!(t.elapsed() < Duration::from_secs(4));
+        drain(&bell);
+        assert!(!readable_within(conn.as_fd(), Duration::from_millis(1)));
+        drop(engine);
+        assert_eq!(
+            nap(bell.as_fd(), conn.as_fd(), Duration::from_secs(5)),
+            Nap::EngineGone
+        );
+        assert!(readable_within(conn.as_fd(), Duration::from_millis(1)));
+        Ok(())
+    }
+
+    #[test]
+    fn file_ids_tell_files_apart() -> io::Result<()> {
+        let (a, b) = socketpair()?;
+        assert!(file_id(&a).is_some());
+        assert_ne!(file_id(&a), file_id(&b));
+        assert_eq!(file_id(&a), file_id(a.try_clone()?));
+        Ok(())
+    }
 }

@@ -12,26 +12,10 @@ use anyhow::{Context, Result, bail};
 /// `cubic`: as root any algorithm the kernel offers, where a namespace's
 /// default may only be one of `tcp_allowed_congestion_control`. A listener's
 /// passes to the connections it accepts.
-#[allow(unsafe_code)]
-pub fn set_congestion(sock: &impl std::os::fd::AsRawFd, name: &str) -> Result<()> {
-    let len = libc::socklen_t::try_from(name.len()).context("congestion control name")?;
-    // SAFETY: the descriptor is a live socket borrowed for the call;
-    // `name` points at `len` readable bytes, which the kernel copies (it
-    // needs no terminating NUL) and does not keep.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_ptr().cast(),
-            len,
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("setting TCP congestion control {name}"));
-    }
-    Ok(())
+pub fn set_congestion(sock: &impl std::os::fd::AsFd, name: &str) -> Result<()> {
+    rustix::net::sockopt::set_tcp_congestion(sock, name)
+        .map_err(std::io::Error::from)
+        .with_context(|| format!("setting TCP congestion control {name}"))
 }
 
 /// Writes `bytes` to `addr`, shuts down, reads to the end. Returns the time

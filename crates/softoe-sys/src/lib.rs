@@ -25,13 +25,28 @@
 //!   BPF socket filter, and receiving with `PACKET_AUXDATA` and kernel
 //!   timestamps;
 //! - [`sockopt`]: int-valued socket options rustix has no function for.
+//! - [`procvm`]: `process_vm_readv`/`process_vm_writev`, the host
+//!   interface's reads of and writes to a program's memory;
+//! - [`errno`]: the calling thread's `errno`, kept across the calls the
+//!   host library makes on a program's behalf;
+//! - [`signal`]: whether a signal's handler restarts interrupted calls;
+//! - [`forkpage`]: a word every child process sees zeroed
+//!   (`MADV_WIPEONFORK`), how the host library tells a forked child;
+//! - [`sched`]: `SCHED_FIFO` for the lab's real-time sender;
+//! - [`malloc`]: glibc's `mallopt` mmap threshold, fixed by the CLI.
 #![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod bpf;
+pub mod errno;
 pub mod event;
+pub mod forkpage;
 pub mod ifreq;
+pub mod malloc;
 pub mod mem;
 pub mod packet;
+pub mod procvm;
+pub mod sched;
+pub mod signal;
 pub mod sockopt;
 pub mod tun;

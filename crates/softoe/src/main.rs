@@ -96,13 +96,8 @@ enum Command {
 /// zeroes them by hand — resident memory and a memset for every
 /// connection, also for bytes it never uses. Fresh mappings are zero pages
 /// until touched, and freed ones go back to the system.
-#[allow(unsafe_code)]
 fn fixed_mmap_threshold() {
-    // SAFETY: mallopt only changes glibc's allocation policy; it is called
-    // before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
-    }
+    let _ = softoe_sys::malloc::fixed_mmap_threshold(256 * 1024);
 }
 
 fn main() -> Result<()> {

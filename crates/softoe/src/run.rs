@@ -9,7 +9,6 @@
 //! terminal are the program's own.
 
 use std::ffi::{OsStr, OsString};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -149,42 +148,18 @@ fn check_engine(path: &Path) -> Result<()> {
 
 /// A `SOCK_SEQPACKET` connection to `path`, the host interface's socket
 /// type.
-#[allow(unsafe_code)]
 fn connect_seqpacket(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::{FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    let bytes = path.as_os_str().as_bytes();
-    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    if bytes.len() >= addr.sun_path.len() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "socket path too long",
-        ));
-    }
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    // SAFETY: socket takes no pointers; a negative result is an error.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a new descriptor this function owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: `addr` is a valid sockaddr_un for the call, of the length
-    // given.
-    let rc = unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            (&raw const addr).cast(),
-            size_of::<libc::sockaddr_un>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let addr = SocketAddrUnix::new(path).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "socket path too long")
+    })?;
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    rustix::net::connect(&fd, &addr)?;
     Ok(fd)
 }
 
@@ -198,7 +173,7 @@ fn not_the_host_socket(path: &Path) -> String {
     // does (a snapshot, at once: it looks every millisecond).
     let engine = (|| {
         let mut s = std::os::unix::net::UnixStream::connect(path).ok()?;
-        let (pid, _, _) = softoe_engine::host::sys::peer_cred(s.as_raw_fd()).ok()?;
+        let (pid, _, _) = softoe_engine::host::sys::peer_cred(&s).ok()?;
         s.set_read_timeout(Some(std::time::Duration::from_secs(1)))
             .ok()?;
         let mut buf = Vec::new();

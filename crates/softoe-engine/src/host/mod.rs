@@ -27,12 +27,11 @@
 // written (the session modules that say so) and in the system-call layer;
 // the rest of the host interface denies it.
 mod session;
-#[allow(unsafe_code)]
 pub mod sys;
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -42,7 +41,7 @@ use softoe_abi::{ATTACH_MAGIC, Hello, Layout, VERSION, Welcome, errno};
 use softoe_stack::{Algorithm, Events, Instant, SocketHandle, Stack};
 use tracing::{debug, info, warn};
 
-use crate::control::EngineCounters;
+use crate::counters::EngineCounters;
 use crate::emulate::{AccessMeter, Emulation};
 use crate::memory::Memory;
 use crate::services::Service;
@@ -316,13 +315,13 @@ const HELLO_WAIT: Duration = Duration::from_secs(5);
 const MAX_HELLOS: usize = 64;
 
 /// Answers an attach with an error (a negated errno) and no region.
-fn refuse(fd: RawFd, status: i32) {
+fn refuse(fd: BorrowedFd<'_>, status: i32) {
     refuse_for(fd, status, 0, 0);
 }
 
 /// Refuses an attach with `status` because of `limit` (a `LIMIT_*`), whose
 /// value is `value`: the program's error names it.
-fn refuse_for(fd: RawFd, status: i32, limit: u32, value: u64) {
+fn refuse_for(fd: BorrowedFd<'_>, status: i32, limit: u32, value: u64) {
     let w = Welcome {
         magic: ATTACH_MAGIC,
         version: VERSION,
@@ -364,7 +363,7 @@ impl HostService {
         let listener = sys::listen(&cfg.path, cfg.mode)?;
         let bound = crate::sockpath::Bound::new(&cfg.path);
         let epoll = Epoll::new()?;
-        epoll.add(listener.as_raw_fd(), LISTENER)?;
+        epoll.add(&listener, LISTENER)?;
         info!(path = %cfg.path.display(), "host interface listening");
         Ok(HostService::with(
             cfg,
@@ -386,7 +385,7 @@ impl HostService {
     ) -> io::Result<(HostService, Sender<OwnedFd>, Arc<EventFd>)> {
         let epoll = Epoll::new()?;
         let bell = Arc::new(EventFd::new()?);
-        epoll.add(bell.raw(), INBOX)?;
+        epoll.add(&bell, INBOX)?;
         let (tx, rx) = mpsc::channel();
         let service = HostService::with(cfg, epoll, None, None, Some((rx, bell.clone())));
         Ok((service, tx, bell))
@@ -447,7 +446,7 @@ impl HostService {
     /// else waits for it in the epoll set, never in the engine's loop.
     fn greet(&mut self, now: Instant, conn: OwnedFd) {
         let mut buf = [0u8; 64];
-        match sys::recv(conn.as_raw_fd(), &mut buf) {
+        match sys::recv(&conn, &mut buf) {
             // Closed without a word: a check that an engine answers here
             // (`softoe run`'s, `sockpath::alive`), not a program's attach.
             Ok(Some(0)) => debug!("host socket: a connection closed without a hello (a probe)"),
@@ -455,12 +454,12 @@ impl HostService {
             Ok(None) => {
                 if self.hellos.len() >= MAX_HELLOS {
                     warn!("attach: too many connections waiting to say hello");
-                    refuse(conn.as_raw_fd(), errno::EAGAIN);
+                    refuse(conn.as_fd(), errno::EAGAIN);
                     return;
                 }
                 let token = self.next_hello;
                 self.next_hello = if token + 1 >= WATCH { HELLO } else { token + 1 };
-                if let Err(e) = self.epoll.add(conn.as_raw_fd(), token) {
+                if let Err(e) = self.epoll.add(&conn, token) {
                     warn!(error = %e, "attach: epoll");
                     return;
                 }
@@ -476,16 +475,16 @@ impl HostService {
             return;
         };
         let mut buf = [0u8; 64];
-        match sys::recv(conn.as_raw_fd(), &mut buf) {
+        match sys::recv(&conn, &mut buf) {
             Ok(None) => {
                 self.hellos.insert(token, (conn, deadline));
             }
             Ok(Some(n)) if n > 0 => {
-                self.epoll.delete(conn.as_raw_fd());
+                self.epoll.delete(&conn);
                 self.attach(conn, &buf[..n]);
             }
             // Gone without a word.
-            Ok(Some(_)) | Err(_) => self.epoll.delete(conn.as_raw_fd()),
+            Ok(Some(_)) | Err(_) => self.epoll.delete(&conn),
         }
     }
 
@@ -500,14 +499,14 @@ impl HostService {
                 return true;
             }
             warn!("attach: no hello in {HELLO_WAIT:?}");
-            epoll.delete(conn.as_raw_fd());
-            refuse(conn.as_raw_fd(), errno::ETIMEDOUT);
+            epoll.delete(&*conn);
+            refuse(conn.as_fd(), errno::ETIMEDOUT);
             false
         });
     }
 
     fn attach(&mut self, conn: OwnedFd, hello: &[u8]) {
-        let fd = conn.as_raw_fd();
+        let fd = conn.as_fd();
         let (pid, uid, _gid) = match sys::peer_cred(fd) {
             Ok(c) => c,
             Err(e) => {
@@ -613,8 +612,8 @@ impl HostService {
         let mut session = match Session::open(id, (pid, uid), layout, fds) {
             Ok(s) => s,
             Err(e) => {
+                // The connection closed with the session: nothing to answer on.
                 warn!(pid, error = %e, "attach: session setup failed");
-                refuse(errno::ENOMEM);
                 return;
             }
         };
@@ -628,7 +627,7 @@ impl HostService {
             limit: 0,
             region_len: layout.region_len(),
         };
-        if let Err(e) = sys::send_with_fds(fd, &w.to_bytes(), &session.fds()) {
+        if let Err(e) = sys::send_with_fds(session.conn_fd(), &w.to_bytes(), &session.fds()) {
             warn!(pid, error = %e, "attach: cannot send the region");
             return;
         }
@@ -641,8 +640,8 @@ impl HostService {
                 self.sessions.len() - 1
             });
         let token = slot as u64;
-        if self.epoll.add(fd, token).is_err()
-            || self.epoll.add(session.bell_engine().raw(), token).is_err()
+        if self.epoll.add(session.conn_fd(), token).is_err()
+            || self.epoll.add(session.bell_engine(), token).is_err()
         {
             warn!(pid, "attach: epoll");
             return;
@@ -678,11 +677,12 @@ impl HostService {
                 continue;
             }
             if t == LISTENER {
-                let Some(listener) = self.listener.as_ref().map(AsRawFd::as_raw_fd) else {
+                // Out while connections are greeted (which never looks at it).
+                let Some(listener) = self.listener.take() else {
                     continue;
                 };
                 loop {
-                    match sys::accept(listener) {
+                    match sys::accept(&listener) {
                         Ok(Some(c)) => self.greet(now, c),
                         Ok(None) => break,
                         Err(e) => {
@@ -691,6 +691,7 @@ impl HostService {
                         }
                     }
                 }
+                self.listener = Some(listener);
                 continue;
             }
             if t >= WATCH {
@@ -720,7 +721,7 @@ impl HostService {
                     "program gone: closing its sockets"
                 );
                 self.epoll.delete(s.conn_fd());
-                self.epoll.delete(s.bell_engine().raw());
+                self.epoll.delete(s.bell_engine());
                 s.exit(&mut Ctx {
                     now,
                     stack,
@@ -735,7 +736,7 @@ impl HostService {
             for (h, fd, listener) in watches {
                 let token = self.next_watch;
                 self.next_watch += 1;
-                if let Err(e) = self.epoll.add(fd.as_raw_fd(), token) {
+                if let Err(e) = self.epoll.add(&fd, token) {
                     warn!(error = %e, "cannot watch a connection across fork");
                     if let Some(Some(s)) = self.sessions.get_mut(t as usize) {
                         s.unwatch(h);
@@ -745,7 +746,7 @@ impl HostService {
                 debug!(?h, token, listener, "watching a socket across fork");
                 // The name the program gave its end, if it is one a
                 // receiving process can claim it by.
-                if let Some(n) = sys::unix_name(fd.as_raw_fd(), true)
+                if let Some(n) = sys::unix_name(&fd, true)
                     && n.starts_with(softoe_abi::WATCH_NAME)
                 {
                     self.watch_names.insert(n, token);
@@ -835,7 +836,7 @@ impl HostService {
         let Some((h, fd, _)) = self.watches.get(&token) else {
             return;
         };
-        let (h, raw) = (*h, fd.as_raw_fd());
+        let (h, raw) = (*h, fd.as_fd());
         let mut buf = [0u8; 256];
         let mut stray = 0usize;
         let eof = loop {
@@ -900,11 +901,11 @@ impl HostService {
     /// of the claiming process's own table: nothing the process could read
     /// elsewhere stands in for it.
     fn claim(&mut self, session: u32, fd: &OwnedFd) -> Result<(u32, bool), i32> {
-        let name = sys::unix_name(fd.as_raw_fd(), false).ok_or(errno::ENOENT)?;
+        let name = sys::unix_name(fd, false).ok_or(errno::ENOENT)?;
         let token = *self.watch_names.get(&name).ok_or(errno::ENOENT)?;
         let (h, ours, listener) = self.watches.get(&token).ok_or(errno::ENOENT)?;
         let probe = (self.next_grant as u8) | 1;
-        if !sys::is_far_end(ours.as_raw_fd(), fd.as_raw_fd(), probe) {
+        if !sys::is_far_end(ours, fd, probe) {
             return Err(errno::EACCES);
         }
         let (h, listener) = (*h, *listener);

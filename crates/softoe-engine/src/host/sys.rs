@@ -1,162 +1,40 @@
-//! The system calls the host interface needs, each wrapped once: sealed
-//! memfd mappings, eventfds, a `SOCK_SEQPACKET` listener with peer
-//! credentials and descriptor passing, epoll, and `process_vm_readv`.
+//! The system calls the host interface needs: a `SOCK_SEQPACKET` listener
+//! with peer credentials and descriptor passing, epoll, and the program's
+//! memory (`process_vm_readv`/`writev`). Every call goes through rustix
+//! (owned and borrowed descriptors, `SCM_RIGHTS` with owned descriptors)
+//! or, where rustix has none, through `softoe-sys`; the shared region's
+//! memfd and mapping and the doorbells are `softoe-sys`'s own types, the
+//! same the host library uses.
 
-use std::ffi::CString;
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
 
-fn check(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
+use rustix::event::epoll;
+use rustix::fs::OFlags;
+use rustix::io::Errno;
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+};
 
-fn owned(fd: libc::c_int) -> io::Result<OwnedFd> {
-    let fd = check(fd)?;
-    // SAFETY: `fd` was just returned by the kernel to this process and
-    // nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
+pub use softoe_sys::event::EventFd;
+pub use softoe_sys::mem::Mapping;
 
-/// A shared mapping of a sealed memfd, unmapped on drop.
-#[derive(Debug)]
-pub struct Mapping {
-    ptr: *mut u8,
-    len: usize,
-}
+/// Most descriptors one message carries (a welcome's three; a program's
+/// registration or claim sends one or two).
+const MAX_FDS: usize = 4;
 
-// SAFETY: the mapping is process-wide memory; whoever holds the `Mapping`
-// decides who touches it (all access goes through atomics or raw copies).
-unsafe impl Send for Mapping {}
-
-impl Mapping {
-    /// A zeroed memfd of `len` bytes, sealed so nobody can shrink or grow it
-    /// (a program shrinking it would make the engine fault), mapped shared.
-    pub fn memfd(name: &str, len: usize) -> io::Result<(OwnedFd, Mapping)> {
-        let cname = CString::new(name).map_err(|_| io::ErrorKind::InvalidInput)?;
-        // SAFETY: `cname` is a valid C string for the call.
-        let fd = owned(unsafe {
-            libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
-        })?;
-        let size = libc::off_t::try_from(len).map_err(|_| io::ErrorKind::InvalidInput)?;
-        // SAFETY: plain calls on our own descriptor.
-        unsafe {
-            check(libc::ftruncate(fd.as_raw_fd(), size))?;
-            check(libc::fcntl(
-                fd.as_raw_fd(),
-                libc::F_ADD_SEALS,
-                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
-            ))?;
-        }
-        // SAFETY: maps `len` bytes of our memfd, which is exactly `len` long
-        // and can no longer shrink.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok((fd, Mapping { ptr: p.cast(), len }))
-    }
-
-    /// The first byte.
-    pub fn ptr(&self) -> *mut u8 {
-        self.ptr
-    }
-
-    /// Bytes mapped.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether nothing is mapped.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly what `memfd` mapped; the owner guarantees
-        // nothing references it any more (the session removes its region
-        // from `Memory` first).
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
-}
-
-/// An eventfd: a doorbell.
-#[derive(Debug)]
-pub struct EventFd(OwnedFd);
-
-impl EventFd {
-    /// A non-blocking eventfd.
-    pub fn new() -> io::Result<EventFd> {
-        // SAFETY: eventfd takes no pointers.
-        owned(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) }).map(EventFd)
-    }
-
-    /// Rings it.
-    pub fn signal(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64; a full counter (EAGAIN)
-        // means the reader is already due to wake.
-        let _ = unsafe { libc::write(self.0.as_raw_fd(), (&raw const one).cast(), 8) };
-    }
-
-    /// Clears it.
-    pub fn drain(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reads 8 bytes into a live u64 from a non-blocking eventfd.
-        let _ = unsafe { libc::read(self.0.as_raw_fd(), (&raw mut v).cast(), 8) };
-    }
-
-    /// The descriptor.
-    pub fn raw(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
-
-    /// Takes a descriptor a program sent as its doorbell: only an eventfd
-    /// is accepted (writing 8 bytes to anything else could block the
-    /// engine or mean something else), and it is made non-blocking.
-    pub fn adopt(fd: OwnedFd) -> io::Result<EventFd> {
-        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
-        if link.as_os_str() != "anon_inode:[eventfd]" {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a doorbell must be an eventfd",
-            ));
-        }
-        // SAFETY: fcntl on a descriptor we own; no pointers.
-        let fl = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
-        if fl < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: as above.
-        let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(EventFd(fd))
-    }
+/// Whether a non-blocking call found nothing to do (rather than failed).
+fn nothing_yet(e: Errno) -> bool {
+    e == Errno::WOULDBLOCK || e == Errno::INTR
 }
 
 /// A listening `SOCK_SEQPACKET` Unix socket at `path` with file mode
 /// `mode` (who may attach); a stale socket file there is replaced.
 pub fn listen(path: &Path, mode: u32) -> io::Result<OwnedFd> {
-    let bytes = path.as_os_str().as_bytes();
-    let addr = crate::sockpath::sockaddr(path).ok_or_else(|| {
+    let addr = SocketAddrUnix::new(path).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("socket path {} is too long", path.display()),
@@ -164,129 +42,80 @@ pub fn listen(path: &Path, mode: u32) -> io::Result<OwnedFd> {
     })?;
     // A live engine answers a connect; only a dead one's file is removed.
     crate::sockpath::claim(path, "host interface")?;
-    // SAFETY: plain socket calls; `addr` lives across them.
-    unsafe {
-        let fd = owned(libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        ))?;
-        check(libc::bind(
-            fd.as_raw_fd(),
-            (&raw const addr).cast(),
-            size_of::<libc::sockaddr_un>() as libc::socklen_t,
-        ))?;
-        let cpath = CString::new(bytes).map_err(|_| io::ErrorKind::InvalidInput)?;
-        check(libc::chmod(cpath.as_ptr(), mode))?;
-        check(libc::listen(fd.as_raw_fd(), 128))?;
-        Ok(fd)
-    }
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )?;
+    rustix::net::bind(&fd, &addr)?;
+    rustix::fs::chmod(path, rustix::fs::Mode::from_raw_mode(mode))?;
+    rustix::net::listen(&fd, 128)?;
+    Ok(fd)
 }
 
 /// A connected pair of `SOCK_SEQPACKET` Unix sockets, close-on-exec: the
 /// engine's end (non-blocking, as an accepted connection is) and the
 /// program's (blocking), for a program in the engine's own process.
 pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors the kernel writes.
-    check(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })?;
-    // SAFETY: both descriptors are new and ours alone.
-    let (engine, program) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: fcntl on a descriptor we own; no pointers.
-    let fl = check(unsafe { libc::fcntl(engine.as_raw_fd(), libc::F_GETFL) })?;
-    // SAFETY: as above.
-    check(unsafe { libc::fcntl(engine.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) })?;
+    let (engine, program) = rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    let fl = rustix::fs::fcntl_getfl(&engine)?;
+    rustix::fs::fcntl_setfl(&engine, fl | OFlags::NONBLOCK)?;
     Ok((engine, program))
 }
 
 /// Accepts one connection, non-blocking; `None` when none waits.
-pub fn accept(listener: RawFd) -> io::Result<Option<OwnedFd>> {
-    // SAFETY: accept4 with null address pointers is allowed.
-    let r = unsafe {
-        libc::accept4(
-            listener,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-        )
-    };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-            _ if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(None),
-            _ => Err(e),
-        };
+pub fn accept(listener: impl AsFd) -> io::Result<Option<OwnedFd>> {
+    match rustix::net::accept_with(listener, SocketFlags::NONBLOCK | SocketFlags::CLOEXEC) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(e) if nothing_yet(e) || e == Errno::CONNABORTED => Ok(None),
+        Err(e) => Err(e.into()),
     }
-    owned(r).map(Some)
 }
 
 /// The peer's process, user and group (`SO_PEERCRED`).
-pub fn peer_cred(fd: RawFd) -> io::Result<(i32, u32, u32)> {
-    // SAFETY: ucred is plain data; getsockopt writes at most `len` bytes.
-    unsafe {
-        let mut c: libc::ucred = std::mem::zeroed();
-        let mut len = size_of::<libc::ucred>() as libc::socklen_t;
-        check(libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&raw mut c).cast(),
-            &raw mut len,
-        ))?;
-        Ok((c.pid, c.uid, c.gid))
-    }
+pub fn peer_cred(fd: impl AsFd) -> io::Result<(i32, u32, u32)> {
+    let c = rustix::net::sockopt::socket_peercred(fd)?;
+    Ok((
+        rustix::process::Pid::as_raw(Some(c.pid)),
+        c.uid.as_raw(),
+        c.gid.as_raw(),
+    ))
 }
 
-/// Receives one message, non-blocking: `Ok(None)` when none waits,
-/// `Ok(Some(0))` when the peer has gone.
 /// Whether `fd` is a Unix stream socket (what a program must send to have
 /// a connection watched across `fork`).
-pub fn is_unix_stream(fd: RawFd) -> bool {
-    let get = |opt: libc::c_int| {
-        let mut v: libc::c_int = 0;
-        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: `v` and `len` are valid for the call and sized for an int.
-        let r = unsafe {
-            libc::getsockopt(fd, libc::SOL_SOCKET, opt, (&raw mut v).cast(), &raw mut len)
-        };
-        (r == 0).then_some(v)
-    };
-    get(libc::SO_DOMAIN) == Some(libc::AF_UNIX) && get(libc::SO_TYPE) == Some(libc::SOCK_STREAM)
+pub fn is_unix_stream(fd: impl AsFd) -> bool {
+    let fd = fd.as_fd();
+    rustix::net::sockopt::socket_domain(fd).ok() == Some(AddressFamily::UNIX)
+        && rustix::net::sockopt::socket_type(fd).ok() == Some(SocketType::STREAM)
 }
 
-/// The address the Unix socket `fd` is bound to (`peer`: its peer's), as
-/// the kernel gives it: an abstract name starts with a 0 byte. `None` for
-/// no Unix socket, or one without a name.
-pub fn unix_name(fd: RawFd, peer: bool) -> Option<Vec<u8>> {
-    // SAFETY: an all-zero sockaddr_un is a valid out-parameter.
-    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    let mut len = size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    // SAFETY: `a` and `len` are valid for the call, `len` its size.
-    let r = unsafe {
-        if peer {
-            libc::getpeername(fd, (&raw mut a).cast(), &raw mut len)
-        } else {
-            libc::getsockname(fd, (&raw mut a).cast(), &raw mut len)
-        }
+/// The address the Unix socket `fd` is bound to (`peer`: its peer's): an
+/// abstract name as the kernel gives it, starting with a 0 byte, or a
+/// path's bytes. `None` for no Unix socket, or one without a name.
+pub fn unix_name(fd: impl AsFd, peer: bool) -> Option<Vec<u8>> {
+    let any = if peer {
+        rustix::net::getpeername(fd).ok()??
+    } else {
+        rustix::net::getsockname(fd).ok()?
     };
-    let path = (len as usize).checked_sub(size_of::<libc::sa_family_t>())?;
-    if r != 0 || i32::from(a.sun_family) != libc::AF_UNIX || path == 0 {
-        return None;
+    let unix = SocketAddrUnix::try_from(any).ok()?;
+    // An unnamed socket (a socket pair's end) reads as an empty abstract
+    // name here; no socket can be bound to that one (the kernel picks a
+    // name for an empty bind).
+    if let Some(name) = unix.abstract_name().filter(|n| !n.is_empty()) {
+        let mut v = Vec::with_capacity(name.len() + 1);
+        v.push(0);
+        v.extend_from_slice(name);
+        return Some(v);
     }
-    Some(
-        a.sun_path[..path.min(a.sun_path.len())]
-            .iter()
-            .map(|&c| c as u8)
-            .collect(),
-    )
+    unix.path_bytes().map(<[u8]>::to_vec)
 }
 
 /// Whether `theirs` is the far end of the socket pair `ours` is one end
@@ -297,149 +126,71 @@ pub fn unix_name(fd: RawFd, peer: bool) -> Option<Vec<u8>> {
 /// the same abstract name is free) leaves its probe in the real far end,
 /// and must not make the next, honest claim fail. Only the engine writes
 /// to that end, so nobody else can put the probe there.
-pub fn is_far_end(ours: RawFd, theirs: RawFd, probe: u8) -> bool {
-    let b = [probe];
-    // SAFETY: sends one byte from `b`, valid for the call.
-    let sent = unsafe {
-        libc::send(
-            ours,
-            b.as_ptr().cast(),
-            1,
-            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-        )
-    };
-    if sent != 1 {
+pub fn is_far_end(ours: impl AsFd, theirs: impl AsFd, probe: u8) -> bool {
+    let sent = rustix::net::send(ours, &[probe], SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
+    if sent != Ok(1) {
         return false;
     }
     let mut got = [0u8; 256];
     let mut last = None;
     // At most 16 reads: stale probes are few (one per failed claim).
     for _ in 0..16 {
-        // SAFETY: receives at most `got.len()` bytes into `got`.
-        let n = unsafe {
-            libc::recv(
-                theirs,
-                got.as_mut_ptr().cast(),
-                got.len(),
-                libc::MSG_DONTWAIT,
-            )
+        let n = match rustix::net::recv(&theirs, &mut got, RecvFlags::DONTWAIT) {
+            Ok((n, _)) if n > 0 => n,
+            _ => break,
         };
-        if n <= 0 {
-            break;
-        }
-        last = got.get(n as usize - 1).copied();
-        if (n as usize) < got.len() {
+        last = got.get(n - 1).copied();
+        if n < got.len() {
             break;
         }
     }
     last == Some(probe)
 }
 
-pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
-    // SAFETY: receives into `buf`, which is valid for its length.
-    let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-            _ => Err(e),
-        };
+/// Receives one message, non-blocking: `Ok(None)` when none waits,
+/// `Ok(Some(0))` when the peer has gone.
+pub fn recv(fd: impl AsFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    match rustix::net::recv(fd, buf, RecvFlags::DONTWAIT) {
+        Ok((n, _)) => Ok(Some(n)),
+        Err(e) if nothing_yet(e) => Ok(None),
+        Err(e) => Err(e.into()),
     }
-    Ok(Some(r as usize))
 }
 
 /// Receives one message and the descriptors sent with it (at most 4),
 /// non-blocking: `Ok(None)` when none waits, `Ok(Some((0, _)))` when the
 /// peer has gone. Descriptors beyond 4 are closed by the kernel
 /// (`MSG_CTRUNC`).
-pub fn recv_with_fds(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<(usize, Vec<OwnedFd>)>> {
-    const MAX: usize = 4;
-    // SAFETY: a pure computation.
-    let space = unsafe { libc::CMSG_SPACE((MAX * size_of::<RawFd>()) as u32) } as usize;
+pub fn recv_with_fds(fd: impl AsFd, buf: &mut [u8]) -> io::Result<Option<(usize, Vec<OwnedFd>)>> {
     // On the stack: the engine calls this at every doorbell a program
-    // rings (32 bytes on Linux; 64 leaves room).
-    let mut control = [0u64; 8];
-    let space = space.min(size_of_val(&control));
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
+    // rings.
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let flags = RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC;
+    let msg = match rustix::net::recvmsg(fd, &mut [IoSliceMut::new(buf)], &mut control, flags) {
+        Ok(m) => m,
+        Err(e) if nothing_yet(e) => return Ok(None),
+        Err(e) => return Err(e.into()),
     };
     let mut fds = Vec::new();
-    // SAFETY: msghdr is plain data; `iov` names `buf` and `control` holds
-    // at least `space` bytes (8-aligned, as cmsghdr needs); the CMSG_*
-    // walk stays inside what the kernel filled; every descriptor received
-    // is new and becomes ours exactly once.
-    let n = unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        let n = libc::recvmsg(
-            fd,
-            &raw mut msg,
-            libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
-        );
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-                _ => Err(e),
-            };
-        }
-        let mut c = libc::CMSG_FIRSTHDR(&raw const msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(c);
-                let len = (*c).cmsg_len as usize - (data as usize - c as usize);
-                for i in 0..len / size_of::<RawFd>() {
-                    let mut raw: RawFd = 0;
-                    std::ptr::copy_nonoverlapping(
-                        data.add(i * size_of::<RawFd>()),
-                        (&raw mut raw).cast::<u8>(),
-                        size_of::<RawFd>(),
-                    );
-                    fds.push(OwnedFd::from_raw_fd(raw));
-                }
-            }
-            c = libc::CMSG_NXTHDR(&raw const msg, c);
-        }
-        n as usize
-    };
-    Ok(Some((n, fds)))
-}
-
-/// Sends `bytes` with `fds` attached (`SCM_RIGHTS`).
-pub fn send_with_fds(fd: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
-    let fd_bytes = size_of_val(fds);
-    // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
-    let mut control = vec![0u64; space.div_ceil(8)];
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_ptr().cast_mut().cast(),
-        iov_len: bytes.len(),
-    };
-    // SAFETY: msghdr is plain data; every pointer set below is valid for the
-    // call: `iov` names `bytes`, `control` is large enough for one cmsg
-    // carrying `fds` (CMSG_SPACE), and the CMSG_* macros stay inside it.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
-        if !fds.is_empty() {
-            msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = space as _;
-            let c = libc::CMSG_FIRSTHDR(&raw const msg);
-            (*c).cmsg_level = libc::SOL_SOCKET;
-            (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
-            std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(c), fd_bytes);
-        }
-        let r = libc::sendmsg(fd, &raw const msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT);
-        if r < 0 {
-            return Err(io::Error::last_os_error());
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(got) = m {
+            fds.extend(got);
         }
     }
+    Ok(Some((msg.bytes, fds)))
+}
+
+/// Sends `bytes` with `fds` attached (`SCM_RIGHTS`, at most 4),
+/// non-blocking.
+pub fn send_with_fds(fd: impl AsFd, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::ErrorKind::InvalidInput.into());
+    }
+    let flags = SendFlags::NOSIGNAL | SendFlags::DONTWAIT;
+    rustix::net::sendmsg(fd, &[IoSlice::new(bytes)], &mut control, flags)?;
     Ok(())
 }
 
@@ -450,41 +201,30 @@ pub struct Epoll(OwnedFd);
 impl Epoll {
     /// A new instance.
     pub fn new() -> io::Result<Epoll> {
-        // SAFETY: no pointers.
-        owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map(Epoll)
+        Ok(Epoll(epoll::create(epoll::CreateFlags::CLOEXEC)?))
     }
 
     /// Watches `fd` for input (and hang-up) with `token`.
-    pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
-            u64: token,
-        };
-        // SAFETY: `ev` is valid for the call.
-        check(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &raw mut ev) })
-            .map(drop)
+    pub fn add(&self, fd: impl AsFd, token: u64) -> io::Result<()> {
+        let flags = epoll::EventFlags::IN | epoll::EventFlags::RDHUP;
+        epoll::add(&self.0, fd, epoll::EventData::new_u64(token), flags)?;
+        Ok(())
     }
 
-    /// Stops watching `fd`.
-    pub fn delete(&self, fd: RawFd) {
-        // SAFETY: a null event is allowed for EPOLL_CTL_DEL.
-        let _ = unsafe {
-            libc::epoll_ctl(
-                self.0.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
-                fd,
-                std::ptr::null_mut(),
-            )
-        };
+    /// Stops watching `fd` (one not watched is no error to report).
+    pub fn delete(&self, fd: impl AsFd) {
+        let _ = epoll::delete(&self.0, fd);
     }
 
     /// Tokens of ready descriptors, without waiting.
     pub fn ready(&self, out: &mut Vec<u64>) {
-        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
-        // SAFETY: `evs` holds 64 events for the kernel to fill.
-        let n = unsafe { libc::epoll_wait(self.0.as_raw_fd(), evs.as_mut_ptr(), 64, 0) };
-        for e in evs.iter().take(n.max(0) as usize) {
-            out.push(e.u64);
+        let mut evs = [MaybeUninit::<epoll::Event>::uninit(); 64];
+        let now = rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        if let Ok((got, _)) = epoll::wait(&self.0, &mut evs[..], Some(&now)) {
+            out.extend(got.iter().map(|e| e.data.u64()));
         }
     }
 
@@ -498,21 +238,7 @@ impl Epoll {
 /// (`process_vm_readv`): the engine reading a program's buffer, the software
 /// twin of a NIC's DMA from host memory.
 pub fn read_process(pid: i32, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
-    let local = libc::iovec {
-        iov_base: dst.as_mut_ptr().cast(),
-        iov_len: dst.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as usize as *mut libc::c_void,
-        iov_len: dst.len(),
-    };
-    // SAFETY: `local` names `dst`, valid for writes; the remote iovec is
-    // only interpreted by the kernel in the other process, which checks it.
-    let r = unsafe { libc::process_vm_readv(pid, &raw const local, 1, &raw const remote, 1, 0) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(r as usize)
+    softoe_sys::procvm::read(pid, addr, dst)
 }
 
 /// Writes `a` then `b` to address `addr` in process `pid`
@@ -520,25 +246,142 @@ pub fn read_process(pid: i32, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
 /// a buffer the program posted, as a NIC's DMA would. Returns the bytes
 /// written (fewer when the buffer ends in unmapped memory).
 pub fn write_process(pid: i32, addr: u64, a: &[u8], b: &[u8]) -> io::Result<usize> {
-    let total = a.len() + b.len();
-    if total == 0 {
-        return Ok(0);
+    softoe_sys::procvm::write(pid, addr, a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+        Ok(rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+            None,
+        )?)
     }
-    let local = [a, b].map(|s| libc::iovec {
-        iov_base: s.as_ptr().cast_mut().cast(),
-        iov_len: s.len(),
-    });
-    let remote = libc::iovec {
-        iov_base: addr as usize as *mut libc::c_void,
-        iov_len: total,
-    };
-    // SAFETY: both local iovecs name live slices of ours, only read by the
-    // kernel (the `*mut` is the C type's, not a write; an empty one is
-    // skipped); the remote iovec is interpreted by the kernel in the other
-    // process, which checks it.
-    let r = unsafe { libc::process_vm_writev(pid, local.as_ptr(), 2, &raw const remote, 1, 0) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
+
+    #[test]
+    fn messages_carry_descriptors_both_ways() -> io::Result<()> {
+        let (engine, program) = seqpacket_pair()?;
+        let mut buf = [0u8; 16];
+        assert!(recv_with_fds(&engine, &mut buf)?.is_none(), "nothing yet");
+        let bell = EventFd::new()?;
+        send_with_fds(&program, b"bell", &[bell.as_fd()])?;
+        let Some((n, fds)) = recv_with_fds(&engine, &mut buf)? else {
+            return Err(io::ErrorKind::WouldBlock.into());
+        };
+        assert_eq!((&buf[..n], fds.len()), (&b"bell"[..], 1));
+        // The descriptor received is the same eventfd, newly numbered.
+        let got = fds.into_iter().next().ok_or(io::ErrorKind::NotFound)?;
+        let got = EventFd::adopt(got)?;
+        got.signal();
+        let mut v = [0u8; 8];
+        assert_eq!(rustix::io::read(&bell, &mut v), Ok(8));
+        // More than fit are refused; none is a plain message.
+        let many = [bell.as_fd(); 32];
+        assert!(send_with_fds(&engine, b"x", &many).is_err());
+        send_with_fds(&engine, b"plain", &[])?;
+        let (mut pb, fl) = ([0u8; 8], rustix::fs::fcntl_getfl(&program)?);
+        assert!(!fl.contains(OFlags::NONBLOCK), "the program's end blocks");
+        assert_eq!(
+            rustix::net::recv(&program, &mut pb, RecvFlags::empty())?.0,
+            5
+        );
+        drop(program);
+        assert_eq!(recv(&engine, &mut buf)?, Some(0), "the peer has gone");
+        Ok(())
     }
-    Ok(r as usize)
+
+    #[test]
+    fn epoll_reports_the_tokens_of_ready_descriptors() -> io::Result<()> {
+        let ep = Epoll::new()?;
+        let (a, b) = stream_pair()?;
+        let bell = EventFd::new()?;
+        ep.add(&a, 7)?;
+        ep.add(&bell, 9)?;
+        let mut out = Vec::new();
+        ep.ready(&mut out);
+        assert!(out.is_empty());
+        bell.signal();
+        rustix::net::send(&b, b"x", SendFlags::empty())?;
+        ep.ready(&mut out);
+        out.sort_unstable();
+        assert_eq!(out, [7, 9]);
+        ep.delete(&a);
+        ep.delete(&a);
+        out.clear();
+        ep.ready(&mut out);
+        assert_eq!(out, [9]);
+        assert!(ep.add(&bell, 9).is_err(), "watched already");
+        Ok(())
+    }
+
+    #[test]
+    fn names_kinds_and_far_ends_of_unix_sockets() -> io::Result<()> {
+        let (ours, theirs) = stream_pair()?;
+        assert!(is_unix_stream(&ours));
+        let (sp, _) = seqpacket_pair()?;
+        assert!(!is_unix_stream(&sp));
+        assert!(!is_unix_stream(EventFd::new()?));
+        assert_eq!(unix_name(&theirs, false), None, "unnamed");
+        let name = format!("softoe-sys-test-{}", std::process::id());
+        let (named, peer) = stream_pair()?;
+        rustix::net::bind(&named, &SocketAddrUnix::new_abstract_name(name.as_bytes())?)?;
+        let mut want = vec![0];
+        want.extend_from_slice(name.as_bytes());
+        assert_eq!(unix_name(&named, false), Some(want.clone()));
+        assert_eq!(unix_name(&peer, true), Some(want));
+        assert!(is_far_end(&ours, &theirs, 5));
+        assert!(!is_far_end(&ours, &peer, 6), "another pair's end");
+        // The failed probe stays in the real far end; the next claim holds.
+        assert!(is_far_end(&ours, &theirs, 7));
+        Ok(())
+    }
+
+    #[test]
+    fn a_listener_accepts_and_knows_its_peer() -> io::Result<()> {
+        let dir = std::env::temp_dir().join(format!("softoe-host-sys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("host.sock");
+        let l = listen(&path, 0o600)?;
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path)?.permissions().mode() & 0o777,
+            0o600
+        );
+        assert!(accept(&l)?.is_none(), "nobody yet");
+        let c = rustix::net::socket(AddressFamily::UNIX, SocketType::SEQPACKET, None)?;
+        rustix::net::connect(&c, &SocketAddrUnix::new(&path)?)?;
+        let conn = accept(&l)?.ok_or(io::ErrorKind::WouldBlock)?;
+        let (pid, uid, gid) = peer_cred(&conn)?;
+        assert_eq!(pid, std::process::id() as i32);
+        assert_eq!(uid, rustix::process::geteuid().as_raw());
+        assert_eq!(gid, rustix::process::getegid().as_raw());
+        assert_eq!(
+            unix_name(&conn, false).as_deref(),
+            Some(path.as_os_str().as_encoded_bytes())
+        );
+        let long = dir.join("x".repeat(200));
+        assert_eq!(
+            listen(&long, 0o600).err().map(|e| e.kind()),
+            Some(io::ErrorKind::InvalidInput)
+        );
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+
+    #[test]
+    fn our_own_memory_reads_and_writes() -> io::Result<()> {
+        let pid = std::process::id() as i32;
+        let src = *b"region";
+        let mut dst = [0u8; 6];
+        assert_eq!(read_process(pid, src.as_ptr() as u64, &mut dst)?, 6);
+        assert_eq!(&dst, b"region");
+        let mut to = [0u8; 4];
+        assert_eq!(write_process(pid, to.as_mut_ptr() as u64, b"ab", b"cd")?, 4);
+        assert_eq!(std::hint::black_box(to), *b"abcd");
+        Ok(())
+    }
 }

@@ -38,22 +38,14 @@ pub(crate) fn choose(cfg: &Config, limit: Option<u64>, used: Option<u64>) -> (u6
 
 /// The address-space limit in force, if finite.
 fn limit() -> Option<u64> {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `r` is a live rlimit for the call to fill.
-    let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } == 0;
-    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+    rustix::process::getrlimit(rustix::process::Resource::As).current
 }
 
 /// The bytes this process maps now (`VmSize`).
 fn used() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = s.split_whitespace().next()?.parse().ok()?;
-    // SAFETY: sysconf takes no pointers.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    Some(pages * u64::try_from(page).unwrap_or(4096))
+    Some(pages * rustix::param::page_size() as u64)
 }
 
 /// `cfg` with its data area and rings fitted to this process's

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -103,7 +103,9 @@ pub(crate) struct Dispatch {
 #[derive(Debug)]
 pub(crate) struct Inner {
     region: Region,
-    _map: Mapping,
+    /// Held only to unmap on drop (the lock makes `Inner` `Sync`: the
+    /// mapping itself is only `Send`; it is locked only for its length).
+    map: Mutex<Mapping>,
     /// Held open: when every process holding it has gone, the engine
     /// ends the session.
     /// The attach connection: bell registrations go over it, and its
@@ -269,7 +271,7 @@ impl Client {
     /// `fit.rs`).
     pub fn attach_over(conn: OwnedFd, cfg: Config) -> io::Result<Client> {
         let cfg = fit::fit(cfg);
-        let conn_id = sys::file_id(conn.as_raw_fd()).ok_or_else(io::Error::last_os_error)?;
+        let conn_id = sys::file_id(&conn).ok_or_else(io::Error::last_os_error)?;
         let hello = Hello {
             magic: ATTACH_MAGIC,
             version: VERSION,
@@ -278,9 +280,9 @@ impl Client {
             socks: cfg.sockets,
             data_len: cfg.data_len,
         };
-        sys::send(conn.as_raw_fd(), &hello.to_bytes())?;
+        sys::send(&conn, &hello.to_bytes())?;
         let mut buf = [0u8; 64];
-        let (n, fds) = sys::recv_fds::<3>(conn.as_raw_fd(), &mut buf)?;
+        let (n, fds) = sys::recv_fds::<3>(&conn, &mut buf)?;
         let w = Welcome::from_bytes(&buf[..n.min(buf.len())])
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not a softoe engine"))?;
         if w.status < 0 {
@@ -295,7 +297,7 @@ impl Client {
             ));
         };
         let len = usize::try_from(w.region_len).map_err(|_| io::ErrorKind::InvalidData)?;
-        let map = Mapping::map(memfd.as_raw_fd(), len).map_err(|e| {
+        let map = Mapping::shared(&memfd, len).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!(
@@ -307,7 +309,7 @@ impl Client {
         })?;
         // SAFETY: the mapping is `len` bytes, page-aligned, and lives in
         // `Inner` as long as the region view and every copy of it.
-        let region = unsafe { Region::attach(map.ptr, w.region_len) }
+        let region = unsafe { Region::attach(map.ptr(), w.region_len) }
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         let data_len = region.layout().data_len();
         let spin = cfg.spin;
@@ -315,7 +317,7 @@ impl Client {
             cmds: Mutex::new(region.command_producer()),
             cmps: Mutex::new(region.completion_consumer()),
             region,
-            _map: map,
+            map: Mutex::new(map),
             conn_id,
             conn,
             engine_gone: std::sync::atomic::AtomicBool::new(false),
@@ -368,7 +370,7 @@ impl Client {
 
     /// The bytes of address space this attachment's region takes.
     pub fn region_len(&self) -> u64 {
-        self.inner._map.len as u64
+        lock(&self.inner.map).len() as u64
     }
 
     /// The name of the interface the engine's port is on, as the engine
@@ -423,17 +425,15 @@ impl Client {
     /// Sleeps on `bell` for up to `timeout` (see [`sys::nap`]); whether a
     /// signal ended it. A hang-up of the engine's end marks the session
     /// dead.
-    pub(crate) fn nap(&self, bell: RawFd, timeout: Duration) -> bool {
-        match sys::nap(bell, self.inner.conn.as_raw_fd(), timeout) {
+    pub(crate) fn nap(&self, bell: BorrowedFd<'_>, timeout: Duration) -> bool {
+        match sys::nap(bell, self.inner.conn.as_fd(), timeout) {
             sys::Nap::Over => false,
             sys::Nap::Interrupted => true,
             // Only if the descriptor is still our connection: a program
             // may have closed it behind the shim's back (sshd's
             // `closefrom`) and the number now names another file, whose
             // hang-up says nothing of the engine.
-            sys::Nap::EngineGone
-                if sys::file_id(self.inner.conn.as_raw_fd()) == Some(self.inner.conn_id) =>
-            {
+            sys::Nap::EngineGone if sys::file_id(&self.inner.conn) == Some(self.inner.conn_id) => {
                 tracing::warn!(session = self.inner.session, "the engine is gone");
                 self.inner.engine_gone.store(true, Ordering::Relaxed);
                 false
@@ -494,7 +494,7 @@ impl Client {
         // last look at the ring.
         std::sync::atomic::fence(Ordering::SeqCst);
         if self.inner.region.engine_state().load(Ordering::SeqCst) == ENGINE_SLEEPING {
-            sys::signal(self.inner.bell_engine.as_raw_fd());
+            sys::signal(&self.inner.bell_engine);
         }
     }
 
@@ -662,12 +662,10 @@ impl Client {
                 let wait = deadline.map_or(Duration::from_millis(100), |t| {
                     t.saturating_duration_since(Instant::now())
                 });
-                interrupted = self.nap(
-                    inner.bell_app.as_raw_fd(),
-                    wait.min(Duration::from_millis(100)),
-                );
+                interrupted =
+                    self.nap(inner.bell_app.as_fd(), wait.min(Duration::from_millis(100)));
             }
-            sys::drain(inner.bell_app.as_raw_fd());
+            sys::drain(&inner.bell_app);
             inner.region.app_waiting().fetch_sub(1, Ordering::SeqCst);
             d = lock(&inner.dispatch);
             d.sleeper = false;
@@ -739,7 +737,7 @@ impl Client {
     /// process.
     pub fn waiter(&self) -> io::Result<Waiter> {
         let bell = sys::eventfd()?;
-        let answer = self.bell_call(softoe_abi::BellOp::Add, 0, bell.as_raw_fd())?;
+        let answer = self.bell_call(softoe_abi::BellOp::Add, 0, bell.as_fd())?;
         Ok(Waiter {
             c: self.clone(),
             index: answer.index,
@@ -756,7 +754,7 @@ impl Client {
         &self,
         op: softoe_abi::BellOp,
         index: u32,
-        fd: RawFd,
+        fd: BorrowedFd<'_>,
     ) -> io::Result<softoe_abi::Bell> {
         if self.inner.sandboxed.load(Ordering::Relaxed) {
             // A sendmsg now could be the seccomp filter's kill.
@@ -768,7 +766,7 @@ impl Client {
             index,
             ..softoe_abi::Bell::default()
         };
-        let conn = self.inner.conn.as_raw_fd();
+        let conn = self.inner.conn.as_fd();
         let guard = lock(&self.inner.conn_lock);
         if self.inner.conn_unanswered.load(Ordering::Relaxed) {
             return Err(errno_err(errno::EIO));
@@ -811,7 +809,7 @@ impl Client {
             return None;
         }
         let fd = sys::eventfd().ok()?;
-        match self.bell_call(softoe_abi::BellOp::Add, 0, fd.as_raw_fd()) {
+        match self.bell_call(softoe_abi::BellOp::Add, 0, fd.as_fd()) {
             Ok(a) => Some(LentBell { index: a.index, fd }),
             Err(e) => {
                 tracing::debug!(error = %e, "no more waiter bells: sleeping on the session's doorbell");
@@ -845,7 +843,7 @@ impl Client {
 
     /// Gives a lent bell back for the next sleep.
     pub(crate) fn return_bell(&self, b: LentBell) {
-        sys::drain(b.fd.as_raw_fd());
+        sys::drain(&b.fd);
         lock(&self.inner.bell_pool).push(b);
     }
 
@@ -874,8 +872,8 @@ impl Client {
         // with `ENOTCONN`).
         self.nop()?;
         let (mine, engine) = sys::socketpair()?;
-        sys::bind_watch_name(mine.as_raw_fd(), flags)?;
-        self.bell_call(softoe_abi::BellOp::Watch, sock, engine.as_raw_fd())?;
+        sys::bind_watch_name(&mine, flags)?;
+        self.bell_call(softoe_abi::BellOp::Watch, sock, engine.as_fd())?;
         Ok(mine)
     }
 
@@ -884,7 +882,7 @@ impl Client {
     /// ([`softoe_abi::BellOp::Claim`]): the engine checks it and grants a
     /// number this session adopts it by ([`take`](Self::take)). Returns the
     /// number and whether it is a listener.
-    pub(crate) fn claim(&self, fd: RawFd) -> io::Result<(u32, bool)> {
+    pub(crate) fn claim(&self, fd: BorrowedFd<'_>) -> io::Result<(u32, bool)> {
         let a = self.bell_call(softoe_abi::BellOp::Claim, 0, fd)?;
         Ok((a.index, a.extra[0] & 1 != 0))
     }
@@ -937,7 +935,7 @@ impl Drop for Armed<'_> {
         r.app_waiting().fetch_sub(1, Ordering::SeqCst);
         r.bells_armed()
             .fetch_and(!(1u64 << self.w.index), Ordering::SeqCst);
-        sys::drain(self.w.bell.as_raw_fd());
+        sys::drain(&self.w.bell);
     }
 }
 
@@ -953,7 +951,7 @@ impl Drop for Waiter {
             index: self.index,
             ..softoe_abi::Bell::default()
         };
-        let _ = sys::send(self.c.inner.conn.as_raw_fd(), &bye.to_bytes());
+        let _ = sys::send(&self.c.inner.conn, &bye.to_bytes());
     }
 }
 

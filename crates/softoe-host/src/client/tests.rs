@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::Duration;
 
 use softoe_abi::{ATTACH_MAGIC, Bell, Hello, Layout, Region, VERSION, Welcome};
@@ -25,9 +25,8 @@ struct FakeEngine {
 /// nothing.
 fn answer(conn: OwnedFd) -> FakeEngine {
     let mut buf = [0u8; 64];
-    // SAFETY: `buf` is a live buffer of its length.
-    let n = unsafe { libc::recv(conn.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-    let hello = Hello::from_bytes(&buf[..n.max(0) as usize]).expect("a hello");
+    let (n, _) = rustix::net::recv(&conn, &mut buf, rustix::net::RecvFlags::empty()).unwrap();
+    let hello = Hello::from_bytes(&buf[..n]).expect("a hello");
     let layout = Layout::new(
         hello.cmd_entries,
         hello.cmp_entries,
@@ -36,17 +35,10 @@ fn answer(conn: OwnedFd) -> FakeEngine {
     )
     .unwrap();
     let len = layout.region_len();
-    // SAFETY: a plain memfd_create with a NUL-terminated name.
-    let fd = unsafe { libc::memfd_create(c"fake-engine".as_ptr(), libc::MFD_CLOEXEC) };
-    assert!(fd >= 0);
-    // SAFETY: `fd` is new and ours.
-    let memfd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: resizing our own memfd.
-    assert_eq!(unsafe { libc::ftruncate(fd, len as libc::off_t) }, 0);
-    let map = Mapping::map(fd, len as usize).unwrap();
+    let (memfd, map) = Mapping::memfd("fake-engine", len as usize).unwrap();
     // SAFETY: a fresh page-aligned shared mapping of `len` zeroed bytes,
     // alive as long as the fake engine.
-    let _ = unsafe { Region::init(map.ptr, layout, 7) };
+    let _ = unsafe { Region::init(map.ptr(), layout, 7) };
     let bells = [sys::eventfd().unwrap(), sys::eventfd().unwrap()];
     let w = Welcome {
         magic: ATTACH_MAGIC,
@@ -57,20 +49,20 @@ fn answer(conn: OwnedFd) -> FakeEngine {
         region_len: len,
     };
     sys::send_fds(
-        conn.as_raw_fd(),
+        &conn,
         &w.to_bytes(),
-        &[fd, bells[0].as_raw_fd(), bells[1].as_raw_fd()],
+        &[memfd.as_fd(), bells[0].as_fd(), bells[1].as_fd()],
     )
     .unwrap();
     // The client registers its first waiter bell at attach: refused, it
     // sleeps on the session's doorbell.
-    let (n, _) = sys::recv_fds::<1>(conn.as_raw_fd(), &mut buf).unwrap();
+    let (n, _) = sys::recv_fds::<1>(&conn, &mut buf).unwrap();
     let ask = Bell::from_bytes(&buf[..n]).expect("a bell registration");
     let no = Bell {
         status: -libc::ENOSPC,
         ..ask
     };
-    sys::send(conn.as_raw_fd(), &no.to_bytes()).unwrap();
+    sys::send(&conn, &no.to_bytes()).unwrap();
     FakeEngine {
         conn,
         _map: map,
@@ -80,19 +72,14 @@ fn answer(conn: OwnedFd) -> FakeEngine {
 }
 
 fn seqpacket_pair() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors the kernel writes.
-    let r = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    assert_eq!(r, 0);
-    // SAFETY: both descriptors are new and ours alone.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .unwrap()
 }
 
 /// An engine that dies (its end of the attach connection closes, the
@@ -156,7 +143,7 @@ fn a_hang_up_on_a_reused_descriptor_number_is_not_the_engines() {
         libc::close(p[1]);
     }
     let bell = sys::eventfd().unwrap();
-    let interrupted = c.nap(bell.as_raw_fd(), Duration::from_millis(20));
+    let interrupted = c.nap(bell.as_fd(), Duration::from_millis(20));
     assert!(!interrupted);
     assert!(c.is_alive(), "a stranger's hang-up ended the session");
 }

@@ -39,6 +39,8 @@ mod poll;
 mod recv;
 mod send;
 mod sock;
+// Reads a `TcpInfoRecord` out of the shared region into its bytes.
+#[allow(unsafe_code)]
 mod stream;
 mod udp;
 mod wait;

@@ -3,7 +3,7 @@
 
 use std::io;
 use std::net::SocketAddrV4;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 
 use softoe_abi::{Request, RingSpan, SockKind};
 
@@ -42,7 +42,7 @@ impl Client {
     /// writes it; each byte is delivered once, in order). `ENOENT`: `fd` is
     /// no watched softoe socket's; `EALREADY`: this session holds it
     /// already.
-    pub fn take(&self, fd: RawFd) -> io::Result<Taken> {
+    pub fn take(&self, fd: BorrowedFd<'_>) -> io::Result<Taken> {
         let (grant, listener) = self.claim(fd)?;
         if listener {
             self.adopt(grant, true).map(|s| {

@@ -135,9 +135,7 @@ impl UdpSocket {
         let head = view.rx_head();
         let mut hb = [0u8; size_of::<UdpHeader>()];
         region.ring_read(self.s.rx, head, &mut hb);
-        // SAFETY: `hb` holds exactly one header's bytes; any bytes are a
-        // valid header of integers.
-        let h: UdpHeader = unsafe { std::ptr::read_unaligned(hb.as_ptr().cast()) };
+        let h = header_of(&hb);
         let n = (h.len as usize).min(buf.len());
         region.ring_read(self.s.rx, head + hb.len() as u64, &mut buf[..n]);
         view.set_rx_head(head + UdpHeader::footprint(h.len));
@@ -148,5 +146,36 @@ impl UdpSocket {
     /// Read timeout.
     pub fn set_read_timeout(&mut self, t: Option<Duration>) {
         self.mode.read_timeout = t;
+    }
+}
+/// The datagram header in `hb`, as the engine laid it out (`repr(C)`,
+/// native byte order): `len`, `port`, a pad, `addr`.
+fn header_of(hb: &[u8; size_of::<UdpHeader>()]) -> UdpHeader {
+    let word = |at: usize| u32::from_ne_bytes([hb[at], hb[at + 1], hb[at + 2], hb[at + 3]]);
+    UdpHeader {
+        len: word(std::mem::offset_of!(UdpHeader, len)),
+        port: {
+            let at = std::mem::offset_of!(UdpHeader, port);
+            u16::from_ne_bytes([hb[at], hb[at + 1]])
+        },
+        addr: word(std::mem::offset_of!(UdpHeader, addr)),
+        ..UdpHeader::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_reads_back_field_by_field() {
+        let mut hb = [0u8; size_of::<UdpHeader>()];
+        hb[..4].copy_from_slice(&1200u32.to_ne_bytes());
+        hb[4..6].copy_from_slice(&5353u16.to_ne_bytes());
+        hb[6..8].copy_from_slice(&0xffffu16.to_ne_bytes());
+        hb[8..12].copy_from_slice(&0x0a00_0001u32.to_ne_bytes());
+        let h = header_of(&hb);
+        assert_eq!((h.len, h.port, h.addr), (1200, 5353, 0x0a00_0001));
+        assert_eq!((h._pad, h._pad2), (0, 0));
     }
 }

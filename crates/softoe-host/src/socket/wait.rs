@@ -2,7 +2,7 @@
 //! rings for this socket alone.
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -85,7 +85,7 @@ impl Sock {
                 None => Err(io::ErrorKind::WouldBlock.into()),
             };
         };
-        let fd = bell.fd.as_raw_fd();
+        let fd = bell.fd.as_fd();
         let r = loop {
             // A new word for every sleep (the engine rings once per word),
             // stored (SeqCst) before this look: a change made after it

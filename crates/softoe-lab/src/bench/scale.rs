@@ -314,18 +314,23 @@ pub fn cpu_ghz() -> Option<f64> {
 /// Raises this process's descriptor limit to the hard limit (10,000
 /// connections are 10,000 descriptors on Linux's side). Children inherit
 /// it.
-#[allow(unsafe_code)]
 pub fn raise_fd_limit() {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let r = getrlimit(Resource::Nofile);
+    // `None` is unlimited: a soft limit below the hard one goes up to it.
+    let below = match (r.current, r.maximum) {
+        (Some(cur), Some(max)) => cur < max,
+        (Some(_), None) => true,
+        (None, _) => false,
     };
-    // SAFETY: `r` is a valid rlimit for the kernel to fill, then to read.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut r) == 0 && r.rlim_cur < r.rlim_max {
-            r.rlim_cur = r.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &raw const r);
-        }
+    if below {
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: r.maximum,
+                maximum: r.maximum,
+            },
+        );
     }
 }
 

@@ -300,18 +300,8 @@ fn answer(open: &AtomicUsize) -> Result<()> {
 
 /// This process's CPU time: every thread's user and system time, also of
 /// threads that have ended, in nanoseconds.
-#[allow(unsafe_code)]
 pub(crate) fn own_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a
-    // constant every Linux has.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &raw mut ts) };
-    if r != 0 {
-        return Duration::ZERO;
-    }
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     Duration::new(
         ts.tv_sec.max(0) as u64,
         ts.tv_nsec.clamp(0, 999_999_999) as u32,

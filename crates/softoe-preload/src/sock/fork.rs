@@ -174,7 +174,11 @@ fn take(fd: c_int, fresh: &Sock, peer: Option<SocketAddrV4>, what: &str) -> Resu
     let Some(c) = shim().client() else {
         return Err(libc::ENETDOWN);
     };
-    match c.take(fd) {
+    // SAFETY: `fd` is the number the program's own call named, which the
+    // shim's table holds as this socket's watched descriptor; the borrow
+    // lasts only for `take`'s messages to the engine (a number the program
+    // closed behind the shim's back is the kernel's `EBADF`, as before).
+    match c.take(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }) {
         Ok(Taken::Listener(nl)) => {
             debug!(fd, "listener shared into this process's session");
             Ok(St::Listening(Arc::new(Listener::new(nl))))

@@ -85,7 +85,11 @@ pub(crate) unsafe fn before_send(m: &msghdr) {
 pub(crate) unsafe fn after_recv(m: &msghdr) {
     // SAFETY: the caller's promise.
     for fd in unsafe { passed_fds(m) } {
-        let Some(flags) = softoe_host::watch_flags(fd) else {
+        // SAFETY: `fd` was just received in `m` (the caller's promise):
+        // open in this process, and borrowed only for one `getsockname`.
+        let Some(flags) =
+            softoe_host::watch_flags(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
+        else {
             continue;
         };
         let listener = flags & 2 != 0;

@@ -6,7 +6,7 @@
 //! watch requests, answered here.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use softoe_abi::{BELL_MAGIC, Bell, BellOp, Layout, MAX_BELLS, Region, errno};
 use softoe_stack::SocketHandle;
@@ -82,12 +82,12 @@ impl Program for Fds {
     }
 
     fn uid(&mut self) -> Option<u32> {
-        crate::control::effective_uid(self.pid)
+        crate::cred::effective_uid(self.pid)
     }
 
     fn may_bind_privileged(&mut self) -> bool {
         // A process that cannot be looked at is refused.
-        crate::control::may_bind_service(self.pid).unwrap_or(false)
+        crate::cred::may_bind_service(self.pid).unwrap_or(false)
     }
 
     fn read(&mut self, addr: u64, dst: &mut [u8]) -> Result<usize, i32> {
@@ -123,13 +123,13 @@ impl Session {
     }
 
     /// What the program gets: the region, the engine's doorbell, its own.
-    pub(in crate::host) fn fds(&self) -> [RawFd; 3] {
+    pub(in crate::host) fn fds(&self) -> [BorrowedFd<'_>; 3] {
         let f = &self.io;
-        [f.memfd.as_raw_fd(), f.bell_engine.raw(), f.bell_app.raw()]
+        [f.memfd.as_fd(), f.bell_engine.as_fd(), f.bell_app.as_fd()]
     }
 
-    pub(in crate::host) fn conn_fd(&self) -> RawFd {
-        self.io.conn.as_raw_fd()
+    pub(in crate::host) fn conn_fd(&self) -> BorrowedFd<'_> {
+        self.io.conn.as_fd()
     }
 
     /// The doorbell the program rings to wake the engine.
@@ -164,7 +164,7 @@ impl Session {
             status,
             extra: [listener, 0, 0],
         };
-        let _ = sys::send_with_fds(self.io.conn.as_raw_fd(), &reply.to_bytes(), &[]);
+        let _ = sys::send_with_fds(&self.io.conn, &reply.to_bytes(), &[]);
     }
 
     /// Reads what the program sent on its Unix socket ([`Bell`] messages)
@@ -172,7 +172,7 @@ impl Session {
     pub(in crate::host) fn read_conn(&mut self) -> bool {
         let mut b = [0u8; 64];
         loop {
-            match sys::recv_with_fds(self.io.conn.as_raw_fd(), &mut b) {
+            match sys::recv_with_fds(&self.io.conn, &mut b) {
                 Ok(Some((0, _))) | Err(_) => return true,
                 Ok(Some((n, fds))) => self.bell_message(&b[..n], fds),
                 Ok(None) => return false,
@@ -214,12 +214,12 @@ impl Session {
                     },
                     _ => answer(errno::EINVAL, 0),
                 };
-                let _ = sys::send_with_fds(self.io.conn.as_raw_fd(), &reply.to_bytes(), &[]);
+                let _ = sys::send_with_fds(&self.io.conn, &reply.to_bytes(), &[]);
             }
             Some(BellOp::Watch) => {
                 let mut fds = fds.into_iter();
                 let status = match (fds.next(), fds.next()) {
-                    (Some(fd), None) if !sys::is_unix_stream(fd.as_raw_fd()) => errno::EINVAL,
+                    (Some(fd), None) if !sys::is_unix_stream(&fd) => errno::EINVAL,
                     (Some(fd), None) => match self.watch(m.index) {
                         Ok(h) => {
                             self.io.new_watches.push((h, m.index, fd));
@@ -244,7 +244,7 @@ impl Session {
                     status: -status,
                     extra: [0; 3],
                 };
-                let _ = sys::send_with_fds(self.io.conn.as_raw_fd(), &reply.to_bytes(), &[]);
+                let _ = sys::send_with_fds(&self.io.conn, &reply.to_bytes(), &[]);
             }
             Some(BellOp::Claim) => {
                 let mut fds = fds.into_iter();
@@ -258,8 +258,7 @@ impl Session {
                             status: -errno::EINVAL,
                             extra: [0; 3],
                         };
-                        let _ =
-                            sys::send_with_fds(self.io.conn.as_raw_fd(), &reply.to_bytes(), &[]);
+                        let _ = sys::send_with_fds(&self.io.conn, &reply.to_bytes(), &[]);
                     }
                 }
             }

@@ -9,6 +9,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use rustix::process::{Pid, Signal};
 use softoe_testbed::Netns;
 
 use crate::bed::RealBed;
@@ -75,12 +76,18 @@ impl Drop for TempDir {
     }
 }
 
-/// Sends `sig` to process `pid`, or to process group `-pid`.
-#[allow(unsafe_code)]
-fn signal(pid: i32, sig: i32) {
-    // SAFETY: kill takes no pointers; the pid is of a process (group) this
-    // module started and has not reaped.
-    unsafe { libc::kill(pid, sig) };
+/// Sends `sig` to process `pid`, or to process group `-pid` (a process
+/// or group this module started and has not reaped; one already gone is
+/// no error to report).
+fn signal(pid: i32, sig: Signal) {
+    let Some(p) = Pid::from_raw(pid.saturating_abs()) else {
+        return;
+    };
+    let _ = if pid < 0 {
+        rustix::process::kill_process_group(p, sig)
+    } else {
+        rustix::process::kill_process(p, sig)
+    };
 }
 
 /// Whether process `pid` has exited (a zombie, or gone), without reaping
@@ -215,7 +222,9 @@ impl Drop for Server {
             return;
         };
         if let Some(sig) = self.graceful {
-            signal(pid, sig);
+            if let Some(sig) = Signal::from_named_raw(sig) {
+                signal(pid, sig);
+            }
             let end = Instant::now() + Duration::from_secs(15);
             while !exited(self.child.id()) && Instant::now() < end {
                 std::thread::sleep(Duration::from_millis(50));
@@ -223,7 +232,7 @@ impl Drop for Server {
         }
         // The whole group, before the leader is reaped (so the group id
         // cannot be anyone else's yet).
-        signal(-pid, libc::SIGKILL);
+        signal(-pid, Signal::KILL);
         let _ = self.child.kill();
         match self.child.wait() {
             Ok(s) => tracing::debug!(what = self.what, status = %s, "apps: stopped"),
@@ -255,7 +264,7 @@ pub(super) fn run_timeout(mut c: Command, secs: u64, what: &str, dir: &Path) -> 
         }
         if Instant::now() > end {
             if let Ok(pid) = i32::try_from(child.id()) {
-                signal(-pid, libc::SIGKILL);
+                signal(-pid, Signal::KILL);
             }
             let _ = child.kill();
             let _ = child.wait();

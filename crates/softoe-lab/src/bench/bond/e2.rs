@@ -234,25 +234,14 @@ pub(super) fn join_stream(sender: JoinHandle<std::io::Result<()>>) -> Result<()>
 /// Puts thread `tid` (0: the caller) in `SCHED_FIFO` at priority 10: it
 /// runs as soon as it is runnable, ahead of every ordinary thread (the
 /// kernel's own ksoftirqd included, which is why only E2 asks for it).
-#[allow(unsafe_code)]
 pub(super) fn realtime_class(tid: i32) -> std::io::Result<()> {
-    let p = libc::sched_param { sched_priority: 10 };
-    // SAFETY: `p` is a valid sched_param for the call; a bad tid is an
-    // error return, not undefined behaviour.
-    let r = unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &raw const p) };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    softoe_sys::sched::fifo(tid, 10)
 }
 
 /// Back to the ordinary class (so a thread id reused later is not left
 /// real-time).
-#[allow(unsafe_code)]
 pub(super) fn ordinary_class(tid: i32) {
-    let p = libc::sched_param { sched_priority: 0 };
-    // SAFETY: as in `realtime_class`.
-    let _ = unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &raw const p) };
+    let _ = softoe_sys::sched::ordinary(tid);
 }
 
 /// Sleeps until message `i` of a 1 kHz stream started at `t0` is due.

@@ -239,7 +239,7 @@ fn every_ring_access_is_counted_once() {
     assert_eq!(r.reap(), 1);
     assert!(r.s.meter.delay_nanos() >= 25 * delay.as_nanos() as u64);
     // The engine collects the counts; the meter starts again.
-    let mut c = crate::control::EngineCounters::default();
+    let mut c = crate::counters::EngineCounters::default();
     r.s.meter.drain_into(&mut c);
     assert_eq!(c.ring_accesses, 25);
     assert!(c.access_delay_nanos >= 25 * delay.as_nanos() as u64);
@@ -265,7 +265,7 @@ fn commands_and_serves_are_timed_when_profiled() {
         [8192, 1000, to, 9, 0, 0],
     );
     r.step(&[send, Command::nop(3)]);
-    let mut c = crate::control::EngineCounters::default();
+    let mut c = crate::counters::EngineCounters::default();
     r.s.meter.drain_into(&mut c);
     assert_eq!(r.reap(), 3);
     assert_eq!((c.stages.cmd.count, c.stages.cmd.bytes), (3, 1000));
