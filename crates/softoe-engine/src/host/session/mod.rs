@@ -35,6 +35,7 @@ mod local;
 #[allow(unsafe_code)]
 mod opts;
 mod program;
+mod ready;
 #[allow(unsafe_code)]
 mod recv;
 mod send;
