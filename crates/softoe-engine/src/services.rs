@@ -611,3 +611,62 @@ impl Service for BulkClient {
 
 /// A default pause between request/response rounds (none).
 pub const NO_PAUSE: Duration = Duration::ZERO;
+
+#[cfg(test)]
+mod tests {
+    use softoe_stack::{BindError, StackConfig};
+    use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
+
+    use super::*;
+
+    fn stack() -> Stack {
+        let cfg = StackConfig::new(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            Ipv4Cidr::new(Ipv4Address::new(10, 0, 0, 1), 24).unwrap(),
+        );
+        Stack::new(cfg).unwrap()
+    }
+
+    #[test]
+    fn a_taken_port_is_a_listen_error() {
+        let (mut st, mut mem) = (stack(), Memory::new());
+        let reports = Reports::default();
+        let mut first = Discard::new(9, reports.clone());
+        assert_eq!(first.start(Instant::ZERO, &mut st, &mut mem), Ok(()));
+        let mut second = Echo::new(9, reports);
+        let e = second.start(Instant::ZERO, &mut st, &mut mem);
+        assert_eq!(
+            e,
+            Err(ServiceError::Listen {
+                port: 9,
+                why: BindError::AddrInUse
+            })
+        );
+        let msg = e.err().map(|e| e.to_string());
+        assert_eq!(
+            msg.as_deref(),
+            Some("listen on port 9: address already in use")
+        );
+    }
+
+    #[test]
+    fn an_unusable_remote_is_a_connect_error() {
+        let (mut st, mut mem) = (stack(), Memory::new());
+        // Port 0: no connection can be started there.
+        let remote = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 0, 0, 2), 0);
+        let mut c = BulkClient::new(remote, 1, Reports::default());
+        let e = c.start(Instant::ZERO, &mut st, &mut mem);
+        assert_eq!(
+            e,
+            Err(ServiceError::Connect {
+                remote,
+                why: BindError::Unaddressable
+            })
+        );
+        let msg = e.err().map(|e| e.to_string());
+        assert_eq!(
+            msg.as_deref(),
+            Some("connect to 10.0.0.2:0: address not available")
+        );
+    }
+}
