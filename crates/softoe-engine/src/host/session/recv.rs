@@ -2,6 +2,7 @@
 //! buffer, acknowledgements released, readiness published.
 
 use std::collections::VecDeque;
+use std::mem::offset_of;
 
 use softoe_abi::{
     CMP_RELEASE, Completion, EV_WRITABLE, RecvTarget, Region, RingSpan, SlotView, SockKind,
@@ -172,6 +173,23 @@ pub(super) fn detach_sink(stack: &mut Stack, h: SocketHandle, s: &mut HSock, vie
     }
 }
 
+/// `h` as it lies in memory (`#[repr(C)]`, native byte order, reserved
+/// words zero): the bytes the program's reader takes it back from.
+pub(super) fn udp_header_bytes(h: &UdpHeader) -> [u8; size_of::<UdpHeader>()] {
+    let mut b = [0; size_of::<UdpHeader>()];
+    let fields: [(usize, &[u8]); 3] = [
+        (offset_of!(UdpHeader, len), &h.len.to_ne_bytes()),
+        (offset_of!(UdpHeader, port), &h.port.to_ne_bytes()),
+        (offset_of!(UdpHeader, addr), &h.addr.to_ne_bytes()),
+    ];
+    for (at, bytes) in fields {
+        if let Some(d) = b.get_mut(at..at + bytes.len()) {
+            d.copy_from_slice(bytes);
+        }
+    }
+    b
+}
+
 /// Takes the datagrams the stack holds for UDP socket `h` into `s`'s
 /// ring, each behind its header, while they fit whole; returns whether
 /// any came.
@@ -209,11 +227,8 @@ fn fill_udp(
             addr: from.addr.to_bits().to_be(),
             ..UdpHeader::default()
         };
-        // SAFETY: `hdr` is plain integers.
-        let hb = unsafe {
-            std::slice::from_raw_parts((&raw const hdr).cast::<u8>(), size_of::<UdpHeader>())
-        };
-        region.ring_write(s.rx, s.rx_tail, hb);
+        let hb = udp_header_bytes(&hdr);
+        region.ring_write(s.rx, s.rx_tail, &hb);
         region.ring_write(s.rx, s.rx_tail + hb.len() as u64, &scratch[..n]);
         s.rx_tail += need;
         moved = true;
