@@ -462,7 +462,7 @@ mod tests {
             _: softoe_stack::Instant,
             _: &mut Stack,
             _: &mut Memory,
-        ) -> Result<(), String> {
+        ) -> Result<(), crate::service::ServiceError> {
             Ok(())
         }
         fn step(&mut self, _: softoe_stack::Instant, _: &mut Stack, _: &mut Memory) -> bool {
@@ -618,7 +618,7 @@ mod tests {
             _: softoe_stack::Instant,
             _: &mut Stack,
             _: &mut Memory,
-        ) -> Result<(), String> {
+        ) -> Result<(), crate::service::ServiceError> {
             Ok(())
         }
         fn step(&mut self, _: softoe_stack::Instant, _: &mut Stack, _: &mut Memory) -> bool {

@@ -179,7 +179,7 @@ pub enum EngineError {
         /// Which.
         name: String,
         /// Why.
-        why: String,
+        why: crate::service::ServiceError,
     },
     /// An I/O error on the port, pcap or control socket.
     #[error("{what}: {source}")]

@@ -5,16 +5,45 @@
 //! servers, so the engine, the host interface and emulation name the trait
 //! without depending on them.
 
-use softoe_stack::{Events, Instant, SocketHandle, Stack};
+use std::net::SocketAddrV4;
+
+use softoe_stack::{BindError, Events, Instant, SocketHandle, Stack};
 
 use crate::memory::Memory;
+
+/// Why a service could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// Its listener could not be made.
+    #[error("listen on port {port}: {why}")]
+    Listen {
+        /// The port it wanted.
+        port: u16,
+        /// What the stack said.
+        why: BindError,
+    },
+    /// Its connection could not be started.
+    #[error("connect to {remote}: {why}")]
+    Connect {
+        /// Where to.
+        remote: SocketAddrV4,
+        /// What the stack said.
+        why: BindError,
+    },
+}
 
 /// An application on the engine.
 pub trait Service: Send {
     /// Its name, for logs.
     fn name(&self) -> &str;
     /// Called once before the loop starts (listen, connect).
-    fn start(&mut self, now: Instant, stack: &mut Stack, mem: &mut Memory) -> Result<(), String>;
+    fn start(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        mem: &mut Memory,
+    ) -> Result<(), ServiceError>;
     /// Does what it can; returns whether it did anything.
     fn step(&mut self, now: Instant, stack: &mut Stack, mem: &mut Memory) -> bool;
     /// A socket event (before `step`).

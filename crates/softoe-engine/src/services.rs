@@ -17,7 +17,7 @@ use crate::memory::Memory;
 
 // The trait lives in its own module (`crate::service`); named here too, as
 // it always was.
-pub use crate::service::Service;
+pub use crate::service::{Service, ServiceError};
 
 /// What a server saw on one connection.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -39,14 +39,14 @@ pub struct ConnReport {
 /// Reports shared with whoever started the service.
 pub type Reports = Arc<Mutex<Vec<ConnReport>>>;
 
-fn listen(stack: &mut Stack, port: u16) -> Result<SocketHandle, String> {
+fn listen(stack: &mut Stack, port: u16) -> Result<SocketHandle, ServiceError> {
     stack
         .tcp_listen(
             Endpoint::new(softoe_wire::Ipv4Address::UNSPECIFIED, port),
             128,
             None,
         )
-        .map_err(|e| format!("listen on port {port}: {e}"))
+        .map_err(|why| ServiceError::Listen { port, why })
 }
 
 #[derive(Debug)]
@@ -203,7 +203,12 @@ impl Service for Discard {
     fn name(&self) -> &str {
         "discard"
     }
-    fn start(&mut self, _now: Instant, stack: &mut Stack, _mem: &mut Memory) -> Result<(), String> {
+    fn start(
+        &mut self,
+        _now: Instant,
+        stack: &mut Stack,
+        _mem: &mut Memory,
+    ) -> Result<(), ServiceError> {
         self.listener = Some(listen(stack, self.port)?);
         Ok(())
     }
@@ -284,7 +289,12 @@ impl Service for Source {
     fn name(&self) -> &str {
         "source"
     }
-    fn start(&mut self, _now: Instant, stack: &mut Stack, _mem: &mut Memory) -> Result<(), String> {
+    fn start(
+        &mut self,
+        _now: Instant,
+        stack: &mut Stack,
+        _mem: &mut Memory,
+    ) -> Result<(), ServiceError> {
         self.listener = Some(listen(stack, self.port)?);
         Ok(())
     }
@@ -358,7 +368,12 @@ impl Service for RequestResponse {
     fn name(&self) -> &str {
         "request/response"
     }
-    fn start(&mut self, _now: Instant, stack: &mut Stack, _mem: &mut Memory) -> Result<(), String> {
+    fn start(
+        &mut self,
+        _now: Instant,
+        stack: &mut Stack,
+        _mem: &mut Memory,
+    ) -> Result<(), ServiceError> {
         self.listener = Some(listen(stack, self.port)?);
         Ok(())
     }
@@ -426,7 +441,12 @@ impl Service for Echo {
     fn name(&self) -> &str {
         "echo"
     }
-    fn start(&mut self, _now: Instant, stack: &mut Stack, _mem: &mut Memory) -> Result<(), String> {
+    fn start(
+        &mut self,
+        _now: Instant,
+        stack: &mut Stack,
+        _mem: &mut Memory,
+    ) -> Result<(), ServiceError> {
         self.listener = Some(listen(stack, self.port)?);
         Ok(())
     }
@@ -549,10 +569,18 @@ impl Service for BulkClient {
     fn name(&self) -> &str {
         "bulk-client"
     }
-    fn start(&mut self, now: Instant, stack: &mut Stack, _mem: &mut Memory) -> Result<(), String> {
+    fn start(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        _mem: &mut Memory,
+    ) -> Result<(), ServiceError> {
         let h = stack
             .tcp_connect(now, self.remote.into(), None, None)
-            .map_err(|e| format!("connect to {}: {e}", self.remote))?;
+            .map_err(|why| ServiceError::Connect {
+                remote: self.remote,
+                why,
+            })?;
         self.conn = Some(Conn::new(stack, h, now));
         Ok(())
     }
@@ -583,3 +611,62 @@ impl Service for BulkClient {
 
 /// A default pause between request/response rounds (none).
 pub const NO_PAUSE: Duration = Duration::ZERO;
+
+#[cfg(test)]
+mod tests {
+    use softoe_stack::{BindError, StackConfig};
+    use softoe_wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
+
+    use super::*;
+
+    fn stack() -> Stack {
+        let cfg = StackConfig::new(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            Ipv4Cidr::new(Ipv4Address::new(10, 0, 0, 1), 24).unwrap(),
+        );
+        Stack::new(cfg).unwrap()
+    }
+
+    #[test]
+    fn a_taken_port_is_a_listen_error() {
+        let (mut st, mut mem) = (stack(), Memory::new());
+        let reports = Reports::default();
+        let mut first = Discard::new(9, reports.clone());
+        assert_eq!(first.start(Instant::ZERO, &mut st, &mut mem), Ok(()));
+        let mut second = Echo::new(9, reports);
+        let e = second.start(Instant::ZERO, &mut st, &mut mem);
+        assert_eq!(
+            e,
+            Err(ServiceError::Listen {
+                port: 9,
+                why: BindError::AddrInUse
+            })
+        );
+        let msg = e.err().map(|e| e.to_string());
+        assert_eq!(
+            msg.as_deref(),
+            Some("listen on port 9: address already in use")
+        );
+    }
+
+    #[test]
+    fn an_unusable_remote_is_a_connect_error() {
+        let (mut st, mut mem) = (stack(), Memory::new());
+        // Port 0: no connection can be started there.
+        let remote = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 0, 0, 2), 0);
+        let mut c = BulkClient::new(remote, 1, Reports::default());
+        let e = c.start(Instant::ZERO, &mut st, &mut mem);
+        assert_eq!(
+            e,
+            Err(ServiceError::Connect {
+                remote,
+                why: BindError::Unaddressable
+            })
+        );
+        let msg = e.err().map(|e| e.to_string());
+        assert_eq!(
+            msg.as_deref(),
+            Some("connect to 10.0.0.2:0: address not available")
+        );
+    }
+}

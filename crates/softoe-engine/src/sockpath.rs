@@ -32,24 +32,6 @@ pub fn alive(path: &Path) -> bool {
     rustix::net::connect(&fd, &addr).is_ok()
 }
 
-/// `path` as a Unix socket address, if it fits.
-pub(crate) fn sockaddr(path: &Path) -> Option<libc::sockaddr_un> {
-    use std::os::unix::ffi::OsStrExt;
-    let bytes = path.as_os_str().as_bytes();
-    let mut addr = libc::sockaddr_un {
-        sun_family: 0,
-        sun_path: [0; 108],
-    };
-    if bytes.len() >= addr.sun_path.len() {
-        return None;
-    }
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    Some(addr)
-}
-
 /// Makes `path` free to bind: an error naming it when a live engine
 /// answers there; a dead one's file is removed.
 pub fn claim(path: &Path, what: &str) -> io::Result<()> {

@@ -56,7 +56,12 @@ impl Service for Probe {
         "probe"
     }
 
-    fn start(&mut self, _: Instant, _: &mut Stack, _: &mut Memory) -> Result<(), String> {
+    fn start(
+        &mut self,
+        _: Instant,
+        _: &mut Stack,
+        _: &mut Memory,
+    ) -> Result<(), softoe_engine::services::ServiceError> {
         Ok(())
     }
 

@@ -44,7 +44,7 @@ use tracing::{debug, info, warn};
 use crate::counters::EngineCounters;
 use crate::emulate::{AccessMeter, Emulation};
 use crate::memory::Memory;
-use crate::services::Service;
+use crate::services::{Service, ServiceError};
 #[cfg(test)]
 pub(crate) use session::linux_state;
 pub(crate) use session::state_of_linux;
@@ -1200,7 +1200,12 @@ impl Service for HostService {
         "host"
     }
 
-    fn start(&mut self, _now: Instant, stack: &mut Stack, _mem: &mut Memory) -> Result<(), String> {
+    fn start(
+        &mut self,
+        _now: Instant,
+        stack: &mut Stack,
+        _mem: &mut Memory,
+    ) -> Result<(), ServiceError> {
         self.congestion = stack.config().tcp.congestion;
         Ok(())
     }

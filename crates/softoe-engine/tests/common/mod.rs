@@ -180,7 +180,7 @@ impl Service for Gate {
         _: softoe_stack::Instant,
         _: &mut softoe_stack::Stack,
         _: &mut softoe_engine::Memory,
-    ) -> Result<(), String> {
+    ) -> Result<(), softoe_engine::services::ServiceError> {
         Ok(())
     }
 

@@ -10,7 +10,7 @@ use tracing::debug;
 
 use super::recv::detach_sink;
 use super::share::Shares;
-use super::sock::{Detached, Hold, Role};
+use super::sock::{Detached, Hold, Posted, Role};
 use super::{Ctx, Program, SessionCore};
 
 /// A closed socket the stack is still finishing: what to release when it
@@ -243,21 +243,59 @@ impl<P: Program> SessionCore<P> {
         // buffer does at close, a dead program's too (the region they lie
         // in stays mapped until its session is reclaimed).
         let drain = !abort && !cur.queued.is_empty() && cur.h.is_some();
-        // A connection other sockets hold too: only this socket's hold on
-        // it goes (after its queued sends), as closing one process's
-        // descriptor of a kernel socket others hold closes nothing.
-        if !drain
-            && let Some(h) = cur.h
+        if !drain && self.leave_share(shares, id, tag) {
+            return;
+        }
+        if self.detach_closed(stack, id, tag, abort, drain) {
+            return;
+        }
+        // Queued zero-copy buffers the stack never took whole come back.
+        let gate = self
+            .socks
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .and_then(|s| s.h)
+            .and_then(|h| shares.get_mut(&h));
+        self.unqueue(id, errno::EPIPE, gate);
+        self.remove_closed(now, stack, id, tag, abort);
+    }
+
+    /// A connection other sockets hold too: only this socket's hold on it
+    /// goes, as closing one process's descriptor of a kernel socket others
+    /// hold closes nothing. Returns whether that was all.
+    fn leave_share(&mut self, shares: &mut Shares, id: u32, tag: Option<u64>) -> bool {
+        let h = self
+            .socks
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .and_then(|s| s.h);
+        if let Some(h) = h
             && let Some(c) = shares.get_mut(&h)
             && c.holders > 1
         {
             c.holders -= 1;
             self.retire_share(id, tag, Some(c));
-            return;
+            return true;
         }
-        // A listener others share closes here only (below); one that is
-        // this session's alone and watched is kept, detached, for the
-        // processes still holding its descriptor.
+        false
+    }
+
+    /// Keeps a closed socket, detached, while it must live on: a listener
+    /// or connection this session alone has that is watched (other
+    /// processes hold its descriptor), or a connection whose queued sends
+    /// still go out (`drain`). A listener others share closes here only.
+    /// Returns whether it was kept.
+    fn detach_closed(
+        &mut self,
+        stack: &mut Stack,
+        id: u32,
+        tag: Option<u64>,
+        abort: bool,
+        drain: bool,
+    ) -> bool {
+        let Some(cur) = self.socks.get_mut(id as usize).and_then(Option::as_mut) else {
+            return false;
+        };
         let shared_listener = cur.role == (Role::Listener { shared: true });
         let detach = ((cur.watched && !shared_listener) || drain) && cur.h.is_some();
         if drain {
@@ -270,48 +308,56 @@ impl<P: Program> SessionCore<P> {
                 let _ = stack.tcp_orphan(h);
             }
         }
-        let (posted, connect) = if detach {
-            cur.detached = Some(Detached { tag, abort });
-            self.detached_n += 1;
-            (cur.posted.take(), cur.connect_tag.take())
-        } else {
-            (None, None)
-        };
-        if detach {
-            // Other processes may hold it still (a `fork`), or queued
-            // buffers are still going out: it lives on until one takes it,
-            // the last descriptor closes, or the queue is sent.
-            debug!(
-                session = self.id,
-                sock = id,
-                "close of a watched or draining connection: detached"
-            );
-            if let Some(p) = posted {
-                self.complete(Completion {
-                    tag: p.tag,
-                    result: -i64::from(errno::ECANCELED),
-                    sock: id,
-                    ..Completion::default()
-                });
-            }
-            if let Some(t) = connect {
-                self.complete(Completion {
-                    tag: t,
-                    result: -i64::from(errno::ECONNABORTED),
-                    sock: id,
-                    ..Completion::default()
-                });
-            }
-            return;
+        if !detach {
+            return false;
         }
-        // Queued zero-copy buffers the stack never took whole come back.
-        let gate = self
-            .socks
-            .get(id as usize)
-            .and_then(Option::as_ref)
-            .and_then(|s| s.h)
-            .and_then(|h| shares.get_mut(&h));
-        self.unqueue(id, errno::EPIPE, gate);
+        cur.detached = Some(Detached { tag, abort });
+        let (posted, connect) = (cur.posted.take(), cur.connect_tag.take());
+        self.detached_n += 1;
+        // Other processes may hold it still (a `fork`), or queued buffers
+        // are still going out: it lives on until one takes it, the last
+        // descriptor closes, or the queue is sent.
+        debug!(
+            session = self.id,
+            sock = id,
+            "close of a watched or draining connection: detached"
+        );
+        self.cancel_waits(id, posted, connect);
+        true
+    }
+
+    /// A posted receive (its buffer is the program's again) and a connect
+    /// still waiting are answered at close.
+    fn cancel_waits(&mut self, id: u32, posted: Option<Posted>, connect: Option<u64>) {
+        if let Some(p) = posted {
+            self.complete(Completion {
+                tag: p.tag,
+                result: -i64::from(errno::ECANCELED),
+                sock: id,
+                ..Completion::default()
+            });
+        }
+        if let Some(t) = connect {
+            self.complete(Completion {
+                tag: t,
+                result: -i64::from(errno::ECONNABORTED),
+                sock: id,
+                ..Completion::default()
+            });
+        }
+    }
+
+    /// Socket `id` leaves the table: its slot hangs up, its waits are
+    /// answered, and its stack socket closes (a shared listener's share
+    /// only), what it holds retiring until the peer acknowledged it.
+    fn remove_closed(
+        &mut self,
+        now: Instant,
+        stack: &mut Stack,
+        id: u32,
+        tag: Option<u64>,
+        abort: bool,
+    ) {
         // Counted out as it goes (the figures `softoe stat` shows).
         let Some(mut s) = self.socks.get_mut(id as usize).and_then(Option::take) else {
             return;
@@ -326,24 +372,7 @@ impl<P: Program> SessionCore<P> {
         if let Some(v) = self.region.slot(id) {
             v.set_events(EV_HUP);
         }
-        // A posted receive is answered now: its buffer is the program's.
-        if let Some(p) = s.posted {
-            self.complete(Completion {
-                tag: p.tag,
-                result: -i64::from(errno::ECANCELED),
-                sock: id,
-                ..Completion::default()
-            });
-        }
-        // A connect still waiting is answered now.
-        if let Some(t) = s.connect_tag {
-            self.complete(Completion {
-                tag: t,
-                result: -i64::from(errno::ECONNABORTED),
-                sock: id,
-                ..Completion::default()
-            });
-        }
+        self.cancel_waits(id, s.posted, s.connect_tag);
         let Some(h) = s.h else {
             if let Some(c) = s.copy {
                 self.free_copy.push(c);

@@ -5,10 +5,9 @@
 //! socket the program attached on carries its doorbell registrations and
 //! watch requests, answered here.
 
-use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use softoe_abi::{BELL_MAGIC, Bell, BellOp, Layout, MAX_BELLS, Region, errno};
+use softoe_abi::{BELL_MAGIC, Bell, BellOp, MAX_BELLS, errno};
 use softoe_stack::SocketHandle;
 use tracing::debug;
 
@@ -43,6 +42,11 @@ pub(in crate::host) struct Fds {
 }
 
 impl Fds {
+    /// The region's memory in the engine: the mapping's start and length.
+    pub(super) fn region_memory(&self) -> (*mut u8, usize) {
+        (self.map.ptr(), self.map.len())
+    }
+
     /// What `attach` made for process `pid`: its Unix socket, the region's
     /// memfd and mapping, and the two doorbells.
     pub(in crate::host) fn new(
@@ -102,26 +106,6 @@ impl Program for Fds {
 }
 
 impl Session {
-    /// The session of a program that attached: its region is the memfd's
-    /// mapping (at least `layout.region_len()` bytes, zeroed), made here
-    /// before the program can see it.
-    pub(in crate::host) fn open(
-        id: u32,
-        (pid, uid): (i32, u32),
-        layout: Layout,
-        fds: Fds,
-    ) -> io::Result<Session> {
-        if (fds.map.len() as u64) < layout.region_len() {
-            return Err(io::ErrorKind::InvalidInput.into());
-        }
-        // SAFETY: the mapping is `region_len` bytes, page-aligned, zeroed
-        // (fresh memfd), and lives as long as this session, which holds it
-        // (in `Fds`, dropped with the session); the program gets the memfd
-        // only after this returns.
-        let region = unsafe { Region::init(fds.map.ptr(), layout, id) };
-        Ok(SessionCore::new(id, pid, uid, region, fds))
-    }
-
     /// What the program gets: the region, the engine's doorbell, its own.
     pub(in crate::host) fn fds(&self) -> [BorrowedFd<'_>; 3] {
         let f = &self.io;

@@ -2,9 +2,9 @@
 //! private memory are ordinary vectors, its doorbells counters. Built with
 //! the unit tests and with feature `fuzzing` only.
 
-use softoe_abi::{Layout, Region, errno};
+use softoe_abi::{Layout, errno};
 
-use super::{Program, SessionCore};
+use super::Program;
 
 /// A program in this process: its region in ordinary memory, its private
 /// memory a byte vector (addresses are offsets into it), its doorbells
@@ -95,19 +95,11 @@ impl Program for Local {
     }
 }
 
-impl SessionCore<Local> {
-    /// A session on `program`'s region, as the engine makes one at attach
-    /// (number `id`, process and user 0).
-    pub(crate) fn local(id: u32, mut program: Local) -> SessionCore<Local> {
-        let layout = program.layout;
-        let base = program.words.as_mut_ptr().cast::<u8>();
-        // SAFETY: `words` is zeroed, 16-aligned (`u128`), at least
-        // `region_len` bytes, and nothing else uses it yet. It is a heap
-        // buffer that stays put when `program` moves (into the session) and
-        // is never resized or touched through the vector again; it lives as
-        // long as the session, which owns `program`; copies of the region
-        // (`SessionCore::region`) are used only while the session lives.
-        let region = unsafe { Region::init(base, layout, id) };
-        SessionCore::new(id, 0, 0, region, program)
+impl Local {
+    /// The region's memory and layout: the start of `words` (16-aligned,
+    /// `layout.region_len()` bytes at least), which never moves (the vector
+    /// is never resized).
+    pub(super) fn region_memory(&mut self) -> (*mut u8, Layout) {
+        (self.words.as_mut_ptr().cast::<u8>(), self.layout)
     }
 }

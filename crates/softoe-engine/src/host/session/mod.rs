@@ -26,17 +26,18 @@
 mod adopt;
 mod close;
 mod command;
-#[allow(unsafe_code)]
 mod fds;
 mod ids;
 #[cfg(any(test, feature = "fuzzing"))]
-#[allow(unsafe_code)]
 mod local;
-#[allow(unsafe_code)]
 mod opts;
 mod program;
-#[allow(unsafe_code)]
+mod ready;
 mod recv;
+// The session's direct hold on its program's shared memory: its only
+// `unsafe` outside the tests.
+#[allow(unsafe_code)]
+mod region;
 mod send;
 mod share;
 #[cfg(any(test, feature = "fuzzing"))]
@@ -373,29 +374,6 @@ impl<P: Program> SessionCore<P> {
     /// Socket `id` for a send.
     fn sending(&mut self, id: u32) -> Result<&mut HSock> {
         usable(&mut self.socks, id)
-    }
-
-    // The one place the session core hands the region's data area to the
-    // stack's memory: the only `unsafe` in this module.
-    #[allow(unsafe_code)]
-    fn data_region(&mut self, mem: &mut Memory) -> u32 {
-        if let Some(m) = self.mem {
-            return m;
-        }
-        let l = *self.region.layout();
-        // SAFETY: the data area lies inside the region's memory, which this
-        // session's program owns (a mapping, or ordinary memory) and frees
-        // only when the session is dropped, in `reclaim` after removing this
-        // region. The engine makes no reference into it (`Region` copies in
-        // and out through raw pointers, `Memory` by volatile reads).
-        let m = unsafe {
-            mem.add_shared(
-                self.region.base().add(l.data_offset() as usize),
-                l.data_len() as usize,
-            )
-        };
-        self.mem = Some(m);
-        m
     }
 
     /// Gives the engine's memory back for the free copy rings past

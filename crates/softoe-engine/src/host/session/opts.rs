@@ -7,6 +7,7 @@ use softoe_abi::{
 use softoe_stack::{Algorithm, Keepalive};
 
 use super::command::apply_opts;
+use super::region::record_bytes;
 use super::translate::{handle_errno, linux_state, packed};
 use super::{Ctx, Program, Result, SessionCore};
 
@@ -122,11 +123,7 @@ impl<P: Program> SessionCore<P> {
                 u32::from(peer & 0xf) | (u32::from(ours & 0xf) << 4)
             }),
         };
-        // SAFETY: `rec` is plain integers; viewing it as bytes is
-        // sound and the slice does not outlive it.
-        let bytes = unsafe {
-            std::slice::from_raw_parts((&raw const rec).cast::<u8>(), size_of::<TcpInfoRecord>())
-        };
+        let bytes = record_bytes(&rec);
         let n = (span.len as usize).min(bytes.len());
         let span = RingSpan {
             offset: span.offset,

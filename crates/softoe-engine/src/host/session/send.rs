@@ -6,8 +6,10 @@ use softoe_stack::{Endpoint, PayloadRef, SendError, SocketHandle, Stack, UdpSend
 use softoe_wire::Ipv4Address;
 use tracing::trace;
 
+use crate::memory::Memory;
+
 use super::command::udp_bind;
-use super::share::SharedConn;
+use super::share::{SharedConn, Shares};
 use super::sock::{HOLDS, HSock, Hold, QueuedSend};
 use super::translate::{endpoint, handle_errno, tcp_errno};
 use super::{Ctx, Program, Result, SessionCore, usable};
@@ -101,6 +103,83 @@ pub(super) fn feed_queued(
 /// a handle the stack no longer knows.
 fn stream_end(stack: &Stack, h: SocketHandle, fallback: u64) -> u64 {
     stack.tcp_sent_total(h).unwrap_or(fallback)
+}
+
+/// Why a TCP send of `len` bytes on `s` (connection `h`) must be refused
+/// before any byte moves, or how many the stack has room for now (`None`
+/// for an empty send: it succeeds at once).
+fn tcp_room(
+    stack: &Stack,
+    shares: &Shares,
+    s: &mut HSock,
+    h: SocketHandle,
+    sock: u32,
+    len: u64,
+) -> Result<Option<u64>> {
+    if let Some(e) = stack.tcp_error(h).ok().flatten() {
+        return Err(tcp_errno(e));
+    }
+    let space = stack.tcp_send_space(h).map_err(handle_errno)? as u64;
+    if len == 0 {
+        return Ok(None);
+    }
+    if s.fin_after_queue {
+        return Err(errno::EPIPE);
+    }
+    // Queued zero-copy buffers go first: room ACKs freed this turn is
+    // theirs (fed when the socket is served, after the commands), and a
+    // send taking it would put its bytes ahead of theirs.
+    if !s.queued.is_empty() {
+        trace!(sock, "send refused: queued zero-copy buffers go first");
+        return Err(errno::EAGAIN);
+    }
+    // So do other holders' queued sends on a shared connection.
+    if s.shared && shares.get(&h).is_some_and(|g| !g.idle()) {
+        trace!(sock, "send refused: another holder's queued sends go first");
+        s.order_wait = true;
+        return Err(errno::EAGAIN);
+    }
+    let want = len.min(space);
+    if want == 0 {
+        trace!(sock, "send refused: the stack's send buffer is full");
+        return Err(errno::EAGAIN);
+    }
+    Ok(Some(want))
+}
+
+/// A send from `s`'s own send ring: the program says `len` more bytes
+/// follow what the stack took (the ring acknowledged up to `acked`); the
+/// stack takes up to `want` of them where they lie (`data` is the data
+/// area's `Memory` region). Returns the bytes taken.
+fn send_ring(
+    stack: &mut Stack,
+    h: SocketHandle,
+    s: &mut HSock,
+    data: u32,
+    acked: u64,
+    len: u64,
+    want: u64,
+) -> Result<u64> {
+    // They must lie within the ring's unacknowledged span.
+    if s.tx_queued + len - acked > s.tx.len {
+        return Err(errno::EINVAL);
+    }
+    let mut taken = 0;
+    while taken < want {
+        let pos = s.tx_queued % s.tx.len;
+        let n = (want - taken).min(s.tx.len - pos);
+        let r = PayloadRef::new(data, s.tx.offset + pos, n as u32);
+        let k = queue(stack, h, r)?;
+        s.tx_queued += k;
+        s.stream = stream_end(stack, h, s.stream + k);
+        taken += k;
+        if k < n {
+            break;
+        }
+    }
+    let end = s.tx_queued;
+    s.holds.push_back((s.stream, Hold::TxRing(end)));
+    Ok(taken)
 }
 
 pub(super) fn queue(stack: &mut Stack, h: SocketHandle, r: PayloadRef) -> Result<u64> {
@@ -276,36 +355,10 @@ impl<P: Program> SessionCore<P> {
         let Some(h) = s.h.filter(|_| !s.role.is_listener()) else {
             return Err(errno::ENOTCONN);
         };
-        if let Some(e) = stack.tcp_error(h).ok().flatten() {
-            return Err(tcp_errno(e));
-        }
-        let space = stack.tcp_send_space(h).map_err(handle_errno)? as u64;
-        if len == 0 {
+        let Some(want) = tcp_room(stack, cx.shares, s, h, sock, len)? else {
             return Ok(0);
-        }
-        if s.fin_after_queue {
-            return Err(errno::EPIPE);
-        }
-        // Queued zero-copy buffers go first: room ACKs freed this turn is
-        // theirs (fed when the socket is served, after the commands), and a
-        // send taking it would put its bytes ahead of theirs.
-        if !s.queued.is_empty() {
-            trace!(sock, "send refused: queued zero-copy buffers go first");
-            return Err(errno::EAGAIN);
-        }
-        // So do other holders' queued sends on a shared connection.
-        if s.shared && cx.shares.get(&h).is_some_and(|g| !g.idle()) {
-            trace!(sock, "send refused: another holder's queued sends go first");
-            s.order_wait = true;
-            return Err(errno::EAGAIN);
-        }
-        let mut want = len.min(space);
-        if want == 0 {
-            trace!(sock, "send refused: the stack's send buffer is full");
-            return Err(errno::EAGAIN);
-        }
-        let mut taken = 0u64;
-        match source {
+        };
+        let taken = match source {
             // Answered by `queue_send` and `queue_ring` before this.
             SendSource::Queued { .. } | SendSource::RingQueued => return Err(errno::EINVAL),
             SendSource::Ring => {
@@ -313,94 +366,99 @@ impl<P: Program> SessionCore<P> {
                     return Err(errno::EINVAL);
                 }
                 let acked = region.slot(sock).map_or(0, |v| v.tx_acked());
-                // The program says `len` more bytes follow what the stack
-                // took; they must lie within the ring's unacknowledged span.
-                if s.tx_queued + len - acked > s.tx.len {
-                    return Err(errno::EINVAL);
-                }
-                while taken < want {
-                    let pos = s.tx_queued % s.tx.len;
-                    let n = (want - taken).min(s.tx.len - pos);
-                    let r = PayloadRef::new(data, s.tx.offset + pos, n as u32);
-                    let k = queue(stack, h, r)?;
-                    s.tx_queued += k;
-                    s.stream = stream_end(stack, h, s.stream + k);
-                    taken += k;
-                    if k < n {
-                        break;
-                    }
-                }
-                let end = s.tx_queued;
-                s.holds.push_back((s.stream, Hold::TxRing(end)));
+                send_ring(stack, h, s, data, acked, len, want)?
             }
             SendSource::Zerocopy { offset } => {
                 let r = PayloadRef::new(data, offset, want as u32);
-                taken = queue(stack, h, r)?;
+                let taken = queue(stack, h, r)?;
                 s.stream = stream_end(stack, h, s.stream + taken);
                 s.holds.push_back((s.stream, Hold::Zerocopy(tag, taken)));
+                taken
             }
-            SendSource::Overlap { offset } | SendSource::Remote { addr: offset } => {
-                let Some((cr, clen)) = copy else {
+            SendSource::Overlap { .. } | SendSource::Remote { .. } => {
+                let Some(copy) = copy else {
                     return Err(errno::ENOMEM);
                 };
-                let free = clen - (s.copy_queued - s.copy_acked);
-                want = want.min(free);
-                if want == 0 {
-                    trace!(
-                        sock,
-                        queued = s.copy_queued,
-                        acked = s.copy_acked,
-                        holds = s.holds.len(),
-                        "send refused: the copy ring is full"
-                    );
-                    return Err(errno::EAGAIN);
-                }
-                while taken < want {
-                    let pos = s.copy_queued % clen;
-                    let n = (want - taken).min(clen - pos) as usize;
-                    let Some(dst) = mem
-                        .region_mut(cr)
-                        .and_then(|b| b.get_mut(pos as usize..pos as usize + n))
-                    else {
-                        return Err(errno::ENOMEM);
-                    };
-                    match source {
-                        SendSource::Remote { addr } => {
-                            let got = self.io.read(addr + taken, dst)?;
-                            if got < n {
-                                // A partial read: the rest is unmapped.
-                                if got == 0 {
-                                    return Err(errno::EFAULT);
-                                }
-                            }
-                        }
-                        _ => {
-                            let span = RingSpan {
-                                offset: offset + taken,
-                                len: n as u64,
-                            };
-                            if !region.ring_read(span, 0, dst) {
-                                return Err(errno::EFAULT);
-                            }
-                        }
-                    }
-                    let r = PayloadRef::new(cr, pos, n as u32);
-                    let k = queue(stack, h, r)?;
-                    s.copy_queued += k;
-                    s.stream = stream_end(stack, h, s.stream + k);
-                    taken += k;
-                    if k < n as u64 {
-                        break;
-                    }
-                }
-                let end = s.copy_queued;
-                s.holds.push_back((s.stream, Hold::Copy(end)));
+                self.send_copied(stack, mem, sock, source, copy, want)?
             }
-        }
+        };
         if taken == 0 {
             trace!(sock, "send refused: the stack took nothing");
             return Err(errno::EAGAIN);
         }
+        Ok(taken)
+    }
+
+    /// A send of the program's bytes that must be copied first (from the
+    /// data area, `Overlap`, or another process's memory, `Remote`): into
+    /// the engine's copy ring `copy` (region, length), as much of `want`
+    /// as it has room for, then to the stack. Returns the bytes taken.
+    fn send_copied(
+        &mut self,
+        stack: &mut Stack,
+        mem: &mut Memory,
+        sock: u32,
+        source: SendSource,
+        (cr, clen): (u32, u64),
+        want: u64,
+    ) -> Result<u64> {
+        let region = self.region;
+        let s = usable(&mut self.socks, sock)?;
+        let Some(h) = s.h else {
+            return Err(errno::ENOTCONN);
+        };
+        let free = clen - (s.copy_queued - s.copy_acked);
+        let want = want.min(free);
+        if want == 0 {
+            trace!(
+                sock,
+                queued = s.copy_queued,
+                acked = s.copy_acked,
+                holds = s.holds.len(),
+                "send refused: the copy ring is full"
+            );
+            return Err(errno::EAGAIN);
+        }
+        let mut taken = 0u64;
+        while taken < want {
+            let pos = s.copy_queued % clen;
+            let n = (want - taken).min(clen - pos) as usize;
+            let Some(dst) = mem
+                .region_mut(cr)
+                .and_then(|b| b.get_mut(pos as usize..pos as usize + n))
+            else {
+                return Err(errno::ENOMEM);
+            };
+            match source {
+                SendSource::Remote { addr } => {
+                    // A partial read: the rest is unmapped (nothing read
+                    // at all is a fault).
+                    if self.io.read(addr + taken, dst)? == 0 {
+                        return Err(errno::EFAULT);
+                    }
+                }
+                SendSource::Overlap { offset } => {
+                    let span = RingSpan {
+                        offset: offset + taken,
+                        len: n as u64,
+                    };
+                    if !region.ring_read(span, 0, dst) {
+                        return Err(errno::EFAULT);
+                    }
+                }
+                _ => return Err(errno::EINVAL),
+            }
+            let r = PayloadRef::new(cr, pos, n as u32);
+            let k = queue(stack, h, r)?;
+            s.copy_queued += k;
+            s.stream = stream_end(stack, h, s.stream + k);
+            taken += k;
+            if k < n as u64 {
+                break;
+            }
+        }
+        let end = s.copy_queued;
+        s.holds.push_back((s.stream, Hold::Copy(end)));
         Ok(taken)
     }
 

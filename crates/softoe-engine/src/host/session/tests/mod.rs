@@ -305,3 +305,22 @@ fn a_new_id_costs_the_same_among_ten_thousand() {
     assert_eq!(s.new_id(), Err(errno::EMFILE));
     assert_eq!(s.stat().sockets, 10_064);
 }
+
+/// A datagram's header goes into the ring as the bytes the program's
+/// reader takes it back from (`read_unaligned` of a `UdpHeader`, as the
+/// shim reads it).
+#[test]
+fn udp_header_bytes_read_back_as_the_header() {
+    use softoe_abi::UdpHeader;
+    let h = UdpHeader {
+        len: 0x0102_0304,
+        port: 0x0506,
+        addr: 0x0708_090a,
+        ..UdpHeader::default()
+    };
+    let b = recv::udp_header_bytes(&h);
+    // SAFETY: `b` holds `size_of::<UdpHeader>()` bytes, and every bit
+    // pattern is a valid `UdpHeader` (plain integers).
+    let back: UdpHeader = unsafe { std::ptr::read_unaligned(b.as_ptr().cast()) };
+    assert_eq!(back, h);
+}
