@@ -1,16 +1,17 @@
 //! Frames in: Ethernet, ARP, IPv4 (fragments), ICMP and UDP delivery.
 
+use softoe_wire::{
+    ArpOperation, ArpPacket, ArpRepr, Checksum, ChecksumCaps, EtherType, EthernetFrame,
+    Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr, Icmpv4TimeExceeded, IpProtocol, Ipv4Address,
+    Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr,
+};
+
 use crate::device::{Device, RxMeta};
 use crate::iface::{IPV4_HEADER, IpFields};
 use crate::reasm::Outcome;
 use crate::tcp::Endpoint;
 use crate::tcp::icmp::{self, IcmpVerdict};
 use crate::time::Instant;
-use softoe_wire::{
-    ArpOperation, ArpPacket, ArpRepr, Checksum, ChecksumCaps, EtherType, EthernetFrame,
-    Icmpv4DstUnreachable, Icmpv4Packet, Icmpv4Repr, Icmpv4TimeExceeded, IpProtocol, Ipv4Address,
-    Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr,
-};
 
 use super::Stack;
 

@@ -1,5 +1,10 @@
 //! [`Stack`]: one interface, its sockets, and the sans-IO entry points.
 
+use alloc::vec::Vec;
+use core::fmt;
+
+use softoe_wire::Ipv4Address;
+
 use crate::config::StackConfig;
 use crate::iface::arp::ArpCache;
 use crate::iface::{CSUM_CHUNK, ETH_HEADER, Iface};
@@ -16,9 +21,6 @@ use crate::tcp::listener::GroupHash;
 use crate::tcp::output::MAX_REFS_PER_FRAME;
 use crate::tcp::socket::{PathCaps, TcpSocket};
 use crate::tcp::syncookie::SynCookies as CookieKeys;
-use alloc::vec::Vec;
-use core::fmt;
-use softoe_wire::Ipv4Address;
 
 pub use error::{BindError, ConfigError, HandleError, UdpSendError};
 

@@ -1,12 +1,13 @@
 //! Driving the stack: the poll timers, socket service and events.
 
+use softoe_wire::{ArpOperation, ArpRepr, IpProtocol, UdpPacket, UdpRepr};
+
 use crate::device::Device;
 use crate::socket::{Events, Socket, SocketHandle};
 use crate::tcp::State;
 use crate::tcp::output::SinkError;
 use crate::tcp::socket::TcpSocket;
 use crate::time::Instant;
-use softoe_wire::{ArpOperation, ArpRepr, IpProtocol, UdpPacket, UdpRepr};
 
 use super::Stack;
 

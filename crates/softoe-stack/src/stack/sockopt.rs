@@ -1,15 +1,15 @@
 //! Per-socket options (TCP and IP fields).
 
+use core::time::Duration;
+
 use crate::config::Keepalive;
 use crate::iface::IpFields;
 use crate::socket::{Socket, SocketHandle};
 use crate::tcp::congestion::Algorithm;
 use crate::tcp::socket::TcpSocket;
 use crate::time::Instant;
-use core::time::Duration;
 
-use super::HandleError;
-use super::Stack;
+use super::{HandleError, Stack};
 
 impl Stack {
     fn tcp_cfg_mut(&mut self, h: SocketHandle) -> Result<&mut TcpSocket, HandleError> {

@@ -1,5 +1,10 @@
 //! The TCP socket API: connect, listen, accept, send, receive, close.
 
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use softoe_wire::Ipv4Address;
+
 use crate::config::TcpConfig;
 use crate::device::RxRing;
 use crate::payload::PayloadRef;
@@ -8,12 +13,8 @@ use crate::tcp::listener::TcpListener;
 use crate::tcp::socket::{RxSink, TcpSocket};
 use crate::tcp::{Endpoint, ListenerInfo, RecvError, SendError, State, TcpError, TcpInfo};
 use crate::time::Instant;
-use alloc::boxed::Box;
-use alloc::vec::Vec;
-use softoe_wire::Ipv4Address;
 
-use super::Stack;
-use super::{BindError, HandleError};
+use super::{BindError, HandleError, Stack};
 
 impl Stack {
     /// Where a connection's receive buffer starts reading in its storage.
@@ -85,13 +86,8 @@ impl Stack {
         if self.sockets.is_full() {
             return Err(BindError::TooManySockets);
         }
-        let mut cfg = cfg.unwrap_or(self.cfg.tcp);
-        cfg.min_rto = self.route_rto_min(remote.addr).unwrap_or(cfg.min_rto);
-        let iss = self
-            .isn
-            .isn(now, (local.addr, local.port), (remote.addr, remote.port));
-        let path = self.path_for(remote.addr, now);
-        let mut sock = self.sockets.new_tcp(cfg, path, now);
+        let cfg = cfg.unwrap_or(self.cfg.tcp);
+        let (mut sock, iss) = self.new_connection(now, cfg, local, remote);
         sock.connect(now, local, remote, iss, &mut self.rand);
         let h = self
             .sockets
@@ -286,16 +282,12 @@ impl Stack {
     /// [`Events::READABLE`]); `Err(RecvError::Finished)`: end of stream.
     pub fn tcp_recv(&mut self, h: SocketHandle, buf: &mut [u8]) -> Result<usize, RecvError> {
         let i = self.tcp_index(h).map_err(|_| RecvError::InvalidHandle)?;
-        let sock = self.sockets.tcp_mut(i).ok_or(RecvError::InvalidHandle)?;
-        let n = sock.recv(buf)?;
-        let update = sock.window_update;
-        if sock.state == State::TimeWait {
-            self.shed(i);
-        }
-        self.sockets.touch(i);
-        if update {
-            self.mark_ready(i);
-        }
+        let n = self
+            .sockets
+            .tcp_mut(i)
+            .ok_or(RecvError::InvalidHandle)?
+            .recv(buf)?;
+        self.after_read(i);
         Ok(n)
     }
 
@@ -307,17 +299,28 @@ impl Stack {
         f: impl FnOnce(&[u8], &[u8]) -> (usize, R),
     ) -> Result<R, RecvError> {
         let i = self.tcp_index(h).map_err(|_| RecvError::InvalidHandle)?;
-        let sock = self.sockets.tcp_mut(i).ok_or(RecvError::InvalidHandle)?;
-        let r = sock.recv_with(f)?;
-        let update = sock.window_update;
-        if sock.state == State::TimeWait {
+        let r = self
+            .sockets
+            .tcp_mut(i)
+            .ok_or(RecvError::InvalidHandle)?
+            .recv_with(f)?;
+        self.after_read(i);
+        Ok(r)
+    }
+
+    /// After the application read from connection `i`: in TIME-WAIT it
+    /// gives its storage back; a window update it owes goes out.
+    fn after_read(&mut self, i: usize) {
+        let (update, time_wait) = self.sockets.tcp(i).map_or((false, false), |s| {
+            (s.window_update, s.state == State::TimeWait)
+        });
+        if time_wait {
             self.shed(i);
         }
         self.sockets.touch(i);
         if update {
             self.mark_ready(i);
         }
-        Ok(r)
     }
 
     /// Sets (or with `None` takes away) the reader's receive ring for a

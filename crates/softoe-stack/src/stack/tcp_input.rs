@@ -1,19 +1,22 @@
 //! TCP segments in: demultiplexing, listeners, SYN cookies and resets.
 
-use crate::config::SynCookies;
+use alloc::boxed::Box;
+use core::time::Duration;
+
+use softoe_wire::{
+    ChecksumCaps, IpProtocol, Ipv4Address, Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
+};
+
+use crate::config::{SynCookies, TcpConfig};
 use crate::device::{Device, RxMeta, RxRing};
 use crate::iface::IpFields;
 use crate::socket::Socket;
 use crate::tcp::input::{Ctx, Reply, rst_for};
 use crate::tcp::output::SinkError;
-use crate::tcp::socket::PathCaps;
+use crate::tcp::socket::{PathCaps, TcpSocket};
 use crate::tcp::syncookie;
 use crate::tcp::{Endpoint, State, seq};
 use crate::time::Instant;
-use core::time::Duration;
-use softoe_wire::{
-    ChecksumCaps, IpProtocol, Ipv4Address, Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
-};
 
 use super::Stack;
 
@@ -153,6 +156,24 @@ impl Stack {
         reply
     }
 
+    /// A new connection's socket from `local` to `remote` with `cfg` (its
+    /// RTO floor the route's, where the route has one), and its initial
+    /// sequence number.
+    pub(super) fn new_connection(
+        &mut self,
+        now: Instant,
+        mut cfg: TcpConfig,
+        local: Endpoint,
+        remote: Endpoint,
+    ) -> (Box<TcpSocket>, TcpSeqNumber) {
+        cfg.min_rto = self.route_rto_min(remote.addr).unwrap_or(cfg.min_rto);
+        let iss = self
+            .isn
+            .isn(now, (local.addr, local.port), (remote.addr, remote.port));
+        let path = self.path_for(remote.addr, now);
+        (self.sockets.new_tcp(cfg, path, now), iss)
+    }
+
     /// The path toward `peer`: the device's, with a smaller MTU where one
     /// was learnt (path-MTU discovery).
     pub(super) fn path_for(&self, peer: Ipv4Address, now: Instant) -> PathCaps {
@@ -205,7 +226,7 @@ impl Stack {
             }
             return;
         }
-        let mut cfg = lst.cfg;
+        let cfg = lst.cfg;
         if want_cookie {
             lst.cookies_sent += 1;
             lst.last_cookie = Some(now);
@@ -219,12 +240,7 @@ impl Stack {
             self.send_bare(now, local, remote, &repr, ip, dev);
             return;
         }
-        cfg.min_rto = self.route_rto_min(remote.addr).unwrap_or(cfg.min_rto);
-        let iss = self
-            .isn
-            .isn(now, (local.addr, local.port), (remote.addr, remote.port));
-        let path = self.path_for(remote.addr, now);
-        let mut sock = self.sockets.new_tcp(cfg, path, now);
+        let (mut sock, iss) = self.new_connection(now, cfg, local, remote);
         sock.accept_syn(now, local, remote, syn, iss, &mut self.rand);
         sock.parent = Some(l);
         sock.embryo_young = true;

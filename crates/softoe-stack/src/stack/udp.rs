@@ -1,15 +1,15 @@
 //! The UDP socket API.
 
+use alloc::boxed::Box;
+
 use crate::config::UdpConfig;
 use crate::iface::IPV4_HEADER;
 use crate::payload::PayloadRef;
 use crate::socket::udp::UdpSocket;
 use crate::socket::{Socket, SocketHandle};
 use crate::tcp::Endpoint;
-use alloc::boxed::Box;
 
-use super::Stack;
-use super::{BindError, HandleError, UdpSendError};
+use super::{BindError, HandleError, Stack, UdpSendError};
 
 impl Stack {
     /// Binds a UDP socket to `local` (address unspecified: all of ours).
