@@ -80,46 +80,7 @@ pub fn decode(cmd: &Command, layout: &Layout) -> Result<Request, i32> {
             }
             Request::Connect { sock, addr, port }
         }
-        Opcode::Send => {
-            let len = a[1];
-            if len > MAX_SPAN {
-                return Err(EINVAL);
-            }
-            let source = match flags & !SEND_MORE {
-                SEND_RING => SendSource::Ring,
-                SEND_ZEROCOPY | SEND_OVERLAP => {
-                    if !layout.data_contains(a[0], len) {
-                        return Err(EFAULT);
-                    }
-                    if flags & SEND_ZEROCOPY != 0 {
-                        SendSource::Zerocopy { offset: a[0] }
-                    } else {
-                        SendSource::Overlap { offset: a[0] }
-                    }
-                }
-                SEND_REMOTE => SendSource::Remote { addr: a[0] },
-                f if f == SEND_RING | SEND_QUEUE => SendSource::RingQueued,
-                f if f == SEND_ZEROCOPY | SEND_QUEUE => {
-                    if !layout.data_contains(a[0], len) {
-                        return Err(EFAULT);
-                    }
-                    SendSource::Queued { offset: a[0] }
-                }
-                _ => return Err(EINVAL),
-            };
-            let to = if a[2] != 0 || a[3] != 0 {
-                Some(addr_port(a[2], a[3])?)
-            } else {
-                None
-            };
-            Request::Send {
-                sock,
-                source,
-                len,
-                to,
-                more: flags & SEND_MORE != 0,
-            }
-        }
+        Opcode::Send => decode_send(sock, a, flags, layout)?,
         Opcode::RxDone => Request::RxDone { sock },
         Opcode::Shutdown => {
             if a[0] > SHUT_RDWR {
@@ -160,33 +121,78 @@ pub fn decode(cmd: &Command, layout: &Layout) -> Result<Request, i32> {
             }
         }
         Opcode::Arm => Request::Arm { sock },
-        Opcode::Recv => {
-            let len = a[1];
-            if len == 0 || len > MAX_SPAN {
-                return Err(EINVAL);
+        Opcode::Recv => decode_recv(sock, a, flags, layout)?,
+        Opcode::CancelRecv => Request::CancelRecv { sock },
+    })
+}
+
+/// `Send`: where the bytes come from (the flags say), checked against `layout`.
+fn decode_send(sock: u32, a: [u64; 6], flags: u16, layout: &Layout) -> Result<Request, i32> {
+    let len = a[1];
+    if len > MAX_SPAN {
+        return Err(EINVAL);
+    }
+    let source = match flags & !SEND_MORE {
+        SEND_RING => SendSource::Ring,
+        SEND_ZEROCOPY | SEND_OVERLAP => {
+            if !layout.data_contains(a[0], len) {
+                return Err(EFAULT);
             }
-            if flags & !(RECV_REGION | RECV_REMOTE | RECV_NOWAIT | RECV_PEEK) != 0 {
-                return Err(EINVAL);
-            }
-            let target = match flags & (RECV_REGION | RECV_REMOTE) {
-                RECV_REGION => {
-                    if !layout.data_contains(a[0], len) {
-                        return Err(EFAULT);
-                    }
-                    RecvTarget::Region { offset: a[0] }
-                }
-                RECV_REMOTE => RecvTarget::Remote { addr: a[0] },
-                _ => return Err(EINVAL),
-            };
-            Request::Recv {
-                sock,
-                target,
-                len,
-                nowait: flags & RECV_NOWAIT != 0,
-                peek: flags & RECV_PEEK != 0,
+            if flags & SEND_ZEROCOPY != 0 {
+                SendSource::Zerocopy { offset: a[0] }
+            } else {
+                SendSource::Overlap { offset: a[0] }
             }
         }
-        Opcode::CancelRecv => Request::CancelRecv { sock },
+        SEND_REMOTE => SendSource::Remote { addr: a[0] },
+        f if f == SEND_RING | SEND_QUEUE => SendSource::RingQueued,
+        f if f == SEND_ZEROCOPY | SEND_QUEUE => {
+            if !layout.data_contains(a[0], len) {
+                return Err(EFAULT);
+            }
+            SendSource::Queued { offset: a[0] }
+        }
+        _ => return Err(EINVAL),
+    };
+    let to = if a[2] != 0 || a[3] != 0 {
+        Some(addr_port(a[2], a[3])?)
+    } else {
+        None
+    };
+    Ok(Request::Send {
+        sock,
+        source,
+        len,
+        to,
+        more: flags & SEND_MORE != 0,
+    })
+}
+
+/// `Recv`: where the bytes go (the flags say), checked against `layout`.
+fn decode_recv(sock: u32, a: [u64; 6], flags: u16, layout: &Layout) -> Result<Request, i32> {
+    let len = a[1];
+    if len == 0 || len > MAX_SPAN {
+        return Err(EINVAL);
+    }
+    if flags & !(RECV_REGION | RECV_REMOTE | RECV_NOWAIT | RECV_PEEK) != 0 {
+        return Err(EINVAL);
+    }
+    let target = match flags & (RECV_REGION | RECV_REMOTE) {
+        RECV_REGION => {
+            if !layout.data_contains(a[0], len) {
+                return Err(EFAULT);
+            }
+            RecvTarget::Region { offset: a[0] }
+        }
+        RECV_REMOTE => RecvTarget::Remote { addr: a[0] },
+        _ => return Err(EINVAL),
+    };
+    Ok(Request::Recv {
+        sock,
+        target,
+        len,
+        nowait: flags & RECV_NOWAIT != 0,
+        peek: flags & RECV_PEEK != 0,
     })
 }
 

@@ -56,17 +56,18 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;
 
-use softoe_wire::{EthernetAddress, Ipv4Address};
+use softoe_wire::{
+    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr,
+    Ipv4Address, Ipv4Packet,
+};
 
 use crate::announce::{Announcer, AnnouncerConfig};
 use crate::table::{Outcome, Table, TableConfig};
 use crate::time::Instant;
 use crate::wire::{ArppPacket, ArppRepr, ArppType, ETHERTYPE_ARPP, MAX_MEMBERS, Members};
 
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_ARP: u16 = 0x0806;
-/// Ethernet header length.
-const ETH_LEN: usize = 14;
+/// Ethernet header length (untagged: the bond's own frames carry no tag).
+const ETH_LEN: usize = EthernetFrame::<&[u8]>::HEADER_LEN;
 /// The shortest Ethernet frame without its FCS: control frames are padded
 /// to it.
 const MIN_FRAME: usize = 60;
@@ -435,39 +436,20 @@ pub struct Bond {
     stats: BondStats,
 }
 
-fn read_u16(b: &[u8], at: usize) -> u16 {
-    match b.get(at..at + 2) {
-        Some(&[x, y]) => u16::from_be_bytes([x, y]),
-        _ => 0,
+/// The EtherType of an untagged frame; `Vlan` for a tagged one, which the
+/// bond does not look into.
+fn outer_ethertype(eth: &EthernetFrame<&[u8]>) -> EtherType {
+    if eth.vlan_tci().is_some() {
+        EtherType::Vlan
+    } else {
+        eth.ethertype()
     }
 }
 
-fn mac_at(b: &[u8], at: usize) -> Option<EthernetAddress> {
-    b.get(at..at + 6).and_then(EthernetAddress::from_bytes)
-}
-
-fn ip_at(b: &[u8], at: usize) -> Option<Ipv4Address> {
-    b.get(at..at + 4).and_then(Ipv4Address::from_bytes)
-}
-
-fn put(b: &mut [u8], at: usize, v: &[u8]) {
-    if let Some(d) = b.get_mut(at..at + v.len()) {
-        d.copy_from_slice(v);
-    }
-}
-
-/// Offsets in an ARP frame (after the Ethernet header).
-mod arp {
-    pub const OPER: usize = super::ETH_LEN + 6;
-    pub const SHA: usize = super::ETH_LEN + 8;
-    pub const SPA: usize = super::ETH_LEN + 14;
-    pub const TPA: usize = super::ETH_LEN + 24;
-    pub const LEN: usize = super::ETH_LEN + 28;
-}
-
-/// Offsets in an IPv4 frame.
-mod ipv4 {
-    pub const DST: usize = super::ETH_LEN + 16;
+/// The destination of an IPv4 packet (`None`: too short for one).
+fn ipv4_dst(packet: &[u8]) -> Option<Ipv4Address> {
+    (packet.len() >= softoe_wire::ipv4::HEADER_LEN)
+        .then(|| Ipv4Packet::new_unchecked(packet).dst_addr())
 }
 
 impl Bond {
@@ -626,9 +608,10 @@ impl Bond {
         m.stats.frames_in += 1;
         m.stats.bytes_in += frame.len() as u64;
         m.last_heard = now;
-        let (Some(dst), Some(src)) = (mac_at(frame, 0), mac_at(frame, 6)) else {
+        let Ok(eth) = EthernetFrame::new_checked(&*frame) else {
             return Rx::Dropped(DropReason::Malformed);
         };
+        let (dst, src, ethertype) = (eth.dst_addr(), eth.src_addr(), outer_ethertype(&eth));
         let my_mac = m.cfg.mac;
         if self.members.iter().any(|o| o.cfg.mac == src) {
             self.bump(member, |s| s.echoes += 1);
@@ -636,8 +619,7 @@ impl Bond {
             return Rx::Dropped(DropReason::Echo);
         }
         self.revive(now, member);
-        let ethertype = read_u16(frame, 12);
-        if ethertype == ETHERTYPE_ARPP {
+        if ethertype == EtherType::Unknown(ETHERTYPE_ARPP) {
             return self.receive_arpp(now, frame.get(ETH_LEN..).unwrap_or(&[]));
         }
         if dst.is_multicast() {
@@ -648,7 +630,7 @@ impl Bond {
             }
         } else if dst == my_mac {
             if dst != bond_mac {
-                put(frame, 0, bond_mac.as_bytes());
+                EthernetFrame::new_unchecked(&mut *frame).set_dst_addr(bond_mac);
             }
         } else {
             self.bump(member, |s| s.not_ours += 1);
@@ -667,11 +649,22 @@ impl Bond {
     /// Remembers a plain peer's MAC (for gratuitous ARP after a move) from
     /// its ARP frames: only ARP pairs an address with the MAC of the host
     /// that has it (an IPv4 frame's source MAC may be a router's).
-    fn learn_plain(&mut self, frame: &[u8], ethertype: u16, src: EthernetAddress, member: usize) {
-        if ethertype != ETHERTYPE_ARP {
+    fn learn_plain(
+        &mut self,
+        frame: &[u8],
+        ethertype: EtherType,
+        src: EthernetAddress,
+        member: usize,
+    ) {
+        if ethertype != EtherType::Arp {
             return;
         }
-        let Some(ip) = ip_at(frame, arp::SPA).filter(|ip| ip.is_unicast() && *ip != self.ip) else {
+        let Some(ip) = ArpPacket::new_checked(frame.get(ETH_LEN..).unwrap_or(&[]))
+            .and_then(|p| ArpRepr::parse(&p))
+            .map(|a| a.source_protocol_addr)
+            .ok()
+            .filter(|ip| ip.is_unicast() && *ip != self.ip)
+        else {
             return;
         };
         if self.table.get(ip).is_some() {
@@ -770,46 +763,17 @@ impl Bond {
         len: usize,
         priority: u8,
     ) -> Option<usize> {
-        let dst = mac_at(header, 0)?;
-        let ethertype = read_u16(header, 12);
+        let eth = EthernetFrame::new_checked(&*header).ok()?;
+        let dst = eth.dst_addr();
         let realtime = self.policy == Policy::Prioritized && priority >= self.threshold;
-        let (member, peer_mac) = match ethertype {
-            ETHERTYPE_ARP if header.len() >= arp::LEN => {
-                let spa = ip_at(header, arp::SPA)?;
-                let tpa = ip_at(header, arp::TPA)?;
-                let broadcast_request = read_u16(header, arp::OPER) == 1 && dst.is_broadcast();
-                if broadcast_request && spa == tpa {
-                    self.stats.gratuitous_dropped += 1;
-                    return None;
+        let (member, peer_mac) = match outer_ethertype(&eth) {
+            EtherType::Arp => {
+                match ArpPacket::new_checked(eth.payload()).and_then(|p| ArpRepr::parse(&p)) {
+                    Ok(arp) => self.route_arp(dst, &arp, header)?,
+                    Err(_) => (self.broadcast_member()?, None),
                 }
-                let bonding = self.table.get(tpa).map(|e| e.alive_members().next());
-                let m = if bonding.is_some() {
-                    self.broadcast_member()?
-                } else {
-                    self.plain_member(tpa)
-                };
-                let mac = self.members.get(m)?.cfg.mac;
-                put(header, arp::SHA, mac.as_bytes());
-                // A broadcast request names (our IP, this member's MAC) to
-                // every host on the segment, and hosts update an entry they
-                // have for us from it: plain peers homed elsewhere would
-                // move. Ask the one host when we know where it is; else
-                // broadcast and tell the others again where we are for them.
-                let to = match bonding {
-                    _ if !broadcast_request => None,
-                    Some(first) => first,
-                    None => self.plain.get_mut(&tpa).and_then(|p| {
-                        let to = p.mac.filter(|_| !p.asked);
-                        p.asked = to.is_some();
-                        to
-                    }),
-                };
-                if broadcast_request && to.is_none() {
-                    self.restate_plain_peers(tpa, m);
-                }
-                (m, to)
             }
-            ETHERTYPE_IPV4 if !dst.is_multicast() => match ip_at(header, ipv4::DST) {
+            EtherType::Ipv4 if !dst.is_multicast() => match ipv4_dst(eth.payload()) {
                 Some(ip) if self.table.get(ip).is_some() => {
                     let (m, p) = self.stripe(now, ip, len, realtime);
                     self.stats.striped += 1;
@@ -824,15 +788,61 @@ impl Bond {
             _ => (self.broadcast_member()?, None),
         };
         let m = self.members.get_mut(member)?;
-        put(header, 6, m.cfg.mac.as_bytes());
+        let mut eth = EthernetFrame::new_unchecked(&mut *header);
+        eth.set_src_addr(m.cfg.mac);
         if let Some(p) = peer_mac {
-            put(header, 0, p.as_bytes());
+            eth.set_dst_addr(p);
         }
         m.stats.frames_out += 1;
         m.stats.bytes_out += len as u64;
         let start = m.busy_until.max(now);
         m.busy_until = start + wire_time(len, m.rate());
         Some(member)
+    }
+
+    /// The member for our stack's ARP frame `arp` (to `dst`) in `header`,
+    /// and the bonding peer's MAC to send it to instead, if any; rewrites
+    /// the sender hardware address to the member's. `None`: drop it.
+    fn route_arp(
+        &mut self,
+        dst: EthernetAddress,
+        arp: &ArpRepr,
+        header: &mut [u8],
+    ) -> Option<(usize, Option<EthernetAddress>)> {
+        let (spa, tpa) = (arp.source_protocol_addr, arp.target_protocol_addr);
+        let broadcast_request = arp.operation == ArpOperation::Request && dst.is_broadcast();
+        if broadcast_request && spa == tpa {
+            self.stats.gratuitous_dropped += 1;
+            return None;
+        }
+        let bonding = self.table.get(tpa).map(|e| e.alive_members().next());
+        let m = if bonding.is_some() {
+            self.broadcast_member()?
+        } else {
+            self.plain_member(tpa)
+        };
+        let mac = self.members.get(m)?.cfg.mac;
+        if let Some(body) = header.get_mut(ETH_LEN..) {
+            ArpPacket::new_unchecked(body).set_source_hardware_addr(mac.as_bytes());
+        }
+        // A broadcast request names (our IP, this member's MAC) to
+        // every host on the segment, and hosts update an entry they
+        // have for us from it: plain peers homed elsewhere would
+        // move. Ask the one host when we know where it is; else
+        // broadcast and tell the others again where we are for them.
+        let to = match bonding {
+            _ if !broadcast_request => None,
+            Some(first) => first,
+            None => self.plain.get_mut(&tpa).and_then(|p| {
+                let to = p.mac.filter(|_| !p.asked);
+                p.asked = to.is_some();
+                to
+            }),
+        };
+        if broadcast_request && to.is_none() {
+            self.restate_plain_peers(tpa, m);
+        }
+        Some((m, to))
     }
 
     /// The member for a frame of `len` bytes to bonding peer `ip`, and the
@@ -1180,9 +1190,13 @@ impl Bond {
                         continue;
                     };
                     b.fill(0);
-                    put(b, 0, dst.as_bytes());
-                    put(b, 6, src.as_bytes());
-                    put(b, 12, &ETHERTYPE_ARPP.to_be_bytes());
+                    let eth = EthernetRepr {
+                        src_addr: src,
+                        dst_addr: dst,
+                        ethertype: EtherType::Unknown(ETHERTYPE_ARPP),
+                        vlan_tci: None,
+                    };
+                    eth.emit(&mut EthernetFrame::new_unchecked(&mut *b));
                     if let Some(body) = b.get_mut(ETH_LEN..) {
                         msg.emit(&mut ArppPacket::new_unchecked(body));
                     }
@@ -1193,15 +1207,23 @@ impl Bond {
                         continue;
                     };
                     b.fill(0);
-                    put(b, 0, mac.as_bytes());
-                    put(b, 6, src.as_bytes());
-                    put(b, 12, &ETHERTYPE_ARP.to_be_bytes());
-                    // Ethernet, IPv4, lengths 6 and 4, a reply.
-                    put(b, ETH_LEN, &[0, 1, 8, 0, 6, 4, 0, 2]);
-                    put(b, arp::SHA, src.as_bytes());
-                    put(b, arp::SPA, self.ip.as_bytes());
-                    put(b, arp::SHA + 10, mac.as_bytes());
-                    put(b, arp::TPA, ip.as_bytes());
+                    let eth = EthernetRepr {
+                        src_addr: src,
+                        dst_addr: mac,
+                        ethertype: EtherType::Arp,
+                        vlan_tci: None,
+                    };
+                    eth.emit(&mut EthernetFrame::new_unchecked(&mut *b));
+                    let arp = ArpRepr {
+                        operation: ArpOperation::Reply,
+                        source_hardware_addr: src,
+                        source_protocol_addr: self.ip,
+                        target_hardware_addr: mac,
+                        target_protocol_addr: ip,
+                    };
+                    if let Some(body) = b.get_mut(ETH_LEN..) {
+                        arp.emit(&mut ArpPacket::new_unchecked(body));
+                    }
                     MIN_FRAME
                 }
             };
@@ -1255,6 +1277,14 @@ fn wire_time(len: usize, rate: u64) -> Duration {
 mod tests {
     use super::*;
     use alloc::vec;
+
+    const ETHERTYPE_IPV4: u16 = 0x0800;
+    const ETHERTYPE_ARP: u16 = 0x0806;
+
+    /// A frame's outer EtherType.
+    fn ethertype_of(f: &[u8]) -> u16 {
+        u16::from(outer_ethertype(&EthernetFrame::new_unchecked(f)))
+    }
 
     fn mac(host: u8, i: u8) -> EthernetAddress {
         EthernetAddress([2, 0, 0, 0, host, i])
@@ -1730,6 +1760,28 @@ mod tests {
     }
 
     #[test]
+    fn frames_are_read_through_the_wire_views() {
+        let mut b = bond(1, 2, Policy::LeastQueued);
+        let req = arp(1, EthernetAddress::BROADCAST, mac(10, 0), ip(10), ip(1));
+        // Shorter than an Ethernet header: malformed.
+        let mut runt = req[..13].to_vec();
+        assert_eq!(
+            b.receive(ms(0), 0, &mut runt),
+            Rx::Dropped(DropReason::Malformed)
+        );
+        // Behind an 802.1Q tag the bond does not look: delivered, but it
+        // teaches no plain peer.
+        let mut tagged = req[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+        tagged.extend_from_slice(&req[12..]);
+        assert_eq!(b.receive(ms(0), 0, &mut tagged), Rx::Deliver);
+        assert_eq!(b.plain_peers().count(), 0);
+        let mut req = req;
+        assert_eq!(b.receive(ms(0), 0, &mut req), Rx::Deliver);
+        assert_eq!(b.plain_peers().collect::<Vec<_>>(), vec![(ip(10), 0)]);
+    }
+
+    #[test]
     fn a_plain_peer_on_a_member_that_leaves_is_moved_and_told() {
         let mut b = bond(1, 2, Policy::LeastQueued);
         let mut buf = [0u8; 128];
@@ -1748,7 +1800,7 @@ mod tests {
         let mut change = false;
         while let Some((m, len)) = b.poll_transmit(ms(1), &mut buf) {
             let f = &buf[..len];
-            match read_u16(f, 12) {
+            match ethertype_of(f) {
                 ETHERTYPE_ARP => grat = Some((m, f.to_vec())),
                 ETHERTYPE_ARPP => {
                     let r = ArppRepr::parse(&ArppPacket::new_checked(&f[14..]).unwrap()).unwrap();
@@ -1801,7 +1853,7 @@ mod tests {
         assert_eq!(b.stats().plain_moved, 1);
         let mut told = false;
         while let Some((m, len)) = b.poll_transmit(ms(1), &mut buf) {
-            told |= m == 1 && read_u16(&buf[..len], 12) == ETHERTYPE_ARP;
+            told |= m == 1 && ethertype_of(&buf[..len]) == ETHERTYPE_ARP;
         }
         assert!(told, "the peer is told its new MAC");
         let mut f = ipv4(mac(10, 0), mac(1, 0), ip(1), ip(10), 1000);

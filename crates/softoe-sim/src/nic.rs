@@ -6,38 +6,12 @@
 //! and PSH on the last segment only, CWR on the first), and completes partial
 //! checksums. On receive it can coalesce consecutive in-order TCP segments
 //! of one flow into one large frame (GRO), marked checksum-verified.
+//!
+//! Frames are read and written through `softoe-wire`'s views; [`TcpLayout`]
+//! only remembers where each header starts.
 
 use softoe_wire::checksum;
-use softoe_wire::{IpProtocol, Ipv4Address};
-
-/// Offsets of an untagged Ethernet/IPv4/TCP frame.
-const ETH: usize = 14;
-
-fn be16(b: &[u8], at: usize) -> u16 {
-    match b.get(at..at + 2) {
-        Some(&[x, y]) => u16::from_be_bytes([x, y]),
-        _ => 0,
-    }
-}
-
-fn be32(b: &[u8], at: usize) -> u32 {
-    match b.get(at..at + 4) {
-        Some(&[w, x, y, z]) => u32::from_be_bytes([w, x, y, z]),
-        _ => 0,
-    }
-}
-
-fn put16(b: &mut [u8], at: usize, v: u16) {
-    if let Some(d) = b.get_mut(at..at + 2) {
-        d.copy_from_slice(&v.to_be_bytes());
-    }
-}
-
-fn put32(b: &mut [u8], at: usize, v: u32) {
-    if let Some(d) = b.get_mut(at..at + 4) {
-        d.copy_from_slice(&v.to_be_bytes());
-    }
-}
+use softoe_wire::{EtherType, EthernetFrame, IpProtocol, Ipv4Packet, TcpPacket, TcpSeqNumber};
 
 /// Where the IPv4 and TCP headers of a frame are, if it is Ethernet/IPv4/TCP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,26 +22,50 @@ pub(crate) struct TcpLayout {
     pub(crate) end: usize,
 }
 
+impl TcpLayout {
+    /// The IPv4 header of `f` (and what follows it).
+    fn ipv4<'f>(&self, f: &'f [u8]) -> Ipv4Packet<&'f [u8]> {
+        Ipv4Packet::new_unchecked(f.get(self.ip..).unwrap_or(&[]))
+    }
+
+    /// The TCP header of `f` (and what follows it).
+    fn tcp<'f>(&self, f: &'f [u8]) -> TcpPacket<&'f [u8]> {
+        TcpPacket::new_unchecked(f.get(self.tcp..).unwrap_or(&[]))
+    }
+
+    /// The IPv4 header of `f`, to write.
+    fn ipv4_mut<'f>(&self, f: &'f mut [u8]) -> Ipv4Packet<&'f mut [u8]> {
+        Ipv4Packet::new_unchecked(f.get_mut(self.ip..).unwrap_or(&mut []))
+    }
+
+    /// The TCP header of `f`, to write.
+    fn tcp_mut<'f>(&self, f: &'f mut [u8]) -> TcpPacket<&'f mut [u8]> {
+        TcpPacket::new_unchecked(f.get_mut(self.tcp..).unwrap_or(&mut []))
+    }
+}
+
 pub(crate) fn tcp_layout(f: &[u8]) -> Option<TcpLayout> {
-    if be16(f, 12) != 0x0800 {
+    let eth = EthernetFrame::new_checked(f).ok()?;
+    // Untagged frames only: a NIC's TSO and GRO here know no VLAN tags.
+    if eth.vlan_tci().is_some() || eth.ethertype() != EtherType::Ipv4 {
         return None;
     }
-    let ip = ETH;
-    let vihl = *f.get(ip)?;
-    if vihl >> 4 != 4 {
+    let ip = eth.header_len();
+    let v4 = Ipv4Packet::new_unchecked(eth.payload());
+    if v4.version() != 4 {
         return None;
     }
-    let ihl = usize::from(vihl & 0x0f) * 4;
-    let total = usize::from(be16(f, ip + 2));
+    let ihl = v4.header_len();
+    let total = usize::from(v4.total_len());
     // A fragment is no TCP segment to cut or merge (MF, or an offset).
-    if be16(f, ip + 6) & 0x3fff != 0 {
+    if v4.is_fragment() {
         return None;
     }
-    if *f.get(ip + 9)? != 6 || ihl < 20 || total < ihl || ip + total > f.len() {
+    if v4.next_header() != IpProtocol::Tcp || ihl < 20 || total < ihl || ip + total > f.len() {
         return None;
     }
     let tcp = ip + ihl;
-    let doff = usize::from(*f.get(tcp + 12)? >> 4) * 4;
+    let doff = TcpPacket::new_unchecked(f.get(tcp..)?).header_len();
     if doff < 20 || tcp + doff > ip + total {
         return None;
     }
@@ -79,39 +77,27 @@ pub(crate) fn tcp_layout(f: &[u8]) -> Option<TcpLayout> {
     })
 }
 
-fn addrs(f: &[u8], l: &TcpLayout) -> (Ipv4Address, Ipv4Address) {
-    (
-        Ipv4Address::from_bits(be32(f, l.ip + 12)),
-        Ipv4Address::from_bits(be32(f, l.ip + 16)),
-    )
-}
-
 /// Fills the IPv4 header checksum and the full TCP checksum.
 pub(crate) fn fill_tcp_checksums(f: &mut [u8], l: &TcpLayout) {
-    put16(f, l.ip + 10, 0);
-    let ihl = l.tcp - l.ip;
-    let s = checksum::data(f.get(l.ip..l.ip + ihl).unwrap_or(&[]));
-    put16(f, l.ip + 10, !s);
-    let (src, dst) = addrs(f, l);
-    put16(f, l.tcp + 16, 0);
-    let seg = f.get(l.tcp..l.end).unwrap_or(&[]);
-    let mut acc = checksum::Accumulator::new();
-    acc.add_sum(checksum::pseudo_header(
-        src,
-        dst,
-        IpProtocol::Tcp,
-        seg.len() as u32,
-    ));
-    acc.add(seg);
-    let s = !acc.finish();
-    put16(f, l.tcp + 16, s);
+    let Some((head, seg)) = f
+        .get_mut(l.ip..l.end)
+        .and_then(|d| d.split_at_mut_checked(l.tcp - l.ip))
+    else {
+        return;
+    };
+    let mut v4 = Ipv4Packet::new_unchecked(head);
+    v4.fill_checksum();
+    let (src, dst) = (v4.src_addr(), v4.dst_addr());
+    TcpPacket::new_unchecked(seg).fill_checksum(&src, &dst);
 }
 
 /// Completes a partial checksum: sums from `start` to the end and stores the
 /// complement at `start + offset` (the field holds the pseudo-header sum).
 pub(crate) fn complete_partial_csum(f: &mut [u8], start: usize, offset: usize) {
     let s = !checksum::data(f.get(start..).unwrap_or(&[]));
-    put16(f, start + offset, s);
+    if let Some(d) = f.get_mut(start + offset..start + offset + 2) {
+        d.copy_from_slice(&s.to_be_bytes());
+    }
 }
 
 /// TCP segmentation offload: cuts `frame` into segments of at most `mss`
@@ -131,28 +117,25 @@ pub(crate) fn segment(frame: &[u8], mss: u16, out: &mut Vec<Vec<u8>>) {
         return;
     }
     let header = frame.get(..l.payload).unwrap_or(&[]);
-    let seq0 = be32(frame, l.tcp + 4);
-    let ident0 = be16(frame, l.ip + 4);
-    let flags = *frame.get(l.tcp + 13).unwrap_or(&0);
+    let seq0 = l.tcp(frame).seq_number().0;
+    let ident0 = l.ipv4(frame).ident();
     let n = payload.len().div_ceil(mss);
     for (i, chunk) in payload.chunks(mss).enumerate() {
         let mut f = Vec::with_capacity(header.len() + chunk.len());
         f.extend_from_slice(header);
         f.extend_from_slice(chunk);
-        let total = (l.payload - l.ip + chunk.len()) as u16;
-        put16(&mut f, l.ip + 2, total);
-        put16(&mut f, l.ip + 4, ident0.wrapping_add(i as u16));
-        put32(&mut f, l.tcp + 4, seq0.wrapping_add((i * mss) as u32));
-        let last = i + 1 == n;
-        let mut fl = flags;
-        if !last {
-            fl &= !(0x01 | 0x08); // FIN, PSH only on the last segment
+        let mut v4 = l.ipv4_mut(&mut f);
+        v4.set_total_len((l.payload - l.ip + chunk.len()) as u16);
+        v4.set_ident(ident0.wrapping_add(i as u16));
+        let mut seg = l.tcp_mut(&mut f);
+        seg.set_seq_number(TcpSeqNumber(seq0.wrapping_add((i * mss) as u32)));
+        if i + 1 != n {
+            // FIN and PSH only on the last segment.
+            seg.set_fin(false);
+            seg.set_psh(false);
         }
         if i > 0 {
-            fl &= !0x80; // CWR only on the first
-        }
-        if let Some(b) = f.get_mut(l.tcp + 13) {
-            *b = fl;
+            seg.set_cwr(false); // CWR only on the first
         }
         let seg_l = TcpLayout {
             end: l.payload + chunk.len(),
@@ -213,34 +196,36 @@ fn try_merge(acc: &mut Vec<u8>, next: &[u8]) -> bool {
     let (Some(a), Some(b)) = (tcp_layout(acc), tcp_layout(next)) else {
         return false;
     };
-    let a_flags = *acc.get(a.tcp + 13).unwrap_or(&0);
-    let b_flags = *next.get(b.tcp + 13).unwrap_or(&0);
+    let (a_tcp, b_tcp) = (a.tcp(acc), b.tcp(next));
     // Only plain ACK (+PSH on the last) data segments.
-    let plain = |fl: u8| fl & !(0x08 | 0x10) == 0;
-    if !plain(a_flags) || !plain(b_flags) || a_flags & 0x08 != 0 {
+    let plain =
+        |t: &TcpPacket<&[u8]>| !(t.fin() || t.syn() || t.rst() || t.urg() || t.ece() || t.cwr());
+    if !plain(&a_tcp) || !plain(&b_tcp) || a_tcp.psh() {
         return false;
     }
-    let same_flow = acc.get(a.ip + 12..a.ip + 20) == next.get(b.ip + 12..b.ip + 20)
-        && acc.get(a.tcp..a.tcp + 4) == next.get(b.tcp..b.tcp + 4)
-        && be32(acc, a.tcp + 8) == be32(next, b.tcp + 8)
+    let (a_ip, b_ip) = (a.ipv4(acc), b.ipv4(next));
+    let same_flow = a_ip.src_addr() == b_ip.src_addr()
+        && a_ip.dst_addr() == b_ip.dst_addr()
+        && a_tcp.src_port() == b_tcp.src_port()
+        && a_tcp.dst_port() == b_tcp.dst_port()
+        && a_tcp.ack_number() == b_tcp.ack_number()
         && (a.payload - a.tcp) == (b.payload - b.tcp);
     let a_len = a.end - a.payload;
     let b_len = b.end - b.payload;
-    let in_order = be32(acc, a.tcp + 4).wrapping_add(a_len as u32) == be32(next, b.tcp + 4);
+    let in_order = a_tcp.seq_number().0.wrapping_add(a_len as u32) == b_tcp.seq_number().0;
     let fits = (a.end - a.ip) + b_len <= 65_535;
     if !same_flow || !in_order || !fits || a_len == 0 || b_len == 0 {
         return false;
     }
+    // Take the later segment's window, ACK and flags (PSH), as GRO does.
+    let (win, psh, ack) = (b_tcp.window_len(), b_tcp.psh(), b_tcp.ack());
     acc.truncate(a.end);
     acc.extend_from_slice(next.get(b.payload..b.end).unwrap_or(&[]));
-    let total = (a.end - a.ip + b_len) as u16;
-    put16(acc, a.ip + 2, total);
-    // Take the later segment's window, ACK and flags (PSH), as GRO does.
-    let win = be16(next, b.tcp + 14);
-    put16(acc, a.tcp + 14, win);
-    if let Some(x) = acc.get_mut(a.tcp + 13) {
-        *x = b_flags;
-    }
+    a.ipv4_mut(acc).set_total_len((a.end - a.ip + b_len) as u16);
+    let mut seg = a.tcp_mut(acc);
+    seg.set_window_len(win);
+    seg.set_psh(psh);
+    seg.set_ack(ack);
     // The checksums are filled once the run is merged (`coalesce`).
     true
 }
@@ -284,8 +269,8 @@ pub(crate) fn verify_checksums(f: &[u8]) -> bool {
 mod tests {
     use super::*;
     use softoe_wire::{
-        ChecksumCaps, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Packet,
-        Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber, TcpTimestamp,
+        ChecksumCaps, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address,
+        Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber, TcpTimestamp,
     };
 
     const A: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
@@ -434,5 +419,24 @@ mod tests {
             !verify_checksums(&f),
             "a NIC cannot vouch for part of a datagram"
         );
+    }
+
+    #[test]
+    fn layout_is_for_untagged_ipv4_tcp_only() {
+        let f = frame(1, b"abcd", TcpControl::None, false);
+        let l = tcp_layout(&f).unwrap();
+        assert_eq!((l.ip, l.tcp, l.payload, l.end), (14, 34, 34 + 32, f.len()));
+        // An 802.1Q tag before the same packet: not cut nor merged.
+        let mut tagged = f[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+        tagged.extend_from_slice(&f[12..]);
+        assert_eq!(tcp_layout(&tagged), None);
+        // Not TCP, or shorter than its IPv4 total length, or its header.
+        let mut udp = f.clone();
+        udp[14 + 9] = 17;
+        assert_eq!(tcp_layout(&udp), None);
+        assert_eq!(tcp_layout(&f[..f.len() - 1]), None);
+        assert_eq!(tcp_layout(&f[..20]), None);
+        assert_eq!(tcp_layout(&f[..13]), None);
     }
 }

@@ -13,6 +13,7 @@
 //! rejects anything but Ethernet/IPv4; [`ArpRepr::emit`] never panics into a
 //! buffer of [`ArpRepr::buffer_len`] (28) bytes, nor into a shorter one.
 
+use crate::bytes::{u8_at, u16_at};
 use crate::error::{Error, Result};
 use crate::ethernet::EthernetAddress;
 use crate::ipv4::Ipv4Address;
@@ -101,36 +102,29 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
         self.buffer
     }
 
-    fn be16(&self, r: core::ops::Range<usize>) -> u16 {
-        match self.buffer.as_ref().get(r) {
-            Some(&[a, b]) => u16::from_be_bytes([a, b]),
-            _ => 0,
-        }
-    }
-
     /// Hardware type (1 = Ethernet).
     pub fn hardware_type(&self) -> u16 {
-        self.be16(field::HTYPE)
+        u16_at(self.buffer.as_ref(), field::HTYPE.start)
     }
 
     /// Protocol type (0x0800 = IPv4).
     pub fn protocol_type(&self) -> u16 {
-        self.be16(field::PTYPE)
+        u16_at(self.buffer.as_ref(), field::PTYPE.start)
     }
 
     /// Hardware address length.
     pub fn hardware_len(&self) -> usize {
-        usize::from(self.buffer.as_ref().get(field::HLEN).copied().unwrap_or(0))
+        usize::from(u8_at(self.buffer.as_ref(), field::HLEN))
     }
 
     /// Protocol address length.
     pub fn protocol_len(&self) -> usize {
-        usize::from(self.buffer.as_ref().get(field::PLEN).copied().unwrap_or(0))
+        usize::from(u8_at(self.buffer.as_ref(), field::PLEN))
     }
 
     /// Operation.
     pub fn operation(&self) -> ArpOperation {
-        ArpOperation::from(self.be16(field::OPER))
+        ArpOperation::from(u16_at(self.buffer.as_ref(), field::OPER.start))
     }
 
     fn slice(&self, start: usize, len: usize) -> &[u8] {

@@ -18,6 +18,7 @@
 
 use core::fmt;
 
+use crate::bytes::u16_at;
 use crate::error::{Error, Result};
 
 /// A MAC address.
@@ -121,13 +122,6 @@ mod field {
     pub const INNER_ETHERTYPE: Range<usize> = 16..18;
 }
 
-fn be16(b: &[u8], r: core::ops::Range<usize>) -> u16 {
-    match b.get(r) {
-        Some(&[x, y]) => u16::from_be_bytes([x, y]),
-        _ => 0,
-    }
-}
-
 /// A view of an Ethernet II frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EthernetFrame<T: AsRef<[u8]>> {
@@ -166,7 +160,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     }
 
     fn tagged(&self) -> bool {
-        be16(self.buffer.as_ref(), field::ETHERTYPE) == 0x8100
+        u16_at(self.buffer.as_ref(), field::ETHERTYPE.start) == 0x8100
     }
 
     /// 14, or 18 with an 802.1Q tag.
@@ -190,16 +184,16 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     pub fn ethertype(&self) -> EtherType {
         let b = self.buffer.as_ref();
         if self.tagged() {
-            EtherType::from(be16(b, field::INNER_ETHERTYPE))
+            EtherType::from(u16_at(b, field::INNER_ETHERTYPE.start))
         } else {
-            EtherType::from(be16(b, field::ETHERTYPE))
+            EtherType::from(u16_at(b, field::ETHERTYPE.start))
         }
     }
 
     /// The 802.1Q tag control information, if the frame is tagged.
     pub fn vlan_tci(&self) -> Option<u16> {
         self.tagged()
-            .then(|| be16(self.buffer.as_ref(), field::TCI))
+            .then(|| u16_at(self.buffer.as_ref(), field::TCI.start))
     }
 
     /// The payload.

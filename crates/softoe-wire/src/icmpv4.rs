@@ -16,6 +16,7 @@
 //! never panics into a buffer of [`Icmpv4Repr::buffer_len`] bytes, nor into
 //! a shorter one (the data is cut to fit).
 
+use crate::bytes::{u8_at, u16_at};
 use crate::checksum::{self, ChecksumCaps};
 use crate::error::{Error, Result};
 
@@ -179,43 +180,36 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
         self.buffer
     }
 
-    fn be16(&self, at: usize) -> u16 {
-        match self.buffer.as_ref().get(at..at + 2) {
-            Some(&[a, b]) => u16::from_be_bytes([a, b]),
-            _ => 0,
-        }
-    }
-
     /// Type.
     pub fn msg_type(&self) -> Icmpv4Message {
-        Icmpv4Message::from(self.buffer.as_ref().get(field::TYPE).copied().unwrap_or(0))
+        Icmpv4Message::from(u8_at(self.buffer.as_ref(), field::TYPE))
     }
 
     /// Code.
     pub fn msg_code(&self) -> u8 {
-        self.buffer.as_ref().get(field::CODE).copied().unwrap_or(0)
+        u8_at(self.buffer.as_ref(), field::CODE)
     }
 
     /// Checksum field.
     pub fn checksum(&self) -> u16 {
-        self.be16(field::CHECKSUM)
+        u16_at(self.buffer.as_ref(), field::CHECKSUM)
     }
 
     /// Echo identifier.
     pub fn echo_ident(&self) -> u16 {
-        self.be16(field::ECHO_IDENT)
+        u16_at(self.buffer.as_ref(), field::ECHO_IDENT)
     }
 
     /// Echo sequence number.
     pub fn echo_seq_no(&self) -> u16 {
-        self.be16(field::ECHO_SEQNO)
+        u16_at(self.buffer.as_ref(), field::ECHO_SEQNO)
     }
 
     /// The next-hop MTU of a destination-unreachable, fragmentation-needed
     /// message (RFC 1191 §4: the low 16 bits of the "unused" field; 0 from
     /// a router older than RFC 1191).
     pub fn next_hop_mtu(&self) -> u16 {
-        self.be16(field::ECHO_SEQNO)
+        u16_at(self.buffer.as_ref(), field::ECHO_SEQNO)
     }
 
     /// The bytes after the header.

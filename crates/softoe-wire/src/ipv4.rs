@@ -19,6 +19,7 @@
 use core::fmt;
 use core::str::FromStr;
 
+use crate::bytes::{u8_at, u16_at};
 use crate::checksum::{self, ChecksumCaps};
 use crate::error::{Error, Result};
 
@@ -310,60 +311,49 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         self.buffer
     }
 
-    fn byte(&self, i: usize) -> u8 {
-        self.buffer.as_ref().get(i).copied().unwrap_or(0)
-    }
-
-    fn be16(&self, r: core::ops::Range<usize>) -> u16 {
-        match self.buffer.as_ref().get(r) {
-            Some(&[a, b]) => u16::from_be_bytes([a, b]),
-            _ => 0,
-        }
-    }
-
     /// Version field.
     pub fn version(&self) -> u8 {
-        self.byte(field::VER_IHL) >> 4
+        u8_at(self.buffer.as_ref(), field::VER_IHL) >> 4
     }
 
     /// Header length in bytes.
     pub fn header_len(&self) -> usize {
-        usize::from(self.byte(field::VER_IHL) & 0x0f) * 4
+        usize::from(u8_at(self.buffer.as_ref(), field::VER_IHL) & 0x0f) * 4
     }
 
     /// DSCP.
     pub fn dscp(&self) -> u8 {
-        self.byte(field::DSCP_ECN) >> 2
+        u8_at(self.buffer.as_ref(), field::DSCP_ECN) >> 2
     }
 
     /// ECN.
     pub fn ecn(&self) -> u8 {
-        self.byte(field::DSCP_ECN) & 0x03
+        u8_at(self.buffer.as_ref(), field::DSCP_ECN) & 0x03
     }
 
     /// Total length (header and payload).
     pub fn total_len(&self) -> u16 {
-        self.be16(field::LENGTH)
+        u16_at(self.buffer.as_ref(), field::LENGTH.start)
     }
 
     /// Identification.
     pub fn ident(&self) -> u16 {
-        self.be16(field::IDENT)
+        u16_at(self.buffer.as_ref(), field::IDENT.start)
     }
 
     /// Don't Fragment.
     pub fn dont_frag(&self) -> bool {
-        self.be16(field::FLG_OFF) & 0x4000 != 0
+        u16_at(self.buffer.as_ref(), field::FLG_OFF.start) & 0x4000 != 0
     }
 
     /// More Fragments.
     pub fn more_frags(&self) -> bool {
-        self.be16(field::FLG_OFF) & 0x2000 != 0
+        u16_at(self.buffer.as_ref(), field::FLG_OFF.start) & 0x2000 != 0
     }
 
     /// Fragment offset in bytes.
     pub fn frag_offset(&self) -> u16 {
-        (self.be16(field::FLG_OFF) & 0x1fff) << 3
+        (u16_at(self.buffer.as_ref(), field::FLG_OFF.start) & 0x1fff) << 3
     }
 
     /// Part of a fragmented datagram.
@@ -373,17 +363,17 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
     /// Time to live.
     pub fn hop_limit(&self) -> u8 {
-        self.byte(field::TTL)
+        u8_at(self.buffer.as_ref(), field::TTL)
     }
 
     /// Protocol of the payload.
     pub fn next_header(&self) -> IpProtocol {
-        IpProtocol::from(self.byte(field::PROTOCOL))
+        IpProtocol::from(u8_at(self.buffer.as_ref(), field::PROTOCOL))
     }
 
     /// Header checksum field.
     pub fn checksum(&self) -> u16 {
-        self.be16(field::CHECKSUM)
+        u16_at(self.buffer.as_ref(), field::CHECKSUM.start)
     }
 
     /// Source address.
@@ -436,12 +426,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     }
     /// Sets the version (4 bits).
     pub fn set_version(&mut self, version: u8) {
-        let b = self.byte(field::VER_IHL);
+        let b = u8_at(self.buffer.as_ref(), field::VER_IHL);
         self.set_byte(field::VER_IHL, (version << 4) | (b & 0x0f));
     }
     /// Sets the header length (bytes, a multiple of 4 from 20 to 60).
     pub fn set_header_len(&mut self, header_len: usize) {
-        let b = self.byte(field::VER_IHL);
+        let b = u8_at(self.buffer.as_ref(), field::VER_IHL);
         self.set_byte(field::VER_IHL, (b & 0xf0) | ((header_len / 4) as u8 & 0x0f));
     }
     /// Sets DSCP and ECN.

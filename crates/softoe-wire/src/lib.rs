@@ -145,6 +145,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod arp;
+mod bytes;
 pub mod checksum;
 mod error;
 pub mod ethernet;

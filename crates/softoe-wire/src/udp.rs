@@ -13,6 +13,7 @@
 //! bytes; [`UdpRepr::emit`] never panics into a buffer of
 //! `header_len() + payload_len` bytes, nor into a shorter one.
 
+use crate::bytes::u16_at;
 use crate::checksum::{self, ChecksumCaps};
 use crate::error::{Error, Result};
 use crate::ipv4::{IpProtocol, Ipv4Address};
@@ -63,24 +64,17 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         self.buffer
     }
 
-    fn be16(&self, at: usize) -> u16 {
-        match self.buffer.as_ref().get(at..at + 2) {
-            Some(&[a, b]) => u16::from_be_bytes([a, b]),
-            _ => 0,
-        }
-    }
-
     /// Source port.
     pub fn src_port(&self) -> u16 {
-        self.be16(field::SRC_PORT)
+        u16_at(self.buffer.as_ref(), field::SRC_PORT)
     }
     /// Destination port.
     pub fn dst_port(&self) -> u16 {
-        self.be16(field::DST_PORT)
+        u16_at(self.buffer.as_ref(), field::DST_PORT)
     }
     /// Length field (header and payload).
     pub fn len(&self) -> u16 {
-        self.be16(field::LENGTH)
+        u16_at(self.buffer.as_ref(), field::LENGTH)
     }
     /// Whether the length field says there is no payload.
     pub fn is_empty(&self) -> bool {
@@ -88,7 +82,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     }
     /// Checksum field.
     pub fn checksum(&self) -> u16 {
-        self.be16(field::CHECKSUM)
+        u16_at(self.buffer.as_ref(), field::CHECKSUM)
     }
     /// Payload, up to the length field.
     pub fn payload(&self) -> &[u8] {

@@ -6,6 +6,7 @@
 //! segment is answered with an ACK (rate-limited where RFC 5961 asks) and
 //! dropped.
 
+use core::ops::ControlFlow;
 use core::time::Duration;
 
 use softoe_wire::{TcpControl, TcpRepr, TcpSeqNumber};
@@ -254,8 +255,41 @@ impl TcpSocket {
             State::SynSent => return self.process_syn_sent(cx, seg),
             _ => {}
         }
-        let now = cx.now;
+        match self.process_synchronized(cx, seg, gso_size) {
+            ControlFlow::Break(reply) => reply,
+            ControlFlow::Continue(()) => Reply::None,
+        }
+    }
 
+    /// Segment arrival in every state past SYN-SENT (RFC 9293 §3.10.7.4), one
+    /// step after the other; a step that breaks ends the segment's processing
+    /// with its reply.
+    fn process_synchronized(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        seg: &TcpRepr<'_>,
+        gso_size: Option<u16>,
+    ) -> ControlFlow<Reply> {
+        let now = cx.now;
+        self.check_repeated_syn(now, seg)?;
+        self.check_paws(now, seg)?;
+        self.check_sequence(now, seg)?;
+        self.check_rst_and_syn(cx, seg)?;
+        self.update_ts_recent(now, seg);
+        self.last_rx = now;
+        self.keepalive_sent = 0;
+        let Some(ack) = seg.ack_number else {
+            return ControlFlow::Break(Reply::None);
+        };
+        self.check_ack(cx, seg, ack)?;
+        self.on_fin_acked(now)?;
+        self.process_text(cx, seg, gso_size)
+    }
+
+    /// A SYN where a connection already is: in TIME-WAIT a new incarnation
+    /// (RFC 6191); in SYN-RECEIVED the peer's retransmitted SYN, or its
+    /// SYN-ACK in a simultaneous open.
+    fn check_repeated_syn(&mut self, now: Instant, seg: &TcpRepr<'_>) -> ControlFlow<Reply> {
         if self.state == State::TimeWait
             && seg.control == TcpControl::Syn
             && seg.ack_number.is_none()
@@ -266,7 +300,7 @@ impl TcpSocket {
                 _ => false,
             };
             if seq::gt(seg.seq_number, self.rcv_nxt) || newer_ts {
-                return Reply::Reopen;
+                return ControlFlow::Break(Reply::Reopen);
             }
         }
 
@@ -275,7 +309,7 @@ impl TcpSocket {
                 // The peer did not get our SYN-ACK: send it again.
                 self.syn_retransmitted = true;
                 self.snd_nxt = self.iss;
-                return Reply::None;
+                return ControlFlow::Break(Reply::None);
             }
             if let Some(ack) = seg.ack_number {
                 // Simultaneous open: the peer's SYN-ACK completes ours.
@@ -289,12 +323,15 @@ impl TcpSocket {
                     self.snd_wl2 = ack;
                     self.establish(now);
                     self.ack_now = true;
-                    return Reply::None;
+                    return ControlFlow::Break(Reply::None);
                 }
             }
         }
+        ControlFlow::Continue(())
+    }
 
-        // PAWS (RFC 7323 §5.3 R1), before the window check.
+    /// PAWS (RFC 7323 §5.3 R1), before the window check.
+    fn check_paws(&mut self, now: Instant, seg: &TcpRepr<'_>) -> ControlFlow<Reply> {
         if let (Some(ts), Some(peer)) = (self.ts, seg.timestamp)
             && seg.control != TcpControl::Rst
             && seq::ts_lt(peer.tsval, ts.recent)
@@ -302,14 +339,46 @@ impl TcpSocket {
         {
             self.counters.dup_segments += 1;
             self.ack_now = true;
-            return Reply::None;
+            return ControlFlow::Break(Reply::None);
         }
+        ControlFlow::Continue(())
+    }
 
-        // Sequence acceptability (RFC 9293 §3.10.7.4, first).
+    /// Sequence acceptability (RFC 9293 §3.10.7.4, first): an unacceptable
+    /// segment is answered with an ACK (unless it is a RST) and dropped.
+    fn check_sequence(&mut self, now: Instant, seg: &TcpRepr<'_>) -> ControlFlow<Reply> {
+        let len = seg_len(seg);
+        let s = seg.seq_number;
+        if self.acceptable(seg) {
+            return ControlFlow::Continue(());
+        }
+        if seg.control != TcpControl::Rst {
+            if seq::lt(s, self.rcv_nxt) && len > 0 {
+                self.counters.dup_segments += 1;
+                // Data we have: D-SACK it (RFC 2883 §4.1), and answer
+                // the next segments at once, the sender is repairing.
+                if !seg.payload.is_empty() {
+                    let end = seq::add(s, seg.payload.len() as u32);
+                    self.dsack = Some((s, end));
+                }
+                self.quick_acks = super::socket::QUICK_ACKS;
+            }
+            if self.state == State::TimeWait && seg.control == TcpControl::Fin {
+                // A retransmitted FIN: our ACK was lost. Restart 2 MSL.
+                self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
+            }
+            self.ack_now = true;
+        }
+        ControlFlow::Break(Reply::None)
+    }
+
+    /// Whether `seg` falls in the receive window (the four cases of RFC 9293
+    /// §3.10.7.4's table).
+    fn acceptable(&self, seg: &TcpRepr<'_>) -> bool {
         let len = seg_len(seg);
         let wnd = seq::dist(self.rcv_adv_edge, self.rcv_nxt);
         let s = seg.seq_number;
-        let acceptable = if len == 0 {
+        if len == 0 {
             if wnd == 0 {
                 s == self.rcv_nxt
             } else {
@@ -322,82 +391,64 @@ impl TcpSocket {
             let last = seq::add(s, len - 1);
             seq::in_range(s, self.rcv_nxt, self.rcv_adv_edge)
                 || seq::in_range(last, self.rcv_nxt, self.rcv_adv_edge)
-        };
-        if !acceptable {
-            if seg.control != TcpControl::Rst {
-                if seq::lt(s, self.rcv_nxt) && len > 0 {
-                    self.counters.dup_segments += 1;
-                    // Data we have: D-SACK it (RFC 2883 §4.1), and answer
-                    // the next segments at once, the sender is repairing.
-                    if !seg.payload.is_empty() {
-                        let end = seq::add(s, seg.payload.len() as u32);
-                        self.dsack = Some((s, end));
-                    }
-                    self.quick_acks = super::socket::QUICK_ACKS;
-                }
-                if self.state == State::TimeWait && seg.control == TcpControl::Fin {
-                    // A retransmitted FIN: our ACK was lost. Restart 2 MSL.
-                    self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
-                }
-                self.ack_now = true;
-            }
-            return Reply::None;
         }
+    }
 
-        // RST (RFC 5961 §3.2): exact match resets, in-window gets a challenge.
-        if seg.control == TcpControl::Rst {
-            if s == self.rcv_nxt {
-                self.on_reset();
-            } else {
-                self.challenge_ack(cx);
-            }
-            return Reply::None;
+    /// RST (second, RFC 5961 §3.2): an exact match resets, in-window gets a
+    /// challenge; SYN in a synchronized state (fourth, RFC 5961 §4): a
+    /// challenge ACK.
+    fn check_rst_and_syn(&mut self, cx: &mut Ctx<'_>, seg: &TcpRepr<'_>) -> ControlFlow<Reply> {
+        match seg.control {
+            TcpControl::Rst if seg.seq_number == self.rcv_nxt => self.on_reset(),
+            TcpControl::Rst | TcpControl::Syn => self.challenge_ack(cx),
+            _ => return ControlFlow::Continue(()),
         }
+        ControlFlow::Break(Reply::None)
+    }
 
-        // SYN in a synchronized state (RFC 5961 §4): challenge ACK.
-        if seg.control == TcpControl::Syn {
-            self.challenge_ack(cx);
-            return Reply::None;
-        }
-
-        // Update TS.Recent (RFC 7323 §4.3): the segment covers last_ack_sent.
+    /// Update TS.Recent (RFC 7323 §4.3): the segment covers last_ack_sent.
+    fn update_ts_recent(&mut self, now: Instant, seg: &TcpRepr<'_>) {
         if let (Some(ts), Some(peer)) = (self.ts.as_mut(), seg.timestamp)
-            && seq::le(s, self.rcv_nxt)
+            && seq::le(seg.seq_number, self.rcv_nxt)
             && !seq::ts_lt(peer.tsval, ts.recent)
         {
             ts.recent = peer.tsval;
             ts.recent_at = now;
         }
+    }
 
-        self.last_rx = now;
-        self.keepalive_sent = 0;
-
-        // ACK.
-        let Some(ack) = seg.ack_number else {
-            return Reply::None;
-        };
+    /// The ACK field (fifth): completes SYN-RECEIVED, then acknowledges data.
+    fn check_ack(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        seg: &TcpRepr<'_>,
+        ack: TcpSeqNumber,
+    ) -> ControlFlow<Reply> {
         if self.state == State::SynReceived {
             if seq::gt(ack, self.snd_una) && seq::le(ack, self.snd_max) {
                 if !cx.accept_ok {
                     // Accept queue full: act as if the ACK was lost (as Linux).
-                    return Reply::None;
+                    return ControlFlow::Break(Reply::None);
                 }
                 self.snd_wnd = u32::from(seg.window_len) << self.snd_wscale;
-                self.snd_wl1 = s;
+                self.snd_wl1 = seg.seq_number;
                 self.snd_wl2 = ack;
-                self.establish(now);
+                self.establish(cx.now);
             } else {
-                return Reply::Rst {
+                return ControlFlow::Break(Reply::Rst {
                     seq: ack,
                     ack: None,
-                };
+                });
             }
         }
         if !self.on_ack(cx, seg, ack) {
-            return Reply::None;
+            return ControlFlow::Break(Reply::None);
         }
+        ControlFlow::Continue(())
+    }
 
-        // Transitions driven by the ACK of our FIN.
+    /// Transitions driven by the ACK of our FIN.
+    fn on_fin_acked(&mut self, now: Instant) -> ControlFlow<Reply> {
         if self.fin_acked() {
             match self.state {
                 State::FinWait1 => {
@@ -409,13 +460,22 @@ impl TcpSocket {
                 State::Closing => self.enter_time_wait(now),
                 State::LastAck => {
                     self.set_state(State::Closed);
-                    return Reply::None;
+                    return ControlFlow::Break(Reply::None);
                 }
                 _ => {}
             }
         }
+        ControlFlow::Continue(())
+    }
 
-        // Data and FIN.
+    /// The segment text and FIN (seventh and eighth).
+    fn process_text(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        seg: &TcpRepr<'_>,
+        gso_size: Option<u16>,
+    ) -> ControlFlow<Reply> {
+        let s = seg.seq_number;
         match self.state {
             State::Established | State::FinWait1 | State::FinWait2 => {
                 if self.rx_shutdown
@@ -425,17 +485,18 @@ impl TcpSocket {
                     // Data for a socket nobody will read: reset (as Linux).
                     self.rst_pending = true;
                     self.fail(TcpError::Aborted);
-                    return Reply::None;
+                    return ControlFlow::Break(Reply::None);
                 }
                 self.receive_data(cx, s, seg.payload, seg.control == TcpControl::Fin, gso_size);
             }
             State::TimeWait if seg.control == TcpControl::Fin => {
                 self.ack_now = true;
-                self.timers.set(Timer::TimeWait, now + self.cfg.time_wait);
+                self.timers
+                    .set(Timer::TimeWait, cx.now + self.cfg.time_wait);
             }
             _ => {}
         }
-        Reply::None
+        ControlFlow::Continue(())
     }
 
     fn process_syn_sent(&mut self, cx: &mut Ctx<'_>, seg: &TcpRepr<'_>) -> Reply {
@@ -559,46 +620,11 @@ impl TcpSocket {
         gso_size: Option<u16>,
     ) {
         let now = cx.now;
-        let mut s = seg_seq;
-        let mut data = payload;
-        let mut fin = fin;
-        // Trim what we already have.
-        if seq::lt(s, self.rcv_nxt) {
-            let skip = seq::dist(self.rcv_nxt, s) as usize;
-            if !data.is_empty() {
-                // D-SACK what arrived again (RFC 2883 §4.1).
-                let end = seq::add(s, (data.len().min(skip)) as u32);
-                self.dsack = Some((s, end));
-            }
-            if skip > data.len() {
-                // Only a FIN could remain, and it is old too.
-                self.counters.dup_segments += 1;
-                self.ack_now = true;
-                self.quick_acks = super::socket::QUICK_ACKS;
-                return;
-            }
-            data = data.get(skip..).unwrap_or(&[]);
-            s = self.rcv_nxt;
-            if data.is_empty() && !fin {
-                self.counters.dup_segments += 1;
-                self.ack_now = true;
-                self.quick_acks = super::socket::QUICK_ACKS;
-                return;
-            }
-        }
-        let offset = seq::dist(s, self.rcv_nxt) as usize;
-        // Trim to the window we advertised and the space we have.
-        let wnd_room = seq::dist(self.rcv_adv_edge, s) as usize;
-        let buf_room = self.rx.window().saturating_sub(offset);
-        let room = if seq::lt(self.rcv_adv_edge, s) {
-            0
-        } else {
-            wnd_room.min(buf_room)
+        let Some((s, data)) = self.trim_old(seg_seq, payload, fin) else {
+            return;
         };
-        if data.len() > room {
-            data = data.get(..room).unwrap_or(&[]);
-            fin = false;
-        }
+        let offset = seq::dist(s, self.rcv_nxt) as usize;
+        let (data, fin) = self.trim_to_window(s, offset, data, fin);
         if !data.is_empty() {
             let seg_size = gso_size
                 .map_or(data.len(), usize::from)
@@ -606,59 +632,9 @@ impl TcpSocket {
             self.rcv_mss = self.rcv_mss.max(seg_size as u32);
         }
         if offset == 0 {
-            let had_ooo = !self.ooo.is_empty();
-            let sunk = self.sink_deliver(cx, data, had_ooo);
-            let n = sunk + self.rx.enqueue_slice(data.get(sunk..).unwrap_or(&[]));
-            let mut advanced = n;
-            self.ooo.advance(n as u32);
-            if let Some(more) = self.ooo.pop_front_if_starts_at_zero() {
-                let more = self.rx.enqueue_unallocated(more as usize);
-                self.ooo.advance(more as u32);
-                advanced += more;
-            }
-            self.rcv_nxt = seq::add(self.rcv_nxt, advanced as u32);
-            self.counters.bytes_received += advanced as u64;
-            if advanced > 0 {
-                self.events.insert(Events::READABLE);
-            }
-            if had_ooo {
-                // Filling a hole: acknowledge at once (RFC 5681 §4.2), and
-                // the segments after it too: the sender is repairing.
-                self.ack_now = true;
-                self.gap_filled |= advanced > 0;
-                self.quick_acks = super::socket::QUICK_ACKS;
-            } else if n > 0 && self.quick_acks > 0 {
-                self.quick_acks -= 1;
-                self.ack_now = true;
-            } else if n > 0 {
-                self.unacked_bytes = self.unacked_bytes.saturating_add(n as u32);
-                let full = self.rcv_mss.saturating_mul(self.cfg.ack_every.max(1));
-                match self.cfg.delayed_ack {
-                    Some(d) if self.unacked_bytes < full => {
-                        self.timers.set_if_idle(Timer::DelayedAck, now + d);
-                    }
-                    _ => self.ack_now = true,
-                }
-            }
+            self.receive_in_order(cx, data);
         } else if !data.is_empty() {
-            // Out of order: store in place, remember the range, ACK at once.
-            let start = offset as u32;
-            let end = start.saturating_add(data.len() as u32);
-            if self.ooo.iter().any(|(a, b)| a <= start && end <= b) {
-                // All of it is queued already: a duplicate (RFC 2883 §4.2).
-                self.dsack = Some((s, seq::add(s, data.len() as u32)));
-            }
-            // Below the end of what is queued: it fills a gap between
-            // out-of-order blocks (a repair, or a segment the path held).
-            let inside = self.ooo.iter().next_back().is_some_and(|(_, e)| start < e);
-            let written = self.rx.write_unallocated(offset, data);
-            self.gap_filled |= inside && written > 0;
-            if written > 0 && self.ooo.insert(start, start + written as u32).is_ok() {
-                self.note_sack_block(s);
-            }
-            self.counters.ooo_segments += 1;
-            self.ack_now = true;
-            self.quick_acks = super::socket::QUICK_ACKS;
+            self.receive_out_of_order(s, offset, data);
         }
         if fin {
             let fin_seq = seq::add(s, data.len() as u32);
@@ -670,6 +646,118 @@ impl TcpSocket {
         if self.rx_fin == Some(self.rcv_nxt) && self.ooo.is_empty() {
             self.accept_fin(now);
         }
+    }
+
+    /// Trims what we already have off the front of a segment: what is left
+    /// of it, from `rcv_nxt` on, or `None` (after an ACK is due) when
+    /// nothing new is left.
+    fn trim_old<'p>(
+        &mut self,
+        seg_seq: TcpSeqNumber,
+        payload: &'p [u8],
+        fin: bool,
+    ) -> Option<(TcpSeqNumber, &'p [u8])> {
+        let s = seg_seq;
+        if !seq::lt(s, self.rcv_nxt) {
+            return Some((s, payload));
+        }
+        let skip = seq::dist(self.rcv_nxt, s) as usize;
+        if !payload.is_empty() {
+            // D-SACK what arrived again (RFC 2883 §4.1).
+            let end = seq::add(s, (payload.len().min(skip)) as u32);
+            self.dsack = Some((s, end));
+        }
+        // Beyond the data only a FIN could remain, and it is old too.
+        let data = payload.get(skip..).filter(|d| !d.is_empty() || fin);
+        if data.is_none() {
+            self.counters.dup_segments += 1;
+            self.ack_now = true;
+            self.quick_acks = super::socket::QUICK_ACKS;
+        }
+        data.map(|d| (self.rcv_nxt, d))
+    }
+
+    /// Trims `data` at `offset` past `rcv_nxt` to the window we advertised
+    /// and the space we have; a FIN cut off with the data is not taken.
+    fn trim_to_window<'p>(
+        &self,
+        s: TcpSeqNumber,
+        offset: usize,
+        data: &'p [u8],
+        fin: bool,
+    ) -> (&'p [u8], bool) {
+        let wnd_room = seq::dist(self.rcv_adv_edge, s) as usize;
+        let buf_room = self.rx.window().saturating_sub(offset);
+        let room = if seq::lt(self.rcv_adv_edge, s) {
+            0
+        } else {
+            wnd_room.min(buf_room)
+        };
+        if data.len() > room {
+            (data.get(..room).unwrap_or(&[]), false)
+        } else {
+            (data, fin)
+        }
+    }
+
+    /// In-order data: to the reader's ring or the receive buffer, with what
+    /// it joins of the out-of-order queue; then when to acknowledge it.
+    fn receive_in_order(&mut self, cx: &mut Ctx<'_>, data: &[u8]) {
+        let had_ooo = !self.ooo.is_empty();
+        let sunk = self.sink_deliver(cx, data, had_ooo);
+        let n = sunk + self.rx.enqueue_slice(data.get(sunk..).unwrap_or(&[]));
+        let mut advanced = n;
+        self.ooo.advance(n as u32);
+        if let Some(more) = self.ooo.pop_front_if_starts_at_zero() {
+            let more = self.rx.enqueue_unallocated(more as usize);
+            self.ooo.advance(more as u32);
+            advanced += more;
+        }
+        self.rcv_nxt = seq::add(self.rcv_nxt, advanced as u32);
+        self.counters.bytes_received += advanced as u64;
+        if advanced > 0 {
+            self.events.insert(Events::READABLE);
+        }
+        if had_ooo {
+            // Filling a hole: acknowledge at once (RFC 5681 §4.2), and
+            // the segments after it too: the sender is repairing.
+            self.ack_now = true;
+            self.gap_filled |= advanced > 0;
+            self.quick_acks = super::socket::QUICK_ACKS;
+        } else if n > 0 && self.quick_acks > 0 {
+            self.quick_acks -= 1;
+            self.ack_now = true;
+        } else if n > 0 {
+            self.unacked_bytes = self.unacked_bytes.saturating_add(n as u32);
+            let full = self.rcv_mss.saturating_mul(self.cfg.ack_every.max(1));
+            match self.cfg.delayed_ack {
+                Some(d) if self.unacked_bytes < full => {
+                    self.timers.set_if_idle(Timer::DelayedAck, cx.now + d);
+                }
+                _ => self.ack_now = true,
+            }
+        }
+    }
+
+    /// Out of order: store in place, remember the range, ACK at once.
+    fn receive_out_of_order(&mut self, s: TcpSeqNumber, offset: usize, data: &[u8]) {
+        let start = offset as u32;
+        let end = start.saturating_add(data.len() as u32);
+        if self.ooo.iter().any(|(a, b)| a <= start && end <= b) {
+            // All of it is queued already: a duplicate (RFC 2883 §4.2).
+            self.dsack = Some((s, seq::add(s, data.len() as u32)));
+        }
+        // Below the end of what is queued: it fills a gap between
+        // out-of-order blocks (a repair, or a segment the path held).
+        let inside = self.ooo.iter().next_back().is_some_and(|(_, e)| start < e);
+        let written = self.rx.write_unallocated(offset, data);
+        self.gap_filled |= inside && written > 0;
+        if written > 0 && self.ooo.insert(start, start + written as u32).is_ok() {
+            self.note_sack_block(s);
+        }
+        self.counters.ooo_segments += 1;
+        self.ack_now = true;
+        self.quick_acks = super::socket::QUICK_ACKS;
     }
 
     /// Writes what it can of in-order `data` into the reader's ring

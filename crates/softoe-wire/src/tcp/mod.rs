@@ -35,6 +35,7 @@
 use core::fmt;
 use core::ops::Range;
 
+use crate::bytes::{u16_at, u32_at};
 use crate::checksum::{self, ChecksumCaps};
 use crate::error::{Error, Result};
 use crate::ipv4::{IpProtocol, Ipv4Address};
@@ -82,20 +83,6 @@ const MAX_OPTIONS_LEN: usize = MAX_HEADER_LEN - HEADER_LEN;
 /// Largest window-scale shift (RFC 7323 §2.3); larger received values are
 /// taken as 14.
 pub const MAX_WINDOW_SCALE: u8 = 14;
-
-fn get16(b: &[u8], r: Range<usize>) -> u16 {
-    match b.get(r) {
-        Some(&[x, y]) => u16::from_be_bytes([x, y]),
-        _ => 0,
-    }
-}
-
-fn get32(b: &[u8], r: Range<usize>) -> u32 {
-    match b.get(r) {
-        Some(&[w, x, y, z]) => u32::from_be_bytes([w, x, y, z]),
-        _ => 0,
-    }
-}
 
 /// The checksum over a whole segment, pseudo-header included: folded, not
 /// complemented (`0xffff` when the stored checksum is right).
@@ -150,7 +137,7 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     }
 
     fn raw_flags(&self) -> u16 {
-        get16(self.buffer.as_ref(), field::OFF_FLAGS)
+        u16_at(self.buffer.as_ref(), field::OFF_FLAGS.start)
     }
 
     fn flag(&self, f: u16) -> bool {
@@ -159,22 +146,22 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
 
     /// Source port.
     pub fn src_port(&self) -> u16 {
-        get16(self.buffer.as_ref(), field::SRC_PORT)
+        u16_at(self.buffer.as_ref(), field::SRC_PORT.start)
     }
 
     /// Destination port.
     pub fn dst_port(&self) -> u16 {
-        get16(self.buffer.as_ref(), field::DST_PORT)
+        u16_at(self.buffer.as_ref(), field::DST_PORT.start)
     }
 
     /// Sequence number.
     pub fn seq_number(&self) -> TcpSeqNumber {
-        TcpSeqNumber(get32(self.buffer.as_ref(), field::SEQ_NUM))
+        TcpSeqNumber(u32_at(self.buffer.as_ref(), field::SEQ_NUM.start))
     }
 
     /// Acknowledgement number (meaningful when ACK is set).
     pub fn ack_number(&self) -> TcpSeqNumber {
-        TcpSeqNumber(get32(self.buffer.as_ref(), field::ACK_NUM))
+        TcpSeqNumber(u32_at(self.buffer.as_ref(), field::ACK_NUM.start))
     }
 
     /// Header length in bytes, options included (data offset × 4).
@@ -224,17 +211,17 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
 
     /// Window field (unscaled).
     pub fn window_len(&self) -> u16 {
-        get16(self.buffer.as_ref(), field::WIN_SIZE)
+        u16_at(self.buffer.as_ref(), field::WIN_SIZE.start)
     }
 
     /// Checksum field.
     pub fn checksum(&self) -> u16 {
-        get16(self.buffer.as_ref(), field::CHECKSUM)
+        u16_at(self.buffer.as_ref(), field::CHECKSUM.start)
     }
 
     /// Urgent pointer.
     pub fn urgent_at(&self) -> u16 {
-        get16(self.buffer.as_ref(), field::URGENT)
+        u16_at(self.buffer.as_ref(), field::URGENT.start)
     }
 
     /// The option bytes (between the fixed header and the payload).

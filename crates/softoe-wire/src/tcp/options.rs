@@ -8,6 +8,7 @@
 //! 1 ≤ k ≤ 4). Options it does not know come back as
 //! [`TcpOption::Unknown`] and emit back byte for byte.
 
+use crate::bytes::{u16_at, u32_at};
 use crate::error::{Error, Result};
 
 /// The timestamp option's two values (RFC 7323 §3).
@@ -63,20 +64,6 @@ pub enum TcpOption<'a> {
     },
 }
 
-fn be16(b: &[u8], at: usize) -> u16 {
-    match b.get(at..at + 2) {
-        Some(&[x, y]) => u16::from_be_bytes([x, y]),
-        _ => 0,
-    }
-}
-
-fn be32(b: &[u8], at: usize) -> u32 {
-    match b.get(at..at + 4) {
-        Some(&[w, x, y, z]) => u32::from_be_bytes([w, x, y, z]),
-        _ => 0,
-    }
-}
-
 impl<'a> TcpOption<'a> {
     /// Parses the option at the start of `buffer`; returns the bytes after it
     /// and the option. After [`EndOfList`](Self::EndOfList) the rest is empty
@@ -96,17 +83,17 @@ impl<'a> TcpOption<'a> {
         let data = buffer.get(2..len).ok_or(Error)?;
         let rest = buffer.get(len..).ok_or(Error)?;
         let opt = match k {
-            kind::MSS if len == 4 => TcpOption::MaxSegmentSize(be16(data, 0)),
+            kind::MSS if len == 4 => TcpOption::MaxSegmentSize(u16_at(data, 0)),
             kind::WS if len == 3 => TcpOption::WindowScale(data.first().copied().unwrap_or(0)),
             kind::SACK_PERM if len == 2 => TcpOption::SackPermitted,
             kind::TS if len == 10 => TcpOption::Timestamp(TcpTimestamp {
-                tsval: be32(data, 0),
-                tsecr: be32(data, 4),
+                tsval: u32_at(data, 0),
+                tsecr: u32_at(data, 4),
             }),
             kind::SACK if !data.is_empty() && data.len() % 8 == 0 && data.len() <= 32 => {
                 let mut r: TcpSackRanges = [None; 4];
                 for (slot, block) in r.iter_mut().zip(data.chunks_exact(8)) {
-                    *slot = Some((be32(block, 0), be32(block, 4)));
+                    *slot = Some((u32_at(block, 0), u32_at(block, 4)));
                 }
                 TcpOption::SackRange(r)
             }
