@@ -45,6 +45,7 @@ use serde::Serialize;
 use softoe_sim::machine::{Calibration, FlowDirection, MachineConfig, StageCost, WorkloadKind};
 
 use crate::bench::emulate::{Measured, measure, plan, work_of};
+use crate::table::Table;
 
 /// Options of `softoe sim calibrate`.
 #[derive(Debug, Args)]
@@ -623,37 +624,37 @@ pub fn calibrate_cmd(a: &CalibrateArgs) -> Result<()> {
 }
 
 fn render(fits: &[Fit], rows: &[RunRow]) -> String {
-    use std::fmt::Write;
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "{:<26} {:>12} {:>10} {:>10} {:>10}",
-        "run", "throughput", "host CPU", "engine", "messages"
-    );
+    let mut runs = Table::new()
+        .left("run")
+        .right("throughput")
+        .right("host CPU")
+        .right("engine")
+        .right("messages");
     for r in rows {
-        let _ = writeln!(
-            o,
-            "{:<26} {:>7.3} Gb/s {:>9.1}% {:>9.1}% {:>10}",
-            r.label,
-            r.measured.throughput_bps / 1e9,
-            r.measured.host_cpu * 100.0,
-            r.measured.engine_cpu * 100.0,
-            r.measured.messages
-        );
+        runs.row([
+            r.label.clone(),
+            format!("{:.3} Gb/s", r.measured.throughput_bps / 1e9),
+            format!("{:.1}%", r.measured.host_cpu * 100.0),
+            format!("{:.1}%", r.measured.engine_cpu * 100.0),
+            r.measured.messages.to_string(),
+        ]);
     }
-    let _ = writeln!(
-        o,
-        "\n{:<18} {:>10} {:>10} {:>6}  from",
-        "stage", "c0 ns", "c1 ns/B", "runs"
-    );
+    let mut stages = Table::new()
+        .left("stage")
+        .right("c0 ns")
+        .right("c1 ns/B")
+        .right("runs")
+        .left("from");
     for f in fits {
-        let _ = writeln!(
-            o,
-            "{:<18} {:>10.1} {:>10.4} {:>6}  {}",
-            f.stage, f.c0, f.c1, f.points, f.source
-        );
+        stages.row([
+            f.stage.to_string(),
+            format!("{:.1}", f.c0),
+            format!("{:.4}", f.c1),
+            f.points.to_string(),
+            f.source.to_string(),
+        ]);
     }
-    o
+    format!("{runs}\n{stages}")
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::linux;
+use crate::table::Table;
 
 use crate::bed::{ENGINE, PEER, RealBed};
 use crate::server::{
@@ -338,20 +339,23 @@ fn print_text(rows: &[Row], wire_dropped: u64, counters: &EngineCounters) {
         "Linux's TCP (CUBIC, softoe's congestion control), each serving a Linux client across\n\
          one Linux bridge. ratio = softoe ÷ Linux.\n"
     );
-    println!(
-        "{:<32} {:>10} {:>10} {:>7}",
-        "workload", "softoe", "Linux", "ratio"
-    );
+    let mut t = Table::new()
+        .left("workload")
+        .right("softoe")
+        .right("Linux")
+        .right("ratio");
     for r in rows {
-        println!(
-            "{:<32} {:>10} {:>10} {:>6.2}x  ({} is better)",
-            r.workload,
-            fmt(r.softoe, &r.unit),
-            fmt(r.linux, &r.unit),
-            r.ratio,
-            r.better
+        t.row_tail(
+            [
+                r.workload.clone(),
+                fmt(r.softoe, &r.unit),
+                fmt(r.linux, &r.unit),
+                format!("{:.2}x", r.ratio),
+            ],
+            &format!("  ({} is better)", r.better),
         );
     }
+    print!("{t}");
     println!(
         "\nthe wire dropped {wire_dropped} TCP frames in the 1 % rows (both ways, softoe and Linux)."
     );

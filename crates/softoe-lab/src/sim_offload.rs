@@ -21,6 +21,7 @@ use softoe_sim::machine::{Calibration, MachineConfig};
 
 use crate::plot::{self, Series};
 use crate::sim_machine::{MachineArgs, calibration_source, load_calibration, load_config_over};
+use crate::table::Table;
 
 /// Options of `softoe sim offload`.
 #[derive(Debug, Args)]
@@ -311,32 +312,15 @@ fn ratio(sim: f64, model: Option<f64>) -> String {
 }
 
 /// A table: a header line, a rule, the lines, columns right-aligned to
-/// their widest cell.
+/// their widest cell, two spaces apart.
 fn table(head: &[&str], lines: &[Vec<String>]) -> String {
-    let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    let mut t = head
+        .iter()
+        .fold(Table::new().gap(2).rule(), |t, h| t.right(h));
     for l in lines {
-        for (i, c) in l.iter().enumerate() {
-            if let Some(x) = w.get_mut(i) {
-                *x = (*x).max(c.chars().count());
-            }
-        }
+        t.row(l.iter().cloned());
     }
-    let fmt = |cells: &mut dyn Iterator<Item = String>| {
-        let mut o = String::new();
-        for (i, c) in cells.enumerate() {
-            let pad = w.get(i).copied().unwrap_or(0);
-            let _ = write!(o, "{}{:>pad$}", if i == 0 { "" } else { "  " }, c);
-        }
-        o.trim_end().to_string() + "\n"
-    };
-    let mut o = fmt(&mut head.iter().map(|s| s.to_string()));
-    let total: usize = w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
-    o += &"-".repeat(total);
-    o.push('\n');
-    for l in lines {
-        o += &fmt(&mut l.iter().cloned());
-    }
-    o
+    t.render()
 }
 
 fn heading(s: Scenario, r: &Report<'_>, c: &MachineConfig) -> String {

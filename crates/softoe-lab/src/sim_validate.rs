@@ -32,6 +32,7 @@ use softoe_sim::machine::{MachineConfig, PeerModel, WorkloadKind, predict};
 
 use crate::bench::emulate::{Measured, measure, plan, work_of};
 use crate::sim_machine::{MachineArgs, calibration_source, load_calibration, load_config};
+use crate::table::Table;
 use crate::units::{gbps_bare, pct};
 
 /// Options of `softoe sim validate`.
@@ -464,41 +465,37 @@ fn render(
         if quick { " --quick" } else { "" }
     );
     let _ = writeln!(o, "files predicted {predicted_as}");
-    let _ = writeln!(
-        o,
-        "{:<26} {:<40} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>6} {:>6} {:>6} {:>6}",
-        "config",
-        "what",
-        "Gb/s sim",
-        "real",
-        "err",
-        "spread",
-        "p50 sim",
-        "real",
-        "err",
-        "CPU%sim",
-        "real",
-        "Δpts"
-    );
+    let mut t = Table::new()
+        .left("config")
+        .left("what")
+        .right("Gb/s sim")
+        .right("real")
+        .right("err")
+        .right("spread")
+        .right("p50 sim")
+        .right("real")
+        .right("err")
+        .right("CPU%sim")
+        .right("real")
+        .right("Δpts");
+    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.1}"));
     for r in rows {
-        let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.1}"));
-        let _ = writeln!(
-            o,
-            "{:<26} {:<40} {:>8} {:>8} {:>6} {:>5.0}% {:>8} {:>8} {:>6} {:>6.0} {:>6.0} {:>+6.1}",
-            r.name,
-            r.what,
+        t.row([
+            r.name.to_string(),
+            r.what.to_string(),
             gbps_bare(r.predicted_bps),
             gbps_bare(r.measured_bps),
             pct(r.throughput_error),
-            r.spread * 100.0,
+            format!("{:.0}%", r.spread * 100.0),
             opt(r.predicted_p50_us),
             opt(r.measured_p50_us),
             r.p50_error.map_or_else(|| "-".to_string(), pct),
-            r.predicted_host_cpu,
-            r.measured_host_cpu,
-            r.host_cpu_points
-        );
+            format!("{:.0}", r.predicted_host_cpu),
+            format!("{:.0}", r.measured_host_cpu),
+            format!("{:+.1}", r.host_cpu_points),
+        ]);
     }
+    o.push_str(&t.render());
     let _ = writeln!(o);
     let _ = writeln!(
         o,
