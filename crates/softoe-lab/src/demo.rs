@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::linux;
 use crate::table::Table;
+use crate::units::{size_whole, value};
 
 use crate::bed::{ENGINE, PEER, RealBed};
 use crate::server::{
@@ -208,7 +209,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     };
     let (s, l) = run_both(&pb, "bulk to the host", &bulk_in)?;
     rows.push(row(
-        &format!("bulk Linux→host, {}", size(bytes)),
+        &format!("bulk Linux→host, {}", size_whole(bytes)),
         "Gb/s",
         s,
         l,
@@ -225,7 +226,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     };
     let (s, l) = run_both(&pb, "bulk from the host", &bulk_out)?;
     rows.push(row(
-        &format!("bulk host→Linux, {}", size(bytes)),
+        &format!("bulk host→Linux, {}", size_whole(bytes)),
         "Gb/s",
         s,
         l,
@@ -250,7 +251,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     pb.inc(1);
     let (s, l) = run_both(&pb, "1 % drops, to the host", &drop_in)?;
     rows.push(row(
-        &format!("1 % drops, Linux→host, {}", size(drop_bytes)),
+        &format!("1 % drops, Linux→host, {}", size_whole(drop_bytes)),
         "Gb/s",
         s,
         l,
@@ -267,7 +268,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     pb.inc(1);
     let (s, l) = run_both(&pb, "1 % drops, from the host", &drop_out)?;
     rows.push(row(
-        &format!("1 % drops, host→Linux, {}", size(drop_bytes)),
+        &format!("1 % drops, host→Linux, {}", size_whole(drop_bytes)),
         "Gb/s",
         s,
         l,
@@ -348,8 +349,8 @@ fn print_text(rows: &[Row], wire_dropped: u64, counters: &EngineCounters) {
         t.row_tail(
             [
                 r.workload.clone(),
-                fmt(r.softoe, &r.unit),
-                fmt(r.linux, &r.unit),
+                value(r.softoe, &r.unit),
+                value(r.linux, &r.unit),
                 format!("{:.2}x", r.ratio),
             ],
             &format!("  ({} is better)", r.better),
@@ -388,21 +389,5 @@ fn row(workload: &str, unit: &str, softoe: f64, linux: f64, better: &'static str
         linux,
         ratio: if linux > 0.0 { softoe / linux } else { 0.0 },
         better,
-    }
-}
-
-fn fmt(v: f64, unit: &str) -> String {
-    if unit == "µs" {
-        format!("{v:.1} µs")
-    } else {
-        format!("{v:.2} {unit}")
-    }
-}
-
-fn size(b: u64) -> String {
-    if b >= 1 << 30 {
-        format!("{} GiB", b >> 30)
-    } else {
-        format!("{} MiB", b >> 20)
     }
 }

@@ -22,6 +22,7 @@ use softoe_sim::machine::{Calibration, MachineConfig};
 use crate::plot::{self, Series};
 use crate::sim_machine::{MachineArgs, calibration_source, load_calibration, load_config_over};
 use crate::table::Table;
+use crate::units::size_exact;
 
 /// Options of `softoe sim offload`.
 #[derive(Debug, Args)]
@@ -295,13 +296,7 @@ fn opt_stat(s: Option<&Stat>, scale: f64, digits: usize) -> String {
 }
 
 fn size(m: u32) -> String {
-    if m >= 1 << 20 && m.is_multiple_of(1 << 20) {
-        format!("{} MiB", m >> 20)
-    } else if m >= 1024 && m.is_multiple_of(1024) {
-        format!("{} KiB", m >> 10)
-    } else {
-        format!("{m} B")
-    }
+    size_exact(u64::from(m))
 }
 
 fn ratio(sim: f64, model: Option<f64>) -> String {

@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use softoe_engine::{ConnStat, Snapshot};
 use softoe_lab::table::Table;
+use softoe_lab::units::bps_compact;
 
 use crate::config::DEFAULT_CONTROL;
 
@@ -442,7 +443,10 @@ fn details(c: &ConnStat) -> String {
     if c.reo_wnd_us > 0.0 {
         parts.push(format!("reo_wnd:{:.3}", c.reo_wnd_us / 1e3));
     }
-    parts.push(format!("delivery_rate:{}", rate(c.delivery_rate_bps)));
+    parts.push(format!(
+        "delivery_rate:{}",
+        bps_compact(c.delivery_rate_bps)
+    ));
     parts.push(format!("snd_wnd:{} rcv_wnd:{}", c.snd_wnd, c.rcv_wnd));
     // `SO_PRIORITY`, which a bonded port's prioritized policy schedules
     // by: only when set, as `ss` leaves out what is at its default.
@@ -450,19 +454,6 @@ fn details(c: &ConnStat) -> String {
         parts.push(format!("prio:{}", c.priority));
     }
     parts.join(" ")
-}
-
-fn rate(bps: u64) -> String {
-    let b = bps as f64;
-    if b >= 1e9 {
-        format!("{:.1}Gbps", b / 1e9)
-    } else if b >= 1e6 {
-        format!("{:.1}Mbps", b / 1e6)
-    } else if b >= 1e3 {
-        format!("{:.1}Kbps", b / 1e3)
-    } else {
-        format!("{bps}bps")
-    }
 }
 
 #[cfg(test)]
