@@ -122,6 +122,33 @@ fn refuse(field: &str, value: impl std::fmt::Display, default: &str, why: &str) 
 /// the calibration's cost of a ring access (ns).
 pub(crate) fn plan(cfg: &MachineConfig, a: f64) -> Result<Plan> {
     let mut notes = Vec::new();
+    let shape_mbit = path(cfg, &mut notes)?;
+    let n = &cfg.nic;
+    let mut p = Plan {
+        offload: cfg.host.offload,
+        speed: 1.0,
+        access_delay_ns: 0,
+        ring_access_ns: a,
+        tso: n.tso,
+        csum: n.csum,
+        gro: n.gro,
+        rx_coalesce_us: n.coalesce_us,
+        spin_us: cfg.engine.spin_us,
+        host_spin_us: cfg.host.spin_us.round() as u64,
+        shape_mbit,
+        notes,
+    };
+    if cfg.host.offload {
+        engine_plan(cfg, a, &mut p)?;
+    } else {
+        kernel_plan(cfg, &mut p)?;
+    }
+    Ok(p)
+}
+
+/// The path (bus, link, peer): what cannot be emulated is an error, what
+/// is not is a note; the `tbf` rate, where the link is shaped.
+fn path(cfg: &MachineConfig, notes: &mut Vec<String>) -> Result<Option<u64>> {
     // The testbed has no I/O bus (the engine's NIC is a TAP: frames are
     // copied in memory) and its wire carries super-segments whole: a model
     // of it leaves the bus out of the way and sets `link.gso`. Neither can
@@ -189,66 +216,60 @@ pub(crate) fn plan(cfg: &MachineConfig, a: f64) -> Result<Plan> {
                 .into(),
         );
     }
+    Ok(shape_mbit)
+}
+
+/// Without offload: the NIC is Linux's veth, which is left as it is.
+fn kernel_plan(cfg: &MachineConfig, p: &mut Plan) -> Result<()> {
     let n = &cfg.nic;
-    let mut p = Plan {
-        offload: cfg.host.offload,
-        speed: 1.0,
-        access_delay_ns: 0,
-        ring_access_ns: a,
-        tso: n.tso,
-        csum: n.csum,
-        gro: n.gro,
-        rx_coalesce_us: n.coalesce_us,
-        spin_us: cfg.engine.spin_us,
-        host_spin_us: cfg.host.spin_us.round() as u64,
-        shape_mbit,
-        notes,
-    };
-    if !cfg.host.offload {
-        let d = softoe_sim::machine::NicSpec::default();
-        let nic_fields = [
-            ("nic.tso", n.tso != d.tso, n.tso.to_string(), "true"),
-            ("nic.csum", n.csum != d.csum, n.csum.to_string(), "true"),
-            ("nic.gro", n.gro != d.gro, n.gro.to_string(), "true"),
-            (
-                "nic.coalesce_us",
-                n.coalesce_us != d.coalesce_us,
-                n.coalesce_us.to_string(),
-                "0",
-            ),
-            (
-                "nic.coalesce_frames",
-                n.coalesce_frames != d.coalesce_frames,
-                n.coalesce_frames.to_string(),
-                "1",
-            ),
-            (
-                "nic.polling",
-                n.polling != d.polling,
-                n.polling.to_string(),
-                "false",
-            ),
-            ("nic.napi", n.napi != d.napi, n.napi.to_string(), "true"),
-        ];
-        for (field, changed, value, default) in nic_fields {
-            if changed {
-                return Err(refuse(
-                    field,
-                    value,
-                    default,
-                    "without offload the NIC is Linux's veth, whose offloads and interrupt \
-                     moderation this testbed does not change",
-                ));
-            }
+    let d = softoe_sim::machine::NicSpec::default();
+    let nic_fields = [
+        ("nic.tso", n.tso != d.tso, n.tso.to_string(), "true"),
+        ("nic.csum", n.csum != d.csum, n.csum.to_string(), "true"),
+        ("nic.gro", n.gro != d.gro, n.gro.to_string(), "true"),
+        (
+            "nic.coalesce_us",
+            n.coalesce_us != d.coalesce_us,
+            n.coalesce_us.to_string(),
+            "0",
+        ),
+        (
+            "nic.coalesce_frames",
+            n.coalesce_frames != d.coalesce_frames,
+            n.coalesce_frames.to_string(),
+            "1",
+        ),
+        (
+            "nic.polling",
+            n.polling != d.polling,
+            n.polling.to_string(),
+            "false",
+        ),
+        ("nic.napi", n.napi != d.napi, n.napi.to_string(), "true"),
+    ];
+    for (field, changed, value, default) in nic_fields {
+        if changed {
+            return Err(refuse(
+                field,
+                value,
+                default,
+                "without offload the NIC is Linux's veth, whose offloads and interrupt \
+                 moderation this testbed does not change",
+            ));
         }
-        p.notes.push(
-            "host.offload = false: engine.*, memory.delay and nic.* do not apply (the model \
-             ignores them too)"
-                .into(),
-        );
-        p.rx_coalesce_us = 0.0;
-        return Ok(p);
     }
+    p.notes.push(
+        "host.offload = false: engine.*, memory.delay and nic.* do not apply (the model \
+         ignores them too)"
+            .into(),
+    );
+    p.rx_coalesce_us = 0.0;
+    Ok(())
+}
+
+/// With offload: the engine's speed, memory delay and NIC settings.
+fn engine_plan(cfg: &MachineConfig, a: f64, p: &mut Plan) -> Result<()> {
+    let n = &cfg.nic;
     if cfg.engine.speed > 1.0 {
         bail!(
             "engine.speed = {}: the real engine can only be slowed (0 < speed ≤ 1) — it busy-waits \
@@ -295,7 +316,7 @@ pub(crate) fn plan(cfg: &MachineConfig, a: f64) -> Result<Plan> {
             n.coalesce_frames
         ));
     }
-    Ok(p)
+    Ok(())
 }
 
 /// What one real run measured, under `Prediction`'s names where they mean
