@@ -664,7 +664,7 @@ fn render(fits: &[Fit], rows: &[RunRow]) -> String {
     for r in rows {
         runs.row([
             r.label.clone(),
-            format!("{:.3} Gb/s", r.measured.throughput_bps / 1e9),
+            format!("{:.3} Gb/s", r.measured.delivered.throughput_bps / 1e9),
             format!("{:.1}%", r.measured.host_cpu * 100.0),
             format!("{:.1}%", r.measured.engine_cpu * 100.0),
             r.measured.messages.to_string(),

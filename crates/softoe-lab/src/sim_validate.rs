@@ -381,7 +381,7 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
             runs.push(m);
             pb.inc(1);
         }
-        let measured_runs_bps: Vec<f64> = runs.iter().map(|m| m.throughput_bps).collect();
+        let measured_runs_bps: Vec<f64> = runs.iter().map(|m| m.delivered.throughput_bps).collect();
         let mut sorted = measured_runs_bps.clone();
         let measured_bps = median(&mut sorted);
         let spread = sorted
@@ -391,13 +391,13 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
         // The run whose throughput is nearest the median stands for the
         // configuration's other figures.
         let Some(rep) = runs.into_iter().min_by(|x, y| {
-            (x.throughput_bps - measured_bps)
+            (x.delivered.throughput_bps - measured_bps)
                 .abs()
-                .total_cmp(&(y.throughput_bps - measured_bps).abs())
+                .total_cmp(&(y.delivered.throughput_bps - measured_bps).abs())
         }) else {
             bail!("{name}: no measurement");
         };
-        let measured_p50_us = rep.latency_p50_us;
+        let measured_p50_us = rep.delivered.latency_p50_us;
         let err = |pred: f64, meas: f64| (pred - meas) / meas.abs().max(1e-9);
         rows.push(Row {
             name,
@@ -564,6 +564,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use softoe_sim::machine::predict::Delivered;
 
     fn row(name: &str, offload: bool, pred: f64, meas: f64, spread: f64) -> Row {
         Row {
@@ -583,12 +584,10 @@ mod tests {
             measured_host_cpu: 47.0,
             host_cpu_points: 3.0,
             measured: Measured {
-                throughput_bps: meas,
-                messages_per_sec: 0.0,
-                latency_p50_us: None,
-                latency_p99_us: None,
-                rtt_p50_us: None,
-                rtt_p99_us: None,
+                delivered: Delivered {
+                    throughput_bps: meas,
+                    ..Delivered::default()
+                },
                 host_cpu: 0.47,
                 engine_cpu: 0.0,
                 engine_busy: None,

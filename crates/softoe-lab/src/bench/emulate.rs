@@ -50,6 +50,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use softoe_engine::{EngineConfig, EngineCounters, TapOffloads};
+use softoe_sim::machine::predict::Delivered;
 use softoe_sim::machine::{
     BusSpec, FlowDirection, LinkSpec, MachineConfig, PeerModel, WorkloadKind, WorkloadSpec,
 };
@@ -323,19 +324,11 @@ fn engine_plan(cfg: &MachineConfig, a: f64, p: &mut Plan) -> Result<()> {
 /// the same.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct Measured {
-    /// Goodput: application payload bits per second over the run (both
-    /// ways for rr).
-    pub throughput_bps: f64,
-    /// Writes per second (stream), round trips per second (rr).
-    pub messages_per_sec: f64,
-    /// Rr: half the round trip, median, µs.
-    pub latency_p50_us: Option<f64>,
-    /// Rr: half the round trip, 99th percentile, µs.
-    pub latency_p99_us: Option<f64>,
-    /// Rr: round trip, median, µs.
-    pub rtt_p50_us: Option<f64>,
-    /// Rr: round trip, 99th percentile, µs.
-    pub rtt_p99_us: Option<f64>,
+    /// Goodput (over the run: the model's measurement window), writes
+    /// (stream) or round trips (rr) per second, and half and whole round
+    /// trips (rr), under the model's names.
+    #[serde(flatten)]
+    pub delivered: Delivered,
     /// The program's CPU time ÷ wall time (a share of one core).
     pub host_cpu: f64,
     /// The engine thread's run time ÷ wall time, spinning included (0
@@ -471,12 +464,14 @@ pub(crate) fn measure(
     let payload = work.payload_bytes();
     let messages = work.messages();
     Ok(Measured {
-        throughput_bps: payload as f64 * 8.0 / secs,
-        messages_per_sec: messages as f64 / secs,
-        latency_p50_us: rr.then(|| pct(50.0) / 2.0),
-        latency_p99_us: rr.then(|| pct(99.0) / 2.0),
-        rtt_p50_us: rr.then(|| pct(50.0)),
-        rtt_p99_us: rr.then(|| pct(99.0)),
+        delivered: Delivered {
+            throughput_bps: payload as f64 * 8.0 / secs,
+            messages_per_sec: messages as f64 / secs,
+            latency_p50_us: rr.then(|| pct(50.0) / 2.0),
+            latency_p99_us: rr.then(|| pct(99.0) / 2.0),
+            rtt_p50_us: rr.then(|| pct(50.0)),
+            rtt_p99_us: rr.then(|| pct(99.0)),
+        },
         host_cpu: host_s / secs,
         engine_cpu: eng_s / secs,
         engine_busy: (plan.offload && counters.work_nanos > 0).then(|| busy as f64 / 1e9 / secs),
@@ -623,12 +618,16 @@ fn render(cfg: &MachineConfig, p: &Plan, w: &Work, m: &Measured, quick: bool) ->
     let _ = writeln!(
         o,
         "  throughput   {} ({:.0} messages/s; {} B in {:.3} s)",
-        gbps_or_mbps(m.throughput_bps),
-        m.messages_per_sec,
+        gbps_or_mbps(m.delivered.throughput_bps),
+        m.delivered.messages_per_sec,
         m.payload_bytes,
         m.window_seconds
     );
-    if let (Some(p50), Some(p99), Some(r50)) = (m.latency_p50_us, m.latency_p99_us, m.rtt_p50_us) {
+    if let (Some(p50), Some(p99), Some(r50)) = (
+        m.delivered.latency_p50_us,
+        m.delivered.latency_p99_us,
+        m.delivered.rtt_p50_us,
+    ) {
         let _ = writeln!(
             o,
             "  latency      one way p50 {p50:.2} µs, p99 {p99:.2} µs (round trip p50 {r50:.2} µs)"
