@@ -550,8 +550,15 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         quick: args.quick,
         ..Report::default()
     };
-    run_small(args, &plan, &base, &exe, &mut report, &pb)?;
-    run_long(args, &plan, &base, &exe, &mut report, &pb)?;
+    let b = Bench {
+        args,
+        plan: &plan,
+        base: &base,
+        exe: &exe,
+        pb: &pb,
+    };
+    run_small(&b, &mut report)?;
+    run_long(&b, &mut report)?;
     report.targets = targets(&report);
     report.plots = plots(&report, &args.plots)?;
     pb.finish_and_clear();
@@ -563,89 +570,142 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// What every scenario runs with.
+struct Bench<'a> {
+    args: &'a BenchArgs,
+    plan: &'a Plan,
+    base: &'a BedOptions,
+    exe: &'a Path,
+    pb: &'a ProgressBar,
+}
+
 /// The default scenarios: bulk, ping-pong, ablation, coalescing, scale.
-fn run_small(
-    args: &BenchArgs,
-    plan: &Plan,
-    base: &BedOptions,
-    exe: &Path,
-    report: &mut Report,
-    pb: &ProgressBar,
-) -> Result<()> {
-    let (bytes, rounds) = (plan.bytes, plan.rounds);
-    if plan.want("bulk") || plan.want("latency") {
+fn run_small(b: &Bench<'_>, report: &mut Report) -> Result<()> {
+    let (bytes, rounds) = (b.plan.bytes, b.plan.rounds);
+    if b.plan.want("bulk") || b.plan.want("latency") {
         bulk_and_latency(
-            base,
-            exe,
+            b.base,
+            b.exe,
             bytes,
             rounds,
-            plan.sizes,
-            (plan.want("bulk"), plan.want("latency")),
+            b.plan.sizes,
+            (b.plan.want("bulk"), b.plan.want("latency")),
             report,
-            pb,
+            b.pb,
         )?;
     }
     // The small scenarios move a quarter of the bulk bytes per point.
     let small = (bytes / 4).max(8 * WRITE as u64);
-    if plan.want("ablation") {
-        report.ablation = ablation(base, exe, small, rounds, pb)?;
+    if b.plan.want("ablation") {
+        report.ablation = ablation(b.base, b.exe, small, rounds, b.pb)?;
     }
-    if plan.want("coalescing") {
-        report.coalescing = coalescing(base, exe, plan.delays, small, rounds, pb)?;
+    if b.plan.want("coalescing") {
+        report.coalescing = coalescing(b.base, b.exe, b.plan.delays, small, rounds, b.pb)?;
     }
-    if plan.want("scale") {
-        let load_for = Duration::from_millis(if args.quick { 500 } else { 2000 });
-        report.scale = scale::run(base, exe, &plan.counts, load_for, rounds.min(5000), pb)?;
-        pb.set_message("scale: the engine's cost per request, spin off");
+    if b.plan.want("scale") {
+        let load_for = Duration::from_millis(if b.args.quick { 500 } else { 2000 });
+        report.scale = scale::run(
+            b.base,
+            b.exe,
+            &b.plan.counts,
+            load_for,
+            rounds.min(5000),
+            b.pb,
+        )?;
+        b.pb.set_message("scale: the engine's cost per request, spin off");
         report.engine_cost = Some(scale::engine_cost(
-            base,
-            exe,
-            plan.scale_max.clamp(1, 100),
+            b.base,
+            b.exe,
+            b.plan.scale_max.clamp(1, 100),
             load_for,
         )?);
-        pb.inc(1);
+        b.pb.inc(1);
     }
     Ok(())
 }
 
 /// The scenarios that run when named: loss, bond, spin, apps; and reclaim.
-fn run_long(
-    args: &BenchArgs,
-    plan: &Plan,
-    base: &BedOptions,
-    exe: &Path,
-    report: &mut Report,
-    pb: &ProgressBar,
-) -> Result<()> {
-    if plan.want("loss") {
-        report.loss = loss::run(base, exe, &plan.loss, pb)?;
+fn run_long(b: &Bench<'_>, report: &mut Report) -> Result<()> {
+    if b.plan.want("loss") {
+        report.loss = loss::run(b.base, b.exe, &b.plan.loss, b.pb)?;
         report.loss_summary = loss::summarize(&report.loss);
-        report.loss_command = Some(plan.loss.command());
+        report.loss_command = Some(b.plan.loss.command());
     }
-    if plan.want("bond") {
+    if b.plan.want("bond") {
         if !crate::bed::is_root() {
             bail!("bench bond builds network namespaces, bridges and TAP devices: run it as root");
         }
-        report.bond = Some(bond::run(&plan.bond, pb)?);
+        report.bond = Some(bond::run(&b.plan.bond, b.pb)?);
     }
-    if plan.want("spin") {
-        report.spin = spin::run(base, exe, &plan.spin, pb)?;
+    if b.plan.want("spin") {
+        report.spin = spin::run(b.base, b.exe, &b.plan.spin, b.pb)?;
     }
-    if plan.want("apps") {
-        report.apps = apps::run(base, exe, &plan.apps, pb)?;
+    if b.plan.want("apps") {
+        report.apps = apps::run(b.base, b.exe, &b.plan.apps, b.pb)?;
         report.apps_command = Some(format!(
             "softoe bench --only apps --apps-secs {} --apps-conns {}",
-            plan.apps_secs, args.apps_conns
+            b.plan.apps_secs, b.args.apps_conns
         ));
     }
-    if plan.want("reclaim") {
-        let n = args
+    if b.plan.want("reclaim") {
+        let n = b
+            .args
             .reclaim_programs
-            .unwrap_or(if args.quick { 100 } else { 400 });
-        let load = args.reclaim_load.unwrap_or_else(|| {
+            .unwrap_or(if b.args.quick { 100 } else { 400 });
+        let load = b.args.reclaim_load.unwrap_or_else(|| {
             2 * std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
         });
-        report.reclaim = reclaim::run(base, exe, n, load, pb)?;
+        report.reclaim = reclaim::run(b.base, b.exe, n, load, b.pb)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn plan(argv: &[&str]) -> Result<Plan> {
+        let cli = Cli::try_parse_from(std::iter::once("bench").chain(argv.iter().copied()))?;
+        Plan::new(&cli.bench)
+    }
+
+    #[test]
+    fn the_default_set_leaves_the_long_scenarios_out() {
+        let p = plan(&["--quick"]).unwrap();
+        assert!(p.want("bulk") && p.want("scale") && p.want("reclaim"));
+        assert!(!p.want("loss") && !p.want("bond") && !p.want("spin") && !p.want("apps"));
+        assert_eq!((p.bytes, p.rounds), (256 << 20, 300));
+        assert_eq!(p.counts, [1, 100, 1000]);
+        // bulk 16, latency 2 × 3 sizes, ablation 24, coalescing 4 delays,
+        // scale 2 × 3 counts + 1, reclaim 1.
+        assert_eq!(p.runs(), 16 + 6 + 24 + 4 + 7 + 1);
+    }
+
+    #[test]
+    fn named_scenarios_run_alone_and_count_alone() {
+        let p = plan(&["--quick", "--only", "bulk", "latency"]).unwrap();
+        assert!(p.want("bulk") && p.want("latency") && !p.want("scale"));
+        assert_eq!(p.runs(), 16 + 6);
+        let p = plan(&["--quick", "ablation"]).unwrap();
+        assert!(p.want("ablation") && !p.want("bulk"));
+        assert_eq!(p.runs(), 24);
+    }
+
+    #[test]
+    fn bad_sizes_and_durations_are_refused_before_anything_runs() {
+        let e = plan(&["--rounds", "0"]).err().unwrap();
+        assert!(format!("{e}").contains("--rounds above zero"), "{e}");
+        let e = plan(&["--apps-conns", "0"]).err().unwrap();
+        assert!(format!("{e}").contains("--apps-conns"), "{e}");
+        let e = plan(&["--apps-secs", "0"]).err().unwrap();
+        assert!(format!("{e}").contains("--apps-secs"), "{e}");
+    }
 }
