@@ -433,133 +433,142 @@ fn first_hash(r: &Row) -> String {
 }
 
 fn points_table(s: Scenario, rows: &[Row]) -> String {
-    let laws_bps = |r: &Row| r.laws.map(|l| l.bps);
     match s {
-        Scenario::Table1 => {
-            let lines: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| {
-                    vec![
-                        r.series.clone(),
-                        if r.offload {
-                            format!("×{}", r.memory_delay)
-                        } else {
-                            "-".into()
-                        },
-                        opt_stat(r.latency_p50_us.as_ref(), 1.0, 2),
-                        opt_stat(r.latency_p99_us.as_ref(), 1.0, 2),
-                        r.emo
-                            .map_or_else(|| "-".into(), |e| format!("{:.2}", e.latency_us)),
-                        stat(&r.host_cpu, 100.0, 1),
-                        stat(&r.engine_cpu, 100.0, 1),
-                        r.emo
-                            .map_or_else(|| "-".into(), |e| format!("{:.2}", e.host_us_per_rtt)),
-                        format!(
-                            "{:.2}",
-                            r.host_cpu.mean * 1e6 / r.throughput_bps.mean.max(1e-9)
-                                * 2.0
-                                * 8.0
-                                * f64::from(r.message)
-                        ),
-                        stat(&r.throughput_bps, 1e-6, 2),
-                        first_hash(r),
-                    ]
-                })
-                .collect();
-            table(
-                &[
-                    "series",
-                    "memory",
-                    "p50 µs",
-                    "p99 µs",
-                    "EMO µs",
-                    "host %",
-                    "engine %",
-                    "EMO host µs/rt",
-                    "host µs/rt",
-                    "Mb/s",
-                    "event log",
-                ],
-                &lines,
-            )
-        }
-        Scenario::Fig8 | Scenario::Fig3 => {
-            let lines: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| {
-                    vec![
-                        r.series.clone(),
-                        size(r.message),
-                        stat(&r.throughput_bps, 1e-9, 3),
-                        r.laws.map_or_else(
-                            || "-".into(),
-                            |l| format!("{:.3} ({})", l.bps / 1e9, l.limit),
-                        ),
-                        ratio(r.throughput_bps.mean, laws_bps(r)),
-                        stat(&r.host_cpu, 100.0, 1),
-                        r.laws
-                            .map_or_else(|| "-".into(), |l| format!("{:.1}", l.host_cpu * 100.0)),
-                        stat(&r.engine_cpu, 100.0, 1),
-                        stat(&r.host_interrupts_per_sec, 1.0, 0),
-                        stat(&r.interrupts_per_sec, 1.0, 0),
-                        first_hash(r),
-                    ]
-                })
-                .collect();
-            table(
-                &[
-                    "series",
-                    "write",
-                    "Gb/s",
-                    "LAWS Gb/s",
-                    "sim÷LAWS",
-                    "host %",
-                    "LAWS host %",
-                    "engine %",
-                    "host irq/s",
-                    "stack irq/s",
-                    "event log",
-                ],
-                &lines,
-            )
-        }
-        Scenario::HltcpFig7 => {
-            let lines: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| {
-                    vec![
-                        format!("{}", r.coalesce_us),
-                        r.coalesce_frames.to_string(),
-                        stat(&r.throughput_bps, 1e-6, 1),
-                        r.laws.map_or_else(
-                            || "-".into(),
-                            |l| format!("{:.1} ({})", l.bps / 1e6, l.limit),
-                        ),
-                        opt_stat(r.latency_p50_us.as_ref(), 1.0, 1),
-                        stat(&r.engine_cpu, 100.0, 1),
-                        stat(&r.host_cpu, 100.0, 1),
-                        stat(&r.interrupts_per_sec, 1.0, 0),
-                        first_hash(r),
-                    ]
-                })
-                .collect();
-            table(
-                &[
-                    "delay µs",
-                    "frames",
-                    "Mb/s",
-                    "LAWS Mb/s",
-                    "p50 µs",
-                    "engine %",
-                    "host %",
-                    "irq/s",
-                    "event log",
-                ],
-                &lines,
-            )
-        }
+        Scenario::Table1 => table1_table(rows),
+        Scenario::Fig8 | Scenario::Fig3 => throughput_table(rows),
+        Scenario::HltcpFig7 => coalescing_table(rows),
         Scenario::Map => String::new(),
     }
+}
+
+/// HL-TCP Table 1: latency and CPU per round trip, beside EMO's.
+fn table1_table(rows: &[Row]) -> String {
+    let lines: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.series.clone(),
+                if r.offload {
+                    format!("×{}", r.memory_delay)
+                } else {
+                    "-".into()
+                },
+                opt_stat(r.latency_p50_us.as_ref(), 1.0, 2),
+                opt_stat(r.latency_p99_us.as_ref(), 1.0, 2),
+                r.emo
+                    .map_or_else(|| "-".into(), |e| format!("{:.2}", e.latency_us)),
+                stat(&r.host_cpu, 100.0, 1),
+                stat(&r.engine_cpu, 100.0, 1),
+                r.emo
+                    .map_or_else(|| "-".into(), |e| format!("{:.2}", e.host_us_per_rtt)),
+                format!(
+                    "{:.2}",
+                    r.host_cpu.mean * 1e6 / r.throughput_bps.mean.max(1e-9)
+                        * 2.0
+                        * 8.0
+                        * f64::from(r.message)
+                ),
+                stat(&r.throughput_bps, 1e-6, 2),
+                first_hash(r),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "series",
+            "memory",
+            "p50 µs",
+            "p99 µs",
+            "EMO µs",
+            "host %",
+            "engine %",
+            "EMO host µs/rt",
+            "host µs/rt",
+            "Mb/s",
+            "event log",
+        ],
+        &lines,
+    )
+}
+
+/// Fig. 3 and Fig. 8: throughput and CPU by write size, beside LAWS.
+fn throughput_table(rows: &[Row]) -> String {
+    let laws_bps = |r: &Row| r.laws.map(|l| l.bps);
+    let lines: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.series.clone(),
+                size(r.message),
+                stat(&r.throughput_bps, 1e-9, 3),
+                r.laws.map_or_else(
+                    || "-".into(),
+                    |l| format!("{:.3} ({})", l.bps / 1e9, l.limit),
+                ),
+                ratio(r.throughput_bps.mean, laws_bps(r)),
+                stat(&r.host_cpu, 100.0, 1),
+                r.laws
+                    .map_or_else(|| "-".into(), |l| format!("{:.1}", l.host_cpu * 100.0)),
+                stat(&r.engine_cpu, 100.0, 1),
+                stat(&r.host_interrupts_per_sec, 1.0, 0),
+                stat(&r.interrupts_per_sec, 1.0, 0),
+                first_hash(r),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "series",
+            "write",
+            "Gb/s",
+            "LAWS Gb/s",
+            "sim÷LAWS",
+            "host %",
+            "LAWS host %",
+            "engine %",
+            "host irq/s",
+            "stack irq/s",
+            "event log",
+        ],
+        &lines,
+    )
+}
+
+/// HL-TCP Fig. 7: by interrupt coalescing delay.
+fn coalescing_table(rows: &[Row]) -> String {
+    let lines: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                format!("{}", r.coalesce_us),
+                r.coalesce_frames.to_string(),
+                stat(&r.throughput_bps, 1e-6, 1),
+                r.laws.map_or_else(
+                    || "-".into(),
+                    |l| format!("{:.1} ({})", l.bps / 1e6, l.limit),
+                ),
+                opt_stat(r.latency_p50_us.as_ref(), 1.0, 1),
+                stat(&r.engine_cpu, 100.0, 1),
+                stat(&r.host_cpu, 100.0, 1),
+                stat(&r.interrupts_per_sec, 1.0, 0),
+                first_hash(r),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "delay µs",
+            "frames",
+            "Mb/s",
+            "LAWS Mb/s",
+            "p50 µs",
+            "engine %",
+            "host %",
+            "irq/s",
+            "event log",
+        ],
+        &lines,
+    )
 }
 
 fn speed(s: Option<f64>) -> String {

@@ -465,6 +465,14 @@ fn render(
         if quick { " --quick" } else { "" }
     );
     let _ = writeln!(o, "files predicted {predicted_as}");
+    o.push_str(&rows_table(rows));
+    let _ = writeln!(o);
+    summary(&mut o, s);
+    o
+}
+
+/// One line per configuration: the prediction beside the measurement.
+fn rows_table(rows: &[Row]) -> String {
     let mut t = Table::new()
         .left("config")
         .left("what")
@@ -495,8 +503,12 @@ fn render(
             format!("{:+.1}", r.host_cpu_points),
         ]);
     }
-    o.push_str(&t.render());
-    let _ = writeln!(o);
+    t.render()
+}
+
+/// The summary against the targets, and the offload pairs' winners.
+fn summary(o: &mut String, s: &Summary) {
+    use std::fmt::Write;
     let _ = writeln!(
         o,
         "throughput: mean absolute error {:.0}% (target ≤ {:.0}%: {}), worst {:.0}% (≤ {:.0}%: {})",
@@ -556,7 +568,6 @@ fn render(
             }
         );
     }
-    o
 }
 
 #[cfg(test)]
