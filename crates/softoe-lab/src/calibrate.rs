@@ -45,6 +45,7 @@ use serde::Serialize;
 use softoe_sim::machine::{Calibration, FlowDirection, MachineConfig, StageCost, WorkloadKind};
 
 use crate::bench::emulate::{Measured, measure, plan, work_of};
+use crate::table::Table;
 
 /// Options of `softoe sim calibrate`.
 #[derive(Debug, Args)]
@@ -337,12 +338,60 @@ fn fit_all(
     wake: Option<f64>,
     base: &Calibration,
 ) -> (Calibration, Vec<Fit>) {
-    let mut cal = base.clone();
-    let mut fits = Vec::new();
+    let mut f = Fitter {
+        cal: base.clone(),
+        fits: Vec::new(),
+    };
     let offload: Vec<&RunRow> = rows.iter().filter(|r| r.offload).collect();
-    let counters = |r: &&RunRow| r.measured.engine;
-    let mut record = |stage: &'static str, c: StageCost, points: usize, source: &'static str| {
-        fits.push(Fit {
+    fit_engine(&mut f, &offload);
+    let late = engine_lateness(&offload);
+    if let Some(w) = wake {
+        f.cal.wakeup = f.record(
+            "wakeup",
+            StageCost::new(w, 0.0),
+            1,
+            "a thread blocked in a read, woken by another's write (pipes), median",
+        );
+    }
+    if let Some(a) = ring {
+        f.cal.ring_access = f.record(
+            "ring_access",
+            StageCost::new(a, 0.0),
+            1,
+            "cache line handed between two threads",
+        );
+    }
+    fit_program(&mut f, rows);
+    if let Some(l) = late {
+        f.fits.push(Fit {
+            stage: "(engine sleep lateness)",
+            c0: l,
+            c1: 0.0,
+            points: offload.len(),
+            source: "engine timed sleeps, mean lateness past the deadline; no model stage",
+        });
+    }
+    f.cal.app = StageCost::ZERO;
+    f.cal.interrupt = StageCost::ZERO;
+    (f.cal, f.fits)
+}
+
+/// The calibration being fitted and the fits that went into it.
+struct Fitter {
+    cal: Calibration,
+    fits: Vec<Fit>,
+}
+
+impl Fitter {
+    /// Notes a stage's fit and hands the cost back for the calibration.
+    fn record(
+        &mut self,
+        stage: &'static str,
+        c: StageCost,
+        points: usize,
+        source: &'static str,
+    ) -> StageCost {
+        self.fits.push(Fit {
             stage,
             c0: c.c0,
             c1: c.c1,
@@ -350,16 +399,20 @@ fn fit_all(
             source,
         });
         c
-    };
-    // The engine's stages.
+    }
+}
+
+/// The engine's stages, from its counters in the offload runs.
+fn fit_engine(f: &mut Fitter, offload: &[&RunRow]) {
+    let counters = |r: &&RunRow| r.measured.engine;
     let rx: Vec<(f64, f64)> = offload
         .iter()
         .filter_map(counters)
         .filter_map(|c| per_event(c.stages.rx.count, c.stages.rx.nanos, c.stages.rx.bytes))
         .collect();
     if let Some(c) = fit_line(&rx) {
-        cal.stack_rx = record("stack_rx", c, rx.len(), "engine rx stage, per frame read");
-        cal.port_rx = record(
+        f.cal.stack_rx = f.record("stack_rx", c, rx.len(), "engine rx stage, per frame read");
+        f.cal.port_rx = f.record(
             "port_rx",
             StageCost::ZERO,
             0,
@@ -372,7 +425,7 @@ fn fit_all(
         .filter_map(|c| per_event(c.stages.tx.count, c.stages.tx.nanos, c.stages.tx.bytes))
         .collect();
     if let Some(c) = fit_line(&tx) {
-        cal.port_tx = record("port_tx", c, tx.len(), "engine tx stage, per frame written");
+        f.cal.port_tx = f.record("port_tx", c, tx.len(), "engine tx stage, per frame written");
     }
     let cmd: Vec<(f64, f64)> = offload
         .iter()
@@ -381,7 +434,7 @@ fn fit_all(
         .filter_map(|c| per_event(c.frames_out, c.stages.cmd.nanos, c.stages.cmd.bytes))
         .collect();
     if let Some(c) = fit_line(&cmd) {
-        cal.stack_tx = record(
+        f.cal.stack_tx = f.record(
             "stack_tx",
             c,
             cmd.len(),
@@ -400,7 +453,7 @@ fn fit_all(
         })
         .collect();
     if let Some(c) = fit_line(&serve) {
-        cal.completion = record(
+        f.cal.completion = f.record(
             "completion",
             c,
             serve.len(),
@@ -414,41 +467,32 @@ fn fit_all(
             (c + k.stages.poll.count, n + k.stages.poll.nanos)
         });
     if pc > 0 {
-        cal.timer = record(
+        f.cal.timer = f.record(
             "timer",
             StageCost::new(pn as f64 / pc as f64, 0.0),
             offload.len(),
             "engine poll stage, per call",
         );
     }
+}
+
+/// How late the engine's timed sleeps ended, mean ns. They end late by
+/// far more than a wake-up costs (53 µs here, timer slack 1 ns: the
+/// virtual machine's timer), but the model's wake-ups are events (a
+/// completion, a doorbell, a frame), which the pipes' hand-off measures;
+/// the lateness is reported only.
+fn engine_lateness(offload: &[&RunRow]) -> Option<f64> {
     let (wc, wn) = offload
         .iter()
-        .filter_map(counters)
+        .filter_map(|r| r.measured.engine)
         .fold((0u64, 0u64), |(c, n), k| {
             (c + k.stages.wake.by_timeout, n + k.stages.wake.late_nanos)
         });
-    // The engine's timed sleeps end late by far more than a wake-up costs
-    // (53 µs here, timer slack 1 ns: the virtual machine's timer), but the
-    // model's wake-ups are events (a completion, a doorbell, a frame),
-    // which the pipes' hand-off measures; the lateness is reported only.
-    let late = (wc > 0).then(|| wn as f64 / wc as f64);
-    if let Some(w) = wake {
-        cal.wakeup = record(
-            "wakeup",
-            StageCost::new(w, 0.0),
-            1,
-            "a thread blocked in a read, woken by another's write (pipes), median",
-        );
-    }
-    if let Some(a) = ring {
-        cal.ring_access = record(
-            "ring_access",
-            StageCost::new(a, 0.0),
-            1,
-            "cache line handed between two threads",
-        );
-    }
-    // The program's side.
+    (wc > 0).then(|| wn as f64 / wc as f64)
+}
+
+/// The program's side: copy, command and syscall, from its CPU per call.
+fn fit_program(f: &mut Fitter, rows: &[RunRow]) {
     let host_points = |offload: bool, dir: Option<FlowDirection>| -> Vec<(f64, f64)> {
         rows.iter()
             .filter(|r| {
@@ -465,7 +509,7 @@ fn fit_all(
             })
             .collect()
     };
-    let ring_c0 = cal.ring_access.c0;
+    let ring_c0 = f.cal.ring_access.c0;
     let sends = host_points(true, Some(FlowDirection::Send));
     let recvs = host_points(true, Some(FlowDirection::Receive));
     if let (Some(s), Some(r)) = (fit_line(&sends), fit_line(&recvs)) {
@@ -476,13 +520,13 @@ fn fit_all(
         // which the model's host does not spend.
         let fixed = s.c0.min(r.c0);
         let copy = StageCost::new((fixed - ring_c0).max(0.0), (s.c1 + r.c1) / 2.0);
-        cal.copy = record(
+        f.cal.copy = f.record(
             "copy",
             copy,
             sends.len() + recvs.len(),
             "program CPU per call with offload: per-byte slope; the cheaper call's fixed cost",
         );
-        cal.command = record(
+        f.cal.command = f.record(
             "command",
             StageCost::new((s.c0 - ring_c0 - copy.c0).max(0.0), 0.0),
             sends.len(),
@@ -491,13 +535,13 @@ fn fit_all(
     }
     let linux = host_points(false, None);
     if let Some(k) = fit_line(&linux) {
-        cal.syscall = record(
+        f.cal.syscall = f.record(
             "syscall",
-            StageCost::new((k.c0 - cal.copy.c0).max(0.0), 0.0),
+            StageCost::new((k.c0 - f.cal.copy.c0).max(0.0), 0.0),
             linux.len(),
             "program CPU per call on Linux, less copy.c0",
         );
-        fits.push(Fit {
+        f.fits.push(Fit {
             stage: "(kernel per byte)",
             c0: 0.0,
             c1: k.c1,
@@ -505,18 +549,6 @@ fn fit_all(
             source: "Linux program CPU per byte: copy and TCP; no model stage beyond copy",
         });
     }
-    if let Some(l) = late {
-        fits.push(Fit {
-            stage: "(engine sleep lateness)",
-            c0: l,
-            c1: 0.0,
-            points: offload.len(),
-            source: "engine timed sleeps, mean lateness past the deadline; no model stage",
-        });
-    }
-    cal.app = StageCost::ZERO;
-    cal.interrupt = StageCost::ZERO;
-    (cal, fits)
 }
 
 /// Runs `softoe sim calibrate`.
@@ -623,37 +655,37 @@ pub fn calibrate_cmd(a: &CalibrateArgs) -> Result<()> {
 }
 
 fn render(fits: &[Fit], rows: &[RunRow]) -> String {
-    use std::fmt::Write;
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "{:<26} {:>12} {:>10} {:>10} {:>10}",
-        "run", "throughput", "host CPU", "engine", "messages"
-    );
+    let mut runs = Table::new()
+        .left("run")
+        .right("throughput")
+        .right("host CPU")
+        .right("engine")
+        .right("messages");
     for r in rows {
-        let _ = writeln!(
-            o,
-            "{:<26} {:>7.3} Gb/s {:>9.1}% {:>9.1}% {:>10}",
-            r.label,
-            r.measured.throughput_bps / 1e9,
-            r.measured.host_cpu * 100.0,
-            r.measured.engine_cpu * 100.0,
-            r.measured.messages
-        );
+        runs.row([
+            r.label.clone(),
+            format!("{:.3} Gb/s", r.measured.delivered.throughput_bps / 1e9),
+            format!("{:.1}%", r.measured.host_cpu * 100.0),
+            format!("{:.1}%", r.measured.engine_cpu * 100.0),
+            r.measured.messages.to_string(),
+        ]);
     }
-    let _ = writeln!(
-        o,
-        "\n{:<18} {:>10} {:>10} {:>6}  from",
-        "stage", "c0 ns", "c1 ns/B", "runs"
-    );
+    let mut stages = Table::new()
+        .left("stage")
+        .right("c0 ns")
+        .right("c1 ns/B")
+        .right("runs")
+        .left("from");
     for f in fits {
-        let _ = writeln!(
-            o,
-            "{:<18} {:>10.1} {:>10.4} {:>6}  {}",
-            f.stage, f.c0, f.c1, f.points, f.source
-        );
+        stages.row([
+            f.stage.to_string(),
+            format!("{:.1}", f.c0),
+            format!("{:.4}", f.c1),
+            f.points.to_string(),
+            f.source.to_string(),
+        ]);
     }
-    o
+    format!("{runs}\n{stages}")
 }
 
 #[cfg(test)]

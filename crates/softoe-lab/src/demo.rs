@@ -20,6 +20,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::linux;
+use crate::table::Table;
+use crate::units::{size_whole, value};
 
 use crate::bed::{ENGINE, PEER, RealBed};
 use crate::server::{
@@ -189,47 +191,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let linux_servers = start_servers(None, &peer, bytes, drop_bytes)?;
 
     let mut rows = Vec::new();
-    let run_both = |pb: &ProgressBar,
-                    msg: &str,
-                    f: &(dyn Fn(Ipv4Addr) -> Result<f64> + Sync)|
-     -> Result<(f64, f64)> {
-        pb.set_message(format!("{msg}: softoe"));
-        let s = f(ENGINE).with_context(|| format!("{msg} against softoe"))?;
-        pb.inc(1);
-        pb.set_message(format!("{msg}: Linux"));
-        let l = f(PEER).with_context(|| format!("{msg} against Linux"))?;
-        Ok((s, l))
-    };
-    let c = client.clone();
-    let bulk_in = move |ip: Ipv4Addr| -> Result<f64> {
-        let t = c.run(move || linux::send_bulk(SocketAddrV4::new(ip, DISCARD), bytes))??;
-        Ok(gbps(bytes, t))
-    };
-    let (s, l) = run_both(&pb, "bulk to the host", &bulk_in)?;
-    rows.push(row(
-        &format!("bulk Linux→host, {}", size(bytes)),
-        "Gb/s",
-        s,
-        l,
-        "higher",
-    ));
-    pb.inc(1);
-    let c = client.clone();
-    let bulk_out = move |ip: Ipv4Addr| -> Result<f64> {
-        let (n, t) = c.run(move || linux::recv_bulk(SocketAddrV4::new(ip, SOURCE)))??;
-        if n != bytes {
-            bail!("received {n} of {bytes} bytes");
-        }
-        Ok(gbps(n, t))
-    };
-    let (s, l) = run_both(&pb, "bulk from the host", &bulk_out)?;
-    rows.push(row(
-        &format!("bulk host→Linux, {}", size(bytes)),
-        "Gb/s",
-        s,
-        l,
-        "higher",
-    ));
+    rows.extend(bulk_rows(&client, &pb, "bulk ", (DISCARD, SOURCE), bytes)?);
     rows.extend(latency_rows(&client, &pb, args.rounds)?);
     // Drops on the wire, per segment, both ways: the client neither builds
     // nor coalesces super-packets, its bridge port cuts those of softoe and
@@ -241,37 +203,14 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     bed.tb.ethtool_k(&client, "eth0", &off)?;
     bed.tb.ethtool_k(&bed.sw, &bed.client_port, &off)?;
     bed.tb.lossy_link(&client, &bed.sw, 1.0)?;
-    let c = client.clone();
-    let drop_in = move |ip: Ipv4Addr| -> Result<f64> {
-        let t = c.run(move || linux::send_bulk(SocketAddrV4::new(ip, DISCARD), drop_bytes))??;
-        Ok(gbps(drop_bytes, t))
-    };
     pb.inc(1);
-    let (s, l) = run_both(&pb, "1 % drops, to the host", &drop_in)?;
-    rows.push(row(
-        &format!("1 % drops, Linux→host, {}", size(drop_bytes)),
-        "Gb/s",
-        s,
-        l,
-        "higher",
-    ));
-    let c = client.clone();
-    let drop_out = move |ip: Ipv4Addr| -> Result<f64> {
-        let (n, t) = c.run(move || linux::recv_bulk(SocketAddrV4::new(ip, DROP_SOURCE)))??;
-        if n != drop_bytes {
-            bail!("received {n} of {drop_bytes} bytes");
-        }
-        Ok(gbps(n, t))
-    };
-    pb.inc(1);
-    let (s, l) = run_both(&pb, "1 % drops, from the host", &drop_out)?;
-    rows.push(row(
-        &format!("1 % drops, host→Linux, {}", size(drop_bytes)),
-        "Gb/s",
-        s,
-        l,
-        "higher",
-    ));
+    rows.extend(bulk_rows(
+        &client,
+        &pb,
+        "1 % drops, ",
+        (DISCARD, DROP_SOURCE),
+        drop_bytes,
+    )?);
     // What the drop programs on the client's link dropped, both ways.
     let wire_dropped = bed.tb.dropped(&client)? + bed.tb.dropped(&bed.sw)?;
     bed.tb.clear_drop(&client)?;
@@ -301,6 +240,62 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     }
     print_text(&rows, wire_dropped, &counters);
     Ok(())
+}
+
+/// Runs `f` against softoe, then against Linux: (softoe's, Linux's).
+fn run_both(
+    pb: &ProgressBar,
+    msg: &str,
+    f: &(dyn Fn(Ipv4Addr) -> Result<f64> + Sync),
+) -> Result<(f64, f64)> {
+    pb.set_message(format!("{msg}: softoe"));
+    let s = f(ENGINE).with_context(|| format!("{msg} against softoe"))?;
+    pb.inc(1);
+    pb.set_message(format!("{msg}: Linux"));
+    let l = f(PEER).with_context(|| format!("{msg} against Linux"))?;
+    Ok((s, l))
+}
+
+/// `bytes` to the servers' `sink` port, then from their `source` port,
+/// softoe then Linux each: two rows named after `what`.
+fn bulk_rows(
+    client: &Netns,
+    pb: &ProgressBar,
+    what: &str,
+    (sink, source): (u16, u16),
+    bytes: u64,
+) -> Result<[Row; 2]> {
+    let c = client.clone();
+    let inbound = move |ip: Ipv4Addr| -> Result<f64> {
+        let t = c.run(move || linux::send_bulk(SocketAddrV4::new(ip, sink), bytes))??;
+        Ok(gbps(bytes, t))
+    };
+    let (s, l) = run_both(pb, &format!("{what}to the host"), &inbound)?;
+    let to_host = row(
+        &format!("{what}Linux→host, {}", size_whole(bytes)),
+        "Gb/s",
+        s,
+        l,
+        "higher",
+    );
+    pb.inc(1);
+    let c = client.clone();
+    let outbound = move |ip: Ipv4Addr| -> Result<f64> {
+        let (n, t) = c.run(move || linux::recv_bulk(SocketAddrV4::new(ip, source)))??;
+        if n != bytes {
+            bail!("received {n} of {bytes} bytes");
+        }
+        Ok(gbps(n, t))
+    };
+    let (s, l) = run_both(pb, &format!("{what}from the host"), &outbound)?;
+    let from_host = row(
+        &format!("{what}host→Linux, {}", size_whole(bytes)),
+        "Gb/s",
+        s,
+        l,
+        "higher",
+    );
+    Ok([to_host, from_host])
 }
 
 /// 4-byte request/response, softoe then Linux: p50 and p99 rows.
@@ -338,20 +333,23 @@ fn print_text(rows: &[Row], wire_dropped: u64, counters: &EngineCounters) {
         "Linux's TCP (CUBIC, softoe's congestion control), each serving a Linux client across\n\
          one Linux bridge. ratio = softoe ÷ Linux.\n"
     );
-    println!(
-        "{:<32} {:>10} {:>10} {:>7}",
-        "workload", "softoe", "Linux", "ratio"
-    );
+    let mut t = Table::new()
+        .left("workload")
+        .right("softoe")
+        .right("Linux")
+        .right("ratio");
     for r in rows {
-        println!(
-            "{:<32} {:>10} {:>10} {:>6.2}x  ({} is better)",
-            r.workload,
-            fmt(r.softoe, &r.unit),
-            fmt(r.linux, &r.unit),
-            r.ratio,
-            r.better
+        t.row_tail(
+            [
+                r.workload.clone(),
+                value(r.softoe, &r.unit),
+                value(r.linux, &r.unit),
+                format!("{:.2}x", r.ratio),
+            ],
+            &format!("  ({} is better)", r.better),
         );
     }
+    print!("{t}");
     println!(
         "\nthe wire dropped {wire_dropped} TCP frames in the 1 % rows (both ways, softoe and Linux)."
     );
@@ -384,21 +382,5 @@ fn row(workload: &str, unit: &str, softoe: f64, linux: f64, better: &'static str
         linux,
         ratio: if linux > 0.0 { softoe / linux } else { 0.0 },
         better,
-    }
-}
-
-fn fmt(v: f64, unit: &str) -> String {
-    if unit == "µs" {
-        format!("{v:.1} µs")
-    } else {
-        format!("{v:.2} {unit}")
-    }
-}
-
-fn size(b: u64) -> String {
-    if b >= 1 << 30 {
-        format!("{} GiB", b >> 30)
-    } else {
-        format!("{} MiB", b >> 20)
     }
 }

@@ -13,7 +13,8 @@
 //! - [`calibrate`], [`sim_validate`], [`sim_offload`], [`sim_machine`]: the
 //!   machine model fitted to, checked against and used beside the real
 //!   engine; [`simulated`]: the simulator's own experiments;
-//! - [`report`], [`plot`], [`units`]: tables, plots and units.
+//! - [`report`], [`table`], [`plot`], [`units`]: reports, the one table
+//!   renderer, plots and units.
 //!
 //! Most of it needs root: it builds network namespaces, bridges and TAP
 //! devices.
@@ -31,4 +32,5 @@ pub mod sim_machine;
 pub mod sim_offload;
 pub mod sim_validate;
 pub mod simulated;
+pub mod table;
 pub mod units;

@@ -3,6 +3,7 @@
 use serde::Serialize;
 use softoe_sim::scenario::TransferReport;
 
+use crate::table::Table;
 use crate::units::mib;
 
 /// One transfer, as printed and as JSON.
@@ -54,32 +55,67 @@ impl From<&TransferReport> for TransferRow {
 
 /// The demo's table.
 pub fn print_table(rows: &[TransferRow]) {
-    println!(
-        "{:>6} {:>9} {:>7} {:>10} {:>9} {:>7} {:>8} {:>6} {:>5} {:>7}",
-        "loss",
-        "bytes",
-        "intact",
-        "goodput",
-        "of link",
-        "virt s",
-        "retrans",
-        "SACK",
-        "RTO",
-        "wall s"
-    );
+    print!("{}", transfer_table(rows));
+}
+
+/// The demo's table as text.
+pub fn transfer_table(rows: &[TransferRow]) -> String {
+    let mut t = [
+        "loss", "bytes", "intact", "goodput", "of link", "virt s", "retrans", "SACK", "RTO",
+        "wall s",
+    ]
+    .iter()
+    .fold(Table::new(), |t, h| t.right(h));
     for r in rows {
-        println!(
-            "{:>5.1}% {:>9} {:>7} {:>5.2} Gb/s {:>8.1}% {:>7.3} {:>8} {:>6} {:>5} {:>7.2}",
-            r.loss_percent,
+        t.row([
+            format!("{:.1}%", r.loss_percent),
             mib(r.bytes),
-            if r.intact { "yes" } else { "NO" },
-            r.goodput_gbps,
-            r.link_fraction * 100.0,
-            r.virtual_secs,
-            r.retransmitted_segments,
-            r.sack_recoveries,
-            r.rto_firings,
-            r.wall_secs
+            (if r.intact { "yes" } else { "NO" }).to_string(),
+            format!("{:.2} Gb/s", r.goodput_gbps),
+            format!("{:.1}%", r.link_fraction * 100.0),
+            format!("{:.3}", r.virtual_secs),
+            r.retransmitted_segments.to_string(),
+            r.sack_recoveries.to_string(),
+            r.rto_firings.to_string(),
+            format!("{:.2}", r.wall_secs),
+        ]);
+    }
+    t.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfer_table_has_a_header_and_a_line_per_row() {
+        let row = TransferRow {
+            loss_percent: 1.0,
+            link_gbps: 10.0,
+            rtt_us: 100.0,
+            bytes: 64 << 20,
+            intact: false,
+            virtual_secs: 0.5,
+            goodput_gbps: 1.25,
+            link_fraction: 0.125,
+            retransmitted_segments: 7,
+            retransmitted_bytes: 0,
+            fast_retransmits: 0,
+            sack_recoveries: 2,
+            rto_firings: 1,
+            wire_frames: 0,
+            wall_secs: 0.25,
+            virtual_secs_per_wall_sec: 2.0,
+        };
+        let t = transfer_table(&[row]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("loss"), "{t}");
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            [
+                "1.0%", "64", "MiB", "NO", "1.25", "Gb/s", "12.5%", "0.500", "7", "2", "1", "0.25"
+            ]
         );
     }
 }

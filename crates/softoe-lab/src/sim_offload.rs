@@ -21,6 +21,8 @@ use softoe_sim::machine::{Calibration, MachineConfig};
 
 use crate::plot::{self, Series};
 use crate::sim_machine::{MachineArgs, calibration_source, load_calibration, load_config_over};
+use crate::table::Table;
+use crate::units::size_exact;
 
 /// Options of `softoe sim offload`.
 #[derive(Debug, Args)]
@@ -294,13 +296,7 @@ fn opt_stat(s: Option<&Stat>, scale: f64, digits: usize) -> String {
 }
 
 fn size(m: u32) -> String {
-    if m >= 1 << 20 && m.is_multiple_of(1 << 20) {
-        format!("{} MiB", m >> 20)
-    } else if m >= 1024 && m.is_multiple_of(1024) {
-        format!("{} KiB", m >> 10)
-    } else {
-        format!("{m} B")
-    }
+    size_exact(u64::from(m))
 }
 
 fn ratio(sim: f64, model: Option<f64>) -> String {
@@ -311,32 +307,15 @@ fn ratio(sim: f64, model: Option<f64>) -> String {
 }
 
 /// A table: a header line, a rule, the lines, columns right-aligned to
-/// their widest cell.
+/// their widest cell, two spaces apart.
 fn table(head: &[&str], lines: &[Vec<String>]) -> String {
-    let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    let mut t = head
+        .iter()
+        .fold(Table::new().gap(2).rule(), |t, h| t.right(h));
     for l in lines {
-        for (i, c) in l.iter().enumerate() {
-            if let Some(x) = w.get_mut(i) {
-                *x = (*x).max(c.chars().count());
-            }
-        }
+        t.row(l.iter().cloned());
     }
-    let fmt = |cells: &mut dyn Iterator<Item = String>| {
-        let mut o = String::new();
-        for (i, c) in cells.enumerate() {
-            let pad = w.get(i).copied().unwrap_or(0);
-            let _ = write!(o, "{}{:>pad$}", if i == 0 { "" } else { "  " }, c);
-        }
-        o.trim_end().to_string() + "\n"
-    };
-    let mut o = fmt(&mut head.iter().map(|s| s.to_string()));
-    let total: usize = w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
-    o += &"-".repeat(total);
-    o.push('\n');
-    for l in lines {
-        o += &fmt(&mut l.iter().cloned());
-    }
-    o
+    t.render()
 }
 
 fn heading(s: Scenario, r: &Report<'_>, c: &MachineConfig) -> String {
@@ -454,133 +433,142 @@ fn first_hash(r: &Row) -> String {
 }
 
 fn points_table(s: Scenario, rows: &[Row]) -> String {
-    let laws_bps = |r: &Row| r.laws.map(|l| l.bps);
     match s {
-        Scenario::Table1 => {
-            let lines: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| {
-                    vec![
-                        r.series.clone(),
-                        if r.offload {
-                            format!("×{}", r.memory_delay)
-                        } else {
-                            "-".into()
-                        },
-                        opt_stat(r.latency_p50_us.as_ref(), 1.0, 2),
-                        opt_stat(r.latency_p99_us.as_ref(), 1.0, 2),
-                        r.emo
-                            .map_or_else(|| "-".into(), |e| format!("{:.2}", e.latency_us)),
-                        stat(&r.host_cpu, 100.0, 1),
-                        stat(&r.engine_cpu, 100.0, 1),
-                        r.emo
-                            .map_or_else(|| "-".into(), |e| format!("{:.2}", e.host_us_per_rtt)),
-                        format!(
-                            "{:.2}",
-                            r.host_cpu.mean * 1e6 / r.throughput_bps.mean.max(1e-9)
-                                * 2.0
-                                * 8.0
-                                * f64::from(r.message)
-                        ),
-                        stat(&r.throughput_bps, 1e-6, 2),
-                        first_hash(r),
-                    ]
-                })
-                .collect();
-            table(
-                &[
-                    "series",
-                    "memory",
-                    "p50 µs",
-                    "p99 µs",
-                    "EMO µs",
-                    "host %",
-                    "engine %",
-                    "EMO host µs/rt",
-                    "host µs/rt",
-                    "Mb/s",
-                    "event log",
-                ],
-                &lines,
-            )
-        }
-        Scenario::Fig8 | Scenario::Fig3 => {
-            let lines: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| {
-                    vec![
-                        r.series.clone(),
-                        size(r.message),
-                        stat(&r.throughput_bps, 1e-9, 3),
-                        r.laws.map_or_else(
-                            || "-".into(),
-                            |l| format!("{:.3} ({})", l.bps / 1e9, l.limit),
-                        ),
-                        ratio(r.throughput_bps.mean, laws_bps(r)),
-                        stat(&r.host_cpu, 100.0, 1),
-                        r.laws
-                            .map_or_else(|| "-".into(), |l| format!("{:.1}", l.host_cpu * 100.0)),
-                        stat(&r.engine_cpu, 100.0, 1),
-                        stat(&r.host_interrupts_per_sec, 1.0, 0),
-                        stat(&r.interrupts_per_sec, 1.0, 0),
-                        first_hash(r),
-                    ]
-                })
-                .collect();
-            table(
-                &[
-                    "series",
-                    "write",
-                    "Gb/s",
-                    "LAWS Gb/s",
-                    "sim÷LAWS",
-                    "host %",
-                    "LAWS host %",
-                    "engine %",
-                    "host irq/s",
-                    "stack irq/s",
-                    "event log",
-                ],
-                &lines,
-            )
-        }
-        Scenario::HltcpFig7 => {
-            let lines: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| {
-                    vec![
-                        format!("{}", r.coalesce_us),
-                        r.coalesce_frames.to_string(),
-                        stat(&r.throughput_bps, 1e-6, 1),
-                        r.laws.map_or_else(
-                            || "-".into(),
-                            |l| format!("{:.1} ({})", l.bps / 1e6, l.limit),
-                        ),
-                        opt_stat(r.latency_p50_us.as_ref(), 1.0, 1),
-                        stat(&r.engine_cpu, 100.0, 1),
-                        stat(&r.host_cpu, 100.0, 1),
-                        stat(&r.interrupts_per_sec, 1.0, 0),
-                        first_hash(r),
-                    ]
-                })
-                .collect();
-            table(
-                &[
-                    "delay µs",
-                    "frames",
-                    "Mb/s",
-                    "LAWS Mb/s",
-                    "p50 µs",
-                    "engine %",
-                    "host %",
-                    "irq/s",
-                    "event log",
-                ],
-                &lines,
-            )
-        }
+        Scenario::Table1 => table1_table(rows),
+        Scenario::Fig8 | Scenario::Fig3 => throughput_table(rows),
+        Scenario::HltcpFig7 => coalescing_table(rows),
         Scenario::Map => String::new(),
     }
+}
+
+/// HL-TCP Table 1: latency and CPU per round trip, beside EMO's.
+fn table1_table(rows: &[Row]) -> String {
+    let lines: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.series.clone(),
+                if r.offload {
+                    format!("×{}", r.memory_delay)
+                } else {
+                    "-".into()
+                },
+                opt_stat(r.latency_p50_us.as_ref(), 1.0, 2),
+                opt_stat(r.latency_p99_us.as_ref(), 1.0, 2),
+                r.emo
+                    .map_or_else(|| "-".into(), |e| format!("{:.2}", e.latency_us)),
+                stat(&r.host_cpu, 100.0, 1),
+                stat(&r.engine_cpu, 100.0, 1),
+                r.emo
+                    .map_or_else(|| "-".into(), |e| format!("{:.2}", e.host_us_per_rtt)),
+                format!(
+                    "{:.2}",
+                    r.host_cpu.mean * 1e6 / r.throughput_bps.mean.max(1e-9)
+                        * 2.0
+                        * 8.0
+                        * f64::from(r.message)
+                ),
+                stat(&r.throughput_bps, 1e-6, 2),
+                first_hash(r),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "series",
+            "memory",
+            "p50 µs",
+            "p99 µs",
+            "EMO µs",
+            "host %",
+            "engine %",
+            "EMO host µs/rt",
+            "host µs/rt",
+            "Mb/s",
+            "event log",
+        ],
+        &lines,
+    )
+}
+
+/// Fig. 3 and Fig. 8: throughput and CPU by write size, beside LAWS.
+fn throughput_table(rows: &[Row]) -> String {
+    let laws_bps = |r: &Row| r.laws.map(|l| l.bps);
+    let lines: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.series.clone(),
+                size(r.message),
+                stat(&r.throughput_bps, 1e-9, 3),
+                r.laws.map_or_else(
+                    || "-".into(),
+                    |l| format!("{:.3} ({})", l.bps / 1e9, l.limit),
+                ),
+                ratio(r.throughput_bps.mean, laws_bps(r)),
+                stat(&r.host_cpu, 100.0, 1),
+                r.laws
+                    .map_or_else(|| "-".into(), |l| format!("{:.1}", l.host_cpu * 100.0)),
+                stat(&r.engine_cpu, 100.0, 1),
+                stat(&r.host_interrupts_per_sec, 1.0, 0),
+                stat(&r.interrupts_per_sec, 1.0, 0),
+                first_hash(r),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "series",
+            "write",
+            "Gb/s",
+            "LAWS Gb/s",
+            "sim÷LAWS",
+            "host %",
+            "LAWS host %",
+            "engine %",
+            "host irq/s",
+            "stack irq/s",
+            "event log",
+        ],
+        &lines,
+    )
+}
+
+/// HL-TCP Fig. 7: by interrupt coalescing delay.
+fn coalescing_table(rows: &[Row]) -> String {
+    let lines: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                format!("{}", r.coalesce_us),
+                r.coalesce_frames.to_string(),
+                stat(&r.throughput_bps, 1e-6, 1),
+                r.laws.map_or_else(
+                    || "-".into(),
+                    |l| format!("{:.1} ({})", l.bps / 1e6, l.limit),
+                ),
+                opt_stat(r.latency_p50_us.as_ref(), 1.0, 1),
+                stat(&r.engine_cpu, 100.0, 1),
+                stat(&r.host_cpu, 100.0, 1),
+                stat(&r.interrupts_per_sec, 1.0, 0),
+                first_hash(r),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "delay µs",
+            "frames",
+            "Mb/s",
+            "LAWS Mb/s",
+            "p50 µs",
+            "engine %",
+            "host %",
+            "irq/s",
+            "event log",
+        ],
+        &lines,
+    )
 }
 
 fn speed(s: Option<f64>) -> String {

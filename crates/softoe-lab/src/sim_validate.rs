@@ -32,6 +32,7 @@ use softoe_sim::machine::{MachineConfig, PeerModel, WorkloadKind, predict};
 
 use crate::bench::emulate::{Measured, measure, plan, work_of};
 use crate::sim_machine::{MachineArgs, calibration_source, load_calibration, load_config};
+use crate::table::Table;
 use crate::units::{gbps_bare, pct};
 
 /// Options of `softoe sim validate`.
@@ -380,7 +381,7 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
             runs.push(m);
             pb.inc(1);
         }
-        let measured_runs_bps: Vec<f64> = runs.iter().map(|m| m.throughput_bps).collect();
+        let measured_runs_bps: Vec<f64> = runs.iter().map(|m| m.delivered.throughput_bps).collect();
         let mut sorted = measured_runs_bps.clone();
         let measured_bps = median(&mut sorted);
         let spread = sorted
@@ -390,13 +391,13 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
         // The run whose throughput is nearest the median stands for the
         // configuration's other figures.
         let Some(rep) = runs.into_iter().min_by(|x, y| {
-            (x.throughput_bps - measured_bps)
+            (x.delivered.throughput_bps - measured_bps)
                 .abs()
-                .total_cmp(&(y.throughput_bps - measured_bps).abs())
+                .total_cmp(&(y.delivered.throughput_bps - measured_bps).abs())
         }) else {
             bail!("{name}: no measurement");
         };
-        let measured_p50_us = rep.latency_p50_us;
+        let measured_p50_us = rep.delivered.latency_p50_us;
         let err = |pred: f64, meas: f64| (pred - meas) / meas.abs().max(1e-9);
         rows.push(Row {
             name,
@@ -464,42 +465,50 @@ fn render(
         if quick { " --quick" } else { "" }
     );
     let _ = writeln!(o, "files predicted {predicted_as}");
-    let _ = writeln!(
-        o,
-        "{:<26} {:<40} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>6} {:>6} {:>6} {:>6}",
-        "config",
-        "what",
-        "Gb/s sim",
-        "real",
-        "err",
-        "spread",
-        "p50 sim",
-        "real",
-        "err",
-        "CPU%sim",
-        "real",
-        "Δpts"
-    );
+    o.push_str(&rows_table(rows));
+    let _ = writeln!(o);
+    summary(&mut o, s);
+    o
+}
+
+/// One line per configuration: the prediction beside the measurement.
+fn rows_table(rows: &[Row]) -> String {
+    let mut t = Table::new()
+        .left("config")
+        .left("what")
+        .right("Gb/s sim")
+        .right("real")
+        .right("err")
+        .right("spread")
+        .right("p50 sim")
+        .right("real")
+        .right("err")
+        .right("CPU%sim")
+        .right("real")
+        .right("Δpts");
+    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.1}"));
     for r in rows {
-        let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.1}"));
-        let _ = writeln!(
-            o,
-            "{:<26} {:<40} {:>8} {:>8} {:>6} {:>5.0}% {:>8} {:>8} {:>6} {:>6.0} {:>6.0} {:>+6.1}",
-            r.name,
-            r.what,
+        t.row([
+            r.name.to_string(),
+            r.what.to_string(),
             gbps_bare(r.predicted_bps),
             gbps_bare(r.measured_bps),
             pct(r.throughput_error),
-            r.spread * 100.0,
+            format!("{:.0}%", r.spread * 100.0),
             opt(r.predicted_p50_us),
             opt(r.measured_p50_us),
             r.p50_error.map_or_else(|| "-".to_string(), pct),
-            r.predicted_host_cpu,
-            r.measured_host_cpu,
-            r.host_cpu_points
-        );
+            format!("{:.0}", r.predicted_host_cpu),
+            format!("{:.0}", r.measured_host_cpu),
+            format!("{:+.1}", r.host_cpu_points),
+        ]);
     }
-    let _ = writeln!(o);
+    t.render()
+}
+
+/// The summary against the targets, and the offload pairs' winners.
+fn summary(o: &mut String, s: &Summary) {
+    use std::fmt::Write;
     let _ = writeln!(
         o,
         "throughput: mean absolute error {:.0}% (target ≤ {:.0}%: {}), worst {:.0}% (≤ {:.0}%: {})",
@@ -559,7 +568,6 @@ fn render(
             }
         );
     }
-    o
 }
 
 #[cfg(test)]
@@ -567,6 +575,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use softoe_sim::machine::predict::Delivered;
 
     fn row(name: &str, offload: bool, pred: f64, meas: f64, spread: f64) -> Row {
         Row {
@@ -586,12 +595,10 @@ mod tests {
             measured_host_cpu: 47.0,
             host_cpu_points: 3.0,
             measured: Measured {
-                throughput_bps: meas,
-                messages_per_sec: 0.0,
-                latency_p50_us: None,
-                latency_p99_us: None,
-                rtt_p50_us: None,
-                rtt_p99_us: None,
+                delivered: Delivered {
+                    throughput_bps: meas,
+                    ..Delivered::default()
+                },
                 host_cpu: 0.47,
                 engine_cpu: 0.0,
                 engine_busy: None,

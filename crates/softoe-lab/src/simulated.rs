@@ -17,6 +17,7 @@ use softoe_sim::grid::{PointReport, Sizing, run_point};
 use softoe_sim::scenario::Transfer;
 
 use crate::report::{TransferRow, print_table};
+use crate::table::Table;
 use crate::units::{parse_size, rate, ratio, size};
 
 /// Options of the simulated demo.
@@ -254,25 +255,12 @@ fn rtt_label(us: f64) -> String {
 }
 
 fn grid_table(rows: &[GridRow]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:>5} {:>8} {:>8} {:>10} {:>10} {:>6} {:>6} {:>7} {:>7} {:>5} {:>5} {:>8} {:>7} {:>6}",
-        "loss",
-        "RTT",
-        "bytes",
-        "goodput",
-        "Mathis",
-        "bound",
-        "÷bound",
-        "÷Mathis",
-        "retrans",
-        "RTO",
-        "TLP",
-        "lost rtx",
-        "intact",
-        "wall s"
-    );
+    let mut t = [
+        "loss", "RTT", "bytes", "goodput", "Mathis", "bound", "÷bound", "÷Mathis", "retrans",
+        "RTO", "TLP", "lost rtx", "intact", "wall s",
+    ]
+    .iter()
+    .fold(Table::new(), |t, h| t.right(h));
     for r in rows {
         let intact = if r.intact {
             "yes"
@@ -283,26 +271,24 @@ fn grid_table(rows: &[GridRow]) -> String {
         } else {
             "FAILED"
         };
-        let _ = writeln!(
-            out,
-            "{:>4}% {:>8} {:>8} {:>10} {:>10} {:>6} {:>6} {:>7} {:>7} {:>5} {:>5} {:>8} {:>7} {:>6.2}",
-            r.loss_percent,
+        t.row([
+            format!("{}%", r.loss_percent),
             rtt_label(r.rtt_us),
             size(r.bytes),
             rate(r.goodput_gbps),
             r.mathis_gbps.map_or("—".to_string(), rate),
-            r.limit,
+            r.limit.to_string(),
             ratio(r.of_bound),
             r.of_mathis.map_or("n/a".to_string(), ratio),
-            r.retransmits,
-            r.rto_count,
-            r.tlp_probes,
-            r.lost_retransmits,
-            intact,
-            r.wall_secs
-        );
+            r.retransmits.to_string(),
+            r.rto_count.to_string(),
+            r.tlp_probes.to_string(),
+            r.lost_retransmits.to_string(),
+            intact.to_string(),
+            format!("{:.2}", r.wall_secs),
+        ]);
     }
-    out
+    t.render()
 }
 
 fn grid_csv(rows: &[GridRow]) -> String {

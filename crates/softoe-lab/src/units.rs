@@ -93,3 +93,85 @@ pub(crate) fn gbps_or_mbps(bps: f64) -> String {
         format!("{:.1} Mb/s", bps / 1e6)
     }
 }
+
+/// A measured value and its unit: microseconds with one decimal, any
+/// other unit with two.
+pub(crate) fn value(v: f64, unit: &str) -> String {
+    if unit == "µs" {
+        format!("{v:.1} µs")
+    } else {
+        format!("{v:.2} {unit}")
+    }
+}
+
+/// A byte count in whole GiB from 1 GiB up, else whole MiB (rounded down).
+pub(crate) fn size_whole(b: u64) -> String {
+    if b >= 1 << 30 {
+        format!("{} GiB", b >> 30)
+    } else {
+        format!("{} MiB", b >> 20)
+    }
+}
+
+/// A byte count exactly: in MiB or KiB where it is a whole number of
+/// them, else in bytes.
+pub(crate) fn size_exact(b: u64) -> String {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1024 && b.is_multiple_of(1024) {
+        format!("{} KiB", b >> 10)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// A bit rate as `ss -ti` prints one: `1.2Gbps`, `3.4Mbps`, `5.6Kbps`, `78bps`.
+pub fn bps_compact(bps: u64) -> String {
+    let b = bps as f64;
+    if b >= 1e9 {
+        format!("{:.1}Gbps", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1}Mbps", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1}Kbps", b / 1e3)
+    } else {
+        format!("{bps}bps")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_take_their_unit_and_precision() {
+        assert_eq!(value(12.345, "µs"), "12.3 µs");
+        assert_eq!(value(9.4149, "Gb/s"), "9.41 Gb/s");
+    }
+
+    #[test]
+    fn whole_sizes_round_down() {
+        assert_eq!(size_whole(1 << 30), "1 GiB");
+        assert_eq!(size_whole((3 << 30) + 5), "3 GiB");
+        assert_eq!(size_whole(64 << 20), "64 MiB");
+        assert_eq!(size_whole((64 << 20) + (1 << 19)), "64 MiB");
+    }
+
+    #[test]
+    fn exact_sizes_never_round() {
+        assert_eq!(size_exact(1 << 20), "1 MiB");
+        assert_eq!(size_exact(3 << 10), "3 KiB");
+        assert_eq!(size_exact((1 << 20) + 1024), "1025 KiB");
+        assert_eq!(size_exact(1500), "1500 B");
+        assert_eq!(size_exact(512), "512 B");
+    }
+
+    #[test]
+    fn compact_rates_pick_their_prefix() {
+        assert_eq!(bps_compact(12_340_000_000), "12.3Gbps");
+        assert_eq!(bps_compact(5_500_000), "5.5Mbps");
+        assert_eq!(bps_compact(1_000), "1.0Kbps");
+        assert_eq!(bps_compact(999), "999bps");
+        assert_eq!(bps_compact(0), "0bps");
+    }
+}

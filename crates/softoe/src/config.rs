@@ -664,6 +664,37 @@ impl FileConfig {
 
     /// Checks it and builds what the engine is made from.
     pub fn build(&self) -> Result<Built> {
+        let (mut stack, cidr, mtu) = self.interface()?;
+        let (secret, seed) = randomness()?;
+        stack.secret = secret;
+        stack.seed = seed;
+        self.tcp_into(&mut stack)?;
+        let engine = self.engine_config()?;
+        self.check_port()?;
+        if let Some(f) = &self.fault {
+            f.validate().context("in [fault]")?;
+        }
+        self.check_services()?;
+        let bond = if self.bond.active() {
+            Some(self.bond.build(cidr.address(), stack.mac)?)
+        } else {
+            None
+        };
+        Ok(Built {
+            stack,
+            engine,
+            bond,
+            mtu,
+            offloads: TapOffloads {
+                tso: self.port.tso,
+                csum: self.port.csum,
+                gro: self.port.gro,
+            },
+        })
+    }
+
+    /// `[interface]`: the stack's address, MAC and gateway, and the MTU.
+    fn interface(&self) -> Result<(StackConfig, Ipv4Cidr, usize)> {
         let Some(addr) = self.interface.address.as_deref() else {
             bail!("no address: give --address 10.7.0.1/24 or [interface] address");
         };
@@ -686,9 +717,11 @@ impl FileConfig {
         {
             bail!("gateway {g} is not inside {addr}");
         }
-        let (secret, seed) = randomness()?;
-        stack.secret = secret;
-        stack.seed = seed;
+        Ok((stack, cidr, mtu))
+    }
+
+    /// `[tcp]` into the stack's configuration.
+    fn tcp_into(&self, stack: &mut StackConfig) -> Result<()> {
         let t = &self.tcp;
         for (what, v) in [("rx_buffer", t.rx_buffer.0), ("tx_buffer", t.tx_buffer.0)] {
             if !(4096..=(1 << 30)).contains(&v) {
@@ -743,6 +776,11 @@ impl FileConfig {
             }
             stack.rto_min_routes.push((net, r.rto_min));
         }
+        Ok(())
+    }
+
+    /// `[engine]` (and `[limits]`, checked here): the loop's configuration.
+    fn engine_config(&self) -> Result<EngineConfig> {
         let e = &self.engine;
         if e.rx_batch == 0 || e.rx_batch > 4096 {
             bail!("engine.rx_batch must be 1–4096, got {}", e.rx_batch);
@@ -774,10 +812,14 @@ impl FileConfig {
         engine.control = Some(e.control.clone());
         engine.profile_stages = e.profile_stages;
         engine.steer = e.steer.into();
-        let engine = engine
+        engine
             .with_speed(e.speed)
             .and_then(|c| c.with_access_delay(Duration::from_nanos(e.access_delay_ns)))
-            .map_err(|why| anyhow::anyhow!("[engine]: {why}"))?;
+            .map_err(|why| anyhow::anyhow!("[engine]: {why}"))
+    }
+
+    /// `[port]`: the device's name, queue and XDP ring.
+    fn check_port(&self) -> Result<()> {
         match self.port.kind {
             PortKind::Tap if self.port.tap.is_empty() || self.port.tap.len() > 15 => {
                 bail!("port.tap must be 1–15 bytes, got '{}'", self.port.tap);
@@ -811,9 +853,11 @@ impl FileConfig {
                 );
             }
         }
-        if let Some(f) = &self.fault {
-            f.validate().context("in [fault]")?;
-        }
+        Ok(())
+    }
+
+    /// `[[service]]`: one per port, each with the sizes its kind needs.
+    fn check_services(&self) -> Result<()> {
         let mut seen = std::collections::HashSet::new();
         for s in &self.services {
             if !seen.insert(s.port) {
@@ -830,22 +874,7 @@ impl FileConfig {
                 );
             }
         }
-        let bond = if self.bond.active() {
-            Some(self.bond.build(cidr.address(), mac)?)
-        } else {
-            None
-        };
-        Ok(Built {
-            stack,
-            engine,
-            bond,
-            mtu,
-            offloads: TapOffloads {
-                tso: self.port.tso,
-                csum: self.port.csum,
-                gro: self.port.gro,
-            },
-        })
+        Ok(())
     }
 }
 

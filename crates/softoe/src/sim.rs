@@ -9,6 +9,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use indicatif::ProgressBar;
 use softoe_lab::report::{TransferRow, print_table};
 use softoe_lab::simulated::{DemoArgs, GridArgs, demo, grid, print_rows, sweep};
+use softoe_lab::table::Table;
 use softoe_lab::units::parse_size;
 use softoe_sim::scenario::Transfer;
 use softoe_stack::Algorithm;
@@ -161,12 +162,17 @@ pub fn run(cmd: SimCommand) -> Result<()> {
             );
             print_rows(&rows, a.json, &heading)?;
             if !a.json {
+                let mut t = Table::new().right("");
                 for r in &rows {
-                    println!(
-                        "{:>5.1}% loss: {:.2} virtual seconds per wall second",
-                        r.loss_percent, r.virtual_secs_per_wall_sec
+                    t.row_tail(
+                        [format!("{:.1}%", r.loss_percent)],
+                        &format!(
+                            " loss: {:.2} virtual seconds per wall second",
+                            r.virtual_secs_per_wall_sec
+                        ),
                     );
                 }
+                print!("{t}");
             }
             Ok(())
         }

@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use softoe_engine::{ConnStat, Snapshot};
+use softoe_lab::table::Table;
+use softoe_lab::units::bps_compact;
 
 use crate::config::DEFAULT_CONTROL;
 
@@ -127,12 +129,12 @@ fn render_bond(o: &mut String, b: &softoe_engine::BondStat) {
         b.arpp_malformed,
         b.changes
     );
-    let _ = writeln!(
-        o,
-        "  {:<15} {:<17} {:<10} {:>10} {:>12} {:>10} {:>12} {:>8} {:>8} {:>6} {:>5}",
-        "member",
-        "mac",
-        "state",
+    let mut t = Table::new()
+        .indent(2)
+        .left("member")
+        .left("mac")
+        .left("state");
+    for h in [
         "frames-in",
         "bytes-in",
         "frames-out",
@@ -140,26 +142,29 @@ fn render_bond(o: &mut String, b: &softoe_engine::BondStat) {
         "queue-us",
         "heard-ms",
         "left",
-        "plain"
-    );
+        "plain",
+    ] {
+        t = t.right(h);
+    }
     for m in &b.members {
-        let _ = writeln!(
-            o,
-            "  {:<15} {:<17} {:<10} {:>10} {:>12} {:>10} {:>12} {:>8} {:>8} {:>6} {:>5}{}",
-            m.name,
-            m.mac,
-            m.state,
-            m.frames_in,
-            m.bytes_in,
-            m.frames_out,
-            m.bytes_out,
-            m.queue_us,
-            m.heard_ms_ago,
-            m.left,
-            m.plain_peers,
-            if m.realtime { "  real-time" } else { "" }
+        t.row_tail(
+            [
+                m.name.clone(),
+                m.mac.to_string(),
+                m.state.to_string(),
+                m.frames_in.to_string(),
+                m.bytes_in.to_string(),
+                m.frames_out.to_string(),
+                m.bytes_out.to_string(),
+                m.queue_us.to_string(),
+                m.heard_ms_ago.to_string(),
+                m.left.to_string(),
+                m.plain_peers.to_string(),
+            ],
+            if m.realtime { "  real-time" } else { "" },
         );
     }
+    o.push_str(&t.render());
     for p in &b.peers {
         let _ = writeln!(
             o,
@@ -292,18 +297,20 @@ fn render_protocols(o: &mut String, s: &Snapshot) {
 
 /// The sockets as `ss -ti`: listeners, then connections.
 fn render_sockets(o: &mut String, s: &Snapshot) {
-    use std::fmt::Write;
-    let _ = writeln!(
-        o,
-        "{:<11} {:>8} {:>8} {:<22} {:<22}",
-        "State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port"
-    );
+    let mut t = Table::new()
+        .left("State")
+        .right("Recv-Q")
+        .right("Send-Q")
+        .left("Local Address:Port")
+        .left("Peer Address:Port");
     for l in &s.listeners {
-        let _ = writeln!(
-            o,
-            "{:<11} {:>8} {:>8} {:<22} {:<22}",
-            "LISTEN", l.queued, l.backlog, l.local, "0.0.0.0:*"
-        );
+        t.row([
+            "LISTEN".to_string(),
+            l.queued.to_string(),
+            l.backlog.to_string(),
+            l.local.to_string(),
+            "0.0.0.0:*".to_string(),
+        ]);
         let mut details = Vec::new();
         if l.reuseport {
             // Members of one group: the listeners of this address that
@@ -322,55 +329,51 @@ fn render_sockets(o: &mut String, s: &Snapshot) {
             ));
         }
         if !details.is_empty() {
-            let _ = writeln!(o, "\t {}", details.join(" "));
+            t.text(&format!("\t {}", details.join(" ")));
         }
     }
     for c in &s.connections {
-        let _ = writeln!(
-            o,
-            "{:<11} {:>8} {:>8} {:<22} {:<22}",
-            c.state, c.recv_q, c.send_q, c.local, c.remote
-        );
-        let _ = writeln!(o, "\t {}", details(c));
+        t.row([
+            c.state.to_string(),
+            c.recv_q.to_string(),
+            c.send_q.to_string(),
+            c.local.to_string(),
+            c.remote.to_string(),
+        ]);
+        t.text(&format!("\t {}", details(c)));
     }
+    o.push_str(&t.render());
 }
 
 /// The host programs' sessions.
 fn render_sessions(o: &mut String, s: &Snapshot) {
-    use std::fmt::Write;
-    if !s.sessions.is_empty() {
-        let _ = writeln!(
-            o,
-            "{:<8} {:>8} {:>6} {:>8} {:>8} {:>8} {:>10} {:>9} {:>8} {:>10}",
-            "Session",
-            "Pid",
-            "Uid",
-            "Sockets",
-            "Closing",
-            "Detached",
-            "Commands",
-            "Rejected",
-            "Wakeups",
-            "Placed"
-        );
-        for x in &s.sessions {
-            let _ = writeln!(
-                o,
-                "{:<8} {:>8} {:>6} {:>8} {:>8} {:>8} {:>10} {:>9} {:>8} {:>10}{}",
-                x.id,
-                x.pid,
-                x.uid,
-                x.sockets,
-                x.closing,
-                x.detached,
-                x.commands,
-                x.rejected,
-                x.wakeups,
-                x.direct,
-                if x.dead { "  (process gone)" } else { "" }
-            );
-        }
+    if s.sessions.is_empty() {
+        return;
     }
+    let mut t = Table::new().left("Session");
+    for h in [
+        "Pid", "Uid", "Sockets", "Closing", "Detached", "Commands", "Rejected", "Wakeups", "Placed",
+    ] {
+        t = t.right(h);
+    }
+    for x in &s.sessions {
+        t.row_tail(
+            [
+                x.id.to_string(),
+                x.pid.to_string(),
+                x.uid.to_string(),
+                x.sockets.to_string(),
+                x.closing.to_string(),
+                x.detached.to_string(),
+                x.commands.to_string(),
+                x.rejected.to_string(),
+                x.wakeups.to_string(),
+                x.direct.to_string(),
+            ],
+            if x.dead { "  (process gone)" } else { "" },
+        );
+    }
+    o.push_str(&t.render());
 }
 
 fn details(c: &ConnStat) -> String {
@@ -440,7 +443,10 @@ fn details(c: &ConnStat) -> String {
     if c.reo_wnd_us > 0.0 {
         parts.push(format!("reo_wnd:{:.3}", c.reo_wnd_us / 1e3));
     }
-    parts.push(format!("delivery_rate:{}", rate(c.delivery_rate_bps)));
+    parts.push(format!(
+        "delivery_rate:{}",
+        bps_compact(c.delivery_rate_bps)
+    ));
     parts.push(format!("snd_wnd:{} rcv_wnd:{}", c.snd_wnd, c.rcv_wnd));
     // `SO_PRIORITY`, which a bonded port's prioritized policy schedules
     // by: only when set, as `ss` leaves out what is at its default.
@@ -448,19 +454,6 @@ fn details(c: &ConnStat) -> String {
         parts.push(format!("prio:{}", c.priority));
     }
     parts.join(" ")
-}
-
-fn rate(bps: u64) -> String {
-    let b = bps as f64;
-    if b >= 1e9 {
-        format!("{:.1}Gbps", b / 1e9)
-    } else if b >= 1e6 {
-        format!("{:.1}Mbps", b / 1e6)
-    } else if b >= 1e3 {
-        format!("{:.1}Kbps", b / 1e3)
-    } else {
-        format!("{bps}bps")
-    }
 }
 
 #[cfg(test)]

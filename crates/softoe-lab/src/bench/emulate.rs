@@ -50,6 +50,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use softoe_engine::{EngineConfig, EngineCounters, TapOffloads};
+use softoe_sim::machine::predict::Delivered;
 use softoe_sim::machine::{
     BusSpec, FlowDirection, LinkSpec, MachineConfig, PeerModel, WorkloadKind, WorkloadSpec,
 };
@@ -122,6 +123,33 @@ fn refuse(field: &str, value: impl std::fmt::Display, default: &str, why: &str) 
 /// the calibration's cost of a ring access (ns).
 pub(crate) fn plan(cfg: &MachineConfig, a: f64) -> Result<Plan> {
     let mut notes = Vec::new();
+    let shape_mbit = path(cfg, &mut notes)?;
+    let n = &cfg.nic;
+    let mut p = Plan {
+        offload: cfg.host.offload,
+        speed: 1.0,
+        access_delay_ns: 0,
+        ring_access_ns: a,
+        tso: n.tso,
+        csum: n.csum,
+        gro: n.gro,
+        rx_coalesce_us: n.coalesce_us,
+        spin_us: cfg.engine.spin_us,
+        host_spin_us: cfg.host.spin_us.round() as u64,
+        shape_mbit,
+        notes,
+    };
+    if cfg.host.offload {
+        engine_plan(cfg, a, &mut p)?;
+    } else {
+        kernel_plan(cfg, &mut p)?;
+    }
+    Ok(p)
+}
+
+/// The path (bus, link, peer): what cannot be emulated is an error, what
+/// is not is a note; the `tbf` rate, where the link is shaped.
+fn path(cfg: &MachineConfig, notes: &mut Vec<String>) -> Result<Option<u64>> {
     // The testbed has no I/O bus (the engine's NIC is a TAP: frames are
     // copied in memory) and its wire carries super-segments whole: a model
     // of it leaves the bus out of the way and sets `link.gso`. Neither can
@@ -189,66 +217,60 @@ pub(crate) fn plan(cfg: &MachineConfig, a: f64) -> Result<Plan> {
                 .into(),
         );
     }
+    Ok(shape_mbit)
+}
+
+/// Without offload: the NIC is Linux's veth, which is left as it is.
+fn kernel_plan(cfg: &MachineConfig, p: &mut Plan) -> Result<()> {
     let n = &cfg.nic;
-    let mut p = Plan {
-        offload: cfg.host.offload,
-        speed: 1.0,
-        access_delay_ns: 0,
-        ring_access_ns: a,
-        tso: n.tso,
-        csum: n.csum,
-        gro: n.gro,
-        rx_coalesce_us: n.coalesce_us,
-        spin_us: cfg.engine.spin_us,
-        host_spin_us: cfg.host.spin_us.round() as u64,
-        shape_mbit,
-        notes,
-    };
-    if !cfg.host.offload {
-        let d = softoe_sim::machine::NicSpec::default();
-        let nic_fields = [
-            ("nic.tso", n.tso != d.tso, n.tso.to_string(), "true"),
-            ("nic.csum", n.csum != d.csum, n.csum.to_string(), "true"),
-            ("nic.gro", n.gro != d.gro, n.gro.to_string(), "true"),
-            (
-                "nic.coalesce_us",
-                n.coalesce_us != d.coalesce_us,
-                n.coalesce_us.to_string(),
-                "0",
-            ),
-            (
-                "nic.coalesce_frames",
-                n.coalesce_frames != d.coalesce_frames,
-                n.coalesce_frames.to_string(),
-                "1",
-            ),
-            (
-                "nic.polling",
-                n.polling != d.polling,
-                n.polling.to_string(),
-                "false",
-            ),
-            ("nic.napi", n.napi != d.napi, n.napi.to_string(), "true"),
-        ];
-        for (field, changed, value, default) in nic_fields {
-            if changed {
-                return Err(refuse(
-                    field,
-                    value,
-                    default,
-                    "without offload the NIC is Linux's veth, whose offloads and interrupt \
-                     moderation this testbed does not change",
-                ));
-            }
+    let d = softoe_sim::machine::NicSpec::default();
+    let nic_fields = [
+        ("nic.tso", n.tso != d.tso, n.tso.to_string(), "true"),
+        ("nic.csum", n.csum != d.csum, n.csum.to_string(), "true"),
+        ("nic.gro", n.gro != d.gro, n.gro.to_string(), "true"),
+        (
+            "nic.coalesce_us",
+            n.coalesce_us != d.coalesce_us,
+            n.coalesce_us.to_string(),
+            "0",
+        ),
+        (
+            "nic.coalesce_frames",
+            n.coalesce_frames != d.coalesce_frames,
+            n.coalesce_frames.to_string(),
+            "1",
+        ),
+        (
+            "nic.polling",
+            n.polling != d.polling,
+            n.polling.to_string(),
+            "false",
+        ),
+        ("nic.napi", n.napi != d.napi, n.napi.to_string(), "true"),
+    ];
+    for (field, changed, value, default) in nic_fields {
+        if changed {
+            return Err(refuse(
+                field,
+                value,
+                default,
+                "without offload the NIC is Linux's veth, whose offloads and interrupt \
+                 moderation this testbed does not change",
+            ));
         }
-        p.notes.push(
-            "host.offload = false: engine.*, memory.delay and nic.* do not apply (the model \
-             ignores them too)"
-                .into(),
-        );
-        p.rx_coalesce_us = 0.0;
-        return Ok(p);
     }
+    p.notes.push(
+        "host.offload = false: engine.*, memory.delay and nic.* do not apply (the model \
+         ignores them too)"
+            .into(),
+    );
+    p.rx_coalesce_us = 0.0;
+    Ok(())
+}
+
+/// With offload: the engine's speed, memory delay and NIC settings.
+fn engine_plan(cfg: &MachineConfig, a: f64, p: &mut Plan) -> Result<()> {
+    let n = &cfg.nic;
     if cfg.engine.speed > 1.0 {
         bail!(
             "engine.speed = {}: the real engine can only be slowed (0 < speed ≤ 1) — it busy-waits \
@@ -295,26 +317,18 @@ pub(crate) fn plan(cfg: &MachineConfig, a: f64) -> Result<Plan> {
             n.coalesce_frames
         ));
     }
-    Ok(p)
+    Ok(())
 }
 
 /// What one real run measured, under `Prediction`'s names where they mean
 /// the same.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct Measured {
-    /// Goodput: application payload bits per second over the run (both
-    /// ways for rr).
-    pub throughput_bps: f64,
-    /// Writes per second (stream), round trips per second (rr).
-    pub messages_per_sec: f64,
-    /// Rr: half the round trip, median, µs.
-    pub latency_p50_us: Option<f64>,
-    /// Rr: half the round trip, 99th percentile, µs.
-    pub latency_p99_us: Option<f64>,
-    /// Rr: round trip, median, µs.
-    pub rtt_p50_us: Option<f64>,
-    /// Rr: round trip, 99th percentile, µs.
-    pub rtt_p99_us: Option<f64>,
+    /// Goodput (over the run: the model's measurement window), writes
+    /// (stream) or round trips (rr) per second, and half and whole round
+    /// trips (rr), under the model's names.
+    #[serde(flatten)]
+    pub delivered: Delivered,
     /// The program's CPU time ÷ wall time (a share of one core).
     pub host_cpu: f64,
     /// The engine thread's run time ÷ wall time, spinning included (0
@@ -450,12 +464,14 @@ pub(crate) fn measure(
     let payload = work.payload_bytes();
     let messages = work.messages();
     Ok(Measured {
-        throughput_bps: payload as f64 * 8.0 / secs,
-        messages_per_sec: messages as f64 / secs,
-        latency_p50_us: rr.then(|| pct(50.0) / 2.0),
-        latency_p99_us: rr.then(|| pct(99.0) / 2.0),
-        rtt_p50_us: rr.then(|| pct(50.0)),
-        rtt_p99_us: rr.then(|| pct(99.0)),
+        delivered: Delivered {
+            throughput_bps: payload as f64 * 8.0 / secs,
+            messages_per_sec: messages as f64 / secs,
+            latency_p50_us: rr.then(|| pct(50.0) / 2.0),
+            latency_p99_us: rr.then(|| pct(99.0) / 2.0),
+            rtt_p50_us: rr.then(|| pct(50.0)),
+            rtt_p99_us: rr.then(|| pct(99.0)),
+        },
         host_cpu: host_s / secs,
         engine_cpu: eng_s / secs,
         engine_busy: (plan.offload && counters.work_nanos > 0).then(|| busy as f64 / 1e9 / secs),
@@ -602,12 +618,16 @@ fn render(cfg: &MachineConfig, p: &Plan, w: &Work, m: &Measured, quick: bool) ->
     let _ = writeln!(
         o,
         "  throughput   {} ({:.0} messages/s; {} B in {:.3} s)",
-        gbps_or_mbps(m.throughput_bps),
-        m.messages_per_sec,
+        gbps_or_mbps(m.delivered.throughput_bps),
+        m.delivered.messages_per_sec,
         m.payload_bytes,
         m.window_seconds
     );
-    if let (Some(p50), Some(p99), Some(r50)) = (m.latency_p50_us, m.latency_p99_us, m.rtt_p50_us) {
+    if let (Some(p50), Some(p99), Some(r50)) = (
+        m.delivered.latency_p50_us,
+        m.delivered.latency_p99_us,
+        m.delivered.rtt_p50_us,
+    ) {
         let _ = writeln!(
             o,
             "  latency      one way p50 {p50:.2} µs, p99 {p99:.2} µs (round trip p50 {r50:.2} µs)"

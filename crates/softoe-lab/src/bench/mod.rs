@@ -47,7 +47,7 @@ mod workload;
 pub use reclaim::{HoldArgs, hold};
 pub use server::{ServersArgs, servers};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -363,67 +363,109 @@ struct Report {
     plots: Vec<PathBuf>,
 }
 
-/// `softoe bench`.
-pub fn run(args: &BenchArgs) -> Result<()> {
-    if let Some(config) = &args.emulate {
-        return emulate::run(&emulate::EmulateArgs {
-            config,
-            set: &args.set,
-            calibration: args.calibration.as_deref(),
-            quick: args.quick,
-            json: args.json,
-            engine_cpu: args.engine_cpu,
-        });
+/// What one `softoe bench` runs, worked out from its options before
+/// anything starts.
+struct Plan {
+    /// The scenarios named (`--only`, positional); none: the default set.
+    named: Vec<String>,
+    bytes: u64,
+    rounds: usize,
+    sizes: &'static [usize],
+    delays: &'static [u64],
+    scale_max: usize,
+    counts: Vec<usize>,
+    bond: bond::Options,
+    loss: loss::Options,
+    spin: spin::Options,
+    apps: apps::Options,
+    apps_secs: f64,
+}
+
+impl Plan {
+    fn new(args: &BenchArgs) -> Result<Plan> {
+        let bytes = args
+            .bytes
+            .unwrap_or(if args.quick { 256 << 20 } else { 1 << 30 });
+        let rounds = args.rounds.unwrap_or(if args.quick { 300 } else { 5000 });
+        if bytes < 8 * WRITE as u64 || rounds == 0 {
+            bail!("--bytes must be at least 512K and --rounds above zero");
+        }
+        let scale_max = args
+            .scale_max
+            .unwrap_or(if args.quick { 1000 } else { 10_000 });
+        let apps_secs = args.apps_secs.unwrap_or(if args.quick { 2.0 } else { 5.0 });
+        let apps = apps::Options {
+            secs: Duration::try_from_secs_f64(apps_secs)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| anyhow!("--apps-secs must be a number of seconds above zero"))?,
+            conns: args.apps_conns,
+        };
+        if args.apps_conns == 0 {
+            bail!("--apps-conns must be above zero");
+        }
+        let plan = Plan {
+            named: args.only.iter().chain(&args.scenarios).cloned().collect(),
+            bytes,
+            rounds,
+            sizes: if args.quick {
+                &[4, 1024, 65_536]
+            } else {
+                &[4, 64, 1024, 4096, 16_384, 65_536, 262_144]
+            },
+            delays: if args.quick {
+                &[0, 13, 50, 100]
+            } else {
+                &[0, 5, 10, 13, 25, 50, 75, 100]
+            },
+            scale_max,
+            counts: [1, 100, 1000, 10_000]
+                .into_iter()
+                .filter(|&n| n <= scale_max)
+                .collect(),
+            bond: bond_options(args),
+            loss: loss_options(args)?,
+            spin: spin::Options {
+                engine_us: args.spin_engine_us.clone(),
+                app_us: args.spin_app_us.clone(),
+                rounds,
+            },
+            apps,
+            apps_secs,
+        };
+        if plan.want("loss") {
+            plan.loss.validate()?;
+        }
+        Ok(plan)
     }
-    let bytes = args
-        .bytes
-        .unwrap_or(if args.quick { 256 << 20 } else { 1 << 30 });
-    let rounds = args.rounds.unwrap_or(if args.quick { 300 } else { 5000 });
-    if bytes < 8 * WRITE as u64 || rounds == 0 {
-        bail!("--bytes must be at least 512K and --rounds above zero");
-    }
-    let sizes: &[usize] = if args.quick {
-        &[4, 1024, 65_536]
-    } else {
-        &[4, 64, 1024, 4096, 16_384, 65_536, 262_144]
-    };
-    let exe = std::env::current_exe().context("where is this binary?")?;
-    let pb = if args.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(0)
-    };
-    if let Ok(st) = ProgressStyle::with_template("{spinner} [{bar:20}] {pos}/{len} {msg}") {
-        pb.set_style(st.progress_chars("=> "));
-    }
-    pb.set_message("building the testbed and starting the softoe engine");
-    if let Some(nice) = args.engine_nice {
-        softoe_engine::engine::check_nice(nice)
-            .map_err(|e| anyhow!("cannot run the engine at nice {nice}: {e}"))?;
-    }
-    let base = BedOptions {
-        cpu: args.engine_cpu,
-        nice: args.engine_nice,
-        spin: args.engine_spin_us.map(Duration::from_micros),
-        steer: args.engine_steer.map(Into::into).unwrap_or_default(),
-        pcap: args.pcap.clone(),
-        port: if args.port == "xdp" {
-            crate::bed::BedPort::Xdp
-        } else {
-            crate::bed::BedPort::Tap
-        },
-        ..BedOptions::default()
-    };
-    // The loss sweep and the bond's experiments take minutes: they run
-    // when named.
-    let named: Vec<&String> = args.only.iter().chain(&args.scenarios).collect();
-    let want = |s: &str| {
-        if named.is_empty() {
+
+    /// Whether scenario `s` runs. The loss sweep and the bond's
+    /// experiments take minutes: they run when named.
+    fn want(&self, s: &str) -> bool {
+        if self.named.is_empty() {
             s != "loss" && s != "bond" && s != "spin" && s != "apps"
         } else {
-            named.iter().any(|o| *o == s)
+            self.named.iter().any(|o| o == s)
         }
-    };
+    }
+
+    /// The progress bar's length: the runs of every scenario that runs.
+    fn runs(&self) -> u64 {
+        let n = |s: &str, runs: u64| if self.want(s) { runs } else { 0 };
+        n("bulk", 16)
+            + n("latency", 2 * self.sizes.len() as u64)
+            + n("ablation", 24)
+            + n("coalescing", self.delays.len() as u64)
+            + n("scale", 2 * self.counts.len() as u64 + 1)
+            + n("loss", self.loss.runs())
+            + n("bond", self.bond.runs())
+            + n("spin", self.spin.runs())
+            + n("apps", self.apps.runs())
+            + n("reclaim", 1)
+    }
+}
+
+fn bond_options(args: &BenchArgs) -> bond::Options {
     let mut bond = bond::Options::new(args.quick, args.rt_samples);
     if !args.bond_exp.is_empty() {
         bond.experiments = args.bond_exp.clone();
@@ -432,7 +474,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if !args.bond_members.is_empty() {
         bond.members = args.bond_members.iter().map(|&n| usize::from(n)).collect();
     }
-    let loss = loss::Options {
+    bond
+}
+
+fn loss_options(args: &BenchArgs) -> Result<loss::Options> {
+    Ok(loss::Options {
         reps: args.loss_reps,
         rates: args.loss.clone(),
         ms_rates: if args.no_ms_rtt {
@@ -451,130 +497,68 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .map_err(|_| anyhow!("--loss-secs must be a number of seconds"))?,
         linux_cc: args.linux_cc.clone(),
         flow_order: !args.loss_veth_reorder,
-    };
-    if want("loss") {
-        loss.validate()?;
+    })
+}
+
+/// The testbed every scenario builds, from the engine's options.
+fn bed_options(args: &BenchArgs) -> Result<BedOptions> {
+    if let Some(nice) = args.engine_nice {
+        softoe_engine::engine::check_nice(nice)
+            .map_err(|e| anyhow!("cannot run the engine at nice {nice}: {e}"))?;
     }
-    let delays: &[u64] = if args.quick {
-        &[0, 13, 50, 100]
-    } else {
-        &[0, 5, 10, 13, 25, 50, 75, 100]
-    };
-    let scale_max = args
-        .scale_max
-        .unwrap_or(if args.quick { 1000 } else { 10_000 });
-    let counts: Vec<usize> = [1, 100, 1000, 10_000]
-        .into_iter()
-        .filter(|&n| n <= scale_max)
-        .collect();
-    let spin = spin::Options {
-        engine_us: args.spin_engine_us.clone(),
-        app_us: args.spin_app_us.clone(),
-        rounds,
-    };
-    let apps_secs = args.apps_secs.unwrap_or(if args.quick { 2.0 } else { 5.0 });
-    let apps = apps::Options {
-        secs: Duration::try_from_secs_f64(apps_secs)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| anyhow!("--apps-secs must be a number of seconds above zero"))?,
-        conns: args.apps_conns,
-    };
-    if args.apps_conns == 0 {
-        bail!("--apps-conns must be above zero");
+    Ok(BedOptions {
+        cpu: args.engine_cpu,
+        nice: args.engine_nice,
+        spin: args.engine_spin_us.map(Duration::from_micros),
+        steer: args.engine_steer.map(Into::into).unwrap_or_default(),
+        pcap: args.pcap.clone(),
+        port: if args.port == "xdp" {
+            crate::bed::BedPort::Xdp
+        } else {
+            crate::bed::BedPort::Tap
+        },
+        ..BedOptions::default()
+    })
+}
+
+/// `softoe bench`.
+pub fn run(args: &BenchArgs) -> Result<()> {
+    if let Some(config) = &args.emulate {
+        return emulate::run(&emulate::EmulateArgs {
+            config,
+            set: &args.set,
+            calibration: args.calibration.as_deref(),
+            quick: args.quick,
+            json: args.json,
+            engine_cpu: args.engine_cpu,
+        });
     }
-    let bulk_runs = if want("bulk") { 4u64 } else { 0 };
-    let sweep = if want("latency") {
-        sizes.len() as u64
+    let plan = Plan::new(args)?;
+    let exe = std::env::current_exe().context("where is this binary?")?;
+    let pb = if args.json {
+        ProgressBar::hidden()
     } else {
-        0
+        ProgressBar::new(0)
     };
-    pb.set_length(
-        4 * bulk_runs
-            + 2 * sweep
-            + if want("ablation") { 24 } else { 0 }
-            + if want("coalescing") {
-                delays.len() as u64
-            } else {
-                0
-            }
-            + if want("scale") {
-                2 * counts.len() as u64 + 1
-            } else {
-                0
-            }
-            + if want("loss") { loss.runs() } else { 0 }
-            + if want("bond") { bond.runs() } else { 0 }
-            + if want("spin") { spin.runs() } else { 0 }
-            + if want("apps") { apps.runs() } else { 0 }
-            + u64::from(want("reclaim")),
-    );
+    if let Ok(st) = ProgressStyle::with_template("{spinner} [{bar:20}] {pos}/{len} {msg}") {
+        pb.set_style(st.progress_chars("=> "));
+    }
+    pb.set_message("building the testbed and starting the softoe engine");
+    let base = bed_options(args)?;
+    pb.set_length(plan.runs());
     let mut report = Report {
         quick: args.quick,
         ..Report::default()
     };
-    if want("bulk") || want("latency") {
-        bulk_and_latency(
-            &base,
-            &exe,
-            bytes,
-            rounds,
-            sizes,
-            (want("bulk"), want("latency")),
-            &mut report,
-            &pb,
-        )?;
-    }
-    // The small scenarios move a quarter of the bulk bytes per point.
-    let small = (bytes / 4).max(8 * WRITE as u64);
-    if want("ablation") {
-        report.ablation = ablation(&base, &exe, small, rounds, &pb)?;
-    }
-    if want("coalescing") {
-        report.coalescing = coalescing(&base, &exe, delays, small, rounds, &pb)?;
-    }
-    if want("scale") {
-        let load_for = Duration::from_millis(if args.quick { 500 } else { 2000 });
-        report.scale = scale::run(&base, &exe, &counts, load_for, rounds.min(5000), &pb)?;
-        pb.set_message("scale: the engine's cost per request, spin off");
-        report.engine_cost = Some(scale::engine_cost(
-            &base,
-            &exe,
-            scale_max.clamp(1, 100),
-            load_for,
-        )?);
-        pb.inc(1);
-    }
-    if want("loss") {
-        report.loss = loss::run(&base, &exe, &loss, &pb)?;
-        report.loss_summary = loss::summarize(&report.loss);
-        report.loss_command = Some(loss.command());
-    }
-    if want("bond") {
-        if !crate::bed::is_root() {
-            bail!("bench bond builds network namespaces, bridges and TAP devices: run it as root");
-        }
-        report.bond = Some(bond::run(&bond, &pb)?);
-    }
-    if want("spin") {
-        report.spin = spin::run(&base, &exe, &spin, &pb)?;
-    }
-    if want("apps") {
-        report.apps = apps::run(&base, &exe, &apps, &pb)?;
-        report.apps_command = Some(format!(
-            "softoe bench --only apps --apps-secs {apps_secs} --apps-conns {}",
-            args.apps_conns
-        ));
-    }
-    if want("reclaim") {
-        let n = args
-            .reclaim_programs
-            .unwrap_or(if args.quick { 100 } else { 400 });
-        let load = args.reclaim_load.unwrap_or_else(|| {
-            2 * std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
-        });
-        report.reclaim = reclaim::run(&base, &exe, n, load, &pb)?;
-    }
+    let b = Bench {
+        args,
+        plan: &plan,
+        base: &base,
+        exe: &exe,
+        pb: &pb,
+    };
+    run_small(&b, &mut report)?;
+    run_long(&b, &mut report)?;
     report.targets = targets(&report);
     report.plots = plots(&report, &args.plots)?;
     pb.finish_and_clear();
@@ -584,4 +568,144 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         print!("{}", render(&report));
     }
     Ok(())
+}
+
+/// What every scenario runs with.
+struct Bench<'a> {
+    args: &'a BenchArgs,
+    plan: &'a Plan,
+    base: &'a BedOptions,
+    exe: &'a Path,
+    pb: &'a ProgressBar,
+}
+
+/// The default scenarios: bulk, ping-pong, ablation, coalescing, scale.
+fn run_small(b: &Bench<'_>, report: &mut Report) -> Result<()> {
+    let (bytes, rounds) = (b.plan.bytes, b.plan.rounds);
+    if b.plan.want("bulk") || b.plan.want("latency") {
+        bulk_and_latency(
+            b.base,
+            b.exe,
+            bytes,
+            rounds,
+            b.plan.sizes,
+            (b.plan.want("bulk"), b.plan.want("latency")),
+            report,
+            b.pb,
+        )?;
+    }
+    // The small scenarios move a quarter of the bulk bytes per point.
+    let small = (bytes / 4).max(8 * WRITE as u64);
+    if b.plan.want("ablation") {
+        report.ablation = ablation(b.base, b.exe, small, rounds, b.pb)?;
+    }
+    if b.plan.want("coalescing") {
+        report.coalescing = coalescing(b.base, b.exe, b.plan.delays, small, rounds, b.pb)?;
+    }
+    if b.plan.want("scale") {
+        let load_for = Duration::from_millis(if b.args.quick { 500 } else { 2000 });
+        report.scale = scale::run(
+            b.base,
+            b.exe,
+            &b.plan.counts,
+            load_for,
+            rounds.min(5000),
+            b.pb,
+        )?;
+        b.pb.set_message("scale: the engine's cost per request, spin off");
+        report.engine_cost = Some(scale::engine_cost(
+            b.base,
+            b.exe,
+            b.plan.scale_max.clamp(1, 100),
+            load_for,
+        )?);
+        b.pb.inc(1);
+    }
+    Ok(())
+}
+
+/// The scenarios that run when named: loss, bond, spin, apps; and reclaim.
+fn run_long(b: &Bench<'_>, report: &mut Report) -> Result<()> {
+    if b.plan.want("loss") {
+        report.loss = loss::run(b.base, b.exe, &b.plan.loss, b.pb)?;
+        report.loss_summary = loss::summarize(&report.loss);
+        report.loss_command = Some(b.plan.loss.command());
+    }
+    if b.plan.want("bond") {
+        if !crate::bed::is_root() {
+            bail!("bench bond builds network namespaces, bridges and TAP devices: run it as root");
+        }
+        report.bond = Some(bond::run(&b.plan.bond, b.pb)?);
+    }
+    if b.plan.want("spin") {
+        report.spin = spin::run(b.base, b.exe, &b.plan.spin, b.pb)?;
+    }
+    if b.plan.want("apps") {
+        report.apps = apps::run(b.base, b.exe, &b.plan.apps, b.pb)?;
+        report.apps_command = Some(format!(
+            "softoe bench --only apps --apps-secs {} --apps-conns {}",
+            b.plan.apps_secs, b.args.apps_conns
+        ));
+    }
+    if b.plan.want("reclaim") {
+        let n = b
+            .args
+            .reclaim_programs
+            .unwrap_or(if b.args.quick { 100 } else { 400 });
+        let load = b.args.reclaim_load.unwrap_or_else(|| {
+            2 * std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+        });
+        report.reclaim = reclaim::run(b.base, b.exe, n, load, b.pb)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn plan(argv: &[&str]) -> Result<Plan> {
+        let cli = Cli::try_parse_from(std::iter::once("bench").chain(argv.iter().copied()))?;
+        Plan::new(&cli.bench)
+    }
+
+    #[test]
+    fn the_default_set_leaves_the_long_scenarios_out() {
+        let p = plan(&["--quick"]).unwrap();
+        assert!(p.want("bulk") && p.want("scale") && p.want("reclaim"));
+        assert!(!p.want("loss") && !p.want("bond") && !p.want("spin") && !p.want("apps"));
+        assert_eq!((p.bytes, p.rounds), (256 << 20, 300));
+        assert_eq!(p.counts, [1, 100, 1000]);
+        // bulk 16, latency 2 × 3 sizes, ablation 24, coalescing 4 delays,
+        // scale 2 × 3 counts + 1, reclaim 1.
+        assert_eq!(p.runs(), 16 + 6 + 24 + 4 + 7 + 1);
+    }
+
+    #[test]
+    fn named_scenarios_run_alone_and_count_alone() {
+        let p = plan(&["--quick", "--only", "bulk", "latency"]).unwrap();
+        assert!(p.want("bulk") && p.want("latency") && !p.want("scale"));
+        assert_eq!(p.runs(), 16 + 6);
+        let p = plan(&["--quick", "ablation"]).unwrap();
+        assert!(p.want("ablation") && !p.want("bulk"));
+        assert_eq!(p.runs(), 24);
+    }
+
+    #[test]
+    fn bad_sizes_and_durations_are_refused_before_anything_runs() {
+        let e = plan(&["--rounds", "0"]).err().unwrap();
+        assert!(format!("{e}").contains("--rounds above zero"), "{e}");
+        let e = plan(&["--apps-conns", "0"]).err().unwrap();
+        assert!(format!("{e}").contains("--apps-conns"), "{e}");
+        let e = plan(&["--apps-secs", "0"]).err().unwrap();
+        assert!(format!("{e}").contains("--apps-secs"), "{e}");
+    }
 }

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{AblationRow, Report};
+use crate::table::Table;
 
 /// The report as text tables, each only when its scenario ran (`--only`).
 pub(super) fn render(r: &Report) -> String {
@@ -44,77 +45,85 @@ fn header(o: &mut String, r: &Report) {
 /// The bulk table.
 fn bulk(o: &mut String, r: &Report) {
     // Each table only when its scenario ran (`--only`).
-    if !r.bulk.is_empty() {
-        let _ = writeln!(
-            o,
-            "{:<16} {:<11} {:>5} {:>8} {:>10} {:>10} {:>10}",
-            "bulk", "direction", "conns", "Gb/s", "app s/GiB", "eng s/GiB", "all s/GiB"
-        );
+    if r.bulk.is_empty() {
+        return;
+    }
+    let mut t = Table::new().left("bulk").left("direction");
+    for h in ["conns", "Gb/s", "app s/GiB", "eng s/GiB", "all s/GiB"] {
+        t = t.right(h);
     }
     for b in &r.bulk {
-        let _ = writeln!(
-            o,
-            "{:<16} {:<11} {:>5} {:>8.2} {:>10.3} {:>10.3} {:>10.3}",
-            b.system,
-            b.direction,
-            b.conns,
-            b.gbps,
-            b.app_s_per_gib,
-            b.engine_s_per_gib,
-            b.machine_s_per_gib
-        );
+        t.row([
+            b.system.to_string(),
+            b.direction.to_string(),
+            b.conns.to_string(),
+            format!("{:.2}", b.gbps),
+            format!("{:.3}", b.app_s_per_gib),
+            format!("{:.3}", b.engine_s_per_gib),
+            format!("{:.3}", b.machine_s_per_gib),
+        ]);
     }
+    o.push_str(&t.render());
 }
 
 /// The ping-pong table.
 fn latency(o: &mut String, r: &Report) {
-    if !r.latency.is_empty() {
-        let _ = writeln!(
-            o,
-            "\n{:<16} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
-            "ping-pong", "size", "p50 µs", "p99 µs", "p99.9 µs", "mean µs", "Mb/s", "host CPU"
-        );
+    if r.latency.is_empty() {
+        return;
+    }
+    let mut t = Table::new().left("ping-pong");
+    for h in [
+        "size",
+        "p50 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "mean µs",
+        "Mb/s",
+        "host CPU",
+    ] {
+        t = t.right(h);
     }
     for l in &r.latency {
-        let _ = writeln!(
-            o,
-            "{:<16} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>7.0}%",
-            l.system, l.size, l.p50_us, l.p99_us, l.p999_us, l.mean_us, l.mbps, l.host_cpu_pct
-        );
+        let one = |x: f64| format!("{x:.1}");
+        t.row([
+            l.system.to_string(),
+            l.size.to_string(),
+            one(l.p50_us),
+            one(l.p99_us),
+            one(l.p999_us),
+            one(l.mean_us),
+            one(l.mbps),
+            format!("{:.0}%", l.host_cpu_pct),
+        ]);
     }
+    o.push('\n');
+    o.push_str(&t.render());
 }
 
 /// The targets against their goals.
 fn targets(o: &mut String, r: &Report) {
-    // As wide as the longest target's name (the apps targets' are long).
-    let w = r
-        .targets
-        .iter()
-        .map(|t| t.what.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(50);
-    if !r.targets.is_empty() {
-        let _ = writeln!(
-            o,
-            "\n{:<w$} {:>8}  {:<16}",
-            "target (softoe ÷ Linux)", "ratio", "goal"
-        );
+    if r.targets.is_empty() {
+        return;
     }
-    for t in &r.targets {
-        let _ = writeln!(
-            o,
-            "{:<w$} {:>8}  {:<16} {}",
-            t.what,
-            if t.unit == "x" {
-                format!("{:.2}x", t.ratio)
+    let mut t = Table::new()
+        .left("target (softoe ÷ Linux)")
+        .right("ratio")
+        .left("goal")
+        .left("");
+    for x in &r.targets {
+        t.row([
+            x.what.to_string(),
+            if x.unit == "x" {
+                format!("{:.2}x", x.ratio)
             } else {
-                format!("{:.0} {}", t.ratio, t.unit)
+                format!("{:.0} {}", x.ratio, x.unit)
             },
-            t.goal,
-            if t.met { "met" } else { "missed" }
-        );
+            x.goal.to_string(),
+            (if x.met { "met" } else { "missed" }).to_string(),
+        ]);
     }
+    o.push('\n');
+    o.push_str(&t.render());
 }
 
 /// The engine's sleep and steering, where measured.
@@ -138,50 +147,53 @@ fn engine_notes(o: &mut String, r: &Report) {
 
 /// The ablation table: offloads and policy against coalescing.
 fn ablation(o: &mut String, r: &Report) {
-    if !r.ablation.is_empty() {
-        let _ = writeln!(
-            o,
-            "\nablation (softoe; HL-TCP Table 3's structure): 4-byte p50 µs / one connection host→Linux Gb/s"
-        );
-        let _ = writeln!(
-            o,
-            "{:<18} {:<9} {:>16} {:>16}",
-            "offloads", "policy", "coalescing off", "coalescing on"
-        );
-        for a in r.ablation.iter().filter(|a| !a.coalescing) {
-            let on = r
-                .ablation
-                .iter()
-                .find(|b| b.coalescing && b.offloads == a.offloads && b.policy == a.policy);
-            let cell = |x: &AblationRow| format!("{:.1} / {:.2}", x.rr4_p50_us, x.bulk_gbps);
-            let _ = writeln!(
-                o,
-                "{:<18} {:<9} {:>16} {:>16}",
-                a.offloads,
-                a.policy,
-                cell(a),
-                on.map_or_else(String::new, cell)
-            );
-        }
+    if r.ablation.is_empty() {
+        return;
     }
+    let mut t = Table::new()
+        .title(
+            "\nablation (softoe; HL-TCP Table 3's structure): 4-byte p50 µs / one connection host→Linux Gb/s",
+        )
+        .left("offloads")
+        .left("policy")
+        .right("coalescing off")
+        .right("coalescing on");
+    for a in r.ablation.iter().filter(|a| !a.coalescing) {
+        let on = r
+            .ablation
+            .iter()
+            .find(|b| b.coalescing && b.offloads == a.offloads && b.policy == a.policy);
+        let cell = |x: &AblationRow| format!("{:.1} / {:.2}", x.rr4_p50_us, x.bulk_gbps);
+        t.row([
+            a.offloads.to_string(),
+            a.policy.to_string(),
+            cell(a),
+            on.map_or_else(String::new, cell),
+        ]);
+    }
+    o.push_str(&t.render());
 }
 
 /// The coalescing-delay table.
 fn coalescing(o: &mut String, r: &Report) {
-    if !r.coalescing.is_empty() {
-        let _ = writeln!(
-            o,
-            "\n{:<14} {:>10} {:>10} {:>14} {:>14}",
-            "coalescing µs", "p50 µs", "p99 µs", "Linux→host", "host→Linux"
-        );
-        for c in &r.coalescing {
-            let _ = writeln!(
-                o,
-                "{:<14} {:>10.1} {:>10.1} {:>10.2} Gb/s {:>9.2} Gb/s",
-                c.delay_us, c.rr4_p50_us, c.rr4_p99_us, c.in_gbps, c.out_gbps
-            );
-        }
+    if r.coalescing.is_empty() {
+        return;
     }
+    let mut t = Table::new().left("coalescing µs");
+    for h in ["p50 µs", "p99 µs", "Linux→host", "host→Linux"] {
+        t = t.right(h);
+    }
+    for c in &r.coalescing {
+        t.row([
+            c.delay_us.to_string(),
+            format!("{:.1}", c.rr4_p50_us),
+            format!("{:.1}", c.rr4_p99_us),
+            format!("{:.2} Gb/s", c.in_gbps),
+            format!("{:.2} Gb/s", c.out_gbps),
+        ]);
+    }
+    o.push('\n');
+    o.push_str(&t.render());
 }
 
 /// The scale table and its legend.
@@ -191,10 +203,8 @@ fn scale(o: &mut String, r: &Report) {
             o,
             "\nscale: 64-byte echoes; load = every connection busy, held = one flow among idle ones"
         );
-        let _ = writeln!(
-            o,
-            "{:<8} {:>6} {:>9} {:>12} {:>6} {:>8} {:>7} {:>12} {:>12} {:>11} {:>9} {:>12} {:>11} {:>11}",
-            "system",
+        let mut t = Table::new().left("system");
+        for h in [
             "conns",
             "kreq/s",
             "load p99 µs",
@@ -207,28 +217,31 @@ fn scale(o: &mut String, r: &Report) {
             "KiB/conn",
             "held eng µs",
             "held slices",
-            "idle wakes"
-        );
-        for x in &r.scale {
-            let _ = writeln!(
-                o,
-                "{:<8} {:>6} {:>9.1} {:>12.1} {:>6.2} {:>8} {:>7} {:>12.1} {:>12.1} {:>11.2} {:>9.1} {:>12.2} {:>11.2} {:>11}",
-                x.system,
-                x.conns,
-                x.rps / 1e3,
-                x.load_p99_us,
-                x.load_fairness,
-                x.load_retrans,
-                x.port_drops,
-                x.held_p50_us,
-                x.held_p99_us,
-                x.engine_ns_per_rpc / 1e3,
-                x.engine_kib_per_conn,
-                x.held_engine_us,
-                x.held_engine_slices,
-                x.idle_engine_slices
-            );
+            "idle wakes",
+        ] {
+            t = t.right(h);
         }
+        for x in &r.scale {
+            let one = |v: f64| format!("{v:.1}");
+            let two = |v: f64| format!("{v:.2}");
+            t.row([
+                x.system.to_string(),
+                x.conns.to_string(),
+                one(x.rps / 1e3),
+                one(x.load_p99_us),
+                two(x.load_fairness),
+                x.load_retrans.to_string(),
+                x.port_drops.to_string(),
+                one(x.held_p50_us),
+                one(x.held_p99_us),
+                two(x.engine_ns_per_rpc / 1e3),
+                one(x.engine_kib_per_conn),
+                two(x.held_engine_us),
+                two(x.held_engine_slices),
+                x.idle_engine_slices.to_string(),
+            ]);
+        }
+        o.push_str(&t.render());
         let _ = writeln!(
             o,
             "(fair: Jain's index of the requests each connection got under load, 1 = all alike;\n \

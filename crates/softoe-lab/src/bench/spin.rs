@@ -25,6 +25,7 @@ use super::server::servers_cmd;
 use crate::bed::{BedOptions, ENGINE, PEER, RealBed};
 use crate::linux;
 use crate::server::{ECHO, Servers};
+use crate::table::Table;
 
 /// One pair of spin budgets (or Linux's server, with no budgets).
 #[derive(Debug, Serialize)]
@@ -152,41 +153,33 @@ pub(super) fn render(rows: &[SpinRow]) -> String {
         s,
         "\n4-byte request/response by spin budget (µs; CPU per round trip, µs)"
     );
-    let _ = writeln!(
-        s,
-        "{:<8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>8}",
-        "system",
-        "eng spin",
-        "app spin",
-        "p50",
-        "p99",
-        "p99.9",
-        "app CPU",
-        "eng CPU",
-        "machine",
-        "sleeps"
-    );
+    let mut t = Table::new().left("system");
+    for h in [
+        "eng spin", "app spin", "p50", "p99", "p99.9", "app CPU", "eng CPU", "machine", "sleeps",
+    ] {
+        t = t.right(h);
+    }
     for r in rows {
         let (e, a) = if r.system == "Linux" {
             ("-".to_string(), "-".to_string())
         } else {
             (r.engine_spin_us.to_string(), r.app_spin_us.to_string())
         };
-        let _ = writeln!(
-            s,
-            "{:<8} {:>8} {:>8} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>8.2}",
-            r.system,
+        let one = |x: f64| format!("{x:.1}");
+        t.row([
+            r.system.to_string(),
             e,
             a,
-            r.p50_us,
-            r.p99_us,
-            r.p999_us,
-            r.app_cpu_us,
-            r.engine_cpu_us,
-            r.machine_cpu_us,
-            r.engine_sleeps
-        );
+            one(r.p50_us),
+            one(r.p99_us),
+            one(r.p999_us),
+            one(r.app_cpu_us),
+            one(r.engine_cpu_us),
+            one(r.machine_cpu_us),
+            format!("{:.2}", r.engine_sleeps),
+        ]);
     }
+    s.push_str(&t.render());
     s
 }
 

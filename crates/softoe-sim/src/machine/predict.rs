@@ -115,19 +115,10 @@ pub struct Prediction {
     pub intact: bool,
     /// A node or the world stopped for lack of progress in time.
     pub stalled: bool,
-    /// Goodput: application payload bits per second over the window (both
-    /// ways for rr).
-    pub throughput_bps: f64,
-    /// Messages per second: writes for a stream, round trips for rr.
-    pub messages_per_sec: f64,
-    /// Rr: one-way latency (half the round trip), median, µs.
-    pub latency_p50_us: Option<f64>,
-    /// Rr: one-way latency, 99th percentile, µs.
-    pub latency_p99_us: Option<f64>,
-    /// Rr: round trip, median, µs.
-    pub rtt_p50_us: Option<f64>,
-    /// Rr: round trip, 99th percentile, µs.
-    pub rtt_p99_us: Option<f64>,
+    /// Goodput, message rate and latency, as a measurement of the real
+    /// engine reports them too (readable as `prediction.throughput_bps`).
+    #[serde(flatten)]
+    pub delivered: Delivered,
     /// The modelled host's CPU: busy over the window, 0 to 1.
     pub host_cpu: f64,
     /// The engine core: busy over the window, 0 to 1.
@@ -158,6 +149,35 @@ pub struct Prediction {
     pub event_hash: u64,
     /// What the modelled host counted over the whole run.
     pub counters: MachineCounters,
+}
+
+/// What a run delivered: goodput, message rate and latency. The model's
+/// prediction and the lab's measurement of the real engine report them
+/// under these names, over their window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Delivered {
+    /// Goodput: application payload bits per second over the window (both
+    /// ways for rr).
+    pub throughput_bps: f64,
+    /// Messages per second: writes for a stream, round trips for rr.
+    pub messages_per_sec: f64,
+    /// Rr: one-way latency (half the round trip), median, µs.
+    pub latency_p50_us: Option<f64>,
+    /// Rr: one-way latency, 99th percentile, µs.
+    pub latency_p99_us: Option<f64>,
+    /// Rr: round trip, median, µs.
+    pub rtt_p50_us: Option<f64>,
+    /// Rr: round trip, 99th percentile, µs.
+    pub rtt_p99_us: Option<f64>,
+}
+
+/// A prediction reads as what it delivered: `p.throughput_bps`.
+impl core::ops::Deref for Prediction {
+    type Target = Delivered;
+
+    fn deref(&self) -> &Delivered {
+        &self.delivered
+    }
 }
 
 impl Prediction {
@@ -448,12 +468,14 @@ fn report(
         complete,
         intact,
         stalled: mw.stalled(),
-        throughput_bps: per_sec(payload_bytes as f64 * 8.0),
-        messages_per_sec: per_sec(messages),
-        latency_p50_us: rtt_p50.map(|x| x / 2.0),
-        latency_p99_us: rtt_p99.map(|x| x / 2.0),
-        rtt_p50_us: rtt_p50,
-        rtt_p99_us: rtt_p99,
+        delivered: Delivered {
+            throughput_bps: per_sec(payload_bytes as f64 * 8.0),
+            messages_per_sec: per_sec(messages),
+            latency_p50_us: rtt_p50.map(|x| x / 2.0),
+            latency_p99_us: rtt_p99.map(|x| x / 2.0),
+            rtt_p50_us: rtt_p50,
+            rtt_p99_us: rtt_p99,
+        },
         // A spinning program's spin is host CPU too, and a spin may
         // overlap other programs' jobs in the model (one host core, no
         // scheduler): never more than the core.

@@ -35,6 +35,7 @@ use serde::Serialize;
 
 use super::targets::{Target, ratio};
 use crate::bed::{BedOptions, CLIENT, ENGINE, PEER, RealBed};
+use crate::table::Table;
 use procs::{Server, TempDir, have, run_timeout};
 
 /// The web server's port.
@@ -573,29 +574,40 @@ pub(super) fn render(rows: &[AppRow], command: &str) -> String {
         s,
         "\nunmodified servers, on softoe (`softoe run`) and on Linux; one Linux client ({command})"
     );
-    let _ = writeln!(
-        s,
-        "{:<38} {:<7} {:>5} {:>6} {:>10} {:>12} {:>8}",
-        "workload", "system", "conns", "secs", "count", "rate", "MB/s"
-    );
+    let mut t = Table::new()
+        .left("workload")
+        .left("system")
+        .right("conns")
+        .right("secs")
+        .right("count")
+        .right("rate")
+        .left("")
+        .right("MB/s");
     for r in rows {
-        let lead = format!("{:<38} {:<7} {:>5}", r.workload, r.system, r.conns);
+        let lead = [
+            r.workload.to_string(),
+            r.system.to_string(),
+            r.conns.to_string(),
+        ];
         if let Some(why) = &r.skipped {
-            let _ = writeln!(s, "{lead}  skipped: {why}");
+            t.row_tail(lead, &format!("  skipped: {why}"));
         } else if let Some(e) = &r.error {
-            let _ = writeln!(s, "{lead}  FAILED: {e}");
+            t.row_tail(lead, &format!("  FAILED: {e}"));
         } else {
-            let _ = writeln!(
-                s,
-                "{lead} {:>6.1} {:>10} {:>8.0} {:<5} {:>8}",
-                r.secs,
-                r.ops,
-                r.rate,
-                r.unit,
-                r.mb_per_s.map_or_else(|| "-".into(), |m| format!("{m:.0}"))
-            );
+            let [w, sys, c] = lead;
+            t.row([
+                w,
+                sys,
+                c,
+                format!("{:.1}", r.secs),
+                r.ops.to_string(),
+                format!("{:.0}", r.rate),
+                r.unit.to_string(),
+                r.mb_per_s.map_or_else(|| "-".into(), |m| format!("{m:.0}")),
+            ]);
         }
     }
+    s.push_str(&t.render());
     let _ = writeln!(
         s,
         "(nginx: 1 worker, sendfile on — the shim serves it as read + send; keep-alive GETs of a\n \
@@ -660,7 +672,7 @@ mod tests {
         assert!(text.contains("FAILED: status 404"), "{text}");
         assert!(text.contains("skipped: no postgres"), "{text}");
         let line = text.lines().find(|l| l.starts_with(ka)).unwrap();
-        let f: Vec<&str> = line[38..].split_whitespace().collect();
+        let f: Vec<&str> = line[ka.len()..].split_whitespace().collect();
         assert_eq!(f, ["softoe", "8", "5.0", "6000", "1200", "req/s", "78"]);
     }
 

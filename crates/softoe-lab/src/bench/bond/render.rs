@@ -9,6 +9,7 @@ use super::e2::Dist;
 use super::e3_e6::e3_ratio;
 use super::{BALANCE_RR_OF_4, BondReport, ETHERTYPE_ARPP, POLICIES, mean};
 use crate::plot::{self, Series};
+use crate::table::Table;
 
 /// The tables.
 pub(crate) fn render(r: &BondReport) -> String {
@@ -48,24 +49,26 @@ pub(super) fn render_e1(r: &BondReport, o: &mut String) {
         "  Linux balance-rr, one TCP flow over 4 links (published, not measured): {BALANCE_RR_OF_4} of 4 = {:.2}",
         BALANCE_RR_OF_4 / 4.0
     );
-    let _ = writeln!(
-        o,
-        "  {:>2} {:<13} {:<4} {:<4} {:>8} {:>6} {:<24} {:>7} {:>8} {:>7} {:>7} {:>6} {:>6} {:>12}",
-        "N",
-        "policy",
-        "",
-        "dir",
-        "Mbit/s",
-        "eff",
-        "member shares",
+    let mut t = Table::new()
+        .indent(2)
+        .right("N")
+        .left("policy")
+        .left("")
+        .left("dir")
+        .right("Mbit/s")
+        .right("eff")
+        .left("member shares");
+    for h in [
         "retrans",
         "spurious",
         "reorder",
         "loss %",
         "q-drop",
         "sent",
-        "rx drops s/p"
-    );
+        "rx drops s/p",
+    ] {
+        t = t.right(h);
+    }
     for e in &r.e1 {
         let sh = e
             .shares
@@ -73,49 +76,26 @@ pub(super) fn render_e1(r: &BondReport, o: &mut String) {
             .map(|s| format!("{s:.2}"))
             .collect::<Vec<_>>()
             .join(" ");
-        let _ = writeln!(
-            o,
-            "  {:>2} {:<13} {:<4} {:<4} {:>8.1} {:>6.2} {:<24} {:>7} {:>8} {:>7} {:>7} {:>6} {:>6} {:>12}",
-            e.members,
-            e.policy,
-            e.proto,
-            e.direction,
-            e.goodput_mbit,
-            e.efficiency,
+        let tcp = |v: String| if e.proto == "tcp" { v } else { "-".into() };
+        let udp = |v: String| if e.proto == "udp" { v } else { "-".into() };
+        t.row([
+            e.members.to_string(),
+            e.policy.to_string(),
+            e.proto.to_string(),
+            e.direction.to_string(),
+            format!("{:.1}", e.goodput_mbit),
+            format!("{:.2}", e.efficiency),
             sh,
-            if e.proto == "tcp" {
-                e.retrans.to_string()
-            } else {
-                "-".into()
-            },
-            if e.proto == "tcp" {
-                e.spurious_retrans.to_string()
-            } else {
-                "-".into()
-            },
-            if e.proto == "tcp" {
-                e.reordering.to_string()
-            } else {
-                "-".into()
-            },
-            if e.proto == "udp" {
-                format!("{:.2}", e.loss * 100.0)
-            } else {
-                "-".into()
-            },
-            e.queue_drops,
-            if e.proto == "udp" {
-                format!("{:.0}", e.sent_mbit)
-            } else {
-                "-".into()
-            },
-            if e.proto == "udp" {
-                format!("{}/{}", e.rx_queue_drops, e.port_drops)
-            } else {
-                "-".into()
-            },
-        );
+            tcp(e.retrans.to_string()),
+            tcp(e.spurious_retrans.to_string()),
+            tcp(e.reordering.to_string()),
+            udp(format!("{:.2}", e.loss * 100.0)),
+            e.queue_drops.to_string(),
+            udp(format!("{:.0}", e.sent_mbit)),
+            udp(format!("{}/{}", e.rx_queue_drops, e.port_drops)),
+        ]);
     }
+    o.push_str(&t.render());
     let _ = writeln!(
         o,
         "  (eff: goodput ÷ (N × Linux's one link, same protocol); shares: of the bytes the receiving\n   \
@@ -146,11 +126,8 @@ fn render_e2(r: &BondReport, o: &mut String) {
             o,
             "\nE2 real-time channel: 64-byte messages at 1 kHz, app-to-app one-way µs (paper Fig. 6–9)"
         );
-        let _ = writeln!(
-            o,
-            "  {:<30} {:<4} {:>7} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>9}",
-            "scenario",
-            "",
+        let mut t = Table::new().indent(2).left("scenario").left("");
+        for h in [
             "samples",
             "lost",
             "min",
@@ -160,26 +137,28 @@ fn render_e2(r: &BondReport, o: &mut String) {
             "p99",
             "p99.9",
             "max",
-            "bulk Mb/s"
-        );
-        for e in &r.e2 {
-            let _ = writeln!(
-                o,
-                "  {:<30} {:<4} {:>7} {:>5} {:>6.0} {:>6.0} {:>6.0} {:>6.0} {:>6.0} {:>6} {:>7.0} {:>9.1}",
-                e.scenario,
-                e.proto,
-                e.samples,
-                e.lost,
-                e.min_us,
-                e.mean_us,
-                e.std_us,
-                e.p50_us,
-                e.p99_us,
-                e.p999_us.map_or("-".into(), |v| format!("{v:.0}")),
-                e.max_us,
-                e.bulk_mbit
-            );
+            "bulk Mb/s",
+        ] {
+            t = t.right(h);
         }
+        let us = |v: f64| format!("{v:.0}");
+        for e in &r.e2 {
+            t.row([
+                e.scenario.to_string(),
+                e.proto.to_string(),
+                e.samples.to_string(),
+                e.lost.to_string(),
+                us(e.min_us),
+                us(e.mean_us),
+                us(e.std_us),
+                us(e.p50_us),
+                us(e.p99_us),
+                e.p999_us.map_or("-".into(), us),
+                us(e.max_us),
+                format!("{:.1}", e.bulk_mbit),
+            ]);
+        }
+        o.push_str(&t.render());
         let _ = writeln!(
             o,
             "  (two members per host, prioritized policy; \"two channels\": member 2 of each host real-time;\n   \
@@ -194,19 +173,22 @@ fn render_e2(r: &BondReport, o: &mut String) {
             o,
             "\n  where the time went, µs, mean / p50 / p99 (paper Fig. 6: app → bond; Fig. 7/8: app → NIC)"
         );
-        let _ = writeln!(
-            o,
-            "  {:<30} {:<4} {:>7} {:>20} {:>20} {:>20} {:>15}",
-            "scenario", "", "seen", "app → wire", "wire → wire", "wire → app", "engines cpu/wait"
-        );
+        let mut t = Table::new().indent(2).left("scenario").left("");
+        for h in [
+            "seen",
+            "app → wire",
+            "wire → wire",
+            "wire → app",
+            "engines cpu/wait",
+        ] {
+            t = t.right(h);
+        }
         let d = |x: &Dist| format!("{:.0} / {:.0} / {:.0}", x.mean_us, x.p50_us, x.p99_us);
         for e in &r.e2 {
-            let _ = writeln!(
-                o,
-                "  {:<30} {:<4} {:>7} {:>20} {:>20} {:>20} {:>15}",
-                e.scenario,
-                e.proto,
-                e.app_to_wire.n,
+            t.row([
+                e.scenario.to_string(),
+                e.proto.to_string(),
+                e.app_to_wire.n.to_string(),
                 d(&e.app_to_wire),
                 d(&e.switch),
                 d(&e.wire_to_app),
@@ -214,9 +196,10 @@ fn render_e2(r: &BondReport, o: &mut String) {
                     .iter()
                     .map(|l| format!("{:.0}%/{:.0}", l.cpu * 100.0, l.wait_per_slice_us))
                     .collect::<Vec<_>>()
-                    .join(" ")
-            );
+                    .join(" "),
+            ]);
         }
+        o.push_str(&t.render());
         let _ = writeln!(
             o,
             "  (kernel timestamps on the switch's devices: \"wire\" out is the sending engine's frame\n   \
@@ -236,18 +219,23 @@ fn render_e3(r: &BondReport, o: &mut String) {
             o,
             "\nE3 overhead of one bonded member vs the plain port, at the link rate and unshaped (paper Table 2)"
         );
-        let _ = writeln!(
-            o,
-            "  {:<11} {:<16} {:>3} {:>9} {:>12}",
-            "link", "port", "rep", "Mbit/s", "eng s/GiB"
-        );
+        let mut t = Table::new()
+            .indent(2)
+            .left("link")
+            .left("port")
+            .right("rep")
+            .right("Mbit/s")
+            .right("eng s/GiB");
         for e in &r.e3 {
-            let _ = writeln!(
-                o,
-                "  {:<11} {:<16} {:>3} {:>9.1} {:>12.3}",
-                e.link, e.port, e.rep, e.goodput_mbit, e.engine_s_per_gib
-            );
+            t.row([
+                e.link.to_string(),
+                e.port.to_string(),
+                e.rep.to_string(),
+                format!("{:.1}", e.goodput_mbit),
+                format!("{:.3}", e.engine_s_per_gib),
+            ]);
         }
+        o.push_str(&t.render());
         for link in ["100 Mbit/s", "unshaped"] {
             let _ = writeln!(
                 o,
@@ -271,25 +259,32 @@ fn render_e4(r: &BondReport, o: &mut String) {
             o,
             "\nE4 failover: one of two members cut mid-transfer, then back"
         );
-        let _ = writeln!(
-            o,
-            "  {:<13} {:>6} {:>7} {:>8} {:>8} {:>8} {:>9} {:>10}",
-            "policy", "lost B", "gap ms", "before", "cut", "after", "rejoin ms", "full-rate ms"
-        );
-        for e in &r.e4 {
-            let _ = writeln!(
-                o,
-                "  {:<13} {:>6} {:>7.1} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>10}",
-                e.policy,
-                e.bytes_lost,
-                e.gap_ms,
-                e.before_mbit,
-                e.cut_mbit,
-                e.after_mbit,
-                e.rejoin_ms,
-                e.full_rate_ms.map_or("-".into(), |v| format!("{v:.0}"))
-            );
+        let mut t = Table::new().indent(2).left("policy");
+        for h in [
+            "lost B",
+            "gap ms",
+            "before",
+            "cut",
+            "after",
+            "rejoin ms",
+            "full-rate ms",
+        ] {
+            t = t.right(h);
         }
+        let one = |v: f64| format!("{v:.1}");
+        for e in &r.e4 {
+            t.row([
+                e.policy.to_string(),
+                e.bytes_lost.to_string(),
+                one(e.gap_ms),
+                one(e.before_mbit),
+                one(e.cut_mbit),
+                one(e.after_mbit),
+                one(e.rejoin_ms),
+                e.full_rate_ms.map_or("-".into(), |v| format!("{v:.0}")),
+            ]);
+        }
+        o.push_str(&t.render());
         let _ = writeln!(
             o,
             "  (before/cut/after: goodput, Mbit/s; gap: longest wait between reads that made progress,\n   \
@@ -319,9 +314,7 @@ fn render_e6(r: &BondReport, o: &mut String) {
             o,
             "\nE6 ARP+ convergence: from the last member link up until both ARP+ tables hold every member"
         );
-        let _ = writeln!(
-            o,
-            "  {:>6} {:>7} {:>4} {:>8} {:>8} {:>8} {:>8} {:>7} {:>14}",
+        let mut t = [
             "drop %",
             "members",
             "reps",
@@ -330,23 +323,25 @@ fn render_e6(r: &BondReport, o: &mut String) {
             "median",
             "max ms",
             "dropped",
-            "from start ms"
-        );
+            "from start ms",
+        ]
+        .iter()
+        .fold(Table::new().indent(2), |t, h| t.right(h));
+        let one = |v: f64| format!("{v:.1}");
         for e in &r.e6 {
-            let _ = writeln!(
-                o,
-                "  {:>6.1} {:>7} {:>4} {:>8} {:>8.1} {:>8.1} {:>8.1} {:>7} {:>14.0}",
-                e.drop_percent,
-                e.members,
-                e.reps,
-                e.complete,
-                e.min_ms,
-                e.median_ms,
-                e.max_ms,
-                e.dropped,
-                e.from_start_median_ms
-            );
+            t.row([
+                one(e.drop_percent),
+                e.members.to_string(),
+                e.reps.to_string(),
+                e.complete.to_string(),
+                one(e.min_ms),
+                one(e.median_ms),
+                one(e.max_ms),
+                e.dropped.to_string(),
+                format!("{:.0}", e.from_start_median_ms),
+            ]);
         }
+        o.push_str(&t.render());
         let _ = writeln!(
             o,
             "  (dropped: ARP+ frames (EtherType {ETHERTYPE_ARPP:#06x}) the engines sent that an eBPF program\n   \
@@ -361,17 +356,23 @@ fn render_targets(r: &BondReport, o: &mut String) {
     use std::fmt::Write as _;
     if !r.targets.is_empty() {
         let _ = writeln!(o, "\nbond targets (issue 16):");
+        let mut table = Table::new()
+            .indent(2)
+            .left("")
+            .left("")
+            .right("")
+            .left("")
+            .left("");
         for t in &r.targets {
-            let _ = writeln!(
-                o,
-                "  {} {:<86} {:>8.3} {:<5} goal {}",
-                if t.met { "PASS" } else { "MISS" },
-                t.what,
-                t.ratio,
-                t.unit,
-                t.goal
-            );
+            table.row([
+                (if t.met { "PASS" } else { "MISS" }).to_string(),
+                t.what.to_string(),
+                format!("{:.3}", t.ratio),
+                t.unit.to_string(),
+                format!("goal {}", t.goal),
+            ]);
         }
+        o.push_str(&table.render());
     }
 }
 

@@ -9,6 +9,7 @@ use super::counts::SenderCounts;
 use super::{Kind, LossRow};
 use crate::bed::CLIENT;
 use crate::plot::{self, Series};
+use crate::table::Table;
 
 /// The sweep as a text table.
 pub(crate) fn render(rows: &[LossRow], command: &str) -> String {
@@ -26,12 +27,8 @@ pub(crate) fn render(rows: &[LossRow], command: &str) -> String {
          Linux sends with the congestion control --linux-cc names (softoe: CUBIC); the client\n\
          sends into both receivers with its namespace's default."
     );
-    let _ = writeln!(
-        o,
-        "{:<20} {:>5} {:<16} {:>8} {:>7} {:>9} {:>6} {:>13} {:>7} {:>5} {:>5} {:>8} {:>7}",
-        "link",
-        "loss",
-        "transfer",
+    let mut t = Table::new().left("link").right("loss").left("transfer");
+    for h in [
         "MiB",
         "s",
         "Mb/s",
@@ -41,59 +38,63 @@ pub(crate) fn render(rows: &[LossRow], command: &str) -> String {
         "RTO",
         "TLP",
         "rtx/drop",
-        "÷Linux"
-    );
+        "÷Linux",
+    ] {
+        t = t.right(h);
+    }
     for r in rows {
-        let head = format!("{:<20} {:>4}% {:<16}", r.link, r.loss_percent, r.series);
+        let head = [
+            r.link.to_string(),
+            format!("{}%", r.loss_percent),
+            r.series.to_string(),
+        ];
         if let Some(e) = &r.error {
-            let _ = writeln!(o, "{head} failed: {e}");
+            t.row_tail(head, &format!(" failed: {e}"));
             continue;
         }
         let s = r.sender;
         let num = |f: fn(&SenderCounts) -> u64| s.map_or("?".to_string(), |s| f(&s).to_string());
-        let _ = writeln!(
-            o,
-            "{head} {:>8.1} {:>6.2}{} {:>9.1} {:>6} {:>13} {:>7} {:>5} {:>5} {:>8} {:>7}",
-            r.bytes as f64 / f64::from(1u32 << 20),
-            r.secs,
-            if r.capped { "*" } else { " " },
-            r.goodput_mbps,
-            if r.intact { "yes" } else { "NO" },
-            format!("{}/{}", r.data_dropped, r.ack_dropped),
-            num(|s| s.retrans),
-            num(|s| s.timeouts),
-            num(|s| s.tlp_probes),
-            r.retrans_per_drop
-                .map_or("-".to_string(), |x| format!("{x:.2}")),
-            r.vs_linux.map_or(String::new(), |x| format!("{x:.2}x")),
+        t.row(
+            head.into_iter().chain([
+                format!("{:.1}", r.bytes as f64 / f64::from(1u32 << 20)),
+                format!("{:.2}{}", r.secs, if r.capped { "*" } else { " " }),
+                format!("{:.1}", r.goodput_mbps),
+                (if r.intact { "yes" } else { "NO" }).to_string(),
+                format!("{}/{}", r.data_dropped, r.ack_dropped),
+                num(|s| s.retrans),
+                num(|s| s.timeouts),
+                num(|s| s.tlp_probes),
+                r.retrans_per_drop
+                    .map_or("-".to_string(), |x| format!("{x:.2}")),
+                r.vs_linux.map_or(String::new(), |x| format!("{x:.2}x")),
+            ]),
         );
     }
+    o.push_str(&t.render());
     let summary = summarize(rows);
     if summary.iter().any(|s| s.rounds > 1) {
         let _ = writeln!(
             o,
             "\nmedians over the rounds at each rate (÷Linux: the median of each round's ratio):"
         );
-        let _ = writeln!(
-            o,
-            "{:<20} {:>5} {:<16} {:>6} {:>9} {:>8} {:>5} {:>7} {:>6}",
-            "link", "loss", "transfer", "rounds", "Mb/s", "rtx/drop", "RTOs", "÷Linux", "intact"
-        );
-        for s in &summary {
-            let _ = writeln!(
-                o,
-                "{:<20} {:>4}% {:<16} {:>6} {:>9.1} {:>8} {:>5} {:>7} {:>6}",
-                s.link,
-                s.loss_percent,
-                s.series,
-                s.rounds,
-                s.goodput_mbps,
-                s.retrans_per_drop.map_or("-".into(), |x| format!("{x:.2}")),
-                s.timeouts,
-                s.vs_linux.map_or(String::new(), |x| format!("{x:.2}x")),
-                if s.intact { "all" } else { "NO" }
-            );
+        let mut t = Table::new().left("link").right("loss").left("transfer");
+        for h in ["rounds", "Mb/s", "rtx/drop", "RTOs", "÷Linux", "intact"] {
+            t = t.right(h);
         }
+        for s in &summary {
+            t.row([
+                s.link.to_string(),
+                format!("{}%", s.loss_percent),
+                s.series.to_string(),
+                s.rounds.to_string(),
+                format!("{:.1}", s.goodput_mbps),
+                s.retrans_per_drop.map_or("-".into(), |x| format!("{x:.2}")),
+                s.timeouts.to_string(),
+                s.vs_linux.map_or(String::new(), |x| format!("{x:.2}x")),
+                (if s.intact { "all" } else { "NO" }).to_string(),
+            ]);
+        }
+        o.push_str(&t.render());
     }
     o
 }
