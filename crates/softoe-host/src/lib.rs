@@ -45,4 +45,4 @@ pub use socket::{
     TcpListener, TcpOptions, TcpReader, TcpStream, UdpSocket, ZcBuf,
 };
 pub use softoe_abi::TcpInfoRecord;
-pub use sys::watch_flags;
+pub use sys::{connect as connect_seqpacket, watch_flags};

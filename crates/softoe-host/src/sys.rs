@@ -25,8 +25,10 @@ pub(crate) use softoe_sys::mem::Mapping;
 /// Most descriptors one message carries (the welcome's three).
 const MAX_FDS: usize = 3;
 
-/// Connects a `SOCK_SEQPACKET` socket to `path`.
-pub(crate) fn connect(path: &Path) -> io::Result<OwnedFd> {
+/// Connects a `SOCK_SEQPACKET` socket to `path`, the host interface's
+/// socket type: the first step of an attach, and (closed at once) the
+/// probe that an engine answers there.
+pub fn connect(path: &Path) -> io::Result<OwnedFd> {
     let addr = SocketAddrUnix::new(path).map_err(|e| {
         if e == Errno::NAMETOOLONG || e == Errno::INVAL {
             io::Error::new(io::ErrorKind::InvalidInput, "socket path too long")

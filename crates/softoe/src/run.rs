@@ -117,7 +117,7 @@ fn check_engine(path: &Path) -> Result<()> {
             path.display()
         );
     }
-    let e = match connect_seqpacket(path) {
+    let e = match softoe_engine::host::sys::connect_seqpacket(path) {
         // Closed at once: the engine sees a probe, not an attach.
         Ok(_probe) => return Ok(()),
         Err(e) => e,
@@ -144,23 +144,6 @@ fn check_engine(path: &Path) -> Result<()> {
         path.display(),
         path.display()
     )
-}
-
-/// A `SOCK_SEQPACKET` connection to `path`, the host interface's socket
-/// type.
-fn connect_seqpacket(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
-    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
-    let addr = SocketAddrUnix::new(path).map_err(|_| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "socket path too long")
-    })?;
-    let fd = rustix::net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::SEQPACKET,
-        SocketFlags::CLOEXEC,
-        None,
-    )?;
-    rustix::net::connect(&fd, &addr)?;
-    Ok(fd)
 }
 
 /// What to say of `path`, a socket that is not of the host interface's

@@ -19,6 +19,7 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
 };
 
+pub use softoe_host::connect_seqpacket;
 pub use softoe_sys::event::EventFd;
 pub use softoe_sys::mem::Mapping;
 
