@@ -177,42 +177,11 @@ impl Session {
         };
         match m.op() {
             Some(BellOp::Add) => {
-                let answer = |status: i32, index: u32| Bell {
-                    magic: BELL_MAGIC,
-                    op: BellOp::Add as u32,
-                    index,
-                    status: -status,
-                    extra: [0; 3],
-                };
-                let mut fds = fds.into_iter();
-                let reply = match (fds.next(), fds.next()) {
-                    (Some(fd), None) => match EventFd::adopt(fd) {
-                        Ok(bell) => match self.io.bells.iter().position(Option::is_none) {
-                            Some(i) => {
-                                self.io.bells[i] = Some(bell);
-                                answer(0, i as u32)
-                            }
-                            None => answer(errno::ENOSPC, 0),
-                        },
-                        Err(_) => answer(errno::EINVAL, 0),
-                    },
-                    _ => answer(errno::EINVAL, 0),
-                };
-                let _ = sys::send_with_fds(&self.io.conn, &reply.to_bytes(), &[]);
+                let (status, index) = self.add_bell(fds);
+                self.answer_bell(BellOp::Add, index, status);
             }
             Some(BellOp::Watch) => {
-                let mut fds = fds.into_iter();
-                let status = match (fds.next(), fds.next()) {
-                    (Some(fd), None) if !sys::is_unix_stream(&fd) => errno::EINVAL,
-                    (Some(fd), None) => match self.watch(m.index) {
-                        Ok(h) => {
-                            self.io.new_watches.push((h, m.index, fd));
-                            0
-                        }
-                        Err(e) => e,
-                    },
-                    _ => errno::EINVAL,
-                };
+                let status = self.add_watch(m.index, fds);
                 if status != 0 {
                     debug!(
                         session = self.id,
@@ -221,29 +190,13 @@ impl Session {
                         "watch refused"
                     );
                 }
-                let reply = Bell {
-                    magic: BELL_MAGIC,
-                    op: BellOp::Watch as u32,
-                    index: m.index,
-                    status: -status,
-                    extra: [0; 3],
-                };
-                let _ = sys::send_with_fds(&self.io.conn, &reply.to_bytes(), &[]);
+                self.answer_bell(BellOp::Watch, m.index, status);
             }
             Some(BellOp::Claim) => {
                 let mut fds = fds.into_iter();
                 match (fds.next(), fds.next()) {
                     (Some(fd), None) => self.io.claims.push(fd),
-                    _ => {
-                        let reply = Bell {
-                            magic: BELL_MAGIC,
-                            op: BellOp::Claim as u32,
-                            index: 0,
-                            status: -errno::EINVAL,
-                            extra: [0; 3],
-                        };
-                        let _ = sys::send_with_fds(&self.io.conn, &reply.to_bytes(), &[]);
-                    }
+                    _ => self.answer_bell(BellOp::Claim, 0, errno::EINVAL),
                 }
             }
             Some(BellOp::Remove) => {
@@ -253,5 +206,61 @@ impl Session {
             }
             None => debug!(session = self.id, op = m.op, "unknown bell operation"),
         }
+    }
+
+    /// `BellOp::Add`: the one descriptor sent, an eventfd, becomes a waiter
+    /// doorbell in the first free place. Returns the errno (0 for success)
+    /// and the place.
+    fn add_bell(&mut self, fds: Vec<OwnedFd>) -> (i32, u32) {
+        let mut fds = fds.into_iter();
+        let (Some(fd), None) = (fds.next(), fds.next()) else {
+            return (errno::EINVAL, 0);
+        };
+        let Ok(bell) = EventFd::adopt(fd) else {
+            return (errno::EINVAL, 0);
+        };
+        match self
+            .io
+            .bells
+            .iter_mut()
+            .enumerate()
+            .find(|(_, b)| b.is_none())
+        {
+            Some((i, b)) => {
+                *b = Some(bell);
+                (0, i as u32)
+            }
+            None => (errno::ENOSPC, 0),
+        }
+    }
+
+    /// `BellOp::Watch`: socket `index`'s connection is watched through the
+    /// one descriptor sent (a Unix stream socket every holder shares).
+    /// Returns the errno (0 for success).
+    fn add_watch(&mut self, index: u32, fds: Vec<OwnedFd>) -> i32 {
+        let mut fds = fds.into_iter();
+        match (fds.next(), fds.next()) {
+            (Some(fd), None) if !sys::is_unix_stream(&fd) => errno::EINVAL,
+            (Some(fd), None) => match self.watch(index) {
+                Ok(h) => {
+                    self.io.new_watches.push((h, index, fd));
+                    0
+                }
+                Err(e) => e,
+            },
+            _ => errno::EINVAL,
+        }
+    }
+
+    /// Answers a bell message on the program's Unix socket.
+    fn answer_bell(&self, op: BellOp, index: u32, status: i32) {
+        let reply = Bell {
+            magic: BELL_MAGIC,
+            op: op as u32,
+            index,
+            status: -status,
+            extra: [0; 3],
+        };
+        let _ = sys::send_with_fds(&self.io.conn, &reply.to_bytes(), &[]);
     }
 }

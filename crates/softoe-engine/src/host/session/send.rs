@@ -1,7 +1,7 @@
 //! Send: bytes from the ring, the data area or the program's memory
 //! handed to the stack, and held until acknowledged.
 
-use softoe_abi::{RingSpan, SendSource, SockKind, errno};
+use softoe_abi::{Region, RingSpan, SendSource, SockKind, errno};
 use softoe_stack::{Endpoint, PayloadRef, SendError, SocketHandle, Stack, UdpSendError};
 use softoe_wire::Ipv4Address;
 use tracing::trace;
@@ -180,6 +180,56 @@ fn send_ring(
     let end = s.tx_queued;
     s.holds.push_back((s.stream, Hold::TxRing(end)));
     Ok(taken)
+}
+
+/// Where in UDP socket `s`'s copy ring (`clen` bytes) a datagram of `len`
+/// bytes goes: after the last, moved to the ring's start rather than
+/// wrapped. Datagrams the port has taken (`sent` in all) free their space
+/// first; `EAGAIN` while the ring has no room for it.
+fn udp_place(s: &mut HSock, sent: u64, clen: u64, len: u64) -> Result<u64> {
+    while s.udp_done < sent {
+        s.udp_live.pop_front();
+        s.udp_done += 1;
+    }
+    let mut pos = s.copy_queued;
+    if pos % clen + len > clen {
+        pos += clen - pos % clen;
+    }
+    let live_start = s.udp_live.front().map_or(pos, |&(a, _)| a);
+    if pos + len - live_start > clen {
+        return Err(errno::EAGAIN);
+    }
+    Ok(pos)
+}
+
+/// A datagram's bytes from where `source` says (the program's memory, or
+/// the data area) into `dst`, whole.
+fn udp_payload(
+    io: &mut impl Program,
+    region: Region,
+    source: SendSource,
+    dst: &mut [u8],
+) -> Result<()> {
+    let len = dst.len() as u64;
+    match source {
+        SendSource::Remote { addr } => {
+            let got = io.read(addr, dst)?;
+            if got as u64 != len {
+                return Err(errno::EFAULT);
+            }
+        }
+        SendSource::Overlap { offset } | SendSource::Zerocopy { offset } => {
+            let span = RingSpan { offset, len };
+            if len > 0 && !region.ring_read(span, 0, dst) {
+                return Err(errno::EFAULT);
+            }
+        }
+        // Answered by `queue_send` before this.
+        SendSource::Ring | SendSource::Queued { .. } | SendSource::RingQueued => {
+            return Err(errno::EINVAL);
+        }
+    }
+    Ok(())
 }
 
 pub(super) fn queue(stack: &mut Stack, h: SocketHandle, r: PayloadRef) -> Result<u64> {
@@ -495,40 +545,10 @@ impl<P: Program> SessionCore<P> {
         if len > 65_507 {
             return Err(errno::EMSGSIZE);
         }
-        // Datagrams the port has taken free their copy-ring space.
-        let sent = stack.udp_sent(h).unwrap_or(0);
-        while s.udp_done < sent {
-            s.udp_live.pop_front();
-            s.udp_done += 1;
-        }
-        let mut pos = s.copy_queued;
-        if pos % clen + len > clen {
-            pos += clen - pos % clen;
-        }
-        let live_start = s.udp_live.front().map_or(pos, |&(a, _)| a);
-        if pos + len - live_start > clen {
-            return Err(errno::EAGAIN);
-        }
+        let pos = udp_place(s, stack.udp_sent(h).unwrap_or(0), clen, len)?;
         let off = (pos % clen) as usize;
         scratch.resize(len as usize, 0);
-        match source {
-            SendSource::Remote { addr } => {
-                let got = self.io.read(addr, &mut scratch[..len as usize])?;
-                if got as u64 != len {
-                    return Err(errno::EFAULT);
-                }
-            }
-            SendSource::Overlap { offset } | SendSource::Zerocopy { offset } => {
-                let span = RingSpan { offset, len };
-                if len > 0 && !region.ring_read(span, 0, &mut scratch[..len as usize]) {
-                    return Err(errno::EFAULT);
-                }
-            }
-            // Answered by `queue_send` before this.
-            SendSource::Ring | SendSource::Queued { .. } | SendSource::RingQueued => {
-                return Err(errno::EINVAL);
-            }
-        }
+        udp_payload(&mut self.io, region, source, &mut scratch[..len as usize])?;
         let Some(dst) = mem
             .region_mut(cr)
             .and_then(|b| b.get_mut(off..off + len as usize))
@@ -547,5 +567,37 @@ impl<P: Program> SessionCore<P> {
             Err(UdpSendError::Unaddressable) => Err(errno::EINVAL),
             Err(_) => Err(errno::EBADF),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn udp() -> HSock {
+        let span = RingSpan { offset: 0, len: 0 };
+        HSock::new(SockKind::Udp, span, span)
+    }
+
+    #[test]
+    fn a_datagram_that_would_wrap_goes_to_the_ring_start() {
+        let mut s = udp();
+        s.copy_queued = 90;
+        assert_eq!(udp_place(&mut s, 0, 100, 10), Ok(90));
+        assert_eq!(udp_place(&mut s, 0, 100, 20), Ok(100));
+    }
+
+    #[test]
+    fn live_datagrams_hold_their_space_until_sent() {
+        let mut s = udp();
+        s.copy_queued = 100;
+        s.udp_live.push_back((50, 70));
+        s.udp_live.push_back((70, 100));
+        // From 50 on is live: 60 more bytes would overrun it.
+        assert_eq!(udp_place(&mut s, 0, 100, 60), Err(errno::EAGAIN));
+        assert_eq!(udp_place(&mut s, 0, 100, 50), Ok(100));
+        // The first was sent: its 20 bytes are free again.
+        assert_eq!(udp_place(&mut s, 1, 100, 70), Ok(100));
+        assert_eq!((s.udp_done, s.udp_live.len()), (1, 1));
     }
 }
