@@ -326,7 +326,7 @@ impl Stack {
     /// Sets (or with `None` takes away) the reader's receive ring for a
     /// connection: from now on, in-order bytes that find the stack's own
     /// receive buffer empty (and nothing out of order) are written there
-    /// through [`Device::deliver`], straight from the arriving frame, at
+    /// through [`Device::deliver`](crate::Device::deliver), straight from the arriving frame, at
     /// free-running positions from `tail` on; the rest waits in the stack
     /// as before, for [`tcp_recv_with`](Self::tcp_recv_with). The ring
     /// starts open, with nothing unread (`head = tail`).
