@@ -2,7 +2,7 @@
 
 use core::time::Duration;
 
-use crate::config::Keepalive;
+use crate::config::{Keepalive, TcpConfig};
 use crate::iface::IpFields;
 use crate::socket::{Socket, SocketHandle};
 use crate::tcp::congestion::Algorithm;
@@ -80,48 +80,45 @@ impl Stack {
         }
     }
 
+    /// Sets one IP field of socket `h`: `tcp` on a connection's or a
+    /// listener's configuration, `udp` on a UDP socket's fields.
+    fn set_ip_field(
+        &mut self,
+        h: SocketHandle,
+        tcp: impl FnOnce(&mut TcpConfig),
+        udp: impl FnOnce(&mut IpFields),
+    ) -> Result<(), HandleError> {
+        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
+        match self.sockets.get_mut(i) {
+            Some(Socket::Tcp(s)) => tcp(&mut s.cfg),
+            Some(Socket::Listener(l)) => tcp(&mut l.cfg),
+            Some(Socket::Udp(u)) => udp(&mut u.ip),
+            None => return Err(HandleError::Invalid),
+        }
+        Ok(())
+    }
+
     /// `IP_TOS`: the TOS byte of the socket's packets from now on. On TCP
     /// sockets the two ECN bits are cleared (the stack does not negotiate
     /// ECN; Linux keeps them out of a TCP socket's `IP_TOS` too); a
     /// listener's applies to the connections of the SYNs it receives from
     /// then on, its SYN-ACKs included.
     pub fn set_tos(&mut self, h: SocketHandle, tos: u8) -> Result<(), HandleError> {
-        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
-        match self.sockets.get_mut(i) {
-            Some(Socket::Tcp(s)) => s.cfg.tos = tos & !3,
-            Some(Socket::Listener(l)) => l.cfg.tos = tos & !3,
-            Some(Socket::Udp(u)) => u.ip.tos = tos,
-            None => return Err(HandleError::Invalid),
-        }
-        Ok(())
+        self.set_ip_field(h, |c| c.tos = tos & !3, |ip| ip.tos = tos)
     }
 
     /// `IP_TTL`: the TTL of the socket's packets from now on (0: the
     /// default, [`DEFAULT_TTL`](crate::DEFAULT_TTL)); a listener's passes
     /// on as its TOS does.
     pub fn set_ttl(&mut self, h: SocketHandle, ttl: u8) -> Result<(), HandleError> {
-        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
-        match self.sockets.get_mut(i) {
-            Some(Socket::Tcp(s)) => s.cfg.ttl = ttl,
-            Some(Socket::Listener(l)) => l.cfg.ttl = ttl,
-            Some(Socket::Udp(u)) => u.ip.ttl = ttl,
-            None => return Err(HandleError::Invalid),
-        }
-        Ok(())
+        self.set_ip_field(h, |c| c.ttl = ttl, |ip| ip.ttl = ttl)
     }
 
     /// `SO_PRIORITY`: the class the socket's frames are handed to the port
     /// with from now on ([`TxFrame::priority`](crate::TxFrame::priority));
     /// a listener's passes to the connections it accepts.
     pub fn set_priority(&mut self, h: SocketHandle, priority: u8) -> Result<(), HandleError> {
-        let i = self.sockets.index_of(h).ok_or(HandleError::Invalid)?;
-        match self.sockets.get_mut(i) {
-            Some(Socket::Tcp(s)) => s.cfg.priority = priority,
-            Some(Socket::Listener(l)) => l.cfg.priority = priority,
-            Some(Socket::Udp(u)) => u.ip.priority = priority,
-            None => return Err(HandleError::Invalid),
-        }
-        Ok(())
+        self.set_ip_field(h, |c| c.priority = priority, |ip| ip.priority = priority)
     }
 
     /// The `SO_PRIORITY` a socket's frames go to the port with now (a

@@ -326,7 +326,7 @@ impl Stack {
     /// Sets (or with `None` takes away) the reader's receive ring for a
     /// connection: from now on, in-order bytes that find the stack's own
     /// receive buffer empty (and nothing out of order) are written there
-    /// through [`Device::deliver`], straight from the arriving frame, at
+    /// through [`Device::deliver`](crate::Device::deliver), straight from the arriving frame, at
     /// free-running positions from `tail` on; the rest waits in the stack
     /// as before, for [`tcp_recv_with`](Self::tcp_recv_with). The ring
     /// starts open, with nothing unread (`head = tail`).
@@ -407,15 +407,24 @@ impl Stack {
         Ok(())
     }
 
-    /// Closes the sending half (`shutdown(SHUT_WR)`): a FIN follows the data.
-    pub fn tcp_shutdown(&mut self, h: SocketHandle) -> Result<(), HandleError> {
+    /// Does `f` to connection `h`, which then has something to send.
+    fn tcp_act(
+        &mut self,
+        h: SocketHandle,
+        f: impl FnOnce(&mut TcpSocket),
+    ) -> Result<(), HandleError> {
         let i = self.tcp_index(h)?;
         if let Some(s) = self.sockets.tcp_mut(i) {
-            s.shutdown_send();
+            f(s);
         }
         self.sockets.touch(i);
         self.mark_ready(i);
         Ok(())
+    }
+
+    /// Closes the sending half (`shutdown(SHUT_WR)`): a FIN follows the data.
+    pub fn tcp_shutdown(&mut self, h: SocketHandle) -> Result<(), HandleError> {
+        self.tcp_act(h, TcpSocket::shutdown_send)
     }
 
     /// Closes the socket and gives up the handle (`close`). The connection
@@ -493,13 +502,7 @@ impl Stack {
     /// Aborts the connection: a RST goes out and everything queued is dropped.
     /// The handle stays valid (state CLOSED) until [`close`](Stack::close).
     pub fn tcp_abort(&mut self, h: SocketHandle) -> Result<(), HandleError> {
-        let i = self.tcp_index(h)?;
-        if let Some(s) = self.sockets.tcp_mut(i) {
-            s.abort();
-        }
-        self.sockets.touch(i);
-        self.mark_ready(i);
-        Ok(())
+        self.tcp_act(h, TcpSocket::abort)
     }
 
     /// The connection's state.

@@ -34,7 +34,7 @@ impl Stack {
     }
 
     /// Queues a datagram; it goes out on the next poll, after which its
-    /// payload reference is released ([`Events::ACKED`]).
+    /// payload reference is released ([`Events::ACKED`](crate::Events::ACKED)).
     pub fn udp_send_to(
         &mut self,
         h: SocketHandle,
