@@ -133,19 +133,17 @@ fn render_bond(o: &mut String, b: &softoe_engine::BondStat) {
         .indent(2)
         .left("member")
         .left("mac")
-        .left("state");
-    for h in [
-        "frames-in",
-        "bytes-in",
-        "frames-out",
-        "bytes-out",
-        "queue-us",
-        "heard-ms",
-        "left",
-        "plain",
-    ] {
-        t = t.right(h);
-    }
+        .left("state")
+        .rights(&[
+            "frames-in",
+            "bytes-in",
+            "frames-out",
+            "bytes-out",
+            "queue-us",
+            "heard-ms",
+            "left",
+            "plain",
+        ]);
     for m in &b.members {
         t.row_tail(
             [
@@ -350,12 +348,9 @@ fn render_sessions(o: &mut String, s: &Snapshot) {
     if s.sessions.is_empty() {
         return;
     }
-    let mut t = Table::new().left("Session");
-    for h in [
+    let mut t = Table::new().left("Session").rights(&[
         "Pid", "Uid", "Sockets", "Closing", "Detached", "Commands", "Rejected", "Wakeups", "Placed",
-    ] {
-        t = t.right(h);
-    }
+    ]);
     for x in &s.sessions {
         t.row_tail(
             [
