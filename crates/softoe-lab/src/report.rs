@@ -60,12 +60,10 @@ pub fn print_table(rows: &[TransferRow]) {
 
 /// The demo's table as text.
 pub fn transfer_table(rows: &[TransferRow]) -> String {
-    let mut t = [
+    let mut t = Table::new().rights(&[
         "loss", "bytes", "intact", "goodput", "of link", "virt s", "retrans", "SACK", "RTO",
         "wall s",
-    ]
-    .iter()
-    .fold(Table::new(), |t, h| t.right(h));
+    ]);
     for r in rows {
         t.row([
             format!("{:.1}%", r.loss_percent),

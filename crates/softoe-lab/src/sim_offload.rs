@@ -309,9 +309,7 @@ fn ratio(sim: f64, model: Option<f64>) -> String {
 /// A table: a header line, a rule, the lines, columns right-aligned to
 /// their widest cell, two spaces apart.
 fn table(head: &[&str], lines: &[Vec<String>]) -> String {
-    let mut t = head
-        .iter()
-        .fold(Table::new().gap(2).rule(), |t, h| t.right(h));
+    let mut t = Table::new().gap(2).rule().rights(head);
     for l in lines {
         t.row(l.iter().cloned());
     }

@@ -255,12 +255,10 @@ fn rtt_label(us: f64) -> String {
 }
 
 fn grid_table(rows: &[GridRow]) -> String {
-    let mut t = [
+    let mut t = Table::new().rights(&[
         "loss", "RTT", "bytes", "goodput", "Mathis", "bound", "÷bound", "÷Mathis", "retrans",
         "RTO", "TLP", "lost rtx", "intact", "wall s",
-    ]
-    .iter()
-    .fold(Table::new(), |t, h| t.right(h));
+    ]);
     for r in rows {
         let intact = if r.intact {
             "yes"

@@ -74,6 +74,12 @@ impl Table {
         self.column(head, Align::Right)
     }
 
+    /// Adds right-aligned columns, one per head.
+    #[must_use]
+    pub fn rights(self, heads: &[&str]) -> Table {
+        heads.iter().fold(self, |t, h| t.right(h))
+    }
+
     /// Adds a column. A table whose headers are all empty prints no
     /// header line.
     #[must_use]
@@ -295,7 +301,7 @@ mod tests {
 
     #[test]
     fn rule_spans_the_columns_and_gaps() {
-        let mut t = Table::new().gap(2).rule().right("a").right("long head");
+        let mut t = Table::new().gap(2).rule().rights(&["a", "long head"]);
         t.row(["xxxxx", "1"]);
         let r = t.render();
         let lines: Vec<&str> = r.lines().collect();

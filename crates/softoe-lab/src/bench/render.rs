@@ -48,10 +48,13 @@ fn bulk(o: &mut String, r: &Report) {
     if r.bulk.is_empty() {
         return;
     }
-    let mut t = Table::new().left("bulk").left("direction");
-    for h in ["conns", "Gb/s", "app s/GiB", "eng s/GiB", "all s/GiB"] {
-        t = t.right(h);
-    }
+    let mut t = Table::new().left("bulk").left("direction").rights(&[
+        "conns",
+        "Gb/s",
+        "app s/GiB",
+        "eng s/GiB",
+        "all s/GiB",
+    ]);
     for b in &r.bulk {
         t.row([
             b.system.to_string(),
@@ -71,8 +74,7 @@ fn latency(o: &mut String, r: &Report) {
     if r.latency.is_empty() {
         return;
     }
-    let mut t = Table::new().left("ping-pong");
-    for h in [
+    let mut t = Table::new().left("ping-pong").rights(&[
         "size",
         "p50 µs",
         "p99 µs",
@@ -80,9 +82,7 @@ fn latency(o: &mut String, r: &Report) {
         "mean µs",
         "Mb/s",
         "host CPU",
-    ] {
-        t = t.right(h);
-    }
+    ]);
     for l in &r.latency {
         let one = |x: f64| format!("{x:.1}");
         t.row([
@@ -179,10 +179,12 @@ fn coalescing(o: &mut String, r: &Report) {
     if r.coalescing.is_empty() {
         return;
     }
-    let mut t = Table::new().left("coalescing µs");
-    for h in ["p50 µs", "p99 µs", "Linux→host", "host→Linux"] {
-        t = t.right(h);
-    }
+    let mut t = Table::new().left("coalescing µs").rights(&[
+        "p50 µs",
+        "p99 µs",
+        "Linux→host",
+        "host→Linux",
+    ]);
     for c in &r.coalescing {
         t.row([
             c.delay_us.to_string(),
@@ -203,8 +205,7 @@ fn scale(o: &mut String, r: &Report) {
             o,
             "\nscale: 64-byte echoes; load = every connection busy, held = one flow among idle ones"
         );
-        let mut t = Table::new().left("system");
-        for h in [
+        let mut t = Table::new().left("system").rights(&[
             "conns",
             "kreq/s",
             "load p99 µs",
@@ -218,9 +219,7 @@ fn scale(o: &mut String, r: &Report) {
             "held eng µs",
             "held slices",
             "idle wakes",
-        ] {
-            t = t.right(h);
-        }
+        ]);
         for x in &r.scale {
             let one = |v: f64| format!("{v:.1}");
             let two = |v: f64| format!("{v:.2}");

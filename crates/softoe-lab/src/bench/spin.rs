@@ -153,12 +153,9 @@ pub(super) fn render(rows: &[SpinRow]) -> String {
         s,
         "\n4-byte request/response by spin budget (µs; CPU per round trip, µs)"
     );
-    let mut t = Table::new().left("system");
-    for h in [
+    let mut t = Table::new().left("system").rights(&[
         "eng spin", "app spin", "p50", "p99", "p99.9", "app CPU", "eng CPU", "machine", "sleeps",
-    ] {
-        t = t.right(h);
-    }
+    ]);
     for r in rows {
         let (e, a) = if r.system == "Linux" {
             ("-".to_string(), "-".to_string())

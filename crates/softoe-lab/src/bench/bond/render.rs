@@ -57,18 +57,16 @@ pub(super) fn render_e1(r: &BondReport, o: &mut String) {
         .left("dir")
         .right("Mbit/s")
         .right("eff")
-        .left("member shares");
-    for h in [
-        "retrans",
-        "spurious",
-        "reorder",
-        "loss %",
-        "q-drop",
-        "sent",
-        "rx drops s/p",
-    ] {
-        t = t.right(h);
-    }
+        .left("member shares")
+        .rights(&[
+            "retrans",
+            "spurious",
+            "reorder",
+            "loss %",
+            "q-drop",
+            "sent",
+            "rx drops s/p",
+        ]);
     for e in &r.e1 {
         let sh = e
             .shares
@@ -126,8 +124,7 @@ fn render_e2(r: &BondReport, o: &mut String) {
             o,
             "\nE2 real-time channel: 64-byte messages at 1 kHz, app-to-app one-way µs (paper Fig. 6–9)"
         );
-        let mut t = Table::new().indent(2).left("scenario").left("");
-        for h in [
+        let mut t = Table::new().indent(2).left("scenario").left("").rights(&[
             "samples",
             "lost",
             "min",
@@ -138,9 +135,7 @@ fn render_e2(r: &BondReport, o: &mut String) {
             "p99.9",
             "max",
             "bulk Mb/s",
-        ] {
-            t = t.right(h);
-        }
+        ]);
         let us = |v: f64| format!("{v:.0}");
         for e in &r.e2 {
             t.row([
@@ -173,16 +168,13 @@ fn render_e2(r: &BondReport, o: &mut String) {
             o,
             "\n  where the time went, µs, mean / p50 / p99 (paper Fig. 6: app → bond; Fig. 7/8: app → NIC)"
         );
-        let mut t = Table::new().indent(2).left("scenario").left("");
-        for h in [
+        let mut t = Table::new().indent(2).left("scenario").left("").rights(&[
             "seen",
             "app → wire",
             "wire → wire",
             "wire → app",
             "engines cpu/wait",
-        ] {
-            t = t.right(h);
-        }
+        ]);
         let d = |x: &Dist| format!("{:.0} / {:.0} / {:.0}", x.mean_us, x.p50_us, x.p99_us);
         for e in &r.e2 {
             t.row([
@@ -259,8 +251,7 @@ fn render_e4(r: &BondReport, o: &mut String) {
             o,
             "\nE4 failover: one of two members cut mid-transfer, then back"
         );
-        let mut t = Table::new().indent(2).left("policy");
-        for h in [
+        let mut t = Table::new().indent(2).left("policy").rights(&[
             "lost B",
             "gap ms",
             "before",
@@ -268,9 +259,7 @@ fn render_e4(r: &BondReport, o: &mut String) {
             "after",
             "rejoin ms",
             "full-rate ms",
-        ] {
-            t = t.right(h);
-        }
+        ]);
         let one = |v: f64| format!("{v:.1}");
         for e in &r.e4 {
             t.row([
@@ -314,7 +303,7 @@ fn render_e6(r: &BondReport, o: &mut String) {
             o,
             "\nE6 ARP+ convergence: from the last member link up until both ARP+ tables hold every member"
         );
-        let mut t = [
+        let mut t = Table::new().indent(2).rights(&[
             "drop %",
             "members",
             "reps",
@@ -324,9 +313,7 @@ fn render_e6(r: &BondReport, o: &mut String) {
             "max ms",
             "dropped",
             "from start ms",
-        ]
-        .iter()
-        .fold(Table::new().indent(2), |t, h| t.right(h));
+        ]);
         let one = |v: f64| format!("{v:.1}");
         for e in &r.e6 {
             t.row([

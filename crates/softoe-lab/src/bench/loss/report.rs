@@ -27,21 +27,22 @@ pub(crate) fn render(rows: &[LossRow], command: &str) -> String {
          Linux sends with the congestion control --linux-cc names (softoe: CUBIC); the client\n\
          sends into both receivers with its namespace's default."
     );
-    let mut t = Table::new().left("link").right("loss").left("transfer");
-    for h in [
-        "MiB",
-        "s",
-        "Mb/s",
-        "intact",
-        "drops data/ack",
-        "retrans",
-        "RTO",
-        "TLP",
-        "rtx/drop",
-        "÷Linux",
-    ] {
-        t = t.right(h);
-    }
+    let mut t = Table::new()
+        .left("link")
+        .right("loss")
+        .left("transfer")
+        .rights(&[
+            "MiB",
+            "s",
+            "Mb/s",
+            "intact",
+            "drops data/ack",
+            "retrans",
+            "RTO",
+            "TLP",
+            "rtx/drop",
+            "÷Linux",
+        ]);
     for r in rows {
         let head = [
             r.link.to_string(),
@@ -77,10 +78,11 @@ pub(crate) fn render(rows: &[LossRow], command: &str) -> String {
             o,
             "\nmedians over the rounds at each rate (÷Linux: the median of each round's ratio):"
         );
-        let mut t = Table::new().left("link").right("loss").left("transfer");
-        for h in ["rounds", "Mb/s", "rtx/drop", "RTOs", "÷Linux", "intact"] {
-            t = t.right(h);
-        }
+        let mut t = Table::new()
+            .left("link")
+            .right("loss")
+            .left("transfer")
+            .rights(&["rounds", "Mb/s", "rtx/drop", "RTOs", "÷Linux", "intact"]);
         for s in &summary {
             t.row([
                 s.link.to_string(),
