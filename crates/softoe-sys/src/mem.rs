@@ -17,6 +17,13 @@ pub struct Mapping {
 // decides who touches it (all access goes through atomics or raw copies).
 unsafe impl Send for Mapping {}
 
+// SAFETY: a shared `&Mapping` offers only `ptr()`, `len()` and
+// `is_empty()`, which read two fields that never change after `shared`
+// returns; nothing reachable through `&Mapping` dereferences the memory,
+// so threads holding references cannot race through it (what they do
+// with the raw pointer is their own `unsafe`, proved where it is done).
+unsafe impl Sync for Mapping {}
+
 impl Mapping {
     /// A zeroed memfd of `len` bytes, sealed so nobody can shrink or grow it
     /// (a program shrinking it would make the engine fault), mapped shared.

@@ -103,9 +103,8 @@ pub(crate) struct Dispatch {
 #[derive(Debug)]
 pub(crate) struct Inner {
     region: Region,
-    /// Held only to unmap on drop (the lock makes `Inner` `Sync`: the
-    /// mapping itself is only `Send`; it is locked only for its length).
-    map: Mutex<Mapping>,
+    /// Held to unmap on drop, and for its length.
+    map: Mapping,
     /// Held open: when every process holding it has gone, the engine
     /// ends the session.
     /// The attach connection: bell registrations go over it, and its
@@ -317,7 +316,7 @@ impl Client {
             cmds: Mutex::new(region.command_producer()),
             cmps: Mutex::new(region.completion_consumer()),
             region,
-            map: Mutex::new(map),
+            map,
             conn_id,
             conn,
             engine_gone: std::sync::atomic::AtomicBool::new(false),
@@ -370,7 +369,7 @@ impl Client {
 
     /// The bytes of address space this attachment's region takes.
     pub fn region_len(&self) -> u64 {
-        lock(&self.inner.map).len() as u64
+        self.inner.map.len() as u64
     }
 
     /// The name of the interface the engine's port is on, as the engine
