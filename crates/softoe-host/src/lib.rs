@@ -10,8 +10,15 @@
 //!
 //! Calls block by spinning briefly and then sleeping on an eventfd the
 //! engine rings only when a thread sleeps; non-blocking sockets return
-//! `WouldBlock`. Errors are `io::Error`s carrying the errno Linux would
-//! give.
+//! `WouldBlock`. A thread asleep on one socket is woken by that socket
+//! alone, and how long to spin is learnt per kind of wait. Readiness is
+//! `poll`-style ([`Client::poll`]) and, for many sockets, a [`Selector`] whose
+//! cost follows the sockets that changed (10,000 connections in one
+//! thread). Errors are `io::Error`s carrying the errno Linux would give.
+//!
+//! Only the modules that read and write the shared region (`client`,
+//! `socket::stream`) may use `unsafe`; system calls go through rustix and
+//! `softoe-sys`.
 //!
 //! ```no_run
 //! use std::io::{Read, Write};
