@@ -4,13 +4,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use softoe_abi::{Completion, EV_HUP, SESSION_CLOSED, SockKind, errno};
+use softoe_abi::{Completion, EV_HUP, SESSION_CLOSED, errno};
 use softoe_stack::{Instant, SocketHandle, Stack, State};
 use tracing::debug;
 
 use super::recv::detach_sink;
 use super::share::Shares;
-use super::sock::{Detached, Hold, Posted, Role};
+use super::sock::{Detached, Hold, Posted};
 use super::{Ctx, Program, SessionCore};
 
 /// A closed socket the stack is still finishing: what to release when it
@@ -296,7 +296,7 @@ impl<P: Program> SessionCore<P> {
         let Some(cur) = self.socks.get_mut(id as usize).and_then(Option::as_mut) else {
             return false;
         };
-        let shared_listener = cur.role == (Role::Listener { shared: true });
+        let shared_listener = cur.is_shared_listener();
         let detach = ((cur.watched && !shared_listener) || drain) && cur.h.is_some();
         if drain {
             self.draining.push(id);
@@ -383,7 +383,7 @@ impl<P: Program> SessionCore<P> {
             return;
         };
         self.by_handle.remove(&h);
-        if s.role == (Role::Listener { shared: true }) {
+        if s.is_shared_listener() {
             // Other sessions listen on it still: only this share goes.
             self.unshared.push(h);
             if let Some(t) = tag {
@@ -391,7 +391,7 @@ impl<P: Program> SessionCore<P> {
             }
             return;
         }
-        if abort && s.kind == SockKind::Tcp && !s.role.is_listener() {
+        if abort && s.is_tcp() {
             let _ = stack.tcp_abort(h);
         }
         let _ = stack.close(now, h);
@@ -403,7 +403,7 @@ impl<P: Program> SessionCore<P> {
                 _ => None,
             })
             .collect();
-        let tcp = s.kind == SockKind::Tcp && !s.role.is_listener();
+        let tcp = s.is_tcp();
         self.retire(
             h,
             Retiring {

@@ -9,7 +9,7 @@ use tracing::debug;
 
 use super::adopt::Adopt;
 use super::recv::sync_sink;
-use super::sock::{HSock, Opts, Posted, Role};
+use super::sock::{HSock, Opts, Posted};
 use super::translate::{bind_errno, endpoint, handle_errno, packed};
 use super::{Ctx, Program, Result, SessionCore};
 
@@ -254,7 +254,7 @@ impl<P: Program> SessionCore<P> {
         if s.kind != SockKind::Tcp {
             return Err(errno::EOPNOTSUPP);
         }
-        if s.role.is_listener() {
+        if s.is_listener() {
             return Ok(Some(0));
         }
         if s.h.is_some() {
@@ -274,7 +274,7 @@ impl<P: Program> SessionCore<P> {
         let h = r.map_err(bind_errno)?;
         let s = self.sock(sock)?;
         s.h = Some(h);
-        s.role = Role::Listener { shared: false };
+        s.become_listener(false);
         let opts = s.opts;
         apply_opts(cx.now, cx.stack, h, &opts);
         cx.owner.insert(h, cx.slot);
@@ -292,7 +292,7 @@ impl<P: Program> SessionCore<P> {
         done: &mut Completion,
     ) -> Result<Option<i64>> {
         let s = self.sock(sock)?;
-        let (true, Some(lh)) = (s.role.is_listener(), s.h) else {
+        let (true, Some(lh)) = (s.is_listener(), s.h) else {
             return Err(errno::EINVAL);
         };
         let id = self.new_id()?;
@@ -335,14 +335,14 @@ impl<P: Program> SessionCore<P> {
     ) -> Result<Option<i64>> {
         let remote = endpoint(addr, port);
         let s = self.sock(sock)?;
-        if s.kind == SockKind::Udp {
-            s.peer = Some(remote);
+        if let Some(u) = s.udp_mut() {
+            u.peer = Some(remote);
             if let Some(v) = self.region.slot(sock) {
                 v.set_remote(pack_addr(addr, port));
             }
             return Ok(Some(0));
         }
-        if s.role.is_listener() {
+        if s.is_listener() {
             return Err(errno::EINVAL);
         }
         if s.h.is_some() {
@@ -422,7 +422,7 @@ impl<P: Program> SessionCore<P> {
         let view_head = view.as_ref().map(SlotView::rx_head);
         let s = self.sock(sock)?;
         let h = match s.h {
-            Some(h) if s.kind == SockKind::Tcp && !s.role.is_listener() => h,
+            Some(h) if s.is_tcp() => h,
             _ => return Err(errno::ENOTCONN),
         };
         if s.posted.is_some() {
@@ -491,7 +491,7 @@ impl<P: Program> SessionCore<P> {
         let Some(h) = s.h else {
             return Err(errno::ENOTCONN);
         };
-        if s.kind == SockKind::Tcp && !s.role.is_listener() && how != SHUT_RD {
+        if s.is_tcp() && how != SHUT_RD {
             if s.queued.is_empty() {
                 cx.stack.tcp_shutdown(h).map_err(handle_errno)?;
             } else {

@@ -109,7 +109,7 @@ pub(super) fn sink_open(s: &HSock) -> bool {
 /// goes, and with it the stack's own copy, for every byte that finds the
 /// stack's buffer empty.
 pub(super) fn attach_sink(stack: &mut Stack, h: SocketHandle, s: &mut HSock, data: u32) {
-    if s.sink || s.kind != SockKind::Tcp || s.role.is_listener() || s.rx.len == 0 {
+    if s.sink || !s.is_tcp() || s.rx.len == 0 {
         return;
     }
     let ring = RxRing {
@@ -610,7 +610,7 @@ impl<P: Program> SessionCore<P> {
             return false;
         };
         let mut done = std::mem::take(&mut self.done_buf);
-        let (facts, moved) = if s.role.is_listener() {
+        let (facts, moved) = if s.is_listener() {
             let backlog = stack
                 .readiness(h)
                 .is_ok_and(|r| r.contains(Events::READABLE));

@@ -1,7 +1,7 @@
 //! Send: bytes from the ring, the data area or the program's memory
 //! handed to the stack, and held until acknowledged.
 
-use softoe_abi::{Region, RingSpan, SendSource, SockKind, errno};
+use softoe_abi::{Region, RingSpan, SendSource, errno};
 use softoe_stack::{Endpoint, PayloadRef, SendError, SocketHandle, Stack, UdpSendError};
 use softoe_wire::Ipv4Address;
 use tracing::trace;
@@ -187,15 +187,18 @@ fn send_ring(
 /// wrapped. Datagrams the port has taken (`sent` in all) free their space
 /// first; `EAGAIN` while the ring has no room for it.
 fn udp_place(s: &mut HSock, sent: u64, clen: u64, len: u64) -> Result<u64> {
-    while s.udp_done < sent {
-        s.udp_live.pop_front();
-        s.udp_done += 1;
-    }
     let mut pos = s.copy_queued;
+    let Some(u) = s.udp_mut() else {
+        return Err(errno::EOPNOTSUPP);
+    };
+    while u.done < sent {
+        u.live.pop_front();
+        u.done += 1;
+    }
     if pos % clen + len > clen {
         pos += clen - pos % clen;
     }
-    let live_start = s.udp_live.front().map_or(pos, |&(a, _)| a);
+    let live_start = u.live.front().map_or(pos, |&(a, _)| a);
     if pos + len - live_start > clen {
         return Err(errno::EAGAIN);
     }
@@ -255,9 +258,7 @@ impl<P: Program> SessionCore<P> {
     ) -> Result<()> {
         let (stack, shares) = (&mut *cx.stack, &mut *cx.shares);
         let s = self.sending(sock)?;
-        let Some(h) =
-            s.h.filter(|_| s.kind == SockKind::Tcp && !s.role.is_listener())
-        else {
+        let Some(h) = s.h.filter(|_| s.is_tcp()) else {
             return Err(errno::ENOTCONN);
         };
         if let Some(e) = stack.tcp_error(h).ok().flatten() {
@@ -301,9 +302,7 @@ impl<P: Program> SessionCore<P> {
         let (stack, shares) = (&mut *cx.stack, &mut *cx.shares);
         let acked = self.region.slot(sock).map_or(0, |v| v.tx_acked());
         let s = self.sending(sock)?;
-        let Some(h) =
-            s.h.filter(|_| s.kind == SockKind::Tcp && !s.role.is_listener())
-        else {
+        let Some(h) = s.h.filter(|_| s.is_tcp()) else {
             return Err(errno::ENOTCONN);
         };
         if let Some(e) = stack.tcp_error(h).ok().flatten() {
@@ -402,7 +401,7 @@ impl<P: Program> SessionCore<P> {
         };
         let region = self.region;
         let s = usable(&mut self.socks, sock)?;
-        let Some(h) = s.h.filter(|_| !s.role.is_listener()) else {
+        let Some(h) = s.h.filter(|_| !s.is_listener()) else {
             return Err(errno::ENOTCONN);
         };
         let Some(want) = tcp_room(stack, cx.shares, s, h, sock, len)? else {
@@ -529,7 +528,7 @@ impl<P: Program> SessionCore<P> {
         let s = self.sock(sock)?;
         let dest = match to {
             Some((a, p)) => endpoint(a, p),
-            None => s.peer.ok_or(errno::EDESTADDRREQ)?,
+            None => s.udp().and_then(|u| u.peer).ok_or(errno::EDESTADDRREQ)?,
         };
         if s.h.is_none() {
             // Sending binds an ephemeral port, as in Linux.
@@ -558,7 +557,9 @@ impl<P: Program> SessionCore<P> {
         dst.copy_from_slice(&scratch[..len as usize]);
         match stack.udp_send_to(h, dest, PayloadRef::new(cr, off as u64, len as u32)) {
             Ok(()) => {
-                s.udp_live.push_back((pos, pos + len));
+                if let Some(u) = s.udp_mut() {
+                    u.live.push_back((pos, pos + len));
+                }
                 s.copy_queued = pos + len;
                 Ok(len)
             }
@@ -573,6 +574,7 @@ impl<P: Program> SessionCore<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use softoe_abi::SockKind;
 
     fn udp() -> HSock {
         let span = RingSpan { offset: 0, len: 0 };
@@ -591,13 +593,15 @@ mod tests {
     fn live_datagrams_hold_their_space_until_sent() {
         let mut s = udp();
         s.copy_queued = 100;
-        s.udp_live.push_back((50, 70));
-        s.udp_live.push_back((70, 100));
+        let u = s.udp_mut().expect("a UDP socket");
+        u.live.push_back((50, 70));
+        u.live.push_back((70, 100));
         // From 50 on is live: 60 more bytes would overrun it.
         assert_eq!(udp_place(&mut s, 0, 100, 60), Err(errno::EAGAIN));
         assert_eq!(udp_place(&mut s, 0, 100, 50), Ok(100));
         // The first was sent: its 20 bytes are free again.
         assert_eq!(udp_place(&mut s, 1, 100, 70), Ok(100));
-        assert_eq!((s.udp_done, s.udp_live.len()), (1, 1));
+        let u = s.udp().expect("a UDP socket");
+        assert_eq!((u.done, u.live.len()), (1, 1));
     }
 }

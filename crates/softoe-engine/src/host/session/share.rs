@@ -30,7 +30,7 @@ use tracing::debug;
 
 use super::close::Retiring;
 use super::recv::detach_sink;
-use super::sock::{HSock, Hold, Opts, Role};
+use super::sock::{HSock, Hold, Opts};
 use super::{Program, Result, SessionCore};
 
 /// The connections held by more than one socket, by stack handle.
@@ -156,7 +156,7 @@ impl<P: Program> SessionCore<P> {
                 self.socks.get(id as usize),
                 Some(Some(s)) if s.h.is_some()
                     && s.kind == SockKind::Tcp
-                    && s.role == Role::Open
+                    && !s.is_listener()
                     && s.detached.is_none()
             )
     }
@@ -179,7 +179,7 @@ impl<P: Program> SessionCore<P> {
             .and_then(Option::as_mut)
             .ok_or(errno::ENOENT)?;
         let h = match s.h {
-            Some(h) if s.kind == SockKind::Tcp && s.role == Role::Open && s.watched => h,
+            Some(h) if s.is_tcp() && s.watched => h,
             _ => return Err(errno::EOPNOTSUPP),
         };
         let mut unread = Vec::new();

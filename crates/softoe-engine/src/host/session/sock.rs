@@ -51,11 +51,10 @@ pub(super) struct HSock {
     pub(super) tx_freed: u64,
     pub(super) tx_wake: bool,
     pub(super) h: Option<SocketHandle>,
-    /// What the socket is to the stack: an ordinary socket or a listener.
-    pub(super) role: Role,
+    /// What only its kind of socket keeps: a TCP connection's, a UDP
+    /// socket's or a listener's state.
+    pub(super) proto: Proto,
     pub(super) bound: Option<Endpoint>,
-    /// UDP: where `send` without an address goes.
-    pub(super) peer: Option<Endpoint>,
     pub(super) rx: RingSpan,
     pub(super) tx: RingSpan,
     /// Receive-ring bytes written (trusted copy of the slot's `rx_tail`).
@@ -79,9 +78,6 @@ pub(super) struct HSock {
     /// Bytes handed to the stack on this connection.
     pub(super) stream: u64,
     pub(super) holds: VecDeque<(u64, Hold)>,
-    /// UDP: copy-ring spans of datagrams the port has not taken yet.
-    pub(super) udp_live: VecDeque<(u64, u64)>,
-    pub(super) udp_done: u64,
     pub(super) connect_tag: Option<u64>,
     /// A receive buffer the program posted (`RECV`): the next bytes go
     /// there, not into the ring.
@@ -120,23 +116,40 @@ pub(super) struct HSock {
     pub(super) ring_backlog: u64,
 }
 
-/// What a socket is to the stack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Role {
-    /// An ordinary socket: not yet bound or connected, a connection
-    /// (connecting, open or closing; maybe shared with other sessions), or
-    /// a UDP socket.
-    Open,
-    /// A TCP listener. `shared`: other sessions share it (`ADOPT`), and
-    /// closing it here leaves the stack's listener to them.
-    Listener { shared: bool },
+/// What a socket is to the stack, with what only that kind keeps.
+#[derive(Debug)]
+pub(super) enum Proto {
+    /// A TCP socket that is not a listener: not yet bound or connected, or
+    /// a connection (connecting, open or closing; maybe shared with other
+    /// sessions).
+    Tcp(TcpPart),
+    /// A UDP socket.
+    Udp(UdpPart),
+    /// A TCP listener.
+    Listener(ListenPart),
 }
 
-impl Role {
-    /// A listener, shared or not.
-    pub(super) fn is_listener(self) -> bool {
-        matches!(self, Role::Listener { .. })
-    }
+/// What a TCP connection keeps.
+#[derive(Debug, Default)]
+pub(super) struct TcpPart {}
+
+/// What a UDP socket keeps.
+#[derive(Debug, Default)]
+pub(super) struct UdpPart {
+    /// Where `send` without an address goes.
+    pub(super) peer: Option<Endpoint>,
+    /// Copy-ring spans of datagrams the port has not taken yet.
+    pub(super) live: VecDeque<(u64, u64)>,
+    /// Datagrams the port has taken, in all.
+    pub(super) done: u64,
+}
+
+/// What a listener keeps.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct ListenPart {
+    /// Other sessions share it (`ADOPT`), and closing it here leaves the
+    /// stack's listener to them.
+    pub(super) shared: bool,
 }
 
 /// A queued zero-copy send: its command's tag, the buffer, and how much
@@ -183,9 +196,12 @@ impl HSock {
             tx_freed: 0,
             tx_wake: false,
             h: None,
-            role: Role::Open,
+            proto: if kind == SockKind::Tcp {
+                Proto::Tcp(TcpPart::default())
+            } else {
+                Proto::Udp(UdpPart::default())
+            },
             bound: None,
-            peer: None,
             rx,
             tx,
             rx_tail: 0,
@@ -204,8 +220,6 @@ impl HSock {
             } else {
                 VecDeque::new()
             },
-            udp_live: VecDeque::new(),
-            udp_done: 0,
             connect_tag: None,
             posted: None,
             hold: false,
@@ -219,5 +233,75 @@ impl HSock {
             fin_after_queue: false,
             ring_backlog: 0,
         }
+    }
+
+    /// A listener, shared or not.
+    pub(super) fn is_listener(&self) -> bool {
+        matches!(self.proto, Proto::Listener(_))
+    }
+
+    /// A listener that other sessions share.
+    pub(super) fn is_shared_listener(&self) -> bool {
+        matches!(self.proto, Proto::Listener(ListenPart { shared: true }))
+    }
+
+    /// A TCP socket that is not a listener.
+    pub(super) fn is_tcp(&self) -> bool {
+        matches!(self.proto, Proto::Tcp(_))
+    }
+
+    pub(super) fn udp(&self) -> Option<&UdpPart> {
+        match &self.proto {
+            Proto::Udp(u) => Some(u),
+            _ => None,
+        }
+    }
+
+    pub(super) fn udp_mut(&mut self) -> Option<&mut UdpPart> {
+        match &mut self.proto {
+            Proto::Udp(u) => Some(u),
+            _ => None,
+        }
+    }
+
+    pub(super) fn listener_mut(&mut self) -> Option<&mut ListenPart> {
+        match &mut self.proto {
+            Proto::Listener(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// The one change of role: a TCP socket (or a new one adopting a
+    /// listener) becomes a listener, its connection state dropped.
+    pub(super) fn become_listener(&mut self, shared: bool) {
+        self.proto = Proto::Listener(ListenPart { shared });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sock(kind: SockKind) -> HSock {
+        let span = RingSpan { offset: 0, len: 0 };
+        HSock::new(kind, span, span)
+    }
+
+    #[test]
+    fn kind_decides_the_part_at_creation() {
+        let (t, u) = (sock(SockKind::Tcp), sock(SockKind::Udp));
+        assert!(t.is_tcp() && t.udp().is_none() && !t.is_listener());
+        assert!(!u.is_tcp() && u.udp().is_some() && !u.is_listener());
+    }
+
+    #[test]
+    fn listen_leaves_tcp_for_the_listener_part() {
+        let mut s = sock(SockKind::Tcp);
+        s.become_listener(false);
+        assert!(s.is_listener() && !s.is_tcp() && !s.is_shared_listener());
+        if let Some(l) = s.listener_mut() {
+            l.shared = true;
+        }
+        assert!(s.is_shared_listener());
     }
 }
