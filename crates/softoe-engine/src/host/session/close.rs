@@ -312,7 +312,7 @@ impl<P: Program> SessionCore<P> {
             return false;
         }
         cur.detached = Some(Detached { tag, abort });
-        let (posted, connect) = (cur.posted.take(), cur.connect_tag.take());
+        let (posted, connect) = cur.take_waits();
         self.detached_n += 1;
         // Other processes may hold it still (a `fork`), or queued buffers
         // are still going out: it lives on until one takes it, the last
@@ -372,7 +372,8 @@ impl<P: Program> SessionCore<P> {
         if let Some(v) = self.region.slot(id) {
             v.set_events(EV_HUP);
         }
-        self.cancel_waits(id, s.posted, s.connect_tag);
+        let (posted, connect) = s.take_waits();
+        self.cancel_waits(id, posted, connect);
         let Some(h) = s.h else {
             if let Some(c) = s.copy {
                 self.free_copy.push(c);

@@ -146,7 +146,9 @@ impl<P: Program> SessionCore<P> {
                 more: _,
             } => self.send(cx, sock, source, len, to, done),
             Request::RxDone { sock } => {
-                self.sock(sock)?.hold = false;
+                if let Some(t) = self.sock(sock)?.tcp_mut() {
+                    t.hold = false;
+                }
                 Ok(Some(0))
             }
             Request::Arm { sock } => {
@@ -346,7 +348,7 @@ impl<P: Program> SessionCore<P> {
             return Err(errno::EINVAL);
         }
         if s.h.is_some() {
-            return Err(if s.connect_tag.is_some() {
+            return Err(if s.tcp().is_some_and(|t| t.connect_tag.is_some()) {
                 errno::EALREADY
             } else {
                 errno::EISCONN
@@ -358,7 +360,9 @@ impl<P: Program> SessionCore<P> {
             .tcp_connect(cx.now, remote, local, None)
             .map_err(bind_errno)?;
         s.h = Some(h);
-        s.connect_tag = Some(done.tag);
+        if let Some(t) = s.tcp_mut() {
+            t.connect_tag = Some(done.tag);
+        }
         let opts = s.opts;
         apply_opts(cx.now, cx.stack, h, &opts);
         cx.owner.insert(h, cx.slot);
@@ -425,7 +429,7 @@ impl<P: Program> SessionCore<P> {
             Some(h) if s.is_tcp() => h,
             _ => return Err(errno::ENOTCONN),
         };
-        if s.posted.is_some() {
+        if s.tcp().is_some_and(|t| t.posted.is_some()) {
             return Err(errno::EBUSY);
         }
         // What the stack wrote into the ring counts (and it writes there
@@ -441,13 +445,15 @@ impl<P: Program> SessionCore<P> {
         if head != s.rx_tail {
             return Err(errno::EAGAIN);
         }
-        s.posted = Some(Posted {
-            tag: done.tag,
-            target,
-            len,
-            nowait,
-            peek,
-        });
+        if let Some(t) = s.tcp_mut() {
+            t.posted = Some(Posted {
+                tag: done.tag,
+                target,
+                len,
+                nowait,
+                peek,
+            });
+        }
         // Served this turn (`command` marks the socket): what the
         // stack holds already is placed at once.
         Ok(None)
@@ -456,7 +462,10 @@ impl<P: Program> SessionCore<P> {
     /// `CANCEL_RECV`.
     fn cancel_recv(&mut self, sock: u32) -> Result<Option<i64>> {
         let s = self.sock(sock)?;
-        let p = s.posted.take().ok_or(errno::ENOENT)?;
+        let p = s
+            .tcp_mut()
+            .and_then(|t| t.posted.take())
+            .ok_or(errno::ENOENT)?;
         // Answered before the cancel itself: the program waits for
         // the receive's completion, never for a buffer in limbo.
         self.complete(Completion {
@@ -497,7 +506,9 @@ impl<P: Program> SessionCore<P> {
             } else {
                 // The FIN follows the queued bytes, as a kernel
                 // socket's follows its send buffer.
-                s.fin_after_queue = true;
+                if let Some(t) = s.tcp_mut() {
+                    t.fin_after_queue = true;
+                }
             }
         }
         if how != SHUT_WR {

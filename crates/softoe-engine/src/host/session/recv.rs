@@ -100,7 +100,7 @@ pub(super) fn place(
 /// buffer waits (its bytes would overtake the ring's) nor while the bytes
 /// after a placed read are held for the next post.
 pub(super) fn sink_open(s: &HSock) -> bool {
-    s.posted.is_none() && !s.hold
+    s.tcp().is_none_or(|t| t.posted.is_none() && !t.hold)
 }
 
 /// Lets the stack write connection `h`'s in-order bytes straight into
@@ -328,7 +328,7 @@ impl<P: Program> TcpTurn<'_, '_, P> {
         }
         self.answer_connect(s, error, connecting);
         let facts = TcpFacts {
-            held: held && s.posted.is_none(),
+            held: held && s.tcp().is_none_or(|t| t.posted.is_none()),
             shared,
             error: error.is_some(),
             connecting,
@@ -353,29 +353,35 @@ impl<P: Program> TcpTurn<'_, '_, P> {
     /// left of the bytes taken back from a ring, is this socket's alone
     /// again: its ring takes over. Returns whether it is still shared.
     fn unshare(&mut self, s: &mut HSock) -> bool {
-        if s.shared
-            && s.posted.is_none()
+        let Some(t) = s.tcp_mut() else {
+            return false;
+        };
+        if t.shared
+            && t.posted.is_none()
             && self
                 .shares
                 .get(&self.h)
                 .is_none_or(|c| c.holders <= 1 && c.prefix.is_empty())
         {
             self.shares.remove(&self.h);
-            s.shared = false;
+            t.shared = false;
             trace!(
                 session = self.session,
                 sock = self.id,
                 "connection no longer shared"
             );
         }
-        s.shared
+        t.shared
     }
 
     /// Answers the posted receive, if the stack (or a shared connection's
     /// prefix) has bytes for it; returns the bytes placed (none for a
     /// peek).
     fn place_posted(&mut self, s: &mut HSock, shared: bool) -> u64 {
-        let Some(p) = s.posted else {
+        let Some(t) = s.tcp_mut() else {
+            return 0;
+        };
+        let Some(p) = t.posted else {
             return 0;
         };
         let prefix = if shared {
@@ -390,8 +396,8 @@ impl<P: Program> TcpTurn<'_, '_, P> {
         let Placed::Done(result) = placed else {
             return 0;
         };
-        s.posted = None;
-        s.hold = result > 0 && !shared && !p.peek;
+        t.posted = None;
+        t.hold = result > 0 && !shared && !p.peek;
         self.done.push(Completion {
             tag: p.tag,
             result,
@@ -409,7 +415,8 @@ impl<P: Program> TcpTurn<'_, '_, P> {
         let h = self.h;
         let look = |stack: &mut Stack| stack.tcp_recv_with(h, |a, b| (0, a.len() + b.len()));
         if !shared {
-            let held = s.hold && s.posted.is_none() && look(self.stack).is_ok_and(|n| n > 0);
+            let held = s.tcp().is_some_and(|t| t.hold && t.posted.is_none())
+                && look(self.stack).is_ok_and(|n| n > 0);
             return (held, None);
         }
         let before = self.shares.get(&h).is_some_and(|c| !c.prefix.is_empty());
@@ -473,7 +480,7 @@ impl<P: Program> TcpTurn<'_, '_, P> {
         if !s.queued.is_empty()
             && let Some(data) = mem
         {
-            let gate = if s.shared {
+            let gate = if s.is_shared_conn() {
                 self.shares.get_mut(&self.h)
             } else {
                 None
@@ -482,12 +489,18 @@ impl<P: Program> TcpTurn<'_, '_, P> {
         }
         // A send refused while other holders' queued sends went first may
         // go now: its writer waits for the sequence to move.
-        if s.order_wait && self.shares.get(&self.h).is_none_or(SharedConn::idle) {
-            s.order_wait = false;
+        if let Some(t) = s.tcp_mut()
+            && t.order_wait
+            && self.shares.get(&self.h).is_none_or(SharedConn::idle)
+        {
+            t.order_wait = false;
             moved = true;
         }
-        if s.fin_after_queue && s.queued.is_empty() {
-            s.fin_after_queue = false;
+        if s.queued.is_empty()
+            && let Some(t) = s.tcp_mut()
+            && t.fin_after_queue
+        {
+            t.fin_after_queue = false;
             let _ = self.stack.tcp_shutdown(self.h);
         }
         moved
@@ -560,13 +573,15 @@ impl<P: Program> TcpTurn<'_, '_, P> {
     /// Answers a waiting `CONNECT` once the handshake ended either way,
     /// with the local address the connection got (once per connection).
     fn answer_connect(&mut self, s: &mut HSock, error: Option<TcpError>, connecting: bool) {
-        let Some(tag) = s.connect_tag else {
+        let Some(tag) = s.tcp().and_then(|t| t.connect_tag) else {
             return;
         };
         if error.is_none() && connecting {
             return;
         }
-        s.connect_tag = None;
+        if let Some(t) = s.tcp_mut() {
+            t.connect_tag = None;
+        }
         let info = self.stack.tcp_info(self.h).ok();
         self.done.push(Completion {
             tag,

@@ -123,7 +123,7 @@ fn tcp_room(
     if len == 0 {
         return Ok(None);
     }
-    if s.fin_after_queue {
+    if s.tcp().is_some_and(|t| t.fin_after_queue) {
         return Err(errno::EPIPE);
     }
     // Queued zero-copy buffers go first: room ACKs freed this turn is
@@ -134,9 +134,12 @@ fn tcp_room(
         return Err(errno::EAGAIN);
     }
     // So do other holders' queued sends on a shared connection.
-    if s.shared && shares.get(&h).is_some_and(|g| !g.idle()) {
+    if let Some(t) = s.tcp_mut()
+        && t.shared
+        && shares.get(&h).is_some_and(|g| !g.idle())
+    {
         trace!(sock, "send refused: another holder's queued sends go first");
-        s.order_wait = true;
+        t.order_wait = true;
         return Err(errno::EAGAIN);
     }
     let want = len.min(space);
@@ -267,7 +270,7 @@ impl<P: Program> SessionCore<P> {
         if len == 0 {
             return Err(errno::EINVAL);
         }
-        if s.fin_after_queue {
+        if s.tcp().is_some_and(|t| t.fin_after_queue) {
             // Shut down for sending (the FIN waits for the queue).
             return Err(errno::EPIPE);
         }
@@ -275,7 +278,11 @@ impl<P: Program> SessionCore<P> {
             // Room for a zero-copy sender's steady state, made once.
             s.queued.reserve(HOLDS);
         }
-        let mut gate = if s.shared { shares.get_mut(&h) } else { None };
+        let mut gate = if s.is_shared_conn() {
+            shares.get_mut(&h)
+        } else {
+            None
+        };
         let ticket = gate.as_deref_mut().map_or(0, SharedConn::ticket);
         s.queued.push_back(QueuedSend {
             tag,
@@ -308,7 +315,7 @@ impl<P: Program> SessionCore<P> {
         if let Some(e) = stack.tcp_error(h).ok().flatten() {
             return Err(tcp_errno(e));
         }
-        if s.fin_after_queue {
+        if s.tcp().is_some_and(|t| t.fin_after_queue) {
             return Err(errno::EPIPE);
         }
         if len == 0 {
@@ -321,7 +328,11 @@ impl<P: Program> SessionCore<P> {
             return Err(errno::EINVAL);
         }
         s.ring_backlog += len;
-        let mut gate = if s.shared { shares.get_mut(&h) } else { None };
+        let mut gate = if s.is_shared_conn() {
+            shares.get_mut(&h)
+        } else {
+            None
+        };
         match s.queued.back_mut() {
             // Grows the last queued run of ring bytes, unless another
             // holder queued a send since (this one goes after that).

@@ -183,16 +183,18 @@ impl<P: Program> SessionCore<P> {
             _ => return Err(errno::EOPNOTSUPP),
         };
         let mut unread = Vec::new();
-        if !s.shared {
+        if !s.is_shared_conn() {
             detach_sink(stack, h, s, &view);
             unread = take_back_ring(region, &view, s);
             // Its queued sends are the oldest: they go first.
             for q in &mut s.queued {
                 q.ticket = conn.ticket();
             }
-            s.shared = true;
+            if let Some(t) = s.tcp_mut() {
+                t.shared = true;
+                t.hold = false;
+            }
             s.rx_blocked = false;
-            s.hold = false;
             debug!(
                 session = self.id,
                 sock = id,
@@ -221,7 +223,9 @@ impl<P: Program> SessionCore<P> {
         };
         s.h = Some(j.h);
         s.watched = true;
-        s.shared = true;
+        if let Some(t) = s.tcp_mut() {
+            t.shared = true;
+        }
         s.stream = j.stream;
         s.opts = j.opts;
         // Shared from the start: its program must not wait on the ring
@@ -274,7 +278,8 @@ impl<P: Program> SessionCore<P> {
             v.set_events(EV_HUP);
             v.bump_seq();
         }
-        if let Some(p) = s.posted.take() {
+        let (posted, connect) = s.take_waits();
+        if let Some(p) = posted {
             self.complete(Completion {
                 tag: p.tag,
                 result: -i64::from(errno::ECANCELED),
@@ -282,7 +287,7 @@ impl<P: Program> SessionCore<P> {
                 ..Completion::default()
             });
         }
-        if let Some(t) = s.connect_tag.take() {
+        if let Some(t) = connect {
             self.complete(Completion {
                 tag: t,
                 result: -i64::from(errno::ECONNABORTED),

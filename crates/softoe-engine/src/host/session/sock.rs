@@ -78,14 +78,6 @@ pub(super) struct HSock {
     /// Bytes handed to the stack on this connection.
     pub(super) stream: u64,
     pub(super) holds: VecDeque<(u64, Hold)>,
-    pub(super) connect_tag: Option<u64>,
-    /// A receive buffer the program posted (`RECV`): the next bytes go
-    /// there, not into the ring.
-    pub(super) posted: Option<Posted>,
-    /// The last read was placed directly: what follows stays in the stack
-    /// for the next posted buffer until the program asks for the ring
-    /// (`RXDONE`), so a reader that keeps posting gets every byte placed.
-    pub(super) hold: bool,
     pub(super) opts: Opts,
     pub(super) events: u32,
     /// `rx_tail` when the slot was last published: bytes placed since
@@ -95,12 +87,6 @@ pub(super) struct HSock {
     /// made): the host service watches the descriptor every holder shares,
     /// and until the last copy closes a `CLOSE` only detaches it.
     pub(super) watched: bool,
-    /// Sockets of other sessions serve this connection too (`share.rs`):
-    /// the receive ring is not used, every read is a posted buffer.
-    pub(super) shared: bool,
-    /// A send was refused because another holder's queued sends go first:
-    /// the writer is told (the slot's sequence moves) when they have.
-    pub(super) order_wait: bool,
     /// The program closed it while watched: the connection lives on here,
     /// received bytes still entering the ring, until another session takes
     /// it (`ADOPT`) or the last descriptor closes.
@@ -108,9 +94,6 @@ pub(super) struct HSock {
     /// Zero-copy buffers queued whole (`SEND_QUEUE`), not all handed to
     /// the stack yet, in order.
     pub(super) queued: VecDeque<QueuedSend>,
-    /// The program shut the sending half down while sends were queued: the
-    /// FIN goes when the queue has gone to the stack.
-    pub(super) fin_after_queue: bool,
     /// Send-ring bytes queued (`SEND_RING | SEND_QUEUE`) that the stack has
     /// not taken yet: they follow `tx_queued` in the ring.
     pub(super) ring_backlog: u64,
@@ -131,7 +114,25 @@ pub(super) enum Proto {
 
 /// What a TCP connection keeps.
 #[derive(Debug, Default)]
-pub(super) struct TcpPart {}
+pub(super) struct TcpPart {
+    pub(super) connect_tag: Option<u64>,
+    /// A receive buffer the program posted (`RECV`): the next bytes go
+    /// there, not into the ring.
+    pub(super) posted: Option<Posted>,
+    /// The last read was placed directly: what follows stays in the stack
+    /// for the next posted buffer until the program asks for the ring
+    /// (`RXDONE`), so a reader that keeps posting gets every byte placed.
+    pub(super) hold: bool,
+    /// Sockets of other sessions serve this connection too (`share.rs`):
+    /// the receive ring is not used, every read is a posted buffer.
+    pub(super) shared: bool,
+    /// A send was refused because another holder's queued sends go first:
+    /// the writer is told (the slot's sequence moves) when they have.
+    pub(super) order_wait: bool,
+    /// The program shut the sending half down while sends were queued: the
+    /// FIN goes when the queue has gone to the stack.
+    pub(super) fin_after_queue: bool,
+}
 
 /// What a UDP socket keeps.
 #[derive(Debug, Default)]
@@ -220,17 +221,11 @@ impl HSock {
             } else {
                 VecDeque::new()
             },
-            connect_tag: None,
-            posted: None,
-            hold: false,
             opts: Opts::default(),
             events: 0,
             watched: false,
-            shared: false,
-            order_wait: false,
             detached: None,
             queued: VecDeque::new(),
-            fin_after_queue: false,
             ring_backlog: 0,
         }
     }
@@ -243,6 +238,32 @@ impl HSock {
     /// A listener that other sessions share.
     pub(super) fn is_shared_listener(&self) -> bool {
         matches!(self.proto, Proto::Listener(ListenPart { shared: true }))
+    }
+
+    pub(super) fn tcp(&self) -> Option<&TcpPart> {
+        match &self.proto {
+            Proto::Tcp(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub(super) fn tcp_mut(&mut self) -> Option<&mut TcpPart> {
+        match &mut self.proto {
+            Proto::Tcp(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The waits a TCP socket has open (a posted receive, a connect's
+    /// answer), given up: nothing will answer them here.
+    pub(super) fn take_waits(&mut self) -> (Option<Posted>, Option<u64>) {
+        self.tcp_mut()
+            .map_or((None, None), |t| (t.posted.take(), t.connect_tag.take()))
+    }
+
+    /// A connection that sockets of other sessions serve too.
+    pub(super) fn is_shared_conn(&self) -> bool {
+        self.tcp().is_some_and(|t| t.shared)
     }
 
     /// A TCP socket that is not a listener.
@@ -303,5 +324,20 @@ mod tests {
             l.shared = true;
         }
         assert!(s.is_shared_listener());
+    }
+
+    #[test]
+    fn waits_are_taken_once_and_only_from_tcp() {
+        let mut s = sock(SockKind::Tcp);
+        if let Some(t) = s.tcp_mut() {
+            t.connect_tag = Some(7);
+            t.shared = true;
+        }
+        assert!(s.is_shared_conn());
+        assert_eq!(s.take_waits().1, Some(7));
+        assert_eq!(s.take_waits().1, None);
+        s.become_listener(false);
+        assert!(!s.is_shared_conn() && s.tcp().is_none());
+        assert_eq!(sock(SockKind::Udp).take_waits().1, None);
     }
 }
