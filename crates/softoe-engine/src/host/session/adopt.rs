@@ -186,7 +186,7 @@ impl<P: Program> SessionCore<P> {
     pub(in crate::host) fn draining(&self, id: u32) -> bool {
         matches!(
             self.socks.get(id as usize),
-            Some(Some(s)) if s.detached.is_some() && !s.queued.is_empty()
+            Some(Some(s)) if s.detached.is_some() && !s.queue_empty()
         )
     }
 
@@ -196,7 +196,7 @@ impl<P: Program> SessionCore<P> {
     /// did.
     pub(in crate::host) fn give_up_detached(&mut self, id: u32, conn: &mut SharedConn) -> bool {
         let tag = match self.socks.get_mut(id as usize).and_then(Option::as_mut) {
-            Some(s) if s.queued.is_empty() => match s.detached {
+            Some(s) if s.queue_empty() => match s.detached {
                 Some(d) => d.tag,
                 None => return false,
             },

@@ -152,7 +152,7 @@ impl<P: Program> SessionCore<P> {
             let done = match self.socks.get_mut(id as usize).and_then(Option::as_mut) {
                 Some(s)
                     if s.detached.is_some()
-                        && s.queued.is_empty()
+                        && s.queue_empty()
                         && let Some(h) = s.h
                         && let Some(c) = shares.get_mut(&h)
                         && c.holders > 1 =>
@@ -166,7 +166,7 @@ impl<P: Program> SessionCore<P> {
                     self.retire_share(id, tag, Some(c));
                     continue;
                 }
-                Some(s) if s.detached.is_some() && s.queued.is_empty() => {
+                Some(s) if s.detached.is_some() && s.queue_empty() => {
                     if s.watched {
                         // The watch decides when it closes.
                         None
@@ -242,7 +242,7 @@ impl<P: Program> SessionCore<P> {
         // Queued sends go out before the FIN, as a kernel socket's send
         // buffer does at close, a dead program's too (the region they lie
         // in stays mapped until its session is reclaimed).
-        let drain = !abort && !cur.queued.is_empty() && cur.h.is_some();
+        let drain = !abort && !cur.queue_empty() && cur.h.is_some();
         if !drain && self.leave_share(shares, id, tag) {
             return;
         }

@@ -501,7 +501,7 @@ impl<P: Program> SessionCore<P> {
             return Err(errno::ENOTCONN);
         };
         if s.is_tcp() && how != SHUT_RD {
-            if s.queued.is_empty() {
+            if s.queue_empty() {
                 cx.stack.tcp_shutdown(h).map_err(handle_errno)?;
             } else {
                 // The FIN follows the queued bytes, as a kernel

@@ -477,7 +477,7 @@ impl<P: Program> TcpTurn<'_, '_, P> {
     /// writer should hear of it.
     fn send_progress(&mut self, s: &mut HSock, mem: Option<u32>) -> bool {
         let mut moved = false;
-        if !s.queued.is_empty()
+        if !s.queue_empty()
             && let Some(data) = mem
         {
             let gate = if s.is_shared_conn() {
@@ -496,7 +496,7 @@ impl<P: Program> TcpTurn<'_, '_, P> {
             t.order_wait = false;
             moved = true;
         }
-        if s.queued.is_empty()
+        if s.queue_empty()
             && let Some(t) = s.tcp_mut()
             && t.fin_after_queue
         {
@@ -552,13 +552,15 @@ impl<P: Program> TcpTurn<'_, '_, P> {
             flags: CMP_RELEASE,
             aux: 0,
         };
-        if let Some(g) = self.shares.get_mut(&self.h) {
-            for q in &s.queued {
-                g.done(q.ticket);
+        if let Some(t) = s.tcp_mut() {
+            if let Some(g) = self.shares.get_mut(&self.h) {
+                for q in &t.queued {
+                    g.done(q.ticket);
+                }
             }
-        }
-        for q in s.queued.drain(..) {
-            self.done.push(release(q.tag));
+            for q in t.queued.drain(..) {
+                self.done.push(release(q.tag));
+            }
         }
         let done = &mut *self.done;
         s.holds.retain(|&(_, hold)| match hold {

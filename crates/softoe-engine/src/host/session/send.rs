@@ -10,7 +10,7 @@ use crate::memory::Memory;
 
 use super::command::udp_bind;
 use super::share::{SharedConn, Shares};
-use super::sock::{HOLDS, HSock, Hold, QueuedSend};
+use super::sock::{HOLDS, HSock, Hold, Proto, QueuedSend};
 use super::translate::{endpoint, handle_errno, tcp_errno};
 use super::{Ctx, Program, Result, SessionCore, usable};
 
@@ -28,8 +28,19 @@ pub(super) fn feed_queued(
     data: u32,
     mut gate: Option<&mut SharedConn>,
 ) -> bool {
+    let HSock {
+        proto: Proto::Tcp(t),
+        tx,
+        tx_queued,
+        stream,
+        holds,
+        ..
+    } = s
+    else {
+        return false;
+    };
     let mut any = false;
-    while let Some(q) = s.queued.front_mut() {
+    while let Some(q) = t.queued.front_mut() {
         if gate.as_deref().is_some_and(|g| !g.turn(q.ticket)) {
             break;
         }
@@ -38,34 +49,34 @@ pub(super) fn feed_queued(
             // Ring bytes, from the position the stack took last, in pieces
             // that do not wrap.
             let mut fed = false;
-            while q.taken < q.len && s.tx.len > 0 {
+            while q.taken < q.len && tx.len > 0 {
                 let room = stack.tcp_send_space(h).unwrap_or(0) as u64;
-                let pos = s.tx_queued % s.tx.len;
-                let n = (q.len - q.taken).min(room).min(s.tx.len - pos);
+                let pos = *tx_queued % tx.len;
+                let n = (q.len - q.taken).min(room).min(tx.len - pos);
                 if n == 0 {
                     break;
                 }
-                let r = PayloadRef::new(data, s.tx.offset + pos, n as u32);
+                let r = PayloadRef::new(data, tx.offset + pos, n as u32);
                 let Ok(k) = queue(stack, h, r) else {
                     break;
                 };
                 q.taken += k;
-                s.tx_queued += k;
-                s.ring_backlog = s.ring_backlog.saturating_sub(k);
-                s.stream = stream_end(stack, h, s.stream + k);
+                *tx_queued += k;
+                t.ring_backlog = t.ring_backlog.saturating_sub(k);
+                *stream = stream_end(stack, h, *stream + k);
                 fed |= k > 0;
                 if k < n {
                     break;
                 }
             }
             if fed {
-                s.holds.push_back((s.stream, Hold::TxRing(s.tx_queued)));
+                holds.push_back((*stream, Hold::TxRing(*tx_queued)));
                 any = true;
             }
             if q.taken < q.len {
                 break;
             }
-            s.queued.pop_front();
+            t.queued.pop_front();
             if let Some(g) = gate.as_deref_mut() {
                 g.done(ticket);
             }
@@ -81,17 +92,17 @@ pub(super) fn feed_queued(
             break;
         };
         q.taken += k;
-        s.stream = stream_end(stack, h, s.stream + k);
+        *stream = stream_end(stack, h, *stream + k);
         any |= k > 0;
         if q.taken < q.len {
             break;
         }
         let (tag, len) = (q.tag, q.len);
-        s.queued.pop_front();
+        t.queued.pop_front();
         if let Some(g) = gate.as_deref_mut() {
             g.done(ticket);
         }
-        s.holds.push_back((s.stream, Hold::Zerocopy(tag, len)));
+        holds.push_back((*stream, Hold::Zerocopy(tag, len)));
     }
     any
 }
@@ -129,7 +140,7 @@ fn tcp_room(
     // Queued zero-copy buffers go first: room ACKs freed this turn is
     // theirs (fed when the socket is served, after the commands), and a
     // send taking it would put its bytes ahead of theirs.
-    if !s.queued.is_empty() {
+    if !s.queue_empty() {
         trace!(sock, "send refused: queued zero-copy buffers go first");
         return Err(errno::EAGAIN);
     }
@@ -274,24 +285,26 @@ impl<P: Program> SessionCore<P> {
             // Shut down for sending (the FIN waits for the queue).
             return Err(errno::EPIPE);
         }
-        if s.queued.capacity() == 0 {
-            // Room for a zero-copy sender's steady state, made once.
-            s.queued.reserve(HOLDS);
-        }
         let mut gate = if s.is_shared_conn() {
             shares.get_mut(&h)
         } else {
             None
         };
-        let ticket = gate.as_deref_mut().map_or(0, SharedConn::ticket);
-        s.queued.push_back(QueuedSend {
-            tag,
-            offset,
-            len,
-            taken: 0,
-            ring: false,
-            ticket,
-        });
+        if let Some(t) = s.tcp_mut() {
+            if t.queued.capacity() == 0 {
+                // Room for a zero-copy sender's steady state, made once.
+                t.queued.reserve(HOLDS);
+            }
+            let ticket = gate.as_deref_mut().map_or(0, SharedConn::ticket);
+            t.queued.push_back(QueuedSend {
+                tag,
+                offset,
+                len,
+                taken: 0,
+                ring: false,
+                ticket,
+            });
+        }
         feed_queued(stack, h, s, data, gate);
         Ok(())
     }
@@ -323,28 +336,32 @@ impl<P: Program> SessionCore<P> {
         }
         // The program's word for what is acknowledged is trusted no further
         // than the engine's own count.
-        let unacked = (s.tx_queued + s.ring_backlog).saturating_sub(acked.min(s.tx_queued));
+        let backlog = s.tcp().map_or(0, |t| t.ring_backlog);
+        let unacked = (s.tx_queued + backlog).saturating_sub(acked.min(s.tx_queued));
         if s.tx.len == 0 || unacked + len > s.tx.len {
             return Err(errno::EINVAL);
         }
-        s.ring_backlog += len;
         let mut gate = if s.is_shared_conn() {
             shares.get_mut(&h)
         } else {
             None
         };
-        match s.queued.back_mut() {
+        let Some(t) = s.tcp_mut() else {
+            return Err(errno::ENOTCONN);
+        };
+        t.ring_backlog += len;
+        match t.queued.back_mut() {
             // Grows the last queued run of ring bytes, unless another
             // holder queued a send since (this one goes after that).
             Some(q) if q.ring && gate.as_deref().is_none_or(|g| g.newest(q.ticket)) => {
                 q.len += len;
             }
             _ => {
-                if s.queued.capacity() == 0 {
-                    s.queued.reserve(HOLDS);
+                if t.queued.capacity() == 0 {
+                    t.queued.reserve(HOLDS);
                 }
                 let ticket = gate.as_deref_mut().map_or(0, SharedConn::ticket);
-                s.queued.push_back(QueuedSend {
+                t.queued.push_back(QueuedSend {
                     tag: 0,
                     offset: 0,
                     len,
@@ -367,8 +384,20 @@ impl<P: Program> SessionCore<P> {
             return;
         };
         let mut now = Vec::new();
-        s.ring_backlog = 0;
-        while let Some(q) = s.queued.pop_front() {
+        let HSock {
+            proto,
+            holds,
+            stream,
+            ..
+        } = s;
+        let mut queued = match proto {
+            Proto::Tcp(t) => {
+                t.ring_backlog = 0;
+                Some(&mut t.queued)
+            }
+            _ => None,
+        };
+        while let Some(q) = queued.as_mut().and_then(|q| q.pop_front()) {
             // Its turn is over: the other holders' sends may go.
             if let Some(g) = gate.as_deref_mut() {
                 g.done(q.ticket);
@@ -378,8 +407,7 @@ impl<P: Program> SessionCore<P> {
                 continue;
             }
             if q.taken > 0 {
-                s.holds
-                    .push_back((s.stream, Hold::Zerocopy(q.tag, q.taken)));
+                holds.push_back((*stream, Hold::Zerocopy(q.tag, q.taken)));
             } else {
                 now.push(q.tag);
             }

@@ -187,10 +187,10 @@ impl<P: Program> SessionCore<P> {
             detach_sink(stack, h, s, &view);
             unread = take_back_ring(region, &view, s);
             // Its queued sends are the oldest: they go first.
-            for q in &mut s.queued {
-                q.ticket = conn.ticket();
-            }
             if let Some(t) = s.tcp_mut() {
+                for q in &mut t.queued {
+                    q.ticket = conn.ticket();
+                }
                 t.shared = true;
                 t.hold = false;
             }

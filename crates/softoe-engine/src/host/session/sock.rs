@@ -91,12 +91,6 @@ pub(super) struct HSock {
     /// received bytes still entering the ring, until another session takes
     /// it (`ADOPT`) or the last descriptor closes.
     pub(super) detached: Option<Detached>,
-    /// Zero-copy buffers queued whole (`SEND_QUEUE`), not all handed to
-    /// the stack yet, in order.
-    pub(super) queued: VecDeque<QueuedSend>,
-    /// Send-ring bytes queued (`SEND_RING | SEND_QUEUE`) that the stack has
-    /// not taken yet: they follow `tx_queued` in the ring.
-    pub(super) ring_backlog: u64,
 }
 
 /// What a socket is to the stack, with what only that kind keeps.
@@ -132,6 +126,12 @@ pub(super) struct TcpPart {
     /// The program shut the sending half down while sends were queued: the
     /// FIN goes when the queue has gone to the stack.
     pub(super) fin_after_queue: bool,
+    /// Zero-copy buffers queued whole (`SEND_QUEUE`), not all handed to
+    /// the stack yet, in order.
+    pub(super) queued: VecDeque<QueuedSend>,
+    /// Send-ring bytes queued (`SEND_RING | SEND_QUEUE`) that the stack has
+    /// not taken yet: they follow `tx_queued` in the ring.
+    pub(super) ring_backlog: u64,
 }
 
 /// What a UDP socket keeps.
@@ -225,8 +225,6 @@ impl HSock {
             events: 0,
             watched: false,
             detached: None,
-            queued: VecDeque::new(),
-            ring_backlog: 0,
         }
     }
 
@@ -264,6 +262,11 @@ impl HSock {
     /// A connection that sockets of other sessions serve too.
     pub(super) fn is_shared_conn(&self) -> bool {
         self.tcp().is_some_and(|t| t.shared)
+    }
+
+    /// No zero-copy buffer or ring run waits in its send queue.
+    pub(super) fn queue_empty(&self) -> bool {
+        self.tcp().is_none_or(|t| t.queued.is_empty())
     }
 
     /// A TCP socket that is not a listener.
@@ -339,5 +342,23 @@ mod tests {
         s.become_listener(false);
         assert!(!s.is_shared_conn() && s.tcp().is_none());
         assert_eq!(sock(SockKind::Udp).take_waits().1, None);
+    }
+
+    #[test]
+    fn only_a_tcp_socket_queues_sends() {
+        let mut s = sock(SockKind::Tcp);
+        assert!(s.queue_empty());
+        if let Some(t) = s.tcp_mut() {
+            t.queued.push_back(QueuedSend {
+                tag: 1,
+                offset: 0,
+                len: 10,
+                taken: 0,
+                ring: false,
+                ticket: 0,
+            });
+        }
+        assert!(!s.queue_empty());
+        assert!(sock(SockKind::Udp).queue_empty());
     }
 }
