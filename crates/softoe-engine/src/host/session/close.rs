@@ -10,7 +10,7 @@ use tracing::debug;
 
 use super::recv::detach_sink;
 use super::share::Shares;
-use super::sock::{Detached, Hold, Posted};
+use super::sock::{Detached, Posted};
 use super::{Ctx, Program, SessionCore};
 
 /// A closed socket the stack is still finishing: what to release when it
@@ -396,20 +396,13 @@ impl<P: Program> SessionCore<P> {
             let _ = stack.tcp_abort(h);
         }
         let _ = stack.close(now, h);
-        let zerocopy = s
-            .holds
-            .iter()
-            .filter_map(|&(_, hold)| match hold {
-                Hold::Zerocopy(t, n) => Some((t, n)),
-                _ => None,
-            })
-            .collect();
+        let zerocopy = s.held_zerocopy();
         let tcp = s.is_tcp();
         self.retire(
             h,
             Retiring {
                 id,
-                stream: if tcp { s.stream } else { 0 },
+                stream: s.stream(),
                 close_tag: tag,
                 zerocopy,
                 copy: s.copy.into_iter().collect(),

@@ -14,7 +14,7 @@ use tracing::trace;
 use super::ready::{Facts, TcpFacts, readiness};
 use super::send::feed_queued;
 use super::share::{SharedConn, Shares};
-use super::sock::{HSock, Hold, Posted};
+use super::sock::{HSock, Hold, Posted, Proto};
 use super::translate::{packed, tcp_errno};
 use super::wake::publish;
 use super::{Program, SessionCore};
@@ -251,7 +251,7 @@ fn writer_wake(s: &HSock, before: u32, ev: u32) -> bool {
         None => s.tx.len,
     };
     let news = (before ^ ev) & !EV_WRITABLE != 0;
-    news || s.holds.is_empty() || s.tx_freed >= (ring / 2).max(1)
+    news || s.tcp().is_none_or(|t| t.holds.is_empty()) || s.tx_freed >= (ring / 2).max(1)
 }
 
 /// One TCP connection's serve: what its steps share. The completions they
@@ -335,7 +335,9 @@ impl<P: Program> TcpTurn<'_, '_, P> {
             rx_fin: s.rx_fin,
             rx_blocked: s.rx_blocked,
             readable: s.rx_tail != s.rx_head,
-            copy_free: s.copy.is_none_or(|(_, l)| s.copy_queued - s.copy_acked < l),
+            copy_free: s
+                .copy
+                .is_none_or(|(_, l)| s.copy_queued - s.tcp().map_or(0, |t| t.copy_acked) < l),
             send_space: self.stack.tcp_send_space(self.h).is_ok_and(|n| n > 0),
             closed: matches!(
                 state,
@@ -509,24 +511,32 @@ impl<P: Program> TcpTurn<'_, '_, P> {
     /// Acknowledged bytes: releases what they held (ring space, copy-ring
     /// space, zero-copy buffers). Returns whether anything came free.
     fn release_acked(&mut self, s: &mut HSock) -> bool {
+        let HSock {
+            proto: Proto::Tcp(t),
+            tx_freed,
+            ..
+        } = s
+        else {
+            return false;
+        };
         let acked = self.stack.tcp_acked(self.h).unwrap_or(0);
-        trace!(session = self.session, sock = self.id, acked, holds = s.holds.len(), first = ?s.holds.front().map(|h| h.0), "serve");
+        trace!(session = self.session, sock = self.id, acked, holds = t.holds.len(), first = ?t.holds.front().map(|h| h.0), "serve");
         let mut moved = false;
-        while let Some(&(end, hold)) = s.holds.front() {
+        while let Some(&(end, hold)) = t.holds.front() {
             if end > acked {
                 break;
             }
-            s.holds.pop_front();
+            t.holds.pop_front();
             // Space came free: a writer may be waiting for it.
             moved = true;
             match hold {
                 Hold::TxRing(p) => {
-                    s.tx_freed += p.saturating_sub(self.view.tx_acked());
+                    *tx_freed += p.saturating_sub(self.view.tx_acked());
                     self.view.set_tx_acked(p);
                 }
                 Hold::Copy(p) => {
-                    s.tx_freed += p.saturating_sub(s.copy_acked);
-                    s.copy_acked = p;
+                    *tx_freed += p.saturating_sub(t.copy_acked);
+                    t.copy_acked = p;
                 }
                 Hold::Zerocopy(tag, n) => self.done.push(Completion {
                     tag,
@@ -563,13 +573,15 @@ impl<P: Program> TcpTurn<'_, '_, P> {
             }
         }
         let done = &mut *self.done;
-        s.holds.retain(|&(_, hold)| match hold {
-            Hold::Zerocopy(tag, _) => {
-                done.push(release(tag));
-                false
-            }
-            _ => true,
-        });
+        if let Some(t) = s.tcp_mut() {
+            t.holds.retain(|&(_, hold)| match hold {
+                Hold::Zerocopy(tag, _) => {
+                    done.push(release(tag));
+                    false
+                }
+                _ => true,
+            });
+        }
     }
 
     /// Answers a waiting `CONNECT` once the handshake ended either way,

@@ -31,9 +31,6 @@ pub(super) fn feed_queued(
     let HSock {
         proto: Proto::Tcp(t),
         tx,
-        tx_queued,
-        stream,
-        holds,
         ..
     } = s
     else {
@@ -51,7 +48,7 @@ pub(super) fn feed_queued(
             let mut fed = false;
             while q.taken < q.len && tx.len > 0 {
                 let room = stack.tcp_send_space(h).unwrap_or(0) as u64;
-                let pos = *tx_queued % tx.len;
+                let pos = t.tx_queued % tx.len;
                 let n = (q.len - q.taken).min(room).min(tx.len - pos);
                 if n == 0 {
                     break;
@@ -61,16 +58,16 @@ pub(super) fn feed_queued(
                     break;
                 };
                 q.taken += k;
-                *tx_queued += k;
+                t.tx_queued += k;
                 t.ring_backlog = t.ring_backlog.saturating_sub(k);
-                *stream = stream_end(stack, h, *stream + k);
+                t.stream = stream_end(stack, h, t.stream + k);
                 fed |= k > 0;
                 if k < n {
                     break;
                 }
             }
             if fed {
-                holds.push_back((*stream, Hold::TxRing(*tx_queued)));
+                t.holds.push_back((t.stream, Hold::TxRing(t.tx_queued)));
                 any = true;
             }
             if q.taken < q.len {
@@ -92,7 +89,7 @@ pub(super) fn feed_queued(
             break;
         };
         q.taken += k;
-        *stream = stream_end(stack, h, *stream + k);
+        t.stream = stream_end(stack, h, t.stream + k);
         any |= k > 0;
         if q.taken < q.len {
             break;
@@ -102,7 +99,7 @@ pub(super) fn feed_queued(
         if let Some(g) = gate.as_deref_mut() {
             g.done(ticket);
         }
-        holds.push_back((*stream, Hold::Zerocopy(tag, len)));
+        t.holds.push_back((t.stream, Hold::Zerocopy(tag, len)));
     }
     any
 }
@@ -174,25 +171,33 @@ fn send_ring(
     len: u64,
     want: u64,
 ) -> Result<u64> {
+    let HSock {
+        proto: Proto::Tcp(t),
+        tx,
+        ..
+    } = s
+    else {
+        return Err(errno::ENOTCONN);
+    };
     // They must lie within the ring's unacknowledged span.
-    if s.tx_queued + len - acked > s.tx.len {
+    if t.tx_queued + len - acked > tx.len {
         return Err(errno::EINVAL);
     }
     let mut taken = 0;
     while taken < want {
-        let pos = s.tx_queued % s.tx.len;
-        let n = (want - taken).min(s.tx.len - pos);
-        let r = PayloadRef::new(data, s.tx.offset + pos, n as u32);
+        let pos = t.tx_queued % tx.len;
+        let n = (want - taken).min(tx.len - pos);
+        let r = PayloadRef::new(data, tx.offset + pos, n as u32);
         let k = queue(stack, h, r)?;
-        s.tx_queued += k;
-        s.stream = stream_end(stack, h, s.stream + k);
+        t.tx_queued += k;
+        t.stream = stream_end(stack, h, t.stream + k);
         taken += k;
         if k < n {
             break;
         }
     }
-    let end = s.tx_queued;
-    s.holds.push_back((s.stream, Hold::TxRing(end)));
+    let end = t.tx_queued;
+    t.holds.push_back((t.stream, Hold::TxRing(end)));
     Ok(taken)
 }
 
@@ -336,8 +341,8 @@ impl<P: Program> SessionCore<P> {
         }
         // The program's word for what is acknowledged is trusted no further
         // than the engine's own count.
-        let backlog = s.tcp().map_or(0, |t| t.ring_backlog);
-        let unacked = (s.tx_queued + backlog).saturating_sub(acked.min(s.tx_queued));
+        let (ring_queued, backlog) = s.tcp().map_or((0, 0), |t| (t.tx_queued, t.ring_backlog));
+        let unacked = (ring_queued + backlog).saturating_sub(acked.min(ring_queued));
         if s.tx.len == 0 || unacked + len > s.tx.len {
             return Err(errno::EINVAL);
         }
@@ -384,20 +389,11 @@ impl<P: Program> SessionCore<P> {
             return;
         };
         let mut now = Vec::new();
-        let HSock {
-            proto,
-            holds,
-            stream,
-            ..
-        } = s;
-        let mut queued = match proto {
-            Proto::Tcp(t) => {
-                t.ring_backlog = 0;
-                Some(&mut t.queued)
-            }
-            _ => None,
+        let Some(t) = s.tcp_mut() else {
+            return;
         };
-        while let Some(q) = queued.as_mut().and_then(|q| q.pop_front()) {
+        t.ring_backlog = 0;
+        while let Some(q) = t.queued.pop_front() {
             // Its turn is over: the other holders' sends may go.
             if let Some(g) = gate.as_deref_mut() {
                 g.done(q.ticket);
@@ -407,7 +403,8 @@ impl<P: Program> SessionCore<P> {
                 continue;
             }
             if q.taken > 0 {
-                holds.push_back((*stream, Hold::Zerocopy(q.tag, q.taken)));
+                t.holds
+                    .push_back((t.stream, Hold::Zerocopy(q.tag, q.taken)));
             } else {
                 now.push(q.tag);
             }
@@ -459,8 +456,10 @@ impl<P: Program> SessionCore<P> {
             SendSource::Zerocopy { offset } => {
                 let r = PayloadRef::new(data, offset, want as u32);
                 let taken = queue(stack, h, r)?;
-                s.stream = stream_end(stack, h, s.stream + taken);
-                s.holds.push_back((s.stream, Hold::Zerocopy(tag, taken)));
+                if let Some(t) = s.tcp_mut() {
+                    t.stream = stream_end(stack, h, t.stream + taken);
+                    t.holds.push_back((t.stream, Hold::Zerocopy(tag, taken)));
+                }
                 taken
             }
             SendSource::Overlap { .. } | SendSource::Remote { .. } => {
@@ -495,14 +494,15 @@ impl<P: Program> SessionCore<P> {
         let Some(h) = s.h else {
             return Err(errno::ENOTCONN);
         };
-        let free = clen - (s.copy_queued - s.copy_acked);
+        let copy_acked = s.tcp().map_or(0, |t| t.copy_acked);
+        let free = clen - (s.copy_queued - copy_acked);
         let want = want.min(free);
         if want == 0 {
             trace!(
                 sock,
                 queued = s.copy_queued,
-                acked = s.copy_acked,
-                holds = s.holds.len(),
+                acked = copy_acked,
+                holds = s.tcp().map_or(0, |t| t.holds.len()),
                 "send refused: the copy ring is full"
             );
             return Err(errno::EAGAIN);
@@ -539,14 +539,18 @@ impl<P: Program> SessionCore<P> {
             let r = PayloadRef::new(cr, pos, n as u32);
             let k = queue(stack, h, r)?;
             s.copy_queued += k;
-            s.stream = stream_end(stack, h, s.stream + k);
+            if let Some(t) = s.tcp_mut() {
+                t.stream = stream_end(stack, h, t.stream + k);
+            }
             taken += k;
             if k < n as u64 {
                 break;
             }
         }
         let end = s.copy_queued;
-        s.holds.push_back((s.stream, Hold::Copy(end)));
+        if let Some(t) = s.tcp_mut() {
+            t.holds.push_back((t.stream, Hold::Copy(end)));
+        }
         Ok(taken)
     }
 

@@ -30,7 +30,7 @@ use tracing::debug;
 
 use super::close::Retiring;
 use super::recv::detach_sink;
-use super::sock::{HSock, Hold, Opts};
+use super::sock::{HSock, Opts};
 use super::{Program, Result, SessionCore};
 
 /// The connections held by more than one socket, by stack handle.
@@ -204,7 +204,7 @@ impl<P: Program> SessionCore<P> {
         }
         let j = Joining {
             h,
-            stream: s.stream,
+            stream: s.stream(),
             opts: s.opts,
             local: view.local(),
             remote: view.remote(),
@@ -225,8 +225,8 @@ impl<P: Program> SessionCore<P> {
         s.watched = true;
         if let Some(t) = s.tcp_mut() {
             t.shared = true;
+            t.stream = j.stream;
         }
-        s.stream = j.stream;
         s.opts = j.opts;
         // Shared from the start: its program must not wait on the ring
         // (the serve this turn publishes the rest). Connected too, before
@@ -296,19 +296,12 @@ impl<P: Program> SessionCore<P> {
             });
         }
         self.by_handle.remove(&h);
-        let zerocopy = s
-            .holds
-            .iter()
-            .filter_map(|&(_, hold)| match hold {
-                Hold::Zerocopy(t, n) => Some((t, n)),
-                _ => None,
-            })
-            .collect();
+        let zerocopy = s.held_zerocopy();
         self.retire(
             h,
             Retiring {
                 id,
-                stream: s.stream,
+                stream: s.stream(),
                 close_tag: tag,
                 zerocopy,
                 copy: s.copy.into_iter().collect(),

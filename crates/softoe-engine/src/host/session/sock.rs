@@ -69,15 +69,10 @@ pub(super) struct HSock {
     /// and its tail is the ring's: `rx_tail` follows it
     /// ([`recv::sync_sink`](super::recv::sync_sink)).
     pub(super) sink: bool,
-    /// Send-ring bytes the stack has taken (`copy` policy).
-    pub(super) tx_queued: u64,
-    /// Engine copy ring: region, length, bytes written, bytes free again.
+    /// Engine copy ring: region, length, and bytes written (a TCP
+    /// socket's [`TcpPart::copy_acked`] says how many are free again).
     pub(super) copy: Option<(u32, u64)>,
     pub(super) copy_queued: u64,
-    pub(super) copy_acked: u64,
-    /// Bytes handed to the stack on this connection.
-    pub(super) stream: u64,
-    pub(super) holds: VecDeque<(u64, Hold)>,
     pub(super) opts: Opts,
     pub(super) events: u32,
     /// `rx_tail` when the slot was last published: bytes placed since
@@ -109,6 +104,13 @@ pub(super) enum Proto {
 /// What a TCP connection keeps.
 #[derive(Debug, Default)]
 pub(super) struct TcpPart {
+    /// Send-ring bytes the stack has taken (`copy` policy).
+    pub(super) tx_queued: u64,
+    /// Copy-ring bytes free again (acknowledged).
+    pub(super) copy_acked: u64,
+    /// Bytes handed to the stack on this connection.
+    pub(super) stream: u64,
+    pub(super) holds: VecDeque<(u64, Hold)>,
     pub(super) connect_tag: Option<u64>,
     /// A receive buffer the program posted (`RECV`): the next bytes go
     /// there, not into the ring.
@@ -132,6 +134,15 @@ pub(super) struct TcpPart {
     /// Send-ring bytes queued (`SEND_RING | SEND_QUEUE`) that the stack has
     /// not taken yet: they follow `tx_queued` in the ring.
     pub(super) ring_backlog: u64,
+}
+
+impl TcpPart {
+    fn new() -> TcpPart {
+        TcpPart {
+            holds: VecDeque::with_capacity(HOLDS),
+            ..TcpPart::default()
+        }
+    }
 }
 
 /// What a UDP socket keeps.
@@ -198,7 +209,7 @@ impl HSock {
             tx_wake: false,
             h: None,
             proto: if kind == SockKind::Tcp {
-                Proto::Tcp(TcpPart::default())
+                Proto::Tcp(TcpPart::new())
             } else {
                 Proto::Udp(UdpPart::default())
             },
@@ -211,16 +222,8 @@ impl HSock {
             rx_head: 0,
             rx_fin: false,
             rx_blocked: false,
-            tx_queued: 0,
             copy: None,
             copy_queued: 0,
-            copy_acked: 0,
-            stream: 0,
-            holds: if kind == SockKind::Tcp {
-                VecDeque::with_capacity(HOLDS)
-            } else {
-                VecDeque::new()
-            },
             opts: Opts::default(),
             events: 0,
             watched: false,
@@ -267,6 +270,26 @@ impl HSock {
     /// No zero-copy buffer or ring run waits in its send queue.
     pub(super) fn queue_empty(&self) -> bool {
         self.tcp().is_none_or(|t| t.queued.is_empty())
+    }
+
+    /// The zero-copy buffers its sends hold until acknowledged: tag and
+    /// length of each.
+    pub(super) fn held_zerocopy(&self) -> Vec<(u64, u64)> {
+        let Some(t) = self.tcp() else {
+            return Vec::new();
+        };
+        t.holds
+            .iter()
+            .filter_map(|&(_, hold)| match hold {
+                Hold::Zerocopy(tag, n) => Some((tag, n)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Bytes handed to the stack on its connection (none but TCP's).
+    pub(super) fn stream(&self) -> u64 {
+        self.tcp().map_or(0, |t| t.stream)
     }
 
     /// A TCP socket that is not a listener.
@@ -360,5 +383,20 @@ mod tests {
         }
         assert!(!s.queue_empty());
         assert!(sock(SockKind::Udp).queue_empty());
+    }
+
+    #[test]
+    fn held_zerocopy_lists_only_zero_copy_holds() {
+        let mut s = sock(SockKind::Tcp);
+        if let Some(t) = s.tcp_mut() {
+            t.stream = 30;
+            t.holds.push_back((10, Hold::TxRing(10)));
+            t.holds.push_back((20, Hold::Zerocopy(5, 10)));
+            t.holds.push_back((30, Hold::Copy(10)));
+        }
+        assert_eq!(s.held_zerocopy(), vec![(5, 10)]);
+        assert_eq!(s.stream(), 30);
+        let u = sock(SockKind::Udp);
+        assert_eq!((u.held_zerocopy(), u.stream()), (Vec::new(), 0));
     }
 }
