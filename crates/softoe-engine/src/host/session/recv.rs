@@ -109,7 +109,7 @@ pub(super) fn sink_open(s: &HSock) -> bool {
 /// goes, and with it the stack's own copy, for every byte that finds the
 /// stack's buffer empty.
 pub(super) fn attach_sink(stack: &mut Stack, h: SocketHandle, s: &mut HSock, data: u32) {
-    if s.sink || !s.is_tcp() || s.rx.len == 0 {
+    if s.sinks() || !s.is_tcp() || s.rx.len == 0 {
         return;
     }
     let ring = RxRing {
@@ -118,7 +118,7 @@ pub(super) fn attach_sink(stack: &mut Stack, h: SocketHandle, s: &mut HSock, dat
         len: s.rx.len,
     };
     if stack.tcp_set_rx_sink(h, Some((ring, s.rx_tail))).is_ok() {
-        s.sink = true;
+        s.set_sink(true);
         let _ = stack.tcp_rx_sink_sync(h, s.rx_head, 0, sink_open(s));
     }
 }
@@ -136,7 +136,7 @@ pub(super) fn sync_sink(
     wrote: u64,
     open: bool,
 ) -> bool {
-    if !s.sink {
+    if !s.sinks() {
         s.rx_tail += wrote;
         if wrote > 0 {
             view.set_rx_tail(s.rx_tail);
@@ -153,7 +153,7 @@ pub(super) fn sync_sink(
         // The stack dropped the ring (it could not write there): what
         // it holds comes through its buffer again.
         _ => {
-            s.sink = false;
+            s.set_sink(false);
             s.rx_tail += wrote;
             if wrote > 0 {
                 view.set_rx_tail(s.rx_tail);
@@ -166,10 +166,10 @@ pub(super) fn sync_sink(
 /// Takes the ring away from the stack (the socket closes or moves, or its
 /// memory goes), after taking in what it wrote there.
 pub(super) fn detach_sink(stack: &mut Stack, h: SocketHandle, s: &mut HSock, view: &SlotView<'_>) {
-    if s.sink {
+    if s.sinks() {
         sync_sink(stack, h, s, view, 0, false);
         let _ = stack.tcp_set_rx_sink(h, None);
-        s.sink = false;
+        s.set_sink(false);
     }
 }
 

@@ -64,11 +64,6 @@ pub(super) struct HSock {
     pub(super) rx_fin: bool,
     /// The stack has more than the receive ring could take.
     pub(super) rx_blocked: bool,
-    /// The stack writes in-order bytes straight into the receive ring
-    /// ([`Stack::tcp_set_rx_sink`](softoe_stack::Stack::tcp_set_rx_sink)),
-    /// and its tail is the ring's: `rx_tail` follows it
-    /// ([`recv::sync_sink`](super::recv::sync_sink)).
-    pub(super) sink: bool,
     /// Engine copy ring: region, length, and bytes written (a TCP
     /// socket's [`TcpPart::copy_acked`] says how many are free again).
     pub(super) copy: Option<(u32, u64)>,
@@ -104,6 +99,11 @@ pub(super) enum Proto {
 /// What a TCP connection keeps.
 #[derive(Debug, Default)]
 pub(super) struct TcpPart {
+    /// The stack writes in-order bytes straight into the receive ring
+    /// ([`Stack::tcp_set_rx_sink`](softoe_stack::Stack::tcp_set_rx_sink)),
+    /// and its tail is the ring's: `rx_tail` follows it
+    /// ([`recv::sync_sink`](super::recv::sync_sink)).
+    pub(super) sink: bool,
     /// Send-ring bytes the stack has taken (`copy` policy).
     pub(super) tx_queued: u64,
     /// Copy-ring bytes free again (acknowledged).
@@ -218,7 +218,6 @@ impl HSock {
             tx,
             rx_tail: 0,
             stamped_tail: 0,
-            sink: false,
             rx_head: 0,
             rx_fin: false,
             rx_blocked: false,
@@ -290,6 +289,18 @@ impl HSock {
     /// Bytes handed to the stack on its connection (none but TCP's).
     pub(super) fn stream(&self) -> u64 {
         self.tcp().map_or(0, |t| t.stream)
+    }
+
+    /// The stack writes into its receive ring ([`TcpPart::sink`]).
+    pub(super) fn sinks(&self) -> bool {
+        self.tcp().is_some_and(|t| t.sink)
+    }
+
+    /// Sets [`TcpPart::sink`] (nothing for a socket that is not TCP).
+    pub(super) fn set_sink(&mut self, on: bool) {
+        if let Some(t) = self.tcp_mut() {
+            t.sink = on;
+        }
     }
 
     /// A TCP socket that is not a listener.
@@ -398,5 +409,17 @@ mod tests {
         assert_eq!(s.stream(), 30);
         let u = sock(SockKind::Udp);
         assert_eq!((u.held_zerocopy(), u.stream()), (Vec::new(), 0));
+    }
+
+    #[test]
+    fn only_tcp_keeps_a_sink() {
+        let mut s = sock(SockKind::Tcp);
+        s.set_sink(true);
+        assert!(s.sinks());
+        let mut u = sock(SockKind::Udp);
+        u.set_sink(true);
+        assert!(!u.sinks());
+        s.become_listener(false);
+        assert!(!s.sinks());
     }
 }
