@@ -6,7 +6,6 @@ use softoe_stack::{Endpoint, Instant, SocketHandle, Stack};
 use tracing::debug;
 
 use super::share::{SharedConn, Shares};
-use super::sock::Role;
 use super::{Program, Result, SessionCore};
 
 /// An `ADOPT` as the host service resolves it.
@@ -81,8 +80,8 @@ impl<P: Program> SessionCore<P> {
             .and_then(Option::as_mut)
             .ok_or(errno::ENOENT)?;
         match s.h {
-            Some(h) if s.role.is_listener() => {
-                s.role = Role::Listener { shared: true };
+            Some(h) if s.is_listener() => {
+                s.become_listener(true);
                 Ok((h, s.bound))
             }
             _ => Err(errno::EOPNOTSUPP),
@@ -103,7 +102,7 @@ impl<P: Program> SessionCore<P> {
             Ok((h, bound)) => {
                 if let Some(Some(s)) = self.socks.get_mut(id as usize) {
                     s.h = Some(h);
-                    s.role = Role::Listener { shared: true };
+                    s.become_listener(true);
                     s.bound = bound;
                     // Processes hold its descriptor (its watch's): closed
                     // here last, it is kept for them, as its first
@@ -143,7 +142,7 @@ impl<P: Program> SessionCore<P> {
     /// Whether socket `id` is a listener (one whose descriptor is watched
     /// names a listener, not a connection).
     pub(in crate::host) fn is_listener(&self, id: u32) -> bool {
-        matches!(self.socks.get(id as usize), Some(Some(s)) if s.role.is_listener())
+        matches!(self.socks.get(id as usize), Some(Some(s)) if s.is_listener())
     }
 
     /// Whether listener `id` is one its program uses now (not closed, not
@@ -152,7 +151,7 @@ impl<P: Program> SessionCore<P> {
         !self.dead
             && matches!(
                 self.socks.get(id as usize),
-                Some(Some(s)) if s.role.is_listener() && s.detached.is_none()
+                Some(Some(s)) if s.is_listener() && s.detached.is_none()
             )
     }
 
@@ -167,7 +166,7 @@ impl<P: Program> SessionCore<P> {
         id: u32,
     ) {
         let d = match self.socks.get_mut(id as usize).and_then(Option::as_mut) {
-            Some(s) if s.role == (Role::Listener { shared: true }) => match s.detached.take() {
+            Some(s) if s.is_shared_listener() => match s.detached.take() {
                 Some(d) => d,
                 None => return,
             },
@@ -187,7 +186,7 @@ impl<P: Program> SessionCore<P> {
     pub(in crate::host) fn draining(&self, id: u32) -> bool {
         matches!(
             self.socks.get(id as usize),
-            Some(Some(s)) if s.detached.is_some() && !s.queued.is_empty()
+            Some(Some(s)) if s.detached.is_some() && !s.queue_empty()
         )
     }
 
@@ -197,7 +196,7 @@ impl<P: Program> SessionCore<P> {
     /// did.
     pub(in crate::host) fn give_up_detached(&mut self, id: u32, conn: &mut SharedConn) -> bool {
         let tag = match self.socks.get_mut(id as usize).and_then(Option::as_mut) {
-            Some(s) if s.queued.is_empty() => match s.detached {
+            Some(s) if s.queue_empty() => match s.detached {
                 Some(d) => d.tag,
                 None => return false,
             },
@@ -212,9 +211,9 @@ impl<P: Program> SessionCore<P> {
     pub(in crate::host) fn unshare(&mut self, h: SocketHandle) {
         if let Some(&id) = self.by_handle.get(&h)
             && let Some(Some(s)) = self.socks.get_mut(id as usize)
-            && let Role::Listener { shared } = &mut s.role
+            && let Some(l) = s.listener_mut()
         {
-            *shared = false;
+            l.shared = false;
         }
     }
 

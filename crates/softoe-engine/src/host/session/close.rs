@@ -4,13 +4,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use softoe_abi::{Completion, EV_HUP, SESSION_CLOSED, SockKind, errno};
+use softoe_abi::{Completion, EV_HUP, SESSION_CLOSED, errno};
 use softoe_stack::{Instant, SocketHandle, Stack, State};
 use tracing::debug;
 
 use super::recv::detach_sink;
 use super::share::Shares;
-use super::sock::{Detached, Hold, Posted, Role};
+use super::sock::{Detached, Posted};
 use super::{Ctx, Program, SessionCore};
 
 /// A closed socket the stack is still finishing: what to release when it
@@ -152,7 +152,7 @@ impl<P: Program> SessionCore<P> {
             let done = match self.socks.get_mut(id as usize).and_then(Option::as_mut) {
                 Some(s)
                     if s.detached.is_some()
-                        && s.queued.is_empty()
+                        && s.queue_empty()
                         && let Some(h) = s.h
                         && let Some(c) = shares.get_mut(&h)
                         && c.holders > 1 =>
@@ -166,7 +166,7 @@ impl<P: Program> SessionCore<P> {
                     self.retire_share(id, tag, Some(c));
                     continue;
                 }
-                Some(s) if s.detached.is_some() && s.queued.is_empty() => {
+                Some(s) if s.detached.is_some() && s.queue_empty() => {
                     if s.watched {
                         // The watch decides when it closes.
                         None
@@ -242,7 +242,7 @@ impl<P: Program> SessionCore<P> {
         // Queued sends go out before the FIN, as a kernel socket's send
         // buffer does at close, a dead program's too (the region they lie
         // in stays mapped until its session is reclaimed).
-        let drain = !abort && !cur.queued.is_empty() && cur.h.is_some();
+        let drain = !abort && !cur.queue_empty() && cur.h.is_some();
         if !drain && self.leave_share(shares, id, tag) {
             return;
         }
@@ -296,7 +296,7 @@ impl<P: Program> SessionCore<P> {
         let Some(cur) = self.socks.get_mut(id as usize).and_then(Option::as_mut) else {
             return false;
         };
-        let shared_listener = cur.role == (Role::Listener { shared: true });
+        let shared_listener = cur.is_shared_listener();
         let detach = ((cur.watched && !shared_listener) || drain) && cur.h.is_some();
         if drain {
             self.draining.push(id);
@@ -312,7 +312,7 @@ impl<P: Program> SessionCore<P> {
             return false;
         }
         cur.detached = Some(Detached { tag, abort });
-        let (posted, connect) = (cur.posted.take(), cur.connect_tag.take());
+        let (posted, connect) = cur.take_waits();
         self.detached_n += 1;
         // Other processes may hold it still (a `fork`), or queued buffers
         // are still going out: it lives on until one takes it, the last
@@ -372,7 +372,8 @@ impl<P: Program> SessionCore<P> {
         if let Some(v) = self.region.slot(id) {
             v.set_events(EV_HUP);
         }
-        self.cancel_waits(id, s.posted, s.connect_tag);
+        let (posted, connect) = s.take_waits();
+        self.cancel_waits(id, posted, connect);
         let Some(h) = s.h else {
             if let Some(c) = s.copy {
                 self.free_copy.push(c);
@@ -383,7 +384,7 @@ impl<P: Program> SessionCore<P> {
             return;
         };
         self.by_handle.remove(&h);
-        if s.role == (Role::Listener { shared: true }) {
+        if s.is_shared_listener() {
             // Other sessions listen on it still: only this share goes.
             self.unshared.push(h);
             if let Some(t) = tag {
@@ -391,24 +392,17 @@ impl<P: Program> SessionCore<P> {
             }
             return;
         }
-        if abort && s.kind == SockKind::Tcp && !s.role.is_listener() {
+        if abort && s.is_tcp() {
             let _ = stack.tcp_abort(h);
         }
         let _ = stack.close(now, h);
-        let zerocopy = s
-            .holds
-            .iter()
-            .filter_map(|&(_, hold)| match hold {
-                Hold::Zerocopy(t, n) => Some((t, n)),
-                _ => None,
-            })
-            .collect();
-        let tcp = s.kind == SockKind::Tcp && !s.role.is_listener();
+        let zerocopy = s.held_zerocopy();
+        let tcp = s.is_tcp();
         self.retire(
             h,
             Retiring {
                 id,
-                stream: if tcp { s.stream } else { 0 },
+                stream: s.stream(),
                 close_tag: tag,
                 zerocopy,
                 copy: s.copy.into_iter().collect(),

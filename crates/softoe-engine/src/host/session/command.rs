@@ -9,7 +9,7 @@ use tracing::debug;
 
 use super::adopt::Adopt;
 use super::recv::sync_sink;
-use super::sock::{HSock, Opts, Posted, Role};
+use super::sock::{HSock, Opts, Posted};
 use super::translate::{bind_errno, endpoint, handle_errno, packed};
 use super::{Ctx, Program, Result, SessionCore};
 
@@ -146,7 +146,9 @@ impl<P: Program> SessionCore<P> {
                 more: _,
             } => self.send(cx, sock, source, len, to, done),
             Request::RxDone { sock } => {
-                self.sock(sock)?.hold = false;
+                if let Some(t) = self.sock(sock)?.tcp_mut() {
+                    t.hold = false;
+                }
                 Ok(Some(0))
             }
             Request::Arm { sock } => {
@@ -254,7 +256,7 @@ impl<P: Program> SessionCore<P> {
         if s.kind != SockKind::Tcp {
             return Err(errno::EOPNOTSUPP);
         }
-        if s.role.is_listener() {
+        if s.is_listener() {
             return Ok(Some(0));
         }
         if s.h.is_some() {
@@ -274,7 +276,7 @@ impl<P: Program> SessionCore<P> {
         let h = r.map_err(bind_errno)?;
         let s = self.sock(sock)?;
         s.h = Some(h);
-        s.role = Role::Listener { shared: false };
+        s.become_listener(false);
         let opts = s.opts;
         apply_opts(cx.now, cx.stack, h, &opts);
         cx.owner.insert(h, cx.slot);
@@ -292,7 +294,7 @@ impl<P: Program> SessionCore<P> {
         done: &mut Completion,
     ) -> Result<Option<i64>> {
         let s = self.sock(sock)?;
-        let (true, Some(lh)) = (s.role.is_listener(), s.h) else {
+        let (true, Some(lh)) = (s.is_listener(), s.h) else {
             return Err(errno::EINVAL);
         };
         let id = self.new_id()?;
@@ -335,18 +337,18 @@ impl<P: Program> SessionCore<P> {
     ) -> Result<Option<i64>> {
         let remote = endpoint(addr, port);
         let s = self.sock(sock)?;
-        if s.kind == SockKind::Udp {
-            s.peer = Some(remote);
+        if let Some(u) = s.udp_mut() {
+            u.peer = Some(remote);
             if let Some(v) = self.region.slot(sock) {
                 v.set_remote(pack_addr(addr, port));
             }
             return Ok(Some(0));
         }
-        if s.role.is_listener() {
+        if s.is_listener() {
             return Err(errno::EINVAL);
         }
         if s.h.is_some() {
-            return Err(if s.connect_tag.is_some() {
+            return Err(if s.tcp().is_some_and(|t| t.connect_tag.is_some()) {
                 errno::EALREADY
             } else {
                 errno::EISCONN
@@ -358,7 +360,9 @@ impl<P: Program> SessionCore<P> {
             .tcp_connect(cx.now, remote, local, None)
             .map_err(bind_errno)?;
         s.h = Some(h);
-        s.connect_tag = Some(done.tag);
+        if let Some(t) = s.tcp_mut() {
+            t.connect_tag = Some(done.tag);
+        }
         let opts = s.opts;
         apply_opts(cx.now, cx.stack, h, &opts);
         cx.owner.insert(h, cx.slot);
@@ -422,10 +426,10 @@ impl<P: Program> SessionCore<P> {
         let view_head = view.as_ref().map(SlotView::rx_head);
         let s = self.sock(sock)?;
         let h = match s.h {
-            Some(h) if s.kind == SockKind::Tcp && !s.role.is_listener() => h,
+            Some(h) if s.is_tcp() => h,
             _ => return Err(errno::ENOTCONN),
         };
-        if s.posted.is_some() {
+        if s.tcp().is_some_and(|t| t.posted.is_some()) {
             return Err(errno::EBUSY);
         }
         // What the stack wrote into the ring counts (and it writes there
@@ -441,13 +445,15 @@ impl<P: Program> SessionCore<P> {
         if head != s.rx_tail {
             return Err(errno::EAGAIN);
         }
-        s.posted = Some(Posted {
-            tag: done.tag,
-            target,
-            len,
-            nowait,
-            peek,
-        });
+        if let Some(t) = s.tcp_mut() {
+            t.posted = Some(Posted {
+                tag: done.tag,
+                target,
+                len,
+                nowait,
+                peek,
+            });
+        }
         // Served this turn (`command` marks the socket): what the
         // stack holds already is placed at once.
         Ok(None)
@@ -456,7 +462,10 @@ impl<P: Program> SessionCore<P> {
     /// `CANCEL_RECV`.
     fn cancel_recv(&mut self, sock: u32) -> Result<Option<i64>> {
         let s = self.sock(sock)?;
-        let p = s.posted.take().ok_or(errno::ENOENT)?;
+        let p = s
+            .tcp_mut()
+            .and_then(|t| t.posted.take())
+            .ok_or(errno::ENOENT)?;
         // Answered before the cancel itself: the program waits for
         // the receive's completion, never for a buffer in limbo.
         self.complete(Completion {
@@ -491,13 +500,15 @@ impl<P: Program> SessionCore<P> {
         let Some(h) = s.h else {
             return Err(errno::ENOTCONN);
         };
-        if s.kind == SockKind::Tcp && !s.role.is_listener() && how != SHUT_RD {
-            if s.queued.is_empty() {
+        if s.is_tcp() && how != SHUT_RD {
+            if s.queue_empty() {
                 cx.stack.tcp_shutdown(h).map_err(handle_errno)?;
             } else {
                 // The FIN follows the queued bytes, as a kernel
                 // socket's follows its send buffer.
-                s.fin_after_queue = true;
+                if let Some(t) = s.tcp_mut() {
+                    t.fin_after_queue = true;
+                }
             }
         }
         if how != SHUT_WR {

@@ -14,7 +14,7 @@ use tracing::trace;
 use super::ready::{Facts, TcpFacts, readiness};
 use super::send::feed_queued;
 use super::share::{SharedConn, Shares};
-use super::sock::{HSock, Hold, Posted};
+use super::sock::{HSock, Hold, Posted, Proto};
 use super::translate::{packed, tcp_errno};
 use super::wake::publish;
 use super::{Program, SessionCore};
@@ -100,7 +100,7 @@ pub(super) fn place(
 /// buffer waits (its bytes would overtake the ring's) nor while the bytes
 /// after a placed read are held for the next post.
 pub(super) fn sink_open(s: &HSock) -> bool {
-    s.posted.is_none() && !s.hold
+    s.tcp().is_none_or(|t| t.posted.is_none() && !t.hold)
 }
 
 /// Lets the stack write connection `h`'s in-order bytes straight into
@@ -109,7 +109,7 @@ pub(super) fn sink_open(s: &HSock) -> bool {
 /// goes, and with it the stack's own copy, for every byte that finds the
 /// stack's buffer empty.
 pub(super) fn attach_sink(stack: &mut Stack, h: SocketHandle, s: &mut HSock, data: u32) {
-    if s.sink || s.kind != SockKind::Tcp || s.role.is_listener() || s.rx.len == 0 {
+    if s.sinks() || !s.is_tcp() || s.rx.len == 0 {
         return;
     }
     let ring = RxRing {
@@ -118,7 +118,7 @@ pub(super) fn attach_sink(stack: &mut Stack, h: SocketHandle, s: &mut HSock, dat
         len: s.rx.len,
     };
     if stack.tcp_set_rx_sink(h, Some((ring, s.rx_tail))).is_ok() {
-        s.sink = true;
+        s.set_sink(true);
         let _ = stack.tcp_rx_sink_sync(h, s.rx_head, 0, sink_open(s));
     }
 }
@@ -136,7 +136,7 @@ pub(super) fn sync_sink(
     wrote: u64,
     open: bool,
 ) -> bool {
-    if !s.sink {
+    if !s.sinks() {
         s.rx_tail += wrote;
         if wrote > 0 {
             view.set_rx_tail(s.rx_tail);
@@ -153,7 +153,7 @@ pub(super) fn sync_sink(
         // The stack dropped the ring (it could not write there): what
         // it holds comes through its buffer again.
         _ => {
-            s.sink = false;
+            s.set_sink(false);
             s.rx_tail += wrote;
             if wrote > 0 {
                 view.set_rx_tail(s.rx_tail);
@@ -166,10 +166,10 @@ pub(super) fn sync_sink(
 /// Takes the ring away from the stack (the socket closes or moves, or its
 /// memory goes), after taking in what it wrote there.
 pub(super) fn detach_sink(stack: &mut Stack, h: SocketHandle, s: &mut HSock, view: &SlotView<'_>) {
-    if s.sink {
+    if s.sinks() {
         sync_sink(stack, h, s, view, 0, false);
         let _ = stack.tcp_set_rx_sink(h, None);
-        s.sink = false;
+        s.set_sink(false);
     }
 }
 
@@ -251,7 +251,7 @@ fn writer_wake(s: &HSock, before: u32, ev: u32) -> bool {
         None => s.tx.len,
     };
     let news = (before ^ ev) & !EV_WRITABLE != 0;
-    news || s.holds.is_empty() || s.tx_freed >= (ring / 2).max(1)
+    news || s.tcp().is_none_or(|t| t.holds.is_empty()) || s.tx_freed >= (ring / 2).max(1)
 }
 
 /// One TCP connection's serve: what its steps share. The completions they
@@ -328,14 +328,16 @@ impl<P: Program> TcpTurn<'_, '_, P> {
         }
         self.answer_connect(s, error, connecting);
         let facts = TcpFacts {
-            held: held && s.posted.is_none(),
+            held: held && s.tcp().is_none_or(|t| t.posted.is_none()),
             shared,
             error: error.is_some(),
             connecting,
             rx_fin: s.rx_fin,
             rx_blocked: s.rx_blocked,
             readable: s.rx_tail != s.rx_head,
-            copy_free: s.copy.is_none_or(|(_, l)| s.copy_queued - s.copy_acked < l),
+            copy_free: s
+                .copy
+                .is_none_or(|(_, l)| s.copy_queued - s.tcp().map_or(0, |t| t.copy_acked) < l),
             send_space: self.stack.tcp_send_space(self.h).is_ok_and(|n| n > 0),
             closed: matches!(
                 state,
@@ -353,29 +355,35 @@ impl<P: Program> TcpTurn<'_, '_, P> {
     /// left of the bytes taken back from a ring, is this socket's alone
     /// again: its ring takes over. Returns whether it is still shared.
     fn unshare(&mut self, s: &mut HSock) -> bool {
-        if s.shared
-            && s.posted.is_none()
+        let Some(t) = s.tcp_mut() else {
+            return false;
+        };
+        if t.shared
+            && t.posted.is_none()
             && self
                 .shares
                 .get(&self.h)
                 .is_none_or(|c| c.holders <= 1 && c.prefix.is_empty())
         {
             self.shares.remove(&self.h);
-            s.shared = false;
+            t.shared = false;
             trace!(
                 session = self.session,
                 sock = self.id,
                 "connection no longer shared"
             );
         }
-        s.shared
+        t.shared
     }
 
     /// Answers the posted receive, if the stack (or a shared connection's
     /// prefix) has bytes for it; returns the bytes placed (none for a
     /// peek).
     fn place_posted(&mut self, s: &mut HSock, shared: bool) -> u64 {
-        let Some(p) = s.posted else {
+        let Some(t) = s.tcp_mut() else {
+            return 0;
+        };
+        let Some(p) = t.posted else {
             return 0;
         };
         let prefix = if shared {
@@ -390,8 +398,8 @@ impl<P: Program> TcpTurn<'_, '_, P> {
         let Placed::Done(result) = placed else {
             return 0;
         };
-        s.posted = None;
-        s.hold = result > 0 && !shared && !p.peek;
+        t.posted = None;
+        t.hold = result > 0 && !shared && !p.peek;
         self.done.push(Completion {
             tag: p.tag,
             result,
@@ -409,7 +417,8 @@ impl<P: Program> TcpTurn<'_, '_, P> {
         let h = self.h;
         let look = |stack: &mut Stack| stack.tcp_recv_with(h, |a, b| (0, a.len() + b.len()));
         if !shared {
-            let held = s.hold && s.posted.is_none() && look(self.stack).is_ok_and(|n| n > 0);
+            let held = s.tcp().is_some_and(|t| t.hold && t.posted.is_none())
+                && look(self.stack).is_ok_and(|n| n > 0);
             return (held, None);
         }
         let before = self.shares.get(&h).is_some_and(|c| !c.prefix.is_empty());
@@ -470,10 +479,10 @@ impl<P: Program> TcpTurn<'_, '_, P> {
     /// writer should hear of it.
     fn send_progress(&mut self, s: &mut HSock, mem: Option<u32>) -> bool {
         let mut moved = false;
-        if !s.queued.is_empty()
+        if !s.queue_empty()
             && let Some(data) = mem
         {
-            let gate = if s.shared {
+            let gate = if s.is_shared_conn() {
                 self.shares.get_mut(&self.h)
             } else {
                 None
@@ -482,12 +491,18 @@ impl<P: Program> TcpTurn<'_, '_, P> {
         }
         // A send refused while other holders' queued sends went first may
         // go now: its writer waits for the sequence to move.
-        if s.order_wait && self.shares.get(&self.h).is_none_or(SharedConn::idle) {
-            s.order_wait = false;
+        if let Some(t) = s.tcp_mut()
+            && t.order_wait
+            && self.shares.get(&self.h).is_none_or(SharedConn::idle)
+        {
+            t.order_wait = false;
             moved = true;
         }
-        if s.fin_after_queue && s.queued.is_empty() {
-            s.fin_after_queue = false;
+        if s.queue_empty()
+            && let Some(t) = s.tcp_mut()
+            && t.fin_after_queue
+        {
+            t.fin_after_queue = false;
             let _ = self.stack.tcp_shutdown(self.h);
         }
         moved
@@ -496,24 +511,32 @@ impl<P: Program> TcpTurn<'_, '_, P> {
     /// Acknowledged bytes: releases what they held (ring space, copy-ring
     /// space, zero-copy buffers). Returns whether anything came free.
     fn release_acked(&mut self, s: &mut HSock) -> bool {
+        let HSock {
+            proto: Proto::Tcp(t),
+            tx_freed,
+            ..
+        } = s
+        else {
+            return false;
+        };
         let acked = self.stack.tcp_acked(self.h).unwrap_or(0);
-        trace!(session = self.session, sock = self.id, acked, holds = s.holds.len(), first = ?s.holds.front().map(|h| h.0), "serve");
+        trace!(session = self.session, sock = self.id, acked, holds = t.holds.len(), first = ?t.holds.front().map(|h| h.0), "serve");
         let mut moved = false;
-        while let Some(&(end, hold)) = s.holds.front() {
+        while let Some(&(end, hold)) = t.holds.front() {
             if end > acked {
                 break;
             }
-            s.holds.pop_front();
+            t.holds.pop_front();
             // Space came free: a writer may be waiting for it.
             moved = true;
             match hold {
                 Hold::TxRing(p) => {
-                    s.tx_freed += p.saturating_sub(self.view.tx_acked());
+                    *tx_freed += p.saturating_sub(self.view.tx_acked());
                     self.view.set_tx_acked(p);
                 }
                 Hold::Copy(p) => {
-                    s.tx_freed += p.saturating_sub(s.copy_acked);
-                    s.copy_acked = p;
+                    *tx_freed += p.saturating_sub(t.copy_acked);
+                    t.copy_acked = p;
                 }
                 Hold::Zerocopy(tag, n) => self.done.push(Completion {
                     tag,
@@ -539,34 +562,40 @@ impl<P: Program> TcpTurn<'_, '_, P> {
             flags: CMP_RELEASE,
             aux: 0,
         };
-        if let Some(g) = self.shares.get_mut(&self.h) {
-            for q in &s.queued {
-                g.done(q.ticket);
+        if let Some(t) = s.tcp_mut() {
+            if let Some(g) = self.shares.get_mut(&self.h) {
+                for q in &t.queued {
+                    g.done(q.ticket);
+                }
             }
-        }
-        for q in s.queued.drain(..) {
-            self.done.push(release(q.tag));
+            for q in t.queued.drain(..) {
+                self.done.push(release(q.tag));
+            }
         }
         let done = &mut *self.done;
-        s.holds.retain(|&(_, hold)| match hold {
-            Hold::Zerocopy(tag, _) => {
-                done.push(release(tag));
-                false
-            }
-            _ => true,
-        });
+        if let Some(t) = s.tcp_mut() {
+            t.holds.retain(|&(_, hold)| match hold {
+                Hold::Zerocopy(tag, _) => {
+                    done.push(release(tag));
+                    false
+                }
+                _ => true,
+            });
+        }
     }
 
     /// Answers a waiting `CONNECT` once the handshake ended either way,
     /// with the local address the connection got (once per connection).
     fn answer_connect(&mut self, s: &mut HSock, error: Option<TcpError>, connecting: bool) {
-        let Some(tag) = s.connect_tag else {
+        let Some(tag) = s.tcp().and_then(|t| t.connect_tag) else {
             return;
         };
         if error.is_none() && connecting {
             return;
         }
-        s.connect_tag = None;
+        if let Some(t) = s.tcp_mut() {
+            t.connect_tag = None;
+        }
         let info = self.stack.tcp_info(self.h).ok();
         self.done.push(Completion {
             tag,
@@ -610,7 +639,7 @@ impl<P: Program> SessionCore<P> {
             return false;
         };
         let mut done = std::mem::take(&mut self.done_buf);
-        let (facts, moved) = if s.role.is_listener() {
+        let (facts, moved) = if s.is_listener() {
             let backlog = stack
                 .readiness(h)
                 .is_ok_and(|r| r.contains(Events::READABLE));

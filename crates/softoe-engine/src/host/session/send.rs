@@ -1,7 +1,7 @@
 //! Send: bytes from the ring, the data area or the program's memory
 //! handed to the stack, and held until acknowledged.
 
-use softoe_abi::{Region, RingSpan, SendSource, SockKind, errno};
+use softoe_abi::{Region, RingSpan, SendSource, errno};
 use softoe_stack::{Endpoint, PayloadRef, SendError, SocketHandle, Stack, UdpSendError};
 use softoe_wire::Ipv4Address;
 use tracing::trace;
@@ -10,7 +10,7 @@ use crate::memory::Memory;
 
 use super::command::udp_bind;
 use super::share::{SharedConn, Shares};
-use super::sock::{HOLDS, HSock, Hold, QueuedSend};
+use super::sock::{HOLDS, HSock, Hold, Proto, QueuedSend};
 use super::translate::{endpoint, handle_errno, tcp_errno};
 use super::{Ctx, Program, Result, SessionCore, usable};
 
@@ -28,8 +28,16 @@ pub(super) fn feed_queued(
     data: u32,
     mut gate: Option<&mut SharedConn>,
 ) -> bool {
+    let HSock {
+        proto: Proto::Tcp(t),
+        tx,
+        ..
+    } = s
+    else {
+        return false;
+    };
     let mut any = false;
-    while let Some(q) = s.queued.front_mut() {
+    while let Some(q) = t.queued.front_mut() {
         if gate.as_deref().is_some_and(|g| !g.turn(q.ticket)) {
             break;
         }
@@ -38,34 +46,34 @@ pub(super) fn feed_queued(
             // Ring bytes, from the position the stack took last, in pieces
             // that do not wrap.
             let mut fed = false;
-            while q.taken < q.len && s.tx.len > 0 {
+            while q.taken < q.len && tx.len > 0 {
                 let room = stack.tcp_send_space(h).unwrap_or(0) as u64;
-                let pos = s.tx_queued % s.tx.len;
-                let n = (q.len - q.taken).min(room).min(s.tx.len - pos);
+                let pos = t.tx_queued % tx.len;
+                let n = (q.len - q.taken).min(room).min(tx.len - pos);
                 if n == 0 {
                     break;
                 }
-                let r = PayloadRef::new(data, s.tx.offset + pos, n as u32);
+                let r = PayloadRef::new(data, tx.offset + pos, n as u32);
                 let Ok(k) = queue(stack, h, r) else {
                     break;
                 };
                 q.taken += k;
-                s.tx_queued += k;
-                s.ring_backlog = s.ring_backlog.saturating_sub(k);
-                s.stream = stream_end(stack, h, s.stream + k);
+                t.tx_queued += k;
+                t.ring_backlog = t.ring_backlog.saturating_sub(k);
+                t.stream = stream_end(stack, h, t.stream + k);
                 fed |= k > 0;
                 if k < n {
                     break;
                 }
             }
             if fed {
-                s.holds.push_back((s.stream, Hold::TxRing(s.tx_queued)));
+                t.holds.push_back((t.stream, Hold::TxRing(t.tx_queued)));
                 any = true;
             }
             if q.taken < q.len {
                 break;
             }
-            s.queued.pop_front();
+            t.queued.pop_front();
             if let Some(g) = gate.as_deref_mut() {
                 g.done(ticket);
             }
@@ -81,17 +89,17 @@ pub(super) fn feed_queued(
             break;
         };
         q.taken += k;
-        s.stream = stream_end(stack, h, s.stream + k);
+        t.stream = stream_end(stack, h, t.stream + k);
         any |= k > 0;
         if q.taken < q.len {
             break;
         }
         let (tag, len) = (q.tag, q.len);
-        s.queued.pop_front();
+        t.queued.pop_front();
         if let Some(g) = gate.as_deref_mut() {
             g.done(ticket);
         }
-        s.holds.push_back((s.stream, Hold::Zerocopy(tag, len)));
+        t.holds.push_back((t.stream, Hold::Zerocopy(tag, len)));
     }
     any
 }
@@ -123,20 +131,23 @@ fn tcp_room(
     if len == 0 {
         return Ok(None);
     }
-    if s.fin_after_queue {
+    if s.tcp().is_some_and(|t| t.fin_after_queue) {
         return Err(errno::EPIPE);
     }
     // Queued zero-copy buffers go first: room ACKs freed this turn is
     // theirs (fed when the socket is served, after the commands), and a
     // send taking it would put its bytes ahead of theirs.
-    if !s.queued.is_empty() {
+    if !s.queue_empty() {
         trace!(sock, "send refused: queued zero-copy buffers go first");
         return Err(errno::EAGAIN);
     }
     // So do other holders' queued sends on a shared connection.
-    if s.shared && shares.get(&h).is_some_and(|g| !g.idle()) {
+    if let Some(t) = s.tcp_mut()
+        && t.shared
+        && shares.get(&h).is_some_and(|g| !g.idle())
+    {
         trace!(sock, "send refused: another holder's queued sends go first");
-        s.order_wait = true;
+        t.order_wait = true;
         return Err(errno::EAGAIN);
     }
     let want = len.min(space);
@@ -160,25 +171,33 @@ fn send_ring(
     len: u64,
     want: u64,
 ) -> Result<u64> {
+    let HSock {
+        proto: Proto::Tcp(t),
+        tx,
+        ..
+    } = s
+    else {
+        return Err(errno::ENOTCONN);
+    };
     // They must lie within the ring's unacknowledged span.
-    if s.tx_queued + len - acked > s.tx.len {
+    if t.tx_queued + len - acked > tx.len {
         return Err(errno::EINVAL);
     }
     let mut taken = 0;
     while taken < want {
-        let pos = s.tx_queued % s.tx.len;
-        let n = (want - taken).min(s.tx.len - pos);
-        let r = PayloadRef::new(data, s.tx.offset + pos, n as u32);
+        let pos = t.tx_queued % tx.len;
+        let n = (want - taken).min(tx.len - pos);
+        let r = PayloadRef::new(data, tx.offset + pos, n as u32);
         let k = queue(stack, h, r)?;
-        s.tx_queued += k;
-        s.stream = stream_end(stack, h, s.stream + k);
+        t.tx_queued += k;
+        t.stream = stream_end(stack, h, t.stream + k);
         taken += k;
         if k < n {
             break;
         }
     }
-    let end = s.tx_queued;
-    s.holds.push_back((s.stream, Hold::TxRing(end)));
+    let end = t.tx_queued;
+    t.holds.push_back((t.stream, Hold::TxRing(end)));
     Ok(taken)
 }
 
@@ -187,15 +206,18 @@ fn send_ring(
 /// wrapped. Datagrams the port has taken (`sent` in all) free their space
 /// first; `EAGAIN` while the ring has no room for it.
 fn udp_place(s: &mut HSock, sent: u64, clen: u64, len: u64) -> Result<u64> {
-    while s.udp_done < sent {
-        s.udp_live.pop_front();
-        s.udp_done += 1;
-    }
     let mut pos = s.copy_queued;
+    let Some(u) = s.udp_mut() else {
+        return Err(errno::EOPNOTSUPP);
+    };
+    while u.done < sent {
+        u.live.pop_front();
+        u.done += 1;
+    }
     if pos % clen + len > clen {
         pos += clen - pos % clen;
     }
-    let live_start = s.udp_live.front().map_or(pos, |&(a, _)| a);
+    let live_start = u.live.front().map_or(pos, |&(a, _)| a);
     if pos + len - live_start > clen {
         return Err(errno::EAGAIN);
     }
@@ -255,9 +277,7 @@ impl<P: Program> SessionCore<P> {
     ) -> Result<()> {
         let (stack, shares) = (&mut *cx.stack, &mut *cx.shares);
         let s = self.sending(sock)?;
-        let Some(h) =
-            s.h.filter(|_| s.kind == SockKind::Tcp && !s.role.is_listener())
-        else {
+        let Some(h) = s.h.filter(|_| s.is_tcp()) else {
             return Err(errno::ENOTCONN);
         };
         if let Some(e) = stack.tcp_error(h).ok().flatten() {
@@ -266,24 +286,30 @@ impl<P: Program> SessionCore<P> {
         if len == 0 {
             return Err(errno::EINVAL);
         }
-        if s.fin_after_queue {
+        if s.tcp().is_some_and(|t| t.fin_after_queue) {
             // Shut down for sending (the FIN waits for the queue).
             return Err(errno::EPIPE);
         }
-        if s.queued.capacity() == 0 {
-            // Room for a zero-copy sender's steady state, made once.
-            s.queued.reserve(HOLDS);
+        let mut gate = if s.is_shared_conn() {
+            shares.get_mut(&h)
+        } else {
+            None
+        };
+        if let Some(t) = s.tcp_mut() {
+            if t.queued.capacity() == 0 {
+                // Room for a zero-copy sender's steady state, made once.
+                t.queued.reserve(HOLDS);
+            }
+            let ticket = gate.as_deref_mut().map_or(0, SharedConn::ticket);
+            t.queued.push_back(QueuedSend {
+                tag,
+                offset,
+                len,
+                taken: 0,
+                ring: false,
+                ticket,
+            });
         }
-        let mut gate = if s.shared { shares.get_mut(&h) } else { None };
-        let ticket = gate.as_deref_mut().map_or(0, SharedConn::ticket);
-        s.queued.push_back(QueuedSend {
-            tag,
-            offset,
-            len,
-            taken: 0,
-            ring: false,
-            ticket,
-        });
         feed_queued(stack, h, s, data, gate);
         Ok(())
     }
@@ -301,15 +327,13 @@ impl<P: Program> SessionCore<P> {
         let (stack, shares) = (&mut *cx.stack, &mut *cx.shares);
         let acked = self.region.slot(sock).map_or(0, |v| v.tx_acked());
         let s = self.sending(sock)?;
-        let Some(h) =
-            s.h.filter(|_| s.kind == SockKind::Tcp && !s.role.is_listener())
-        else {
+        let Some(h) = s.h.filter(|_| s.is_tcp()) else {
             return Err(errno::ENOTCONN);
         };
         if let Some(e) = stack.tcp_error(h).ok().flatten() {
             return Err(tcp_errno(e));
         }
-        if s.fin_after_queue {
+        if s.tcp().is_some_and(|t| t.fin_after_queue) {
             return Err(errno::EPIPE);
         }
         if len == 0 {
@@ -317,24 +341,32 @@ impl<P: Program> SessionCore<P> {
         }
         // The program's word for what is acknowledged is trusted no further
         // than the engine's own count.
-        let unacked = (s.tx_queued + s.ring_backlog).saturating_sub(acked.min(s.tx_queued));
+        let (ring_queued, backlog) = s.tcp().map_or((0, 0), |t| (t.tx_queued, t.ring_backlog));
+        let unacked = (ring_queued + backlog).saturating_sub(acked.min(ring_queued));
         if s.tx.len == 0 || unacked + len > s.tx.len {
             return Err(errno::EINVAL);
         }
-        s.ring_backlog += len;
-        let mut gate = if s.shared { shares.get_mut(&h) } else { None };
-        match s.queued.back_mut() {
+        let mut gate = if s.is_shared_conn() {
+            shares.get_mut(&h)
+        } else {
+            None
+        };
+        let Some(t) = s.tcp_mut() else {
+            return Err(errno::ENOTCONN);
+        };
+        t.ring_backlog += len;
+        match t.queued.back_mut() {
             // Grows the last queued run of ring bytes, unless another
             // holder queued a send since (this one goes after that).
             Some(q) if q.ring && gate.as_deref().is_none_or(|g| g.newest(q.ticket)) => {
                 q.len += len;
             }
             _ => {
-                if s.queued.capacity() == 0 {
-                    s.queued.reserve(HOLDS);
+                if t.queued.capacity() == 0 {
+                    t.queued.reserve(HOLDS);
                 }
                 let ticket = gate.as_deref_mut().map_or(0, SharedConn::ticket);
-                s.queued.push_back(QueuedSend {
+                t.queued.push_back(QueuedSend {
                     tag: 0,
                     offset: 0,
                     len,
@@ -357,8 +389,11 @@ impl<P: Program> SessionCore<P> {
             return;
         };
         let mut now = Vec::new();
-        s.ring_backlog = 0;
-        while let Some(q) = s.queued.pop_front() {
+        let Some(t) = s.tcp_mut() else {
+            return;
+        };
+        t.ring_backlog = 0;
+        while let Some(q) = t.queued.pop_front() {
             // Its turn is over: the other holders' sends may go.
             if let Some(g) = gate.as_deref_mut() {
                 g.done(q.ticket);
@@ -368,8 +403,8 @@ impl<P: Program> SessionCore<P> {
                 continue;
             }
             if q.taken > 0 {
-                s.holds
-                    .push_back((s.stream, Hold::Zerocopy(q.tag, q.taken)));
+                t.holds
+                    .push_back((t.stream, Hold::Zerocopy(q.tag, q.taken)));
             } else {
                 now.push(q.tag);
             }
@@ -402,7 +437,7 @@ impl<P: Program> SessionCore<P> {
         };
         let region = self.region;
         let s = usable(&mut self.socks, sock)?;
-        let Some(h) = s.h.filter(|_| !s.role.is_listener()) else {
+        let Some(h) = s.h.filter(|_| !s.is_listener()) else {
             return Err(errno::ENOTCONN);
         };
         let Some(want) = tcp_room(stack, cx.shares, s, h, sock, len)? else {
@@ -421,8 +456,10 @@ impl<P: Program> SessionCore<P> {
             SendSource::Zerocopy { offset } => {
                 let r = PayloadRef::new(data, offset, want as u32);
                 let taken = queue(stack, h, r)?;
-                s.stream = stream_end(stack, h, s.stream + taken);
-                s.holds.push_back((s.stream, Hold::Zerocopy(tag, taken)));
+                if let Some(t) = s.tcp_mut() {
+                    t.stream = stream_end(stack, h, t.stream + taken);
+                    t.holds.push_back((t.stream, Hold::Zerocopy(tag, taken)));
+                }
                 taken
             }
             SendSource::Overlap { .. } | SendSource::Remote { .. } => {
@@ -457,14 +494,15 @@ impl<P: Program> SessionCore<P> {
         let Some(h) = s.h else {
             return Err(errno::ENOTCONN);
         };
-        let free = clen - (s.copy_queued - s.copy_acked);
+        let copy_acked = s.tcp().map_or(0, |t| t.copy_acked);
+        let free = clen - (s.copy_queued - copy_acked);
         let want = want.min(free);
         if want == 0 {
             trace!(
                 sock,
                 queued = s.copy_queued,
-                acked = s.copy_acked,
-                holds = s.holds.len(),
+                acked = copy_acked,
+                holds = s.tcp().map_or(0, |t| t.holds.len()),
                 "send refused: the copy ring is full"
             );
             return Err(errno::EAGAIN);
@@ -501,14 +539,18 @@ impl<P: Program> SessionCore<P> {
             let r = PayloadRef::new(cr, pos, n as u32);
             let k = queue(stack, h, r)?;
             s.copy_queued += k;
-            s.stream = stream_end(stack, h, s.stream + k);
+            if let Some(t) = s.tcp_mut() {
+                t.stream = stream_end(stack, h, t.stream + k);
+            }
             taken += k;
             if k < n as u64 {
                 break;
             }
         }
         let end = s.copy_queued;
-        s.holds.push_back((s.stream, Hold::Copy(end)));
+        if let Some(t) = s.tcp_mut() {
+            t.holds.push_back((t.stream, Hold::Copy(end)));
+        }
         Ok(taken)
     }
 
@@ -529,7 +571,7 @@ impl<P: Program> SessionCore<P> {
         let s = self.sock(sock)?;
         let dest = match to {
             Some((a, p)) => endpoint(a, p),
-            None => s.peer.ok_or(errno::EDESTADDRREQ)?,
+            None => s.udp().and_then(|u| u.peer).ok_or(errno::EDESTADDRREQ)?,
         };
         if s.h.is_none() {
             // Sending binds an ephemeral port, as in Linux.
@@ -558,7 +600,9 @@ impl<P: Program> SessionCore<P> {
         dst.copy_from_slice(&scratch[..len as usize]);
         match stack.udp_send_to(h, dest, PayloadRef::new(cr, off as u64, len as u32)) {
             Ok(()) => {
-                s.udp_live.push_back((pos, pos + len));
+                if let Some(u) = s.udp_mut() {
+                    u.live.push_back((pos, pos + len));
+                }
                 s.copy_queued = pos + len;
                 Ok(len)
             }
@@ -573,6 +617,7 @@ impl<P: Program> SessionCore<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use softoe_abi::SockKind;
 
     fn udp() -> HSock {
         let span = RingSpan { offset: 0, len: 0 };
@@ -591,13 +636,15 @@ mod tests {
     fn live_datagrams_hold_their_space_until_sent() {
         let mut s = udp();
         s.copy_queued = 100;
-        s.udp_live.push_back((50, 70));
-        s.udp_live.push_back((70, 100));
+        let u = s.udp_mut().expect("a UDP socket");
+        u.live.push_back((50, 70));
+        u.live.push_back((70, 100));
         // From 50 on is live: 60 more bytes would overrun it.
         assert_eq!(udp_place(&mut s, 0, 100, 60), Err(errno::EAGAIN));
         assert_eq!(udp_place(&mut s, 0, 100, 50), Ok(100));
         // The first was sent: its 20 bytes are free again.
         assert_eq!(udp_place(&mut s, 1, 100, 70), Ok(100));
-        assert_eq!((s.udp_done, s.udp_live.len()), (1, 1));
+        let u = s.udp().expect("a UDP socket");
+        assert_eq!((u.done, u.live.len()), (1, 1));
     }
 }

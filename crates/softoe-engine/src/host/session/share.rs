@@ -30,7 +30,7 @@ use tracing::debug;
 
 use super::close::Retiring;
 use super::recv::detach_sink;
-use super::sock::{HSock, Hold, Opts, Role};
+use super::sock::{HSock, Opts};
 use super::{Program, Result, SessionCore};
 
 /// The connections held by more than one socket, by stack handle.
@@ -156,7 +156,7 @@ impl<P: Program> SessionCore<P> {
                 self.socks.get(id as usize),
                 Some(Some(s)) if s.h.is_some()
                     && s.kind == SockKind::Tcp
-                    && s.role == Role::Open
+                    && !s.is_listener()
                     && s.detached.is_none()
             )
     }
@@ -179,20 +179,22 @@ impl<P: Program> SessionCore<P> {
             .and_then(Option::as_mut)
             .ok_or(errno::ENOENT)?;
         let h = match s.h {
-            Some(h) if s.kind == SockKind::Tcp && s.role == Role::Open && s.watched => h,
+            Some(h) if s.is_tcp() && s.watched => h,
             _ => return Err(errno::EOPNOTSUPP),
         };
         let mut unread = Vec::new();
-        if !s.shared {
+        if !s.is_shared_conn() {
             detach_sink(stack, h, s, &view);
             unread = take_back_ring(region, &view, s);
             // Its queued sends are the oldest: they go first.
-            for q in &mut s.queued {
-                q.ticket = conn.ticket();
+            if let Some(t) = s.tcp_mut() {
+                for q in &mut t.queued {
+                    q.ticket = conn.ticket();
+                }
+                t.shared = true;
+                t.hold = false;
             }
-            s.shared = true;
             s.rx_blocked = false;
-            s.hold = false;
             debug!(
                 session = self.id,
                 sock = id,
@@ -202,7 +204,7 @@ impl<P: Program> SessionCore<P> {
         }
         let j = Joining {
             h,
-            stream: s.stream,
+            stream: s.stream(),
             opts: s.opts,
             local: view.local(),
             remote: view.remote(),
@@ -221,8 +223,10 @@ impl<P: Program> SessionCore<P> {
         };
         s.h = Some(j.h);
         s.watched = true;
-        s.shared = true;
-        s.stream = j.stream;
+        if let Some(t) = s.tcp_mut() {
+            t.shared = true;
+            t.stream = j.stream;
+        }
         s.opts = j.opts;
         // Shared from the start: its program must not wait on the ring
         // (the serve this turn publishes the rest). Connected too, before
@@ -274,7 +278,8 @@ impl<P: Program> SessionCore<P> {
             v.set_events(EV_HUP);
             v.bump_seq();
         }
-        if let Some(p) = s.posted.take() {
+        let (posted, connect) = s.take_waits();
+        if let Some(p) = posted {
             self.complete(Completion {
                 tag: p.tag,
                 result: -i64::from(errno::ECANCELED),
@@ -282,7 +287,7 @@ impl<P: Program> SessionCore<P> {
                 ..Completion::default()
             });
         }
-        if let Some(t) = s.connect_tag.take() {
+        if let Some(t) = connect {
             self.complete(Completion {
                 tag: t,
                 result: -i64::from(errno::ECONNABORTED),
@@ -291,19 +296,12 @@ impl<P: Program> SessionCore<P> {
             });
         }
         self.by_handle.remove(&h);
-        let zerocopy = s
-            .holds
-            .iter()
-            .filter_map(|&(_, hold)| match hold {
-                Hold::Zerocopy(t, n) => Some((t, n)),
-                _ => None,
-            })
-            .collect();
+        let zerocopy = s.held_zerocopy();
         self.retire(
             h,
             Retiring {
                 id,
-                stream: s.stream,
+                stream: s.stream(),
                 close_tag: tag,
                 zerocopy,
                 copy: s.copy.into_iter().collect(),
