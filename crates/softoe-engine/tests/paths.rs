@@ -9,8 +9,6 @@
 //! (or fragmentation) gets a full-sized segment through.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-// The ping helper opens a raw ICMP socket through libc.
-#![allow(unsafe_code)]
 
 mod common;
 
@@ -204,77 +202,42 @@ fn ping(dst: Ipv4Addr, size: usize, seq: u16) -> Option<Vec<u8>> {
         &mut Icmpv4Packet::new_unchecked(&mut msg[..]),
         &ChecksumCaps::default(),
     );
-    // SAFETY: plain socket calls on a descriptor this function owns,
-    // with pointers to live locals of the sizes given; closed at the end.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP);
-        assert!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
-        let dont: libc::c_int = libc::IP_PMTUDISC_DONT;
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            (&dont as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        );
-        let tv = libc::timeval {
-            tv_sec: 1,
-            tv_usec: 0,
+    use rustix::net::{self, AddressFamily, RecvFlags, SendFlags, SocketType, ipproto, sockopt};
+    let fd = net::socket(AddressFamily::INET, SocketType::RAW, Some(ipproto::ICMP))
+        .expect("raw ICMP socket");
+    sockopt::set_ip_mtu_discover(&fd, sockopt::Ipv4PathMtuDiscovery::DONT)
+        .expect("IP_MTU_DISCOVER");
+    sockopt::set_socket_timeout(&fd, sockopt::Timeout::Recv, Some(Duration::from_secs(1)))
+        .expect("SO_RCVTIMEO");
+    let sent =
+        net::sendto(&fd, &msg, SendFlags::empty(), &SocketAddrV4::new(dst, 0)).expect("sendto");
+    assert_eq!(sent, msg.len());
+    let mut buf = vec![0u8; 65_536];
+    for _ in 0..16 {
+        let n = match net::recv(&fd, &mut buf[..], RecvFlags::empty()) {
+            Ok((n, _)) if n > 0 => n,
+            _ => break,
         };
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            size_of::<libc::timeval>() as libc::socklen_t,
-        );
-        let mut to: libc::sockaddr_in = std::mem::zeroed();
-        to.sin_family = libc::AF_INET as libc::sa_family_t;
-        to.sin_addr.s_addr = u32::from_ne_bytes(dst.octets());
-        let sent = libc::sendto(
-            fd,
-            msg.as_ptr().cast(),
-            msg.len(),
-            0,
-            (&to as *const libc::sockaddr_in).cast(),
-            size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        );
-        assert_eq!(
-            sent,
-            msg.len() as isize,
-            "{}",
-            std::io::Error::last_os_error()
-        );
-        let mut buf = vec![0u8; 65_536];
-        let mut found = None;
-        for _ in 0..16 {
-            let n = libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
-            if n <= 0 {
-                break;
-            }
-            let Ok(ip) = Ipv4Packet::new_checked(&buf[..n as usize]) else {
-                continue;
-            };
-            if ip.src_addr().0 != dst.octets() {
-                continue;
-            }
-            let Ok(p) = Icmpv4Packet::new_checked(ip.payload()) else {
-                continue;
-            };
-            if let Ok(Icmpv4Repr::EchoReply {
-                ident: 0x50f7,
-                seq_no,
-                data,
-            }) = Icmpv4Repr::parse(&p, &ChecksumCaps::default())
-                && seq_no == seq
-            {
-                found = Some(data.to_vec());
-                break;
-            }
+        let Ok(ip) = Ipv4Packet::new_checked(&buf[..n]) else {
+            continue;
+        };
+        if ip.src_addr().0 != dst.octets() {
+            continue;
         }
-        libc::close(fd);
-        found
+        let Ok(p) = Icmpv4Packet::new_checked(ip.payload()) else {
+            continue;
+        };
+        if let Ok(Icmpv4Repr::EchoReply {
+            ident: 0x50f7,
+            seq_no,
+            data,
+        }) = Icmpv4Repr::parse(&p, &ChecksumCaps::default())
+            && seq_no == seq
+        {
+            return Some(data.to_vec());
+        }
     }
+    None
 }
 
 #[test]
