@@ -13,6 +13,8 @@
 //! - [`calibrate`], [`sim_validate`], [`sim_offload`], [`sim_machine`]: the
 //!   machine model fitted to, checked against and used beside the real
 //!   engine; [`simulated`]: the simulator's own experiments;
+//! - [`stats`]: medians with their intervals, paired ratios, verdicts within
+//!   noise and two modes, for every repeated figure;
 //! - [`report`], [`table`], [`plot`], [`units`]: reports, the one table
 //!   renderer, plots and units.
 //!
@@ -32,5 +34,6 @@ pub mod sim_machine;
 pub mod sim_offload;
 pub mod sim_validate;
 pub mod simulated;
+pub mod stats;
 pub mod table;
 pub mod units;
