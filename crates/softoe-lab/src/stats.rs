@@ -400,7 +400,10 @@ mod tests {
             let e = Estimate::of(&xs).unwrap();
             assert!(e.coverage >= LEVEL, "n {n}: {e:?}");
             let j = e.lo as usize;
-            assert!(1.0 - 2.0 * binom_half_cdf(j + 1, n as usize) < LEVEL, "n {n}");
+            assert!(
+                1.0 - 2.0 * binom_half_cdf(j + 1, n as usize) < LEVEL,
+                "n {n}"
+            );
         }
         // One sample: a point, which covers nothing.
         let e = Estimate::of(&[7.0]).unwrap();

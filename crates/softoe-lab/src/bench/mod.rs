@@ -34,9 +34,11 @@ mod cpu;
 pub(crate) mod emulate;
 mod goals;
 pub(crate) mod loss;
+mod paired;
 mod plot;
 mod reclaim;
 mod render;
+mod repeat;
 mod scale;
 mod scenarios;
 mod server;
@@ -56,10 +58,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::bed::BedOptions;
+use crate::stats::{Figure, StopRule};
 use goals::targets;
 use plot::plots;
 use render::render;
-use scenarios::{ablation, bulk_and_latency, coalescing};
+use scenarios::{ablation, coalescing};
 use targets::Target;
 
 /// The application's write size in bulk runs.
@@ -270,27 +273,48 @@ pub struct BenchArgs {
     /// core the bench may use; 0: the machine as it is only).
     #[arg(long)]
     reclaim_load: Option<usize>,
+    #[command(flatten)]
+    repeat: repeat::RepeatArgs,
 }
-/// One bulk run.
+/// One bulk row: a system, a direction and a connection count, measured
+/// in interleaved rounds with the other systems of its row.
 #[derive(Debug, Serialize)]
 struct BulkRow {
     system: String,
     direction: &'static str,
     conns: usize,
+    /// Bytes per run.
     bytes: u64,
+    /// Medians over the rounds.
     gbps: f64,
     /// CPU seconds per GiB: the server program, the engine thread (0 for
     /// Linux), the whole machine.
     app_s_per_gib: f64,
     engine_s_per_gib: f64,
     machine_s_per_gib: f64,
+    /// Every figure's samples by round, median, interval and modes.
+    figures: BulkFigures,
+    /// Goodput ÷ Linux's in the same round (softoe's rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vs_linux: Option<Figure>,
+    repeats: repeat::Repeats,
 }
 
-/// One message size of the ping-pong sweep.
+/// A bulk row's repeated figures.
+#[derive(Debug, Serialize)]
+struct BulkFigures {
+    gbps: Figure,
+    app_s_per_gib: Figure,
+    engine_s_per_gib: Figure,
+    machine_s_per_gib: Figure,
+}
+
+/// One message size of the ping-pong sweep, medians over its rounds.
 #[derive(Debug, Serialize)]
 struct LatencyRow {
     system: String,
     size: usize,
+    /// Round trips per run.
     rounds: usize,
     p50_us: f64,
     p99_us: f64,
@@ -301,6 +325,21 @@ struct LatencyRow {
     /// HL-TCP's host CPU utilization: the server program's CPU time ÷
     /// elapsed time × 100.
     host_cpu_pct: f64,
+    figures: LatencyFigures,
+    /// p50 ÷ Linux's in the same round (softoe's rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p50_vs_linux: Option<Figure>,
+    repeats: repeat::Repeats,
+}
+
+/// A ping-pong row's repeated figures.
+#[derive(Debug, Serialize)]
+struct LatencyFigures {
+    p50_us: Figure,
+    p99_us: Figure,
+    p999_us: Figure,
+    mean_us: Figure,
+    host_cpu_pct: Figure,
 }
 
 /// One row of the ablation (HL-TCP Table 3's structure).
@@ -326,6 +365,14 @@ struct CoalescingRow {
     out_gbps: f64,
 }
 
+/// The targets' verdicts, counted.
+#[derive(Debug, Default, Serialize)]
+struct Verdicts {
+    met: usize,
+    missed: usize,
+    within_noise: usize,
+}
+
 #[derive(Debug, Default, Serialize)]
 struct Report {
     quick: bool,
@@ -336,6 +383,10 @@ struct Report {
     scale: Vec<scale::ScaleRow>,
     engine_cost: Option<scale::EngineCost>,
     targets: Vec<Target>,
+    /// How many targets were met, missed and within noise.
+    verdicts: Verdicts,
+    /// When each row's interleaved repeats stop.
+    rule: Option<StopRule>,
     /// The engine's share of time asleep during bulk and latency runs.
     engine_idle_share: Option<f64>,
     /// The engine's share of those runs with the kernel's work for its
@@ -379,6 +430,8 @@ struct Plan {
     spin: spin::Options,
     apps: apps::Options,
     apps_secs: f64,
+    /// When each row's interleaved repeats stop.
+    rule: StopRule,
 }
 
 impl Plan {
@@ -432,6 +485,7 @@ impl Plan {
             },
             apps,
             apps_secs,
+            rule: args.repeat.rule(args.quick)?,
         };
         if plan.want("loss") {
             plan.loss.validate()?;
@@ -452,8 +506,8 @@ impl Plan {
     /// The progress bar's length: the runs of every scenario that runs.
     fn runs(&self) -> u64 {
         let n = |s: &str, runs: u64| if self.want(s) { runs } else { 0 };
-        n("bulk", 16)
-            + n("latency", 2 * self.sizes.len() as u64)
+        n("bulk", 4)
+            + n("latency", self.sizes.len() as u64)
             + n("ablation", 24)
             + n("coalescing", self.delays.len() as u64)
             + n("scale", 2 * self.counts.len() as u64 + 1)
@@ -548,6 +602,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     pb.set_length(plan.runs());
     let mut report = Report {
         quick: args.quick,
+        rule: Some(plan.rule),
         ..Report::default()
     };
     let b = Bench {
@@ -560,6 +615,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     run_small(&b, &mut report)?;
     run_long(&b, &mut report)?;
     report.targets = targets(&report);
+    targets::settle(&mut report.targets);
+    let (met, missed, within_noise) = targets::tally(&report.targets);
+    report.verdicts = Verdicts {
+        met,
+        missed,
+        within_noise,
+    };
     report.plots = plots(&report, &args.plots)?;
     pb.finish_and_clear();
     if args.json {
@@ -583,16 +645,17 @@ struct Bench<'a> {
 fn run_small(b: &Bench<'_>, report: &mut Report) -> Result<()> {
     let (bytes, rounds) = (b.plan.bytes, b.plan.rounds);
     if b.plan.want("bulk") || b.plan.want("latency") {
-        bulk_and_latency(
-            b.base,
-            b.exe,
+        let p = paired::Paired {
+            base: b.base,
+            exe: b.exe,
             bytes,
             rounds,
-            b.plan.sizes,
-            (b.plan.want("bulk"), b.plan.want("latency")),
-            report,
-            b.pb,
-        )?;
+            sizes: b.plan.sizes,
+            rule: &b.plan.rule,
+            want_bulk: b.plan.want("bulk"),
+            want_latency: b.plan.want("latency"),
+        };
+        paired::bulk_and_latency(&p, report, b.pb)?;
     }
     // The small scenarios move a quarter of the bulk bytes per point.
     let small = (bytes / 4).max(8 * WRITE as u64);
@@ -684,16 +747,16 @@ mod tests {
         assert!(!p.want("loss") && !p.want("bond") && !p.want("spin") && !p.want("apps"));
         assert_eq!((p.bytes, p.rounds), (256 << 20, 300));
         assert_eq!(p.counts, [1, 100, 1000]);
-        // bulk 16, latency 2 × 3 sizes, ablation 24, coalescing 4 delays,
-        // scale 2 × 3 counts + 1, reclaim 1.
-        assert_eq!(p.runs(), 16 + 6 + 24 + 4 + 7 + 1);
+        // bulk 4 rows of 4 systems, latency 3 sizes, ablation 24,
+        // coalescing 4 delays, scale 2 × 3 counts + 1, reclaim 1.
+        assert_eq!(p.runs(), 4 + 3 + 24 + 4 + 7 + 1);
     }
 
     #[test]
     fn named_scenarios_run_alone_and_count_alone() {
         let p = plan(&["--quick", "--only", "bulk", "latency"]).unwrap();
         assert!(p.want("bulk") && p.want("latency") && !p.want("scale"));
-        assert_eq!(p.runs(), 16 + 6);
+        assert_eq!(p.runs(), 4 + 3);
         let p = plan(&["--quick", "ablation"]).unwrap();
         assert!(p.want("ablation") && !p.want("bulk"));
         assert_eq!(p.runs(), 24);
@@ -707,5 +770,83 @@ mod tests {
         assert!(format!("{e}").contains("--apps-conns"), "{e}");
         let e = plan(&["--apps-secs", "0"]).err().unwrap();
         assert!(format!("{e}").contains("--apps-secs"), "{e}");
+    }
+}
+
+/// Rows as the scenarios make them, for the targets' and renderers' tests.
+#[cfg(test)]
+pub(super) mod fixtures {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::stats::Stopped;
+
+    fn fig(xs: &[f64]) -> Figure {
+        Figure::of(xs).unwrap()
+    }
+
+    fn repeats(n: usize) -> repeat::Repeats {
+        repeat::Repeats {
+            rounds: n,
+            stopped: Stopped::Converged,
+            secs: 1.0,
+        }
+    }
+
+    /// A bulk row whose rounds measured `(gbps, app, engine)` each.
+    pub(in crate::bench) fn bulk(
+        system: &str,
+        direction: &'static str,
+        runs: &[(f64, f64, f64)],
+    ) -> BulkRow {
+        let g: Vec<f64> = runs.iter().map(|r| r.0).collect();
+        let a: Vec<f64> = runs.iter().map(|r| r.1).collect();
+        let e: Vec<f64> = runs.iter().map(|r| r.2).collect();
+        let figures = BulkFigures {
+            gbps: fig(&g),
+            app_s_per_gib: fig(&a),
+            engine_s_per_gib: fig(&e),
+            machine_s_per_gib: fig(&vec![0.0; runs.len()]),
+        };
+        BulkRow {
+            system: system.into(),
+            direction,
+            conns: 1,
+            bytes: 1 << 30,
+            gbps: figures.gbps.estimate.median,
+            app_s_per_gib: figures.app_s_per_gib.estimate.median,
+            engine_s_per_gib: figures.engine_s_per_gib.estimate.median,
+            machine_s_per_gib: 0.0,
+            figures,
+            vs_linux: None,
+            repeats: repeats(runs.len()),
+        }
+    }
+
+    /// A ping-pong row whose rounds measured `(p50, p99)` µs each.
+    pub(in crate::bench) fn latency(system: &str, size: usize, runs: &[(f64, f64)]) -> LatencyRow {
+        let p50: Vec<f64> = runs.iter().map(|r| r.0).collect();
+        let p99: Vec<f64> = runs.iter().map(|r| r.1).collect();
+        let figures = LatencyFigures {
+            p50_us: fig(&p50),
+            p99_us: fig(&p99),
+            p999_us: fig(&p99),
+            mean_us: fig(&p50),
+            host_cpu_pct: fig(&vec![10.0; runs.len()]),
+        };
+        LatencyRow {
+            system: system.into(),
+            size,
+            rounds: 100,
+            p50_us: figures.p50_us.estimate.median,
+            p99_us: figures.p99_us.estimate.median,
+            p999_us: figures.p99_us.estimate.median,
+            mean_us: figures.p50_us.estimate.median,
+            mbps: size as f64,
+            host_cpu_pct: 10.0,
+            figures,
+            p50_vs_linux: None,
+            repeats: repeats(runs.len()),
+        }
     }
 }

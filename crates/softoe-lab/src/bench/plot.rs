@@ -255,16 +255,9 @@ mod tests {
             load_retrans: 0,
             port_drops: 0,
         };
-        let latency = |system: &str, size: usize| LatencyRow {
-            system: system.into(),
-            size,
-            rounds: 100,
-            p50_us: 20.0 + size as f64 / 100.0,
-            p99_us: 30.0 + size as f64 / 100.0,
-            p999_us: 40.0,
-            mean_us: 25.0,
-            mbps: size as f64,
-            host_cpu_pct: 10.0,
+        let latency = |system: &str, size: usize| {
+            let p50 = 20.0 + size as f64 / 100.0;
+            crate::bench::fixtures::latency(system, size, &[(p50, p50 + 10.0)])
         };
         let spin = |system: &'static str, e: u64, a: u64| super::super::spin::SpinRow {
             system,

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{AblationRow, Report};
+use crate::stats::Figure;
 use crate::table::Table;
 
 /// The report as text tables, each only when its scenario ran (`--only`).
@@ -39,10 +40,44 @@ fn header(o: &mut String, r: &Report) {
          thread, the whole machine (both cores, /proc/stat).\n",
             if r.quick { " --quick" } else { "" }
         );
+        if let Some(rule) = &r.rule
+            && !(r.bulk.is_empty() && r.latency.is_empty())
+        {
+            let _ = writeln!(
+                o,
+                "Bulk and ping-pong rows: softoe and Linux measured in turn, round after round\n\
+                 ({}–{} rounds, until every interval is within ±{:.0} % or {:.0} s); each figure\n\
+                 the median ± its interval's half-width ({:.0} % from six rounds; the range of\n\
+                 fewer), each ratio the median of the rounds' pairs [interval]; two modes\n\
+                 shown as \"a (count) | b (count)\".\n",
+                rule.min_rounds,
+                rule.max_rounds,
+                rule.rel_width * 100.0,
+                rule.max_time.as_secs_f64(),
+                crate::stats::LEVEL * 100.0
+            );
+        }
     }
 }
 
-/// The bulk table.
+/// "±4 %", the interval's larger half-width; two modes are shown by
+/// [`Figure::show`] instead.
+fn pm(f: &Figure) -> String {
+    format!("±{:.0} %", f.estimate.rel_half_width() * 100.0)
+}
+
+/// A ratio to Linux with its interval: "1.12x [1.05–1.20]".
+fn ratio_with(f: Option<&Figure>) -> String {
+    f.map_or(String::new(), |f| match f.modes {
+        Some(_) => f.show(|x| format!("{x:.2}x")),
+        None => format!(
+            "{:.2}x [{:.2}–{:.2}]",
+            f.estimate.median, f.estimate.lo, f.estimate.hi
+        ),
+    })
+}
+
+/// The bulk table: medians of the interleaved rounds, their spread and n.
 fn bulk(o: &mut String, r: &Report) {
     // Each table only when its scenario ran (`--only`).
     if r.bulk.is_empty() {
@@ -51,19 +86,27 @@ fn bulk(o: &mut String, r: &Report) {
     let mut t = Table::new().left("bulk").left("direction").rights(&[
         "conns",
         "Gb/s",
+        "÷ Linux",
         "app s/GiB",
         "eng s/GiB",
         "all s/GiB",
+        "n",
     ]);
     for b in &r.bulk {
+        let f = &b.figures;
         t.row([
             b.system.to_string(),
             b.direction.to_string(),
             b.conns.to_string(),
-            format!("{:.2}", b.gbps),
-            format!("{:.3}", b.app_s_per_gib),
+            match f.gbps.modes {
+                Some(_) => f.gbps.show(|x| format!("{x:.2}")),
+                None => format!("{:.2} {}", b.gbps, pm(&f.gbps)),
+            },
+            ratio_with(b.vs_linux.as_ref()),
+            format!("{:.3} {}", b.app_s_per_gib, pm(&f.app_s_per_gib)),
             format!("{:.3}", b.engine_s_per_gib),
             format!("{:.3}", b.machine_s_per_gib),
+            b.repeats.rounds.to_string(),
         ]);
     }
     o.push_str(&t.render());
@@ -77,30 +120,42 @@ fn latency(o: &mut String, r: &Report) {
     let mut t = Table::new().left("ping-pong").rights(&[
         "size",
         "p50 µs",
+        "÷ Linux",
         "p99 µs",
         "p99.9 µs",
         "mean µs",
         "Mb/s",
         "host CPU",
+        "n",
     ]);
     for l in &r.latency {
         let one = |x: f64| format!("{x:.1}");
+        let f = &l.figures;
         t.row([
             l.system.to_string(),
             l.size.to_string(),
-            one(l.p50_us),
-            one(l.p99_us),
+            match f.p50_us.modes {
+                Some(_) => f.p50_us.show(one),
+                None => format!("{} {}", one(l.p50_us), pm(&f.p50_us)),
+            },
+            ratio_with(l.p50_vs_linux.as_ref()),
+            match f.p99_us.modes {
+                Some(_) => f.p99_us.show(one),
+                None => format!("{} {}", one(l.p99_us), pm(&f.p99_us)),
+            },
             one(l.p999_us),
             one(l.mean_us),
             one(l.mbps),
             format!("{:.0}%", l.host_cpu_pct),
+            l.repeats.rounds.to_string(),
         ]);
     }
     o.push('\n');
     o.push_str(&t.render());
 }
 
-/// The targets against their goals.
+/// The targets against their goals: met or missed only where the ratio's
+/// interval lies on one side of the goal.
 fn targets(o: &mut String, r: &Report) {
     if r.targets.is_empty() {
         return;
@@ -108,22 +163,37 @@ fn targets(o: &mut String, r: &Report) {
     let mut t = Table::new()
         .left("target (softoe ÷ Linux)")
         .right("ratio")
+        .left("interval")
         .left("goal")
         .left("");
     for x in &r.targets {
+        let value = |v: f64| {
+            if x.unit == "x" {
+                format!("{v:.2}x")
+            } else {
+                format!("{v:.0} {}", x.unit)
+            }
+        };
         t.row([
             x.what.to_string(),
-            if x.unit == "x" {
-                format!("{:.2}x", x.ratio)
-            } else {
-                format!("{:.0} {}", x.ratio, x.unit)
-            },
+            value(x.ratio),
+            x.interval.map_or(String::new(), |e| {
+                format!("{:.2}–{:.2} (n {})", e.lo, e.hi, e.n)
+            }),
             x.goal.to_string(),
-            (if x.met { "met" } else { "missed" }).to_string(),
+            x.verdict().label().to_string(),
         ]);
     }
     o.push('\n');
     o.push_str(&t.render());
+    let (met, missed, noise) = super::targets::tally(&r.targets);
+    let _ = writeln!(
+        o,
+        "targets: {met} met, {missed} missed, {noise} within noise (a verdict only where the \
+         ratio's interval lies on one side of the goal:\n\
+         {:.0} % from six rounds on, the whole range of fewer).",
+        crate::stats::LEVEL * 100.0
+    );
 }
 
 /// The engine's sleep and steering, where measured.
@@ -304,20 +374,13 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::bench::BulkRow;
+    use crate::bench::fixtures::{bulk, latency};
     use crate::bench::goals::targets;
 
     #[test]
     fn targets_compare_softoe_with_linux() {
-        let row = |system: &str, direction: &'static str, gbps: f64, app: f64, eng: f64| BulkRow {
-            system: system.into(),
-            direction,
-            conns: 1,
-            bytes: 1 << 30,
-            gbps,
-            app_s_per_gib: app,
-            engine_s_per_gib: eng,
-            machine_s_per_gib: 0.0,
+        let row = |system: &str, direction: &'static str, gbps: f64, app: f64, eng: f64| {
+            bulk(system, direction, &[(gbps, app, eng); 3])
         };
         let mut r = Report {
             bulk: vec![
@@ -345,29 +408,11 @@ mod tests {
 
     #[test]
     fn receiving_and_round_trips_are_held_to_issue_19s_goals() {
-        let bulk = |system: &str, gbps: f64| BulkRow {
-            system: system.into(),
-            direction: "Linux→host",
-            conns: 1,
-            bytes: 1 << 30,
-            gbps,
-            app_s_per_gib: 0.1,
-            engine_s_per_gib: 0.1,
-            machine_s_per_gib: 0.0,
-        };
-        let rr = |system: &str, p50_us: f64, p99_us: f64| crate::bench::LatencyRow {
-            system: system.into(),
-            size: 4,
-            rounds: 100,
-            p50_us,
-            p99_us,
-            p999_us: p99_us,
-            mean_us: p50_us,
-            mbps: 0.0,
-            host_cpu_pct: 0.0,
-        };
+        let row = |system: &str, gbps: f64| bulk(system, "Linux→host", &[(gbps, 0.1, 0.1); 3]);
+        let rr =
+            |system: &str, p50_us: f64, p99_us: f64| latency(system, 4, &[(p50_us, p99_us); 3]);
         let r = Report {
-            bulk: vec![bulk("softoe copy", 11.0), bulk("Linux", 10.0)],
+            bulk: vec![row("softoe copy", 11.0), row("Linux", 10.0)],
             latency: vec![rr("softoe overlap", 15.0, 40.0), rr("Linux", 20.0, 50.0)],
             ..Report::default()
         };

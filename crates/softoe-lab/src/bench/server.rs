@@ -38,13 +38,17 @@ pub struct ServersArgs {
     /// absent.
     #[arg(long)]
     cc: Option<String>,
+    /// Added to every port served, so that several server programs (the
+    /// bench's send policies) share one address.
+    #[arg(long, default_value_t = 0)]
+    port_base: u16,
 }
 
 /// What the benchmark's servers serve, each until the process is killed:
 /// discard, source (as many bytes as asked, in 64 KiB writes) and echo,
 /// the loss sweep's patterned source and checking sink, and the emulation's
 /// sized sink and source.
-fn listeners() -> Vec<Listen> {
+fn listeners(base: u16) -> Result<Vec<Listen>> {
     let source = Service::Source {
         len: Length::Asked,
         write: WRITE,
@@ -59,10 +63,14 @@ fn listeners() -> Vec<Listen> {
         (SIZED_SINK, Service::SizedSink),
     ]
     .into_iter()
-    .map(|(port, service)| Listen {
-        port,
-        service,
-        conns: None,
+    .map(|(port, service)| {
+        Ok(Listen {
+            port: port.checked_add(base).ok_or_else(|| {
+                anyhow::anyhow!("--port-base {base} puts port {port} above 65535")
+            })?,
+            service,
+            conns: None,
+        })
     })
     .collect()
 }
@@ -73,7 +81,7 @@ fn listeners() -> Vec<Listen> {
 pub fn servers(args: &ServersArgs) -> Result<()> {
     let serving = match args.scale {
         Some(n) => Serving::Many(n),
-        None => Serving::Each(listeners()),
+        None => Serving::Each(listeners(args.port_base)?),
     };
     let policy = match (&args.engine, &serving, args.policy.as_str()) {
         (None, ..) | (_, Serving::Many(_), _) => Policy::Default,

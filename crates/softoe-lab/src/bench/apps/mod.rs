@@ -562,6 +562,7 @@ pub(super) fn targets(rows: &[AppRow], t: &mut Vec<Target>) {
             unit: "x",
             goal: "≥ 1.0",
             met: !failed && x >= 1.0,
+            ..Target::POINT
         });
     }
 }

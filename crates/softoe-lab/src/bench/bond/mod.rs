@@ -365,6 +365,7 @@ fn targets(r: &BondReport, o: &Options) -> Vec<Target> {
                 unit: "x",
                 goal,
                 met: x >= min,
+                ..Target::POINT
             });
         }
     }
@@ -380,6 +381,7 @@ fn targets(r: &BondReport, o: &Options) -> Vec<Target> {
             unit: "x",
             goal: "≥ 0.95",
             met: x >= 0.95,
+            ..Target::POINT
         });
     }
     let mtu_us = FRAME as f64 * 8.0 / o.mbit();
@@ -400,6 +402,7 @@ fn targets(r: &BondReport, o: &Options) -> Vec<Target> {
             unit: "x",
             goal: "≤ 1.0",
             met: w.p99_us <= limit,
+            ..Target::POINT
         });
         // The same, for the part the bond's channels govern: from the
         // sending engine's TAP to the receiving engine's (links, bridge).
@@ -413,6 +416,7 @@ fn targets(r: &BondReport, o: &Options) -> Vec<Target> {
                 unit: "x",
                 goal: "≤ 1.0",
                 met: w.switch.p99_us <= limit,
+                ..Target::POINT
             });
         }
     }
@@ -426,6 +430,7 @@ fn targets(r: &BondReport, o: &Options) -> Vec<Target> {
             unit: "x",
             goal: "> 0.99",
             met: g > 0.99,
+            ..Target::POINT
         });
         let c = e3_ratio(&r.e3, "unshaped", |e| e.engine_s_per_gib);
         t.push(Target {
@@ -435,6 +440,7 @@ fn targets(r: &BondReport, o: &Options) -> Vec<Target> {
             unit: "x",
             goal: "< 1.05",
             met: c < 1.05,
+            ..Target::POINT
         });
     }
     for e in &r.e4 {
@@ -447,6 +453,7 @@ fn targets(r: &BondReport, o: &Options) -> Vec<Target> {
             unit: "ms",
             goal: "≤ 30, 0 lost",
             met: e.gap_ms <= 30.0 && e.bytes_lost == 0,
+            ..Target::POINT
         });
     }
     for e in &r.e5 {
@@ -456,6 +463,7 @@ fn targets(r: &BondReport, o: &Options) -> Vec<Target> {
             unit: "MACs",
             goal: "= 1",
             met: e.macs.len() == 1 && e.changes == 0,
+            ..Target::POINT
         });
     }
     t
