@@ -6,8 +6,10 @@
 //! memory through `softoe-host`, as any host program would be — a Linux
 //! host that runs the workloads, and a second Linux host that serves the
 //! same workloads with the kernel's TCP. Each workload runs against softoe
-//! and then against Linux, over the same bridge, and one table shows both
-//! and their ratio.
+//! and against Linux in turn, a few rounds each way round (softoe first,
+//! then Linux first, …), over the same bridge; one table shows both
+//! medians, the median of the rounds' ratios and the range it came from,
+//! and whether that range leaves one side ahead.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
@@ -19,7 +21,9 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use crate::bench::repeat::interleaved;
 use crate::linux;
+use crate::stats::{Estimate, Goal, StopRule, Verdict, median, paired_ratios, verdict};
 use crate::table::Table;
 use crate::units::{size_whole, value};
 
@@ -39,16 +43,23 @@ pub struct DemoArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Bytes per bulk transfer (suffixes K, M, G).
-    #[arg(long, default_value = "256M", value_parser = crate::units::parse_size)]
-    bytes: u64,
-    /// Bytes per transfer with 1 % drops (large enough that one 200 ms
-    /// timeout does not decide the figure).
+    /// Bytes per bulk transfer (suffixes K, M, G); each row runs --runs
+    /// of them on each side.
     #[arg(long, default_value = "64M", value_parser = crate::units::parse_size)]
+    bytes: u64,
+    /// Bytes per transfer with 1 % drops.
+    #[arg(long, default_value = "16M", value_parser = crate::units::parse_size)]
     drop_bytes: u64,
-    /// Request/response rounds for the latency test.
-    #[arg(long, default_value_t = 5000)]
+    /// Request/response round trips per latency run.
+    #[arg(long, default_value_t = 1000)]
     rounds: usize,
+    /// Runs of every workload on each side, softoe and Linux in turn (the
+    /// first in alternate rounds): the table's figures are their medians,
+    /// its ratio the median of the rounds' ratios with the range of them.
+    /// Five give a range that holds the true median ratio 94 % of the
+    /// time; more narrow it (2 to 50).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..=50))]
+    runs: u32,
     /// Write every frame the engine sends and receives to this pcap file.
     #[arg(long)]
     pcap: Option<PathBuf>,
@@ -77,11 +88,15 @@ pub struct ServersArgs {
     /// On the kernel's TCP: this congestion control on every listener.
     #[arg(long)]
     cc: Option<String>,
+    /// Runs of each workload: connections each listener serves.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
 }
 
 /// The demo's servers, on the engine from this process over shared memory
-/// or on the kernel's TCP: discard (port 9, two connections), sources (19
-/// and 20, one connection each, 1 MiB writes), echo (7, one connection).
+/// or on the kernel's TCP: discard (port 9, two connections a run), sources
+/// (19 and 20, one connection a run each, 1 MiB writes), echo (7, one
+/// connection a run).
 /// Prints `ready` when all listen; returns when all are served.
 pub fn servers(args: &ServersArgs) -> Result<()> {
     let source = |bytes| Service::Source {
@@ -100,10 +115,10 @@ pub fn servers(args: &ServersArgs) -> Result<()> {
         backlog: 16,
         policy: Policy::Default,
         serving: Serving::Each(vec![
-            listen(DISCARD, Service::Discard, 2),
-            listen(SOURCE, source(args.bytes), 1),
-            listen(DROP_SOURCE, source(args.drop_bytes), 1),
-            listen(ECHO, Service::Echo, 1),
+            listen(DISCARD, Service::Discard, 2 * args.runs),
+            listen(SOURCE, source(args.bytes), args.runs),
+            listen(DROP_SOURCE, source(args.drop_bytes), args.runs),
+            listen(ECHO, Service::Echo, args.runs),
         ]),
         until: Until::Served,
     }
@@ -117,6 +132,7 @@ fn start_servers(
     ns: &Netns,
     bytes: u64,
     drop_bytes: u64,
+    runs: u32,
 ) -> Result<Servers> {
     let exe = std::env::current_exe().context("where is this binary?")?;
     let mut cmd = match host {
@@ -141,6 +157,8 @@ fn start_servers(
         &bytes.to_string(),
         "--drop-bytes",
         &drop_bytes.to_string(),
+        "--runs",
+        &runs.to_string(),
     ]);
     Servers::start_as(cmd, "the demo's servers")
 }
@@ -149,11 +167,19 @@ fn start_servers(
 struct Row {
     workload: String,
     unit: String,
+    /// Medians of the runs.
     softoe: f64,
     linux: f64,
-    /// softoe ÷ Linux.
+    /// softoe ÷ Linux: the median of the rounds' ratios, and the range
+    /// that holds the true one with probability `ratio_interval.coverage`.
     ratio: f64,
+    ratio_interval: Estimate,
     better: &'static str,
+    /// Who is ahead beyond the range: "softoe", "Linux" or "within noise".
+    ahead: &'static str,
+    /// Every run, in the order measured.
+    softoe_runs: Vec<f64>,
+    linux_runs: Vec<f64>,
 }
 
 fn gbps(bytes: u64, t: Duration) -> f64 {
@@ -174,7 +200,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     if args.bytes == 0 || args.drop_bytes == 0 || args.rounds == 0 {
         bail!("--bytes, --drop-bytes and --rounds must be above zero");
     }
-    let steps = 9u64;
+    let steps = 7u64;
     let pb = progress(args.json, steps);
     pb.set_message("building the testbed and starting the softoe engine");
     let mut bed = RealBed::start(crate::bed::BedOptions {
@@ -184,15 +210,23 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let (bytes, drop_bytes) = (args.bytes, args.drop_bytes);
     let (client, peer) = (bed.client.clone(), bed.peer.clone());
     pb.set_message("starting the servers on softoe (a separate program)");
-    let softoe_servers = start_servers(Some(bed.host()), &peer, bytes, drop_bytes)?;
+    let runs = args.runs;
+    let softoe_servers = start_servers(Some(bed.host()), &peer, bytes, drop_bytes, runs)?;
     // Linux's servers: the same program, on the kernel's TCP in the peer's
     // namespace (a separate process on both sides).
     pb.set_message("starting the servers on Linux (the same program)");
-    let linux_servers = start_servers(None, &peer, bytes, drop_bytes)?;
+    let linux_servers = start_servers(None, &peer, bytes, drop_bytes, runs)?;
 
     let mut rows = Vec::new();
-    rows.extend(bulk_rows(&client, &pb, "bulk ", (DISCARD, SOURCE), bytes)?);
-    rows.extend(latency_rows(&client, &pb, args.rounds)?);
+    rows.extend(bulk_rows(
+        &client,
+        &pb,
+        "bulk ",
+        (DISCARD, SOURCE),
+        bytes,
+        runs,
+    )?);
+    rows.extend(latency_rows(&client, &pb, args.rounds, runs)?);
     // Drops on the wire, per segment, both ways: the client neither builds
     // nor coalesces super-packets, its bridge port cuts those of softoe and
     // Linux into segments (offloads switched through the ethtool ioctl,
@@ -210,6 +244,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         "1 % drops, ",
         (DISCARD, DROP_SOURCE),
         drop_bytes,
+        runs,
     )?);
     // What the drop programs on the client's link dropped, both ways.
     let wire_dropped = bed.tb.dropped(&client)? + bed.tb.dropped(&bed.sw)?;
@@ -242,35 +277,57 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs `f` against softoe, then against Linux: (softoe's, Linux's).
-fn run_both(
+/// Runs `f` `runs` times against softoe and against Linux in turn (softoe
+/// first in even rounds, Linux first in odd ones): (softoe's, Linux's), by
+/// round.
+fn run_both<T>(
     pb: &ProgressBar,
     msg: &str,
-    f: &(dyn Fn(Ipv4Addr) -> Result<f64> + Sync),
-) -> Result<(f64, f64)> {
-    pb.set_message(format!("{msg}: softoe"));
-    let s = f(ENGINE).with_context(|| format!("{msg} against softoe"))?;
-    pb.inc(1);
-    pb.set_message(format!("{msg}: Linux"));
-    let l = f(PEER).with_context(|| format!("{msg} against Linux"))?;
-    Ok((s, l))
+    runs: u32,
+    f: &(dyn Fn(Ipv4Addr) -> Result<T> + Sync),
+) -> Result<(Vec<T>, Vec<T>)> {
+    let rule = StopRule {
+        min_rounds: runs as usize,
+        max_rounds: runs as usize,
+        rel_width: f64::INFINITY,
+        max_time: Duration::MAX,
+    };
+    let mut r = interleaved(
+        &rule,
+        2,
+        |side| {
+            let (ip, name) = if side == 0 {
+                (ENGINE, "softoe")
+            } else {
+                (PEER, "Linux")
+            };
+            pb.set_message(format!("{msg}: {name}"));
+            f(ip).with_context(|| format!("{msg} against {name}"))
+        },
+        |_| Vec::new(),
+    )?;
+    let linux = r.per_side.pop().unwrap_or_default();
+    let softoe = r.per_side.pop().unwrap_or_default();
+    Ok((softoe, linux))
 }
 
 /// `bytes` to the servers' `sink` port, then from their `source` port,
-/// softoe then Linux each: two rows named after `what`.
+/// `runs` times each on softoe and Linux in turn: two rows named after
+/// `what`.
 fn bulk_rows(
     client: &Netns,
     pb: &ProgressBar,
     what: &str,
     (sink, source): (u16, u16),
     bytes: u64,
+    runs: u32,
 ) -> Result<[Row; 2]> {
     let c = client.clone();
     let inbound = move |ip: Ipv4Addr| -> Result<f64> {
         let t = c.run(move || linux::send_bulk(SocketAddrV4::new(ip, sink), bytes))??;
         Ok(gbps(bytes, t))
     };
-    let (s, l) = run_both(pb, &format!("{what}to the host"), &inbound)?;
+    let (s, l) = run_both(pb, &format!("{what}to the host"), runs, &inbound)?;
     let to_host = row(
         &format!("{what}Linux→host, {}", size_whole(bytes)),
         "Gb/s",
@@ -287,7 +344,7 @@ fn bulk_rows(
         }
         Ok(gbps(n, t))
     };
-    let (s, l) = run_both(pb, &format!("{what}from the host"), &outbound)?;
+    let (s, l) = run_both(pb, &format!("{what}from the host"), runs, &outbound)?;
     let from_host = row(
         &format!("{what}host→Linux, {}", size_whole(bytes)),
         "Gb/s",
@@ -295,29 +352,40 @@ fn bulk_rows(
         l,
         "higher",
     );
+    pb.inc(1);
     Ok([to_host, from_host])
 }
 
-/// 4-byte request/response, softoe then Linux: p50 and p99 rows.
-fn latency_rows(client: &Netns, pb: &ProgressBar, rounds: usize) -> Result<Vec<Row>> {
-    let mut lat = Vec::new();
-    let c = client;
-    for ip in [ENGINE, PEER] {
-        pb.inc(1);
-        pb.set_message(format!(
-            "4-byte request/response with {}",
-            if ip == ENGINE { "softoe" } else { "Linux" }
-        ));
+/// 4-byte request/response, `runs` runs of `rounds` round trips each on
+/// softoe and Linux in turn: p50 and p99 rows.
+fn latency_rows(client: &Netns, pb: &ProgressBar, rounds: usize, runs: u32) -> Result<Vec<Row>> {
+    let c = client.clone();
+    let rr = move |ip: Ipv4Addr| -> Result<(f64, f64)> {
         let mut r = c.run(move || linux::ping_pong(SocketAddrV4::new(ip, ECHO), 4, rounds))??;
         r.sort();
-        lat.push((
+        Ok((
             linux::percentile_us(&r, 50.0),
             linux::percentile_us(&r, 99.0),
-        ));
-    }
+        ))
+    };
+    let (s, l) = run_both(pb, "4-byte request/response", runs, &rr)?;
+    pb.inc(1);
+    let p = |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| v.iter().map(f).collect::<Vec<_>>();
     Ok(vec![
-        row("4-byte RR p50", "µs", lat[0].0, lat[1].0, "lower"),
-        row("4-byte RR p99", "µs", lat[0].1, lat[1].1, "lower"),
+        row(
+            "4-byte RR p50",
+            "µs",
+            p(&s, |x| x.0),
+            p(&l, |x| x.0),
+            "lower",
+        ),
+        row(
+            "4-byte RR p99",
+            "µs",
+            p(&s, |x| x.1),
+            p(&l, |x| x.1),
+            "lower",
+        ),
     ])
 }
 
@@ -331,13 +399,20 @@ fn print_text(rows: &[Row], wire_dropped: u64, counters: &EngineCounters) {
     );
     println!(
         "Linux's TCP (CUBIC, softoe's congestion control), each serving a Linux client across\n\
-         one Linux bridge. ratio = softoe ÷ Linux.\n"
+         one Linux bridge, in turn, {n} runs each. Figures are medians; ratio = softoe ÷\n\
+         Linux, the median of the runs' ratios, with the range that holds the true one\n\
+         {:.0} % of the time.\n",
+        rows.first()
+            .map_or(0.0, |r| r.ratio_interval.coverage * 100.0),
+        n = rows.first().map_or(0, |r| r.softoe_runs.len()),
     );
     let mut t = Table::new()
         .left("workload")
         .right("softoe")
         .right("Linux")
-        .right("ratio");
+        .right("ratio")
+        .left("range")
+        .left("ahead");
     for r in rows {
         t.row_tail(
             [
@@ -345,6 +420,8 @@ fn print_text(rows: &[Row], wire_dropped: u64, counters: &EngineCounters) {
                 value(r.softoe, &r.unit),
                 value(r.linux, &r.unit),
                 format!("{:.2}x", r.ratio),
+                format!("{:.2}–{:.2}", r.ratio_interval.lo, r.ratio_interval.hi),
+                r.ahead.to_string(),
             ],
             &format!("  ({} is better)", r.better),
         );
@@ -374,13 +451,45 @@ fn progress(hidden: bool, steps: u64) -> ProgressBar {
     pb
 }
 
-fn row(workload: &str, unit: &str, softoe: f64, linux: f64, better: &'static str) -> Row {
+/// A row from both sides' runs, paired by round.
+fn row(workload: &str, unit: &str, softoe: Vec<f64>, linux: Vec<f64>, better: &'static str) -> Row {
+    let med = |v: &[f64]| median(v).unwrap_or(0.0);
+    let ratios = paired_ratios(&softoe, &linux);
+    let e = Estimate::of(&ratios).unwrap_or(Estimate {
+        n: 0,
+        median: 0.0,
+        lo: 0.0,
+        hi: 0.0,
+        coverage: 0.0,
+        min: 0.0,
+        max: 0.0,
+    });
     Row {
         workload: workload.to_string(),
         unit: unit.to_string(),
-        softoe,
-        linux,
-        ratio: if linux > 0.0 { softoe / linux } else { 0.0 },
+        softoe: med(&softoe),
+        linux: med(&linux),
+        ratio: e.median,
+        ratio_interval: e,
         better,
+        ahead: ahead(&e, better == "higher"),
+        softoe_runs: softoe,
+        linux_runs: linux,
+    }
+}
+
+/// Who is ahead beyond the ratio's range: softoe where all of it lies on
+/// softoe's better side of 1, Linux where all of it lies on the other.
+fn ahead(e: &Estimate, higher_is_better: bool) -> &'static str {
+    let goal = if higher_is_better {
+        Goal::AtLeast(1.0)
+    } else {
+        Goal::AtMost(1.0)
+    };
+    match verdict(goal, e) {
+        // On 1 exactly is a tie, not a lead.
+        Verdict::Met if e.lo != e.hi || e.median != 1.0 => "softoe",
+        Verdict::Missed => "Linux",
+        _ => "within noise",
     }
 }

@@ -496,8 +496,21 @@ fn demo_runs_with_its_servers_in_a_separate_program() {
     for r in rows {
         assert!(r["softoe"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["linux"].as_f64().unwrap() > 0.0, "{r}");
+        // Five runs a side by default, paired into five ratios whose
+        // median lies inside their range.
+        assert_eq!(r["softoe_runs"].as_array().unwrap().len(), 5, "{r}");
+        assert_eq!(r["linux_runs"].as_array().unwrap().len(), 5, "{r}");
+        let (lo, x, hi) = (
+            r["ratio_interval"]["lo"].as_f64().unwrap(),
+            r["ratio"].as_f64().unwrap(),
+            r["ratio_interval"]["hi"].as_f64().unwrap(),
+        );
+        assert!(lo <= x && x <= hi && lo > 0.0, "{r}");
+        assert_eq!(r["ratio_interval"]["n"], 5, "{r}");
+        let ahead = r["ahead"].as_str().unwrap();
+        assert!(["softoe", "Linux", "within noise"].contains(&ahead), "{r}");
     }
-    assert!(v["engine"]["bytes_in"].as_u64().unwrap() > 8 << 20);
+    assert!(v["engine"]["bytes_in"].as_u64().unwrap() > 5 * (8 << 20));
     assert!(
         v["wire_dropped"].as_u64().unwrap() > 0,
         "no drops on the wire"

@@ -38,7 +38,7 @@ mod paired;
 mod plot;
 mod reclaim;
 mod render;
-mod repeat;
+pub(crate) mod repeat;
 mod scale;
 mod scenarios;
 mod server;

@@ -63,7 +63,7 @@ impl RepeatArgs {
 /// A row's samples: `per_side[s][r]` is side `s` in round `r`, so that the
 /// same index pairs samples taken moments apart.
 #[derive(Debug)]
-pub(super) struct Rounds<T> {
+pub(crate) struct Rounds<T> {
     pub per_side: Vec<Vec<T>>,
     pub stopped: Stopped,
     pub secs: f64,
@@ -78,7 +78,7 @@ pub(crate) struct Repeats {
 }
 
 impl<T> Rounds<T> {
-    pub(super) fn repeats(&self) -> Repeats {
+    pub(crate) fn repeats(&self) -> Repeats {
         Repeats {
             rounds: self.per_side.first().map_or(0, Vec::len),
             stopped: self.stopped,
@@ -90,7 +90,7 @@ impl<T> Rounds<T> {
 /// Measures `sides` sides interleaved until `rule` stops: `measure(s)` is
 /// one sample of side `s`; `watch` names the estimates that must narrow
 /// (each side's main figure, the ratios that decide targets).
-pub(super) fn interleaved<T>(
+pub(crate) fn interleaved<T>(
     rule: &StopRule,
     sides: usize,
     mut measure: impl FnMut(usize) -> Result<T>,
