@@ -31,7 +31,9 @@ use serde::Serialize;
 use softoe_sim::machine::{MachineConfig, PeerModel, WorkloadKind, predict};
 
 use crate::bench::emulate::{Measured, measure, plan, work_of};
+use crate::bench::repeat::{Repeats, interleaved};
 use crate::sim_machine::{MachineArgs, calibration_source, load_calibration, load_config};
+use crate::stats::{Estimate, Figure, StopRule, Stopped};
 use crate::table::Table;
 use crate::units::{gbps_bare, pct};
 
@@ -44,10 +46,24 @@ pub struct ValidateArgs {
     configs: Vec<PathBuf>,
     #[command(flatten)]
     machine: MachineArgs,
-    /// Measurements of each configuration; the table shows their median,
-    /// and their spread decides where a winner can be called.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=20))]
-    reps: u32,
+    /// Measurements of each configuration at least (default 5, 2 with
+    /// --quick): the table shows their median and its interval, and their
+    /// spread decides where a winner can be called. A file is measured
+    /// again until the interval of its throughput (and p50) median is
+    /// within --width, or --max-reps or --file-secs is reached.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=50))]
+    reps: Option<u32>,
+    /// Measurements of each configuration at most (default 15, 3 with
+    /// --quick).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    max_reps: Option<u32>,
+    /// The interval's half-width that ends a file's repeats, percent of
+    /// its median (default 3).
+    #[arg(long, value_name = "PERCENT", default_value_t = 3.0)]
+    width: f64,
+    /// Seconds after which a file starts no new measurement (default 180).
+    #[arg(long, value_name = "SECS", default_value_t = 180.0)]
+    file_secs: f64,
     /// Small workloads (16 MiB streams, 1,000 round trips), predicted the
     /// same size: a smoke run, not a validation.
     #[arg(long)]
@@ -91,6 +107,12 @@ struct Row {
     measured_runs_bps: Vec<f64>,
     /// (max − min) ÷ median of the measured throughputs.
     spread: f64,
+    /// The measured throughput's median with its interval.
+    measured_figure: Figure,
+    /// The interval's larger half-width ÷ the median.
+    half_width: f64,
+    /// How many runs, and why they stopped.
+    repeats: Repeats,
     /// (predicted − measured) ÷ measured.
     throughput_error: f64,
     predicted_p50_us: Option<f64>,
@@ -138,6 +160,11 @@ struct Summary {
     /// The measurements' own spread, (max − min) ÷ median, averaged over
     /// the configurations: how far apart two runs of one file land.
     mean_spread: f64,
+    /// The throughput medians' interval half-widths, averaged: how sure
+    /// each measured figure is.
+    mean_half_width: f64,
+    /// Files whose repeats ended with every interval within the width.
+    converged: usize,
 }
 
 #[derive(Serialize)]
@@ -147,7 +174,7 @@ struct Report<'a> {
     /// written).
     predicted_as: &'a str,
     quick: bool,
-    reps: u32,
+    rule: StopRule,
     rows: &'a [Row],
     summary: &'a Summary,
 }
@@ -241,15 +268,6 @@ fn what(cfg: &MachineConfig) -> String {
     format!("{kind}{conns}, {side}")
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 /// The configuration with everything that does not matter without offload
 /// (the engine, memory delay, the engine's coalescing) set to defaults, and
 /// `host.offload` off: two files are a pair if these agree.
@@ -320,7 +338,14 @@ fn summarize(rows: &[Row], cfgs: &[MachineConfig]) -> Summary {
         })
         .count();
     let mean_spread = rows.iter().map(|r| r.spread).sum::<f64>() / n;
+    let mean_half_width = rows.iter().map(|r| r.half_width).sum::<f64>() / n;
+    let converged = rows
+        .iter()
+        .filter(|r| r.repeats.stopped == Stopped::Converged)
+        .count();
     Summary {
+        mean_half_width,
+        converged,
         within_measured_range,
         mean_spread,
         configurations: rows.len(),
@@ -359,10 +384,11 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
         );
     }
     let exe = std::env::current_exe().context("where is this binary?")?;
+    let rule = a.rule()?;
     let pb = if a.json {
         ProgressBar::hidden()
     } else {
-        ProgressBar::new(files.len() as u64 * u64::from(a.reps))
+        ProgressBar::new(files.len() as u64 * rule.min_rounds as u64)
     };
     if let Ok(st) = ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}") {
         pb.set_style(st);
@@ -373,23 +399,37 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
         pb.set_message(format!("{name}: predicting"));
         let predicted = if a.as_written { *cfg } else { as_testbed(cfg) };
         let p = predict(&predicted, &cal).map_err(|e| anyhow!("{name}: simulating: {e}"))?;
-        let mut runs = Vec::with_capacity(a.reps as usize);
-        for rep in 1..=a.reps {
-            pb.set_message(format!("{name}: measuring ({rep}/{})", a.reps));
-            let m = measure(plan, cfg.workload, false, a.engine_cpu, &exe)
-                .with_context(|| format!("{name}: measuring"))?;
-            runs.push(m);
-            pb.inc(1);
-        }
+        let mut rep_no = 0;
+        let rounds = interleaved(
+            &rule,
+            1,
+            |_| {
+                rep_no += 1;
+                pb.set_message(format!("{name}: measuring ({rep_no})"));
+                let m = measure(plan, cfg.workload, false, a.engine_cpu, &exe)
+                    .with_context(|| format!("{name}: measuring"));
+                pb.inc(1);
+                m
+            },
+            |v| watched(v.first().map_or(&[][..], Vec::as_slice)),
+        )?;
+        let repeats = rounds.repeats();
+        let runs = rounds.per_side.into_iter().next().unwrap_or_default();
         let measured_runs_bps: Vec<f64> = runs.iter().map(|m| m.delivered.throughput_bps).collect();
-        let mut sorted = measured_runs_bps.clone();
-        let measured_bps = median(&mut sorted);
-        let spread = sorted
-            .last()
-            .zip(sorted.first())
-            .map_or(0.0, |(hi, lo)| (hi - lo) / measured_bps.max(1.0));
+        let Some(measured_figure) = Figure::of(&measured_runs_bps) else {
+            bail!("{name}: no measurement");
+        };
+        let measured_bps = measured_figure.estimate.median;
+        let spread = measured_figure.estimate.rel_spread();
+        let half_width = measured_figure.estimate.rel_half_width();
+        let p50s: Vec<f64> = runs
+            .iter()
+            .filter_map(|m| m.delivered.latency_p50_us)
+            .collect();
+        let host_cpus: Vec<f64> = runs.iter().map(|m| m.host_cpu).collect();
+        let host_cpu = crate::stats::median(&host_cpus).unwrap_or(0.0);
         // The run whose throughput is nearest the median stands for the
-        // configuration's other figures.
+        // configuration's other figures in `measured`.
         let Some(rep) = runs.into_iter().min_by(|x, y| {
             (x.delivered.throughput_bps - measured_bps)
                 .abs()
@@ -397,7 +437,7 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
         }) else {
             bail!("{name}: no measurement");
         };
-        let measured_p50_us = rep.delivered.latency_p50_us;
+        let measured_p50_us = crate::stats::median(&p50s);
         let err = |pred: f64, meas: f64| (pred - meas) / meas.abs().max(1e-9);
         rows.push(Row {
             name,
@@ -408,6 +448,9 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
             measured_bps,
             measured_runs_bps,
             spread,
+            measured_figure,
+            half_width,
+            repeats,
             throughput_error: err(p.throughput_bps, measured_bps),
             predicted_p50_us: p.latency_p50_us,
             measured_p50_us,
@@ -416,8 +459,8 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
                 .zip(measured_p50_us)
                 .map(|(x, y)| err(x, y)),
             predicted_host_cpu: p.host_cpu * 100.0,
-            measured_host_cpu: rep.host_cpu * 100.0,
-            host_cpu_points: (p.host_cpu - rep.host_cpu) * 100.0,
+            measured_host_cpu: host_cpu * 100.0,
+            host_cpu_points: (p.host_cpu - host_cpu) * 100.0,
             measured: rep,
         });
     }
@@ -429,16 +472,49 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
             calibration: source,
             predicted_as: predicted_as(a.as_written),
             quick: a.quick,
-            reps: a.reps,
+            rule,
             rows: &rows,
             summary: &summary,
         };
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         let how = predicted_as(a.as_written);
-        print!("{}", render(&rows, &summary, source, how, a.reps, a.quick));
+        print!("{}", render(&rows, &summary, source, how, &rule, a.quick));
     }
     Ok(())
+}
+
+impl ValidateArgs {
+    /// When a file's repeats stop.
+    fn rule(&self) -> Result<StopRule> {
+        let min = self.reps.unwrap_or(if self.quick { 2 } else { 5 }) as usize;
+        let max = (self.max_reps.unwrap_or(if self.quick { 3 } else { 15 }) as usize).max(min);
+        if !(self.width > 0.0 && self.width.is_finite()) {
+            bail!("--width must be a percentage above zero");
+        }
+        let max_time = std::time::Duration::try_from_secs_f64(self.file_secs)
+            .map_err(|_| anyhow!("--file-secs must be a number of seconds"))?;
+        Ok(StopRule {
+            min_rounds: min,
+            max_rounds: max,
+            rel_width: self.width / 100.0,
+            max_time,
+        })
+    }
+}
+
+/// What must narrow before a file's repeats stop: the throughput median's
+/// interval, and the p50's where the file is request/response.
+fn watched(runs: &[Measured]) -> Vec<Estimate> {
+    let tput: Vec<f64> = runs.iter().map(|m| m.delivered.throughput_bps).collect();
+    let p50: Vec<f64> = runs
+        .iter()
+        .filter_map(|m| m.delivered.latency_p50_us)
+        .collect();
+    Estimate::of(&tput)
+        .into_iter()
+        .chain(Estimate::of(&p50))
+        .collect()
 }
 
 fn met(ok: bool) -> &'static str {
@@ -450,7 +526,7 @@ fn render(
     s: &Summary,
     calibration: &str,
     predicted_as: &str,
-    reps: u32,
+    rule: &StopRule,
     quick: bool,
 ) -> String {
     use std::fmt::Write;
@@ -460,9 +536,15 @@ fn render(
         .map_or(calibration, |(first, _)| first);
     let _ = writeln!(
         o,
-        "softoe sim validate{}: the model's prediction beside the real engine, measured {reps} \
-         time(s) each (median); calibration: {short}",
-        if quick { " --quick" } else { "" }
+        "softoe sim validate{}: the model's prediction beside the real engine, each file measured \
+         {}–{} times (until its median's interval is within ±{:.0} %, or {:.0} s); figures are \
+         medians, \"±\" the interval's half-width, \"range\" (max − min) ÷ median; \
+         calibration: {short}",
+        if quick { " --quick" } else { "" },
+        rule.min_rounds,
+        rule.max_rounds,
+        rule.rel_width * 100.0,
+        rule.max_time.as_secs_f64(),
     );
     let _ = writeln!(o, "files predicted {predicted_as}");
     o.push_str(&rows_table(rows));
@@ -479,7 +561,9 @@ fn rows_table(rows: &[Row]) -> String {
         .right("Gb/s sim")
         .right("real")
         .right("err")
-        .right("spread")
+        .right("±")
+        .right("range")
+        .right("n")
         .right("p50 sim")
         .right("real")
         .right("err")
@@ -494,7 +578,9 @@ fn rows_table(rows: &[Row]) -> String {
             gbps_bare(r.predicted_bps),
             gbps_bare(r.measured_bps),
             pct(r.throughput_error),
+            format!("{:.0}%", r.half_width * 100.0),
             format!("{:.0}%", r.spread * 100.0),
+            r.repeats.rounds.to_string(),
             opt(r.predicted_p50_us),
             opt(r.measured_p50_us),
             r.p50_error.map_or_else(|| "-".to_string(), pct),
@@ -535,8 +621,12 @@ fn summary(o: &mut String, s: &Summary) {
     }
     let _ = writeln!(
         o,
-        "the measurements themselves: runs of one file spread {:.0}% on average ((max − min) ÷ \
-         median); {} of {} predictions fall within their file's measured range",
+        "the measurements themselves: medians within ±{:.0}% on average ({} of {} files reached \
+         the width), runs of one file spread {:.0}% on average ((max − min) ÷ median); {} of {} \
+         predictions fall within their file's measured range",
+        s.mean_half_width * 100.0,
+        s.converged,
+        s.configurations,
         s.mean_spread * 100.0,
         s.within_measured_range,
         s.configurations
@@ -587,6 +677,13 @@ mod tests {
             measured_bps: meas,
             measured_runs_bps: vec![meas],
             spread,
+            measured_figure: Figure::of(&[meas]).unwrap(),
+            half_width: spread / 2.0,
+            repeats: Repeats {
+                rounds: 1,
+                stopped: Stopped::Rounds,
+                secs: 1.0,
+            },
             throughput_error: (pred - meas) / meas,
             predicted_p50_us: None,
             measured_p50_us: None,
@@ -671,7 +768,19 @@ mod tests {
         let s = summarize(&rows, &cfgs[..2]);
         assert!(!s.pairs[0].decided);
         assert!(s.winners_met);
-        let text = render(&rows, &s, "note. more", predicted_as(false), 2, false);
+        let text = render(
+            &rows,
+            &s,
+            "note. more",
+            predicted_as(false),
+            &StopRule {
+                min_rounds: 2,
+                max_rounds: 3,
+                rel_width: 0.03,
+                max_time: std::time::Duration::from_secs(9),
+            },
+            false,
+        );
         assert!(text.contains("not called"), "{text}");
         assert!(text.contains("calibration: note\n"), "{text}");
         assert!(text.contains("peer.model = \"testbed\""), "{text}");

@@ -223,7 +223,12 @@ impl StopRule {
         if rounds < self.min_rounds.max(1) {
             return None;
         }
-        if watched.iter().all(|e| e.rel_half_width() <= self.rel_width) {
+        // An interval from fewer than three samples says nothing (one
+        // sample's is a point): only the caps stop those.
+        if watched
+            .iter()
+            .all(|e| e.n >= MIN_DECIDING && e.rel_half_width() <= self.rel_width)
+        {
             Some(Stopped::Converged)
         } else if rounds >= self.max_rounds {
             Some(Stopped::Rounds)
@@ -496,6 +501,14 @@ mod tests {
         assert_eq!(rule.stop(3, s, &[tight]), Some(Stopped::Converged));
         assert_eq!(rule.stop(3, s, &[tight, loose]), None);
         assert_eq!(rule.stop(8, s, &[loose]), Some(Stopped::Rounds));
+        // One or two samples never count as narrow, however alike.
+        let one = Estimate::of(&[10.0]).unwrap();
+        let lax = StopRule {
+            min_rounds: 1,
+            ..rule
+        };
+        assert_eq!(lax.stop(1, s, &[one]), None);
+        assert_eq!(lax.stop(8, s, &[one]), Some(Stopped::Rounds));
         assert_eq!(
             rule.stop(4, Duration::from_secs(11), &[loose]),
             Some(Stopped::Time)

@@ -44,7 +44,7 @@ fn sim_predict_is_deterministic_and_shows_offload() {
     assert!(String::from_utf8_lossy(&printed.stdout).contains("[workload]"));
 }
 
-/// `softoe sim validate --quick --reps 1 --json` over an offload/Linux pair
+/// `softoe sim validate --quick --reps 1 --max-reps 2 --json` over an offload/Linux pair
 /// (CI, root): each file is predicted and measured, the rows carry both
 /// and their error, and the pair is found. A file that cannot be emulated
 /// is refused before anything runs. (Figures printed, not judged.)
@@ -67,6 +67,8 @@ fn sim_validate_predicts_and_measures_each_file() {
         "--quick",
         "--reps",
         "1",
+        "--max-reps",
+        "2",
         "--json",
     ]);
     assert!(
@@ -90,6 +92,10 @@ fn sim_validate_predicts_and_measures_each_file() {
         assert!(r["predicted_bps"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["measured_p50_us"].as_f64().unwrap() > 0.0, "{r}");
         assert_eq!(r["measured"]["messages"], 300, "{r}");
+        // One run does not make a narrow interval: the cap ends the repeats.
+        assert_eq!(r["repeats"]["rounds"], 2, "{r}");
+        assert_eq!(r["repeats"]["stopped"], "rounds", "{r}");
+        assert_eq!(r["measured_figure"]["samples"].as_array().unwrap().len(), 2);
     }
     let pairs = v["summary"]["pairs"].as_array().unwrap();
     assert_eq!(pairs.len(), 1, "{v}");

@@ -57,10 +57,12 @@ use softoe_sim::machine::{
 
 use crate::bed::{BedOptions, ENGINE, PEER, RealBed};
 use crate::bench::cpu::thread_cpu;
+use crate::bench::repeat::{Repeats, interleaved};
 use crate::bench::server::servers_cmd;
 use crate::bench::workload::{bulk_in_with, bulk_out_with};
 use crate::linux;
 use crate::server::{ECHO, SIZED_SINK, SIZED_SOURCE, Servers};
+use crate::stats::{Estimate, Figure, StopRule, Stopped};
 use crate::units::gbps_or_mbps;
 
 /// At and above this rate the path is left unshaped: the veth and the CPUs
@@ -81,6 +83,8 @@ pub(crate) struct EmulateArgs<'a> {
     pub quick: bool,
     pub json: bool,
     pub engine_cpu: Option<usize>,
+    /// When the repeats stop.
+    pub rule: StopRule,
 }
 
 /// How the real machine is set up for a configuration.
@@ -419,6 +423,7 @@ pub(crate) fn measure(
         cmd.env("SOFTOE_SPIN_US", plan.host_spin_us.to_string());
     }
     let mut servers = Servers::start(cmd)?;
+    warm_up(&bed, ip, &work)?;
     let host0 = servers.cpu()?;
     let eng0 = thread_cpu(bed.engine_tid)?;
     let conns = work.connections as usize;
@@ -486,6 +491,36 @@ pub(crate) fn measure(
     })
 }
 
+/// A short run of the workload's kind before the measured one (8 MiB or
+/// 200 round trips on one connection, at most the workload itself), so
+/// that the measured window starts with the path's neighbours known, the
+/// engine's and the servers' buffers allocated and the CPUs awake.
+fn warm_up(bed: &RealBed, ip: Ipv4Addr, work: &Work) -> Result<()> {
+    let message = u64::from(work.message);
+    match (work.kind, work.direction) {
+        (WorkloadKind::Stream, FlowDirection::Send) => {
+            let to = SocketAddrV4::new(ip, SIZED_SOURCE);
+            let bytes = work.bytes.min(8 << 20).max(message);
+            bed.client
+                .run(move || bulk_out_with(to, bytes, 1, Some(message)))??;
+        }
+        (WorkloadKind::Stream, FlowDirection::Receive) => {
+            let to = SocketAddrV4::new(ip, SIZED_SINK);
+            let bytes = work.bytes.min(8 << 20).max(message);
+            let write = work.message as usize;
+            bed.client
+                .run(move || bulk_in_with(to, bytes, 1, write, Some(message)))??;
+        }
+        (WorkloadKind::Rr, _) => {
+            let to = SocketAddrV4::new(ip, ECHO);
+            let (size, count) = (work.message as usize, work.requests.min(200) as usize);
+            bed.client
+                .run(move || linux::ping_pong(to, size, count))??;
+        }
+    }
+    Ok(())
+}
+
 /// `conns` ping-pongs of `count` round trips of `size` bytes at once with
 /// the echo at `to`: the wall time of all, and every round trip, sorted.
 fn rr(
@@ -513,7 +548,52 @@ struct Report<'a> {
     calibration: &'a str,
     quick: bool,
     emulation: &'a Plan,
+    /// The run whose throughput is nearest the median.
     measured: &'a Measured,
+    /// Every run's figures: medians, intervals, samples.
+    repeated: &'a Repeated,
+}
+
+/// The repeated runs' figures.
+#[derive(Debug, Serialize)]
+struct Repeated {
+    repeats: Repeats,
+    throughput_bps: Figure,
+    host_cpu: Figure,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency_p50_us: Option<Figure>,
+}
+
+impl Repeated {
+    /// The figures of `runs`, and the run nearest the median throughput.
+    fn of(runs: Vec<Measured>, repeats: Repeats) -> Result<(Repeated, Measured)> {
+        let tput: Vec<f64> = runs.iter().map(|m| m.delivered.throughput_bps).collect();
+        let cpu: Vec<f64> = runs.iter().map(|m| m.host_cpu).collect();
+        let p50: Vec<f64> = runs
+            .iter()
+            .filter_map(|m| m.delivered.latency_p50_us)
+            .collect();
+        let (Some(throughput_bps), Some(host_cpu)) = (Figure::of(&tput), Figure::of(&cpu)) else {
+            bail!("no measurement");
+        };
+        let med = throughput_bps.estimate.median;
+        let Some(rep) = runs.into_iter().min_by(|x, y| {
+            (x.delivered.throughput_bps - med)
+                .abs()
+                .total_cmp(&(y.delivered.throughput_bps - med).abs())
+        }) else {
+            bail!("no measurement");
+        };
+        Ok((
+            Repeated {
+                repeats,
+                throughput_bps,
+                host_cpu,
+                latency_p50_us: Figure::of(&p50),
+            },
+            rep,
+        ))
+    }
 }
 
 /// `softoe bench --emulate`.
@@ -548,9 +628,26 @@ pub(crate) fn run(a: &EmulateArgs<'_>) -> Result<()> {
             "Linux's TCP"
         }
     ));
-    let m = measure(&plan, work, false, a.engine_cpu, &exe);
+    let rounds = interleaved(
+        &a.rule,
+        1,
+        |_| measure(&plan, work, false, a.engine_cpu, &exe),
+        |v| {
+            let runs = v.first().map_or(&[][..], Vec::as_slice);
+            let f = |g: fn(&Measured) -> Option<f64>| {
+                Estimate::of(&runs.iter().filter_map(g).collect::<Vec<_>>())
+            };
+            f(|m| Some(m.delivered.throughput_bps))
+                .into_iter()
+                .chain(f(|m| m.delivered.latency_p50_us))
+                .collect()
+        },
+    );
     pb.finish_and_clear();
-    let m = m?;
+    let rounds = rounds?;
+    let repeats = rounds.repeats();
+    let runs = rounds.per_side.into_iter().next().unwrap_or_default();
+    let (repeated, m) = Repeated::of(runs, repeats)?;
     let source = crate::sim_machine::calibration_source(&cal);
     if a.json {
         let r = Report {
@@ -559,12 +656,42 @@ pub(crate) fn run(a: &EmulateArgs<'_>) -> Result<()> {
             quick: a.quick,
             emulation: &plan,
             measured: &m,
+            repeated: &repeated,
         };
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         print!("{}", render(&cfg, &plan, &work, &m, a.quick));
+        print!("{}", render_repeats(&repeated));
     }
     Ok(())
+}
+
+/// The repeats' line: how many runs, and how sure the medians are.
+fn render_repeats(r: &Repeated) -> String {
+    let e = &r.throughput_bps.estimate;
+    let mut o = format!(
+        "  repeats      {} runs ({}), the figures above from the median run: throughput median {} \
+         ±{:.1} % (range {} – {})",
+        r.repeats.rounds,
+        match r.repeats.stopped {
+            Stopped::Converged => "the intervals narrowed",
+            Stopped::Rounds => "the cap on runs",
+            Stopped::Time => "the cap on time",
+        },
+        gbps_or_mbps(e.median),
+        e.rel_half_width() * 100.0,
+        gbps_or_mbps(e.min),
+        gbps_or_mbps(e.max)
+    );
+    if let Some(p) = &r.latency_p50_us {
+        o.push_str(&format!(
+            ", one-way p50 median {:.2} µs ±{:.1} %",
+            p.estimate.median,
+            p.estimate.rel_half_width() * 100.0
+        ));
+    }
+    o.push('\n');
+    o
 }
 
 fn describe(w: &Work) -> String {

@@ -585,6 +585,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             quick: args.quick,
             json: args.json,
             engine_cpu: args.engine_cpu,
+            rule: args.repeat.rule(args.quick)?,
         });
     }
     let plan = Plan::new(args)?;
