@@ -24,6 +24,7 @@ pub mod bench;
 pub mod calibrate;
 pub mod demo;
 pub mod linux;
+pub mod place;
 pub mod plot;
 pub mod report;
 pub mod servable;
