@@ -26,6 +26,7 @@ pub mod demo;
 pub mod linux;
 pub mod place;
 pub mod plot;
+pub mod quiet;
 pub mod report;
 pub mod servable;
 pub mod server;
