@@ -29,12 +29,13 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// The parties by name, in the order they print.
-    fn parties(&self) -> [(&'static str, Option<usize>); 3] {
+    /// The parties: name, whose (for errors) and CPU, in the order they
+    /// print.
+    fn parties(&self) -> [(&'static str, &'static str, Option<usize>); 3] {
         [
-            ("engine", self.engine),
-            ("client", self.client),
-            ("servers", self.servers),
+            ("engine", "the engine's", self.engine),
+            ("client", "the client's", self.client),
+            ("servers", "the servers'", self.servers),
         ]
     }
 
@@ -42,7 +43,7 @@ impl Placement {
     pub fn describe(&self) -> String {
         self.parties()
             .iter()
-            .map(|(name, cpu)| match cpu {
+            .map(|(name, _, cpu)| match cpu {
                 Some(c) => format!("{name} cpu {c}"),
                 None => format!("{name} free"),
             })
@@ -55,9 +56,9 @@ impl Placement {
     /// engine's CPU: this machine has no CPU 4096; this process may run on
     /// CPUs 0-1".
     pub fn check(&self) -> Result<()> {
-        for (name, cpu) in self.parties() {
+        for (_, whose, cpu) in self.parties() {
             if let Some(c) = cpu {
-                check_cpu(c).with_context(|| format!("the {name}'s CPU"))?;
+                check_cpu(c).with_context(|| format!("{whose} CPU"))?;
             }
         }
         Ok(())
@@ -171,7 +172,7 @@ mod tests {
             ..ok
         };
         let msg = format!("{:#}", bad.check().unwrap_err());
-        assert!(msg.contains("servers"), "{msg}");
+        assert!(msg.starts_with("the servers' CPU: "), "{msg}");
         assert!(msg.contains("4096"), "{msg}");
         assert!(msg.contains(&cpu_list(&allowed)), "{msg}");
         assert!(pin_this_thread(4096).is_err());
@@ -193,7 +194,7 @@ mod tests {
     }
 
     #[test]
-    fn pin_process_pins_a_child_and_its_threads() {
+    fn pin_process_pins_every_thread_of_a_child() {
         let cpu = *allowed_cpus().unwrap().last().unwrap();
         let mut child = std::process::Command::new("sleep")
             .arg("30")
