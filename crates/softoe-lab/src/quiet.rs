@@ -626,7 +626,8 @@ fn cpu_times() -> Result<CpuTimes> {
 #[derive(Debug)]
 pub struct Watch {
     roots: Arc<Mutex<Vec<i32>>>,
-    stop: Option<mpsc::Sender<()>>,
+    /// Dropped, it stops the sampler.
+    stop_tx: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<Sampler>>,
     t0: Instant,
     cpu0: CpuTimes,
@@ -641,6 +642,10 @@ impl Watch {
     /// at least 10 ms): it counts runnable threads that are not ours and
     /// not kernel threads (those are `kernel_runnable`), and reads each
     /// CPU's current frequency where visible.
+    ///
+    /// The sampler thread inherits the calling thread's CPU affinity: start
+    /// the watch from a thread that is not pinned beside the measurement
+    /// (or it takes its share of that CPU).
     pub fn start(ours: Vec<i32>, every: Duration) -> Result<Watch> {
         let hz = match rustix::param::clock_ticks_per_second() {
             0 => 100,
@@ -665,7 +670,7 @@ impl Watch {
             .context("starting the quiet sampler")?;
         Ok(Watch {
             roots,
-            stop: Some(tx),
+            stop_tx: Some(tx),
             thread: Some(thread),
             t0,
             cpu0,
@@ -687,7 +692,7 @@ impl Watch {
     /// the sampler's thread failed, the figures that need it are zero and
     /// `samples` is 0 (so the window is not quiet).
     pub fn stop(mut self) -> Busy {
-        drop(self.stop.take());
+        drop(self.stop_tx.take());
         let sampler = self.thread.take().and_then(|t| t.join().ok());
         let Some(mut s) = sampler else {
             return Busy {
