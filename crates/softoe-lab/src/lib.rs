@@ -13,6 +13,8 @@
 //! - [`calibrate`], [`sim_validate`], [`sim_offload`], [`sim_machine`]: the
 //!   machine model fitted to, checked against and used beside the real
 //!   engine; [`simulated`]: the simulator's own experiments;
+//! - [`conditions`], [`quiet`], [`place`]: the conditions a measurement runs
+//!   under — where its parties run, and whether the machine was quiet;
 //! - [`stats`]: medians with their intervals, paired ratios, verdicts within
 //!   noise and two modes, for every repeated figure;
 //! - [`report`], [`table`], [`plot`], [`units`]: reports, the one table
@@ -24,6 +26,7 @@
 pub mod bed;
 pub mod bench;
 pub mod calibrate;
+pub mod conditions;
 pub mod demo;
 pub mod linux;
 pub mod place;

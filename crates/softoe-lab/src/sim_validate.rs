@@ -32,6 +32,7 @@ use softoe_sim::machine::{MachineConfig, PeerModel, WorkloadKind, predict};
 
 use crate::bench::emulate::{Measured, measure, plan, work_of};
 use crate::bench::repeat::{Repeats, interleaved};
+use crate::conditions::{Conditions, RowBusy, watch};
 use crate::sim_machine::{MachineArgs, calibration_source, load_calibration, load_config};
 use crate::stats::{Estimate, Figure, StopRule, Stopped};
 use crate::table::Table;
@@ -83,6 +84,10 @@ pub struct ValidateArgs {
     /// Print JSON (every row and the summary) instead of tables.
     #[arg(long)]
     json: bool,
+    /// `--require-quiet` (the others, `--pin-*`, are the bench's and are
+    /// refused here: the model places the program and the client).
+    #[command(flatten)]
+    conditions: crate::conditions::ConditionArgs,
 }
 
 /// The targets of issue 17's validation.
@@ -113,6 +118,8 @@ struct Row {
     half_width: f64,
     /// How many runs, and why they stopped.
     repeats: Repeats,
+    /// What else ran while the file was measured.
+    busy: Option<RowBusy>,
     /// (predicted − measured) ÷ measured.
     throughput_error: f64,
     predicted_p50_us: Option<f64>,
@@ -165,6 +172,8 @@ struct Summary {
     mean_half_width: f64,
     /// Files whose repeats ended with every interval within the width.
     converged: usize,
+    /// Files measured while the machine was not quiet.
+    not_quiet: usize,
 }
 
 #[derive(Serialize)]
@@ -175,6 +184,7 @@ struct Report<'a> {
     predicted_as: &'a str,
     quick: bool,
     rule: StopRule,
+    conditions: &'a Conditions,
     rows: &'a [Row],
     summary: &'a Summary,
 }
@@ -343,7 +353,12 @@ fn summarize(rows: &[Row], cfgs: &[MachineConfig]) -> Summary {
         .iter()
         .filter(|r| r.repeats.stopped == Stopped::Converged)
         .count();
+    let not_quiet = rows
+        .iter()
+        .filter(|r| r.busy.as_ref().is_some_and(|b| !b.quiet))
+        .count();
     Summary {
+        not_quiet,
         mean_half_width,
         converged,
         within_measured_range,
@@ -385,6 +400,8 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
     }
     let exe = std::env::current_exe().context("where is this binary?")?;
     let rule = a.rule()?;
+    crate::conditions::refuse_pins(&a.conditions, "sim validate (the model places the parties)")?;
+    let placement = a.conditions.placement(a.engine_cpu)?;
     let pb = if a.json {
         ProgressBar::hidden()
     } else {
@@ -393,6 +410,8 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
     if let Ok(st) = ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}") {
         pb.set_style(st);
     }
+    let before = a.conditions.settle(&pb)?;
+    let mut conditions = Conditions::new(placement, before);
     let mut rows = Vec::with_capacity(files.len());
     for ((file, cfg), plan) in files.iter().zip(&cfgs).zip(&plans) {
         let name = name_of(file);
@@ -400,6 +419,7 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
         let predicted = if a.as_written { *cfg } else { as_testbed(cfg) };
         let p = predict(&predicted, &cal).map_err(|e| anyhow!("{name}: simulating: {e}"))?;
         let mut rep_no = 0;
+        let w = watch();
         let rounds = interleaved(
             &rule,
             1,
@@ -413,6 +433,8 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
             },
             |v| watched(v.first().map_or(&[][..], Vec::as_slice)),
         )?;
+        let busy = RowBusy::of(w);
+        conditions.add(busy.as_ref());
         let repeats = rounds.repeats();
         let runs = rounds.per_side.into_iter().next().unwrap_or_default();
         let measured_runs_bps: Vec<f64> = runs.iter().map(|m| m.delivered.throughput_bps).collect();
@@ -451,6 +473,7 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
             measured_figure,
             half_width,
             repeats,
+            busy,
             throughput_error: err(p.throughput_bps, measured_bps),
             predicted_p50_us: p.latency_p50_us,
             measured_p50_us,
@@ -473,6 +496,7 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
             predicted_as: predicted_as(a.as_written),
             quick: a.quick,
             rule,
+            conditions: &conditions,
             rows: &rows,
             summary: &summary,
         };
@@ -480,6 +504,7 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
     } else {
         let how = predicted_as(a.as_written);
         print!("{}", render(&rows, &summary, source, how, &rule, a.quick));
+        println!("{}", conditions.line());
     }
     Ok(())
 }
@@ -580,7 +605,10 @@ fn rows_table(rows: &[Row]) -> String {
             pct(r.throughput_error),
             format!("{:.0}%", r.half_width * 100.0),
             format!("{:.0}%", r.spread * 100.0),
-            r.repeats.rounds.to_string(),
+            match &r.busy {
+                Some(b) if !b.quiet => format!("{} busy", r.repeats.rounds),
+                _ => r.repeats.rounds.to_string(),
+            },
             opt(r.predicted_p50_us),
             opt(r.measured_p50_us),
             r.p50_error.map_or_else(|| "-".to_string(), pct),
@@ -684,6 +712,7 @@ mod tests {
                 stopped: Stopped::Rounds,
                 secs: 1.0,
             },
+            busy: None,
             throughput_error: (pred - meas) / meas,
             predicted_p50_us: None,
             measured_p50_us: None,

@@ -275,6 +275,8 @@ pub struct BenchArgs {
     reclaim_load: Option<usize>,
     #[command(flatten)]
     repeat: repeat::RepeatArgs,
+    #[command(flatten)]
+    conditions: crate::conditions::ConditionArgs,
 }
 /// One bulk row: a system, a direction and a connection count, measured
 /// in interleaved rounds with the other systems of its row.
@@ -298,6 +300,8 @@ struct BulkRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     vs_linux: Option<Figure>,
     repeats: repeat::Repeats,
+    /// What else ran while the row was measured.
+    busy: Option<crate::conditions::RowBusy>,
 }
 
 /// A bulk row's repeated figures.
@@ -330,6 +334,8 @@ struct LatencyRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     p50_vs_linux: Option<Figure>,
     repeats: repeat::Repeats,
+    /// What else ran while the row was measured.
+    busy: Option<crate::conditions::RowBusy>,
 }
 
 /// A ping-pong row's repeated figures.
@@ -387,6 +393,8 @@ struct Report {
     verdicts: Verdicts,
     /// When each row's interleaved repeats stop.
     rule: Option<StopRule>,
+    /// Where the parties ran and how quiet the machine was.
+    conditions: Option<crate::conditions::Conditions>,
     /// The engine's share of time asleep during bulk and latency runs.
     engine_idle_share: Option<f64>,
     /// The engine's share of those runs with the kernel's work for its
@@ -578,6 +586,7 @@ fn bed_options(args: &BenchArgs) -> Result<BedOptions> {
 /// `softoe bench`.
 pub fn run(args: &BenchArgs) -> Result<()> {
     if let Some(config) = &args.emulate {
+        crate::conditions::refuse_pins(&args.conditions, "--emulate (it places the engine only)")?;
         return emulate::run(&emulate::EmulateArgs {
             config,
             set: &args.set,
@@ -600,10 +609,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     pb.set_message("building the testbed and starting the softoe engine");
     let base = bed_options(args)?;
+    let placement = args.conditions.placement(args.engine_cpu)?;
+    let before = args.conditions.settle(&pb)?;
     pb.set_length(plan.runs());
     let mut report = Report {
         quick: args.quick,
         rule: Some(plan.rule),
+        conditions: Some(crate::conditions::Conditions::new(placement, before)),
         ..Report::default()
     };
     let b = Bench {
@@ -642,6 +654,15 @@ struct Bench<'a> {
     pb: &'a ProgressBar,
 }
 
+/// Where the bulk and ping-pong rows' parties run.
+fn placement_of(b: &Bench<'_>) -> crate::place::Placement {
+    crate::place::Placement {
+        engine: b.args.engine_cpu,
+        client: b.args.conditions.pin_client,
+        servers: b.args.conditions.pin_servers,
+    }
+}
+
 /// The default scenarios: bulk, ping-pong, ablation, coalescing, scale.
 fn run_small(b: &Bench<'_>, report: &mut Report) -> Result<()> {
     let (bytes, rounds) = (b.plan.bytes, b.plan.rounds);
@@ -653,6 +674,7 @@ fn run_small(b: &Bench<'_>, report: &mut Report) -> Result<()> {
             rounds,
             sizes: b.plan.sizes,
             rule: &b.plan.rule,
+            place: placement_of(b),
             want_bulk: b.plan.want("bulk"),
             want_latency: b.plan.want("latency"),
         };
@@ -821,6 +843,7 @@ pub(super) mod fixtures {
             figures,
             vs_linux: None,
             repeats: repeats(runs.len()),
+            busy: None,
         }
     }
 
@@ -848,6 +871,7 @@ pub(super) mod fixtures {
             figures,
             p50_vs_linux: None,
             repeats: repeats(runs.len()),
+            busy: None,
         }
     }
 }

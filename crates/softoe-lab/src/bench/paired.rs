@@ -18,7 +18,9 @@ use super::server::servers_cmd;
 use super::workload::{bulk_in, bulk_out, per_gib};
 use super::{BulkFigures, BulkRow, LatencyFigures, LatencyRow, Report};
 use crate::bed::{BedOptions, ENGINE, PEER, RealBed};
+use crate::conditions::{RowBusy, pin_client, pin_servers, watch};
 use crate::linux;
+use crate::place::Placement;
 use crate::server::{DISCARD, ECHO, SOURCE, Servers};
 use crate::stats::{Estimate, Figure, StopRule, paired_ratios};
 
@@ -76,6 +78,9 @@ pub(super) struct Paired<'a> {
     pub rounds: usize,
     pub sizes: &'a [usize],
     pub rule: &'a StopRule,
+    /// Where the client and the servers run (the engine's CPU is the
+    /// testbed's own option).
+    pub place: Placement,
     pub want_bulk: bool,
     pub want_latency: bool,
 }
@@ -93,7 +98,10 @@ pub(super) fn bulk_and_latency(
     for sys in &mut systems {
         pb.set_message(format!("starting the servers ({})", sys.name));
         let cmd = std::mem::replace(&mut sys.cmd, Command::new("true"));
-        servers.push(Servers::start(cmd).with_context(|| format!("the servers of {}", sys.name))?);
+        let s = Servers::start(cmd).with_context(|| format!("the servers of {}", sys.name))?;
+        pin_servers(&p.place, s.pid())
+            .with_context(|| format!("placing the servers of {}", sys.name))?;
+        servers.push(s);
     }
     let runs: &[(&'static str, usize)] = if p.want_bulk {
         &[
@@ -106,6 +114,7 @@ pub(super) fn bulk_and_latency(
         &[]
     };
     for &(direction, conns) in runs {
+        let w = watch();
         let rounds = interleaved(
             p.rule,
             systems.len(),
@@ -114,20 +123,17 @@ pub(super) fn bulk_and_latency(
                     "bulk {direction}, {conns} conn, {}",
                     systems[s].name
                 ));
-                bulk_run(
-                    &bed,
-                    &systems[s],
-                    &mut servers[s],
-                    direction,
-                    conns,
-                    p.bytes,
-                )
+                bulk_run(&bed, &systems[s], &mut servers[s], (direction, conns), p)
             },
             |v| watch_last_against(v, |x: &BulkRun| x.gbps),
         )?;
-        report
-            .bulk
-            .extend(bulk_rows(&systems, &rounds, direction, conns, p.bytes));
+        let busy = RowBusy::of(w);
+        note(report, busy.as_ref());
+        let mut rows = bulk_rows(&systems, &rounds, direction, conns, p.bytes);
+        for r in &mut rows {
+            r.busy.clone_from(&busy);
+        }
+        report.bulk.extend(rows);
         pb.inc(1);
     }
     if p.want_latency {
@@ -135,19 +141,24 @@ pub(super) fn bulk_and_latency(
         let pair = [0, systems.len() - 1];
         for &size in p.sizes {
             let n = p.rounds.min((64usize << 20) / size).max(100.min(p.rounds));
+            let w = watch();
             let rounds = interleaved(
                 p.rule,
                 2,
                 |s| {
                     let sys = &systems[pair[s]];
                     pb.set_message(format!("ping-pong {size} B, {}", sys.name));
-                    ping_pong_run(&bed, sys, &mut servers[pair[s]], size, n)
+                    ping_pong_run(&bed, sys, &mut servers[pair[s]], (size, n), &p.place)
                 },
                 |v| watch_last_against(v, |x: &PingRun| x.p50_us),
             )?;
-            report
-                .latency
-                .extend(latency_rows(&systems, pair, &rounds, size, n));
+            let busy = RowBusy::of(w);
+            note(report, busy.as_ref());
+            let mut rows = latency_rows(&systems, pair, &rounds, size, n);
+            for r in &mut rows {
+                r.busy.clone_from(&busy);
+            }
+            report.latency.extend(rows);
             pb.inc(1);
         }
     }
@@ -159,6 +170,13 @@ pub(super) fn bulk_and_latency(
         Some(counters.steered_nanos as f64 / counters.run_nanos.max(1) as f64);
     report.engine_steer_switches = Some(counters.steer_switches);
     Ok(())
+}
+
+/// Counts a row's window into the run's conditions.
+fn note(report: &mut Report, busy: Option<&RowBusy>) {
+    if let Some(c) = report.conditions.as_mut() {
+        c.add(busy);
+    }
 }
 
 /// What must narrow before a row stops: each side's main figure and each
@@ -189,19 +207,24 @@ fn bulk_run(
     bed: &RealBed,
     sys: &System,
     servers: &mut Servers,
-    direction: &str,
-    conns: usize,
-    bytes: u64,
+    (direction, conns): (&str, usize),
+    p: &Paired<'_>,
 ) -> Result<BulkRun> {
-    let tid = bed.engine_tid;
+    let (tid, bytes, place) = (bed.engine_tid, p.bytes, p.place);
     let c = bed.client.clone();
     let before = Cpu::now(servers, tid)?;
     let t = if direction == "Linux→host" {
         let a = sys.addr(DISCARD);
-        c.run(move || bulk_in(a, bytes, conns))??
+        c.run(move || {
+            pin_client(&place)?;
+            bulk_in(a, bytes, conns)
+        })??
     } else {
         let a = sys.addr(SOURCE);
-        c.run(move || bulk_out(a, bytes, conns))??
+        c.run(move || {
+            pin_client(&place)?;
+            bulk_out(a, bytes, conns)
+        })??
     };
     // The server's threads end a moment after the client sees the end of
     // the stream.
@@ -276,6 +299,7 @@ fn bulk_rows(
                     .softoe
                     .then(|| figure(paired_ratios(&gbps, &linux).into_iter())),
                 repeats: r.repeats(),
+                busy: None,
             }
         })
         .collect()
@@ -296,14 +320,17 @@ fn ping_pong_run(
     bed: &RealBed,
     sys: &System,
     servers: &mut Servers,
-    size: usize,
-    n: usize,
+    (size, n): (usize, usize),
+    place: &Placement,
 ) -> Result<PingRun> {
     let tid = bed.engine_tid;
-    let (a, c) = (sys.addr(ECHO), bed.client.clone());
+    let (a, c, place) = (sys.addr(ECHO), bed.client.clone(), *place);
     let before = Cpu::now(servers, tid)?;
     let t = Instant::now();
-    let mut r = c.run(move || linux::ping_pong(a, size, n))??;
+    let mut r = c.run(move || {
+        pin_client(&place)?;
+        linux::ping_pong(a, size, n)
+    })??;
     let wall = t.elapsed();
     let cpu = Cpu::now(servers, tid)?.since(before);
     r.sort();
@@ -358,6 +385,7 @@ fn latency_rows(
                     .softoe
                     .then(|| figure(paired_ratios(&p50, &linux).into_iter())),
                 repeats: r.repeats(),
+                busy: None,
             }
         })
         .collect()

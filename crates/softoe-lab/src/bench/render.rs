@@ -13,6 +13,7 @@ pub(super) fn render(r: &Report) -> String {
     bulk(&mut o, r);
     latency(&mut o, r);
     targets(&mut o, r);
+    conditions(&mut o, r);
     engine_notes(&mut o, r);
     ablation(&mut o, r);
     coalescing(&mut o, r);
@@ -77,6 +78,14 @@ fn ratio_with(f: Option<&Figure>) -> String {
     })
 }
 
+/// A row's rounds, marked where the machine was not quiet beside it.
+fn rounds(n: usize, busy: Option<&crate::conditions::RowBusy>) -> String {
+    match busy {
+        Some(b) if !b.quiet => format!("{n} busy"),
+        _ => n.to_string(),
+    }
+}
+
 /// The bulk table: medians of the interleaved rounds, their spread and n.
 fn bulk(o: &mut String, r: &Report) {
     // Each table only when its scenario ran (`--only`).
@@ -106,7 +115,7 @@ fn bulk(o: &mut String, r: &Report) {
             format!("{:.3} {}", b.app_s_per_gib, pm(&f.app_s_per_gib)),
             format!("{:.3}", b.engine_s_per_gib),
             format!("{:.3}", b.machine_s_per_gib),
-            b.repeats.rounds.to_string(),
+            rounds(b.repeats.rounds, b.busy.as_ref()),
         ]);
     }
     o.push_str(&t.render());
@@ -147,7 +156,7 @@ fn latency(o: &mut String, r: &Report) {
             one(l.mean_us),
             one(l.mbps),
             format!("{:.0}%", l.host_cpu_pct),
-            l.repeats.rounds.to_string(),
+            rounds(l.repeats.rounds, l.busy.as_ref()),
         ]);
     }
     o.push('\n');
@@ -194,6 +203,32 @@ fn targets(o: &mut String, r: &Report) {
          {:.0} % from six rounds on, the whole range of fewer).",
         crate::stats::LEVEL * 100.0
     );
+}
+
+/// Where the parties ran and how quiet the machine was, with the reasons
+/// of each row that was not.
+fn conditions(o: &mut String, r: &Report) {
+    let Some(c) = &r.conditions else { return };
+    if c.rows == 0 {
+        return;
+    }
+    let _ = writeln!(o, "\n{}", c.line());
+    let busy = r
+        .bulk
+        .iter()
+        .filter(|b| b.system == "Linux")
+        .map(|b| (format!("bulk {} {} conn", b.direction, b.conns), &b.busy))
+        .chain(
+            r.latency
+                .iter()
+                .filter(|l| l.system == "Linux")
+                .map(|l| (format!("ping-pong {} B", l.size), &l.busy)),
+        );
+    for (row, b) in busy {
+        if let Some(b) = b.as_ref().filter(|b| !b.quiet) {
+            let _ = writeln!(o, "  {row}: {}", b.reasons.join("; "));
+        }
+    }
 }
 
 /// The engine's sleep and steering, where measured.
