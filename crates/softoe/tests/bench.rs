@@ -49,10 +49,45 @@ fn bench_measures_both_sides() {
     for r in bulk {
         assert!(r["gbps"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["machine_s_per_gib"].as_f64().unwrap() >= 0.0, "{r}");
-        if r["system"].as_str().unwrap().starts_with("softoe") {
+        let softoe = r["system"].as_str().unwrap().starts_with("softoe");
+        if softoe {
             assert!(r["engine_s_per_gib"].as_f64().unwrap() > 0.0, "{r}");
         }
+        // Interleaved repeats: --quick runs 3 to 5 rounds of every system,
+        // the row's figure is their median inside its interval, and each
+        // softoe row carries its paired ratio to Linux.
+        let n = r["repeats"]["rounds"].as_u64().unwrap();
+        assert!((3..=5).contains(&n), "{r}");
+        let g = &r["figures"]["gbps"];
+        assert_eq!(g["samples"].as_array().unwrap().len() as u64, n, "{r}");
+        assert_eq!(g["median"], r["gbps"], "{r}");
+        assert!(
+            g["lo"].as_f64().unwrap() <= g["hi"].as_f64().unwrap(),
+            "{r}"
+        );
+        assert_eq!(
+            r["vs_linux"]["samples"].as_array().map(Vec::len),
+            softoe.then_some(n as usize),
+            "{r}"
+        );
+        assert!(r["busy"]["samples"].as_u64().unwrap() > 0, "{r}");
     }
+    // The targets' verdicts are counted, three ways.
+    let verdicts = &v["verdicts"];
+    let counted: u64 = ["met", "missed", "within_noise"]
+        .iter()
+        .map(|k| verdicts[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, 22, "{verdicts}");
+    for t in v["targets"].as_array().unwrap() {
+        let verdict = t["verdict"].as_str().unwrap();
+        assert!(["met", "missed", "within_noise"].contains(&verdict), "{t}");
+    }
+    assert!(
+        v["conditions"]["rows"].as_u64().unwrap() >= 7,
+        "{}",
+        v["conditions"]
+    );
     let lat = v["latency"].as_array().unwrap();
     assert_eq!(lat.len(), 6, "2 systems × 3 sizes");
     for r in lat {
