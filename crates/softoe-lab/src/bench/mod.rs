@@ -704,6 +704,7 @@ fn run_small(b: &Bench<'_>, report: &mut Report) -> Result<()> {
             b.exe,
             b.plan.scale_max.clamp(1, 100),
             load_for,
+            &b.plan.rule,
         )?);
         b.pb.inc(1);
     }

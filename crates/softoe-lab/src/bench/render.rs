@@ -187,7 +187,11 @@ fn targets(o: &mut String, r: &Report) {
             x.what.to_string(),
             value(x.ratio),
             x.interval.map_or(String::new(), |e| {
-                format!("{:.2}–{:.2} (n {})", e.lo, e.hi, e.n)
+                if x.unit == "x" {
+                    format!("{:.2}–{:.2} (n {})", e.lo, e.hi, e.n)
+                } else {
+                    format!("{:.0}–{:.0} (n {})", e.lo, e.hi, e.n)
+                }
             }),
             x.goal.to_string(),
             x.verdict().label().to_string(),

@@ -473,6 +473,12 @@ pub struct EngineCost {
     pub sys_ns: f64,
     /// `user_ns` in cycles at the CPU's nominal clock (0 if unknown).
     pub user_cycles: f64,
+    /// The measured windows' user and user+system cycles per request, one
+    /// sample a window (medians above): the windows repeat until their
+    /// interval narrows, as every repeated row does.
+    pub user_cycles_runs: Vec<f64>,
+    pub all_cycles_runs: Vec<f64>,
+    pub repeats: Option<crate::bench::repeat::Repeats>,
 }
 
 /// Measures [`EngineCost`] on a fresh engine with its idle spin off, so
@@ -482,6 +488,7 @@ pub fn engine_cost(
     exe: &std::path::Path,
     conns: usize,
     load_for: Duration,
+    rule: &crate::stats::StopRule,
 ) -> Result<EngineCost> {
     use crate::bed::{BedOptions, RealBed};
     use crate::bench::cpu::thread_user_sys;
@@ -495,21 +502,43 @@ pub fn engine_cost(
     let addr = SocketAddrV4::new(crate::bed::ENGINE, PORT);
     let mut clients = bed.client.run(move || Clients::connect(addr, conns))??;
     servers.wait_conns(|c| c >= conns)?;
-    // A first second to settle, then the measured one.
+    // A first half-window to settle, then the measured ones.
     clients.load(load_for / 2)?;
-    let (u0, s0) = thread_user_sys(bed.engine_tid)?;
-    let (done, _, _) = clients.load(load_for)?;
-    let (u1, s1) = thread_user_sys(bed.engine_tid)?;
+    let tid = bed.engine_tid;
+    let rounds = crate::bench::repeat::interleaved(
+        rule,
+        1,
+        |_| {
+            let (u0, s0) = thread_user_sys(tid)?;
+            let (done, _, _) = clients.load(load_for)?;
+            let (u1, s1) = thread_user_sys(tid)?;
+            let per = |d: Duration| d.as_secs_f64() * 1e9 / done.max(1) as f64;
+            Ok((done, per(u1.saturating_sub(u0)), per(s1.saturating_sub(s0))))
+        },
+        |v| {
+            let runs = v.first().map_or(&[][..], Vec::as_slice);
+            let all: Vec<f64> = runs.iter().map(|r| r.1 + r.2).collect();
+            crate::stats::Estimate::of(&all).into_iter().collect()
+        },
+    )?;
     drop(clients);
     servers.wait_conns(|c| c == 0)?;
-    let per = |d: Duration| d.as_secs_f64() * 1e9 / done.max(1) as f64;
-    let user_ns = per(u1.saturating_sub(u0));
+    let repeats = rounds.repeats();
+    let runs = rounds.per_side.into_iter().next().unwrap_or_default();
+    let ghz = cpu_ghz().unwrap_or(0.0);
+    let med = |f: fn(&(u64, f64, f64)) -> f64| {
+        crate::stats::median(&runs.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0)
+    };
+    let user_ns = med(|r| r.1);
     Ok(EngineCost {
         conns,
-        requests: done,
+        requests: runs.iter().map(|r| r.0).sum(),
         user_ns,
-        sys_ns: per(s1.saturating_sub(s0)),
-        user_cycles: user_ns * cpu_ghz().unwrap_or(0.0),
+        sys_ns: med(|r| r.2),
+        user_cycles: user_ns * ghz,
+        user_cycles_runs: runs.iter().map(|r| r.1 * ghz).collect(),
+        all_cycles_runs: runs.iter().map(|r| (r.1 + r.2) * ghz).collect(),
+        repeats: Some(repeats),
     })
 }
 

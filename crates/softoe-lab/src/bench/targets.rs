@@ -54,9 +54,22 @@ impl Target {
         goal_text: &'static str,
         goal: Goal,
     ) -> Target {
+        Target::repeated_in(what, ratios, "x", goal_text, goal)
+    }
+
+    /// A target on repeated samples of a figure in `unit` (not a ratio).
+    pub(crate) fn repeated_in(
+        what: String,
+        samples: &[f64],
+        unit: &'static str,
+        goal_text: &'static str,
+        goal: Goal,
+    ) -> Target {
+        let ratios = samples;
         let Some(e) = Estimate::of(ratios) else {
             return Target {
                 what,
+                unit,
                 goal: goal_text,
                 verdict: Some(Verdict::Missed),
                 ..Target::POINT
@@ -66,7 +79,7 @@ impl Target {
         Target {
             what,
             ratio: e.median,
-            unit: "x",
+            unit,
             goal: goal_text,
             met: v == Verdict::Met,
             interval: Some(e),
