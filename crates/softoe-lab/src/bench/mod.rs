@@ -348,7 +348,8 @@ struct LatencyFigures {
     host_cpu_pct: Figure,
 }
 
-/// One row of the ablation (HL-TCP Table 3's structure).
+/// One row of the ablation (HL-TCP Table 3's structure): medians of the
+/// rounds, the figures with their samples beside.
 #[derive(Debug, Serialize)]
 struct AblationRow {
     offloads: &'static str,
@@ -357,6 +358,9 @@ struct AblationRow {
     rr4_p50_us: f64,
     /// One connection, host→Linux.
     bulk_gbps: f64,
+    rr4_p50: Figure,
+    bulk: Figure,
+    repeats: repeat::Repeats,
 }
 
 /// One point of the coalescing sweep.
@@ -369,6 +373,9 @@ struct CoalescingRow {
     /// One connection each way.
     in_gbps: f64,
     out_gbps: f64,
+    /// p50, p99, in, out: every round's figures.
+    figures: [Figure; 4],
+    repeats: repeat::Repeats,
 }
 
 /// The targets' verdicts, counted.
@@ -516,7 +523,7 @@ impl Plan {
         let n = |s: &str, runs: u64| if self.want(s) { runs } else { 0 };
         n("bulk", 4)
             + n("latency", self.sizes.len() as u64)
-            + n("ablation", 24)
+            + n("ablation", 8)
             + n("coalescing", self.delays.len() as u64)
             + n("scale", 2 * self.counts.len() as u64 + 1)
             + n("loss", self.loss.runs())
@@ -683,10 +690,17 @@ fn run_small(b: &Bench<'_>, report: &mut Report) -> Result<()> {
     // The small scenarios move a quarter of the bulk bytes per point.
     let small = (bytes / 4).max(8 * WRITE as u64);
     if b.plan.want("ablation") {
-        report.ablation = ablation(b.base, b.exe, small, rounds, b.pb)?;
+        report.ablation = ablation(b.base, b.exe, (small, rounds), &b.plan.rule, b.pb)?;
     }
     if b.plan.want("coalescing") {
-        report.coalescing = coalescing(b.base, b.exe, b.plan.delays, small, rounds, b.pb)?;
+        report.coalescing = coalescing(
+            b.base,
+            b.exe,
+            b.plan.delays,
+            (small, rounds),
+            &b.plan.rule,
+            b.pb,
+        )?;
     }
     if b.plan.want("scale") {
         let load_for = Duration::from_millis(if b.args.quick { 500 } else { 2000 });
@@ -771,9 +785,9 @@ mod tests {
         assert!(!p.want("loss") && !p.want("bond") && !p.want("spin") && !p.want("apps"));
         assert_eq!((p.bytes, p.rounds), (256 << 20, 300));
         assert_eq!(p.counts, [1, 100, 1000]);
-        // bulk 4 rows of 4 systems, latency 3 sizes, ablation 24,
+        // bulk 4 rows of 4 systems, latency 3 sizes, ablation 8 engines,
         // coalescing 4 delays, scale 2 × 3 counts + 1, reclaim 1.
-        assert_eq!(p.runs(), 4 + 3 + 24 + 4 + 7 + 1);
+        assert_eq!(p.runs(), 4 + 3 + 8 + 4 + 7 + 1);
     }
 
     #[test]
@@ -783,7 +797,7 @@ mod tests {
         assert_eq!(p.runs(), 4 + 3);
         let p = plan(&["--quick", "ablation"]).unwrap();
         assert!(p.want("ablation") && !p.want("bulk"));
-        assert_eq!(p.runs(), 24);
+        assert_eq!(p.runs(), 8);
     }
 
     #[test]
@@ -809,7 +823,7 @@ pub(super) mod fixtures {
         Figure::of(xs).unwrap()
     }
 
-    fn repeats(n: usize) -> repeat::Repeats {
+    pub(in crate::bench) fn repeats(n: usize) -> repeat::Repeats {
         repeat::Repeats {
             rounds: n,
             stopped: Stopped::Converged,

@@ -244,7 +244,7 @@ fn bulk_run(
 }
 
 /// A figure of `xs` (never empty here: every row runs a round at least).
-fn figure(xs: impl Iterator<Item = f64>) -> Figure {
+pub(super) fn figure(xs: impl Iterator<Item = f64>) -> Figure {
     let v: Vec<f64> = xs.collect();
     Figure::of(&v).unwrap_or(Figure {
         estimate: Estimate {

@@ -230,12 +230,18 @@ mod tests {
     /// A report with every sweep the table draws: two coalescing delays,
     /// two connection counts of each system, two systems' ping-pong.
     fn report() -> Report {
-        let coalescing = |d: u64| CoalescingRow {
-            delay_us: d,
-            rr4_p50_us: 20.0 + d as f64,
-            rr4_p99_us: 40.0 + d as f64,
-            in_gbps: 5.0,
-            out_gbps: 6.0 + d as f64 / 100.0,
+        let coalescing = |d: u64| {
+            let (p50, p99, o) = (20.0 + d as f64, 40.0 + d as f64, 6.0 + d as f64 / 100.0);
+            let f = |x: f64| crate::stats::Figure::of(&[x]).unwrap();
+            CoalescingRow {
+                delay_us: d,
+                rr4_p50_us: p50,
+                rr4_p99_us: p99,
+                in_gbps: 5.0,
+                out_gbps: o,
+                figures: [f(p50), f(p99), f(5.0), f(o)],
+                repeats: crate::bench::fixtures::repeats(1),
+            }
         };
         let scale = |system: &str, conns: usize| ScaleRow {
             system: system.into(),

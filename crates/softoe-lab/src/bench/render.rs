@@ -261,7 +261,8 @@ fn ablation(o: &mut String, r: &Report) {
     }
     let mut t = Table::new()
         .title(
-            "\nablation (softoe; HL-TCP Table 3's structure): 4-byte p50 µs / one connection host→Linux Gb/s",
+            "\nablation (softoe; HL-TCP Table 3's structure): 4-byte p50 µs / one connection host→Linux Gb/s\n\
+             (medians of n rounds, the three policies in turn on each engine; ± the goodput's interval)",
         )
         .left("offloads")
         .left("policy")
@@ -272,7 +273,15 @@ fn ablation(o: &mut String, r: &Report) {
             .ablation
             .iter()
             .find(|b| b.coalescing && b.offloads == a.offloads && b.policy == a.policy);
-        let cell = |x: &AblationRow| format!("{:.1} / {:.2}", x.rr4_p50_us, x.bulk_gbps);
+        let cell = |x: &AblationRow| {
+            format!(
+                "{:.1} / {:.2} {} n {}",
+                x.rr4_p50_us,
+                x.bulk_gbps,
+                pm(&x.bulk),
+                x.repeats.rounds
+            )
+        };
         t.row([
             a.offloads.to_string(),
             a.policy.to_string(),
@@ -293,14 +302,17 @@ fn coalescing(o: &mut String, r: &Report) {
         "p99 µs",
         "Linux→host",
         "host→Linux",
+        "n",
     ]);
     for c in &r.coalescing {
+        let [p50, _, i, out] = &c.figures;
         t.row([
             c.delay_us.to_string(),
-            format!("{:.1}", c.rr4_p50_us),
+            format!("{:.1} {}", c.rr4_p50_us, pm(p50)),
             format!("{:.1}", c.rr4_p99_us),
-            format!("{:.2} Gb/s", c.in_gbps),
-            format!("{:.2} Gb/s", c.out_gbps),
+            format!("{:.2} Gb/s {}", c.in_gbps, pm(i)),
+            format!("{:.2} Gb/s {}", c.out_gbps, pm(out)),
+            c.repeats.rounds.to_string(),
         ]);
     }
     o.push('\n');
