@@ -132,6 +132,24 @@ pub fn paired_ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// The ratio of two medians measured apart (not in pairs): the median's
+/// ratio, and the widest interval the two intervals allow — `a.lo ÷ b.hi`
+/// to `a.hi ÷ b.lo` — which holds the true ratio at least as often as both
+/// intervals hold theirs (coverage `a + b − 1`, Bonferroni); `n` is the
+/// smaller count. A `b` interval reaching zero gives an unbounded top.
+pub fn ratio_of(a: &Estimate, b: &Estimate) -> Estimate {
+    let div = |x: f64, y: f64| if y > 0.0 { x / y } else { f64::INFINITY };
+    Estimate {
+        n: a.n.min(b.n),
+        median: div(a.median, b.median),
+        lo: div(a.lo, b.hi),
+        hi: div(a.hi, b.lo),
+        coverage: (a.coverage + b.coverage - 1.0).max(0.0),
+        min: div(a.min, b.max),
+        max: div(a.max, b.min),
+    }
+}
+
 /// Which way a target points.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -434,6 +452,19 @@ mod tests {
         let e = Estimate::of(&[9.0, 10.0, 12.0]).unwrap();
         assert!((e.rel_half_width() - 0.2).abs() < 1e-12);
         assert!((e.rel_spread() - 0.3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_ratio_of_apart_medians_takes_the_widest_interval() {
+        let a = Estimate::of(&[10.0, 12.0, 14.0]).unwrap();
+        let b = Estimate::of(&[4.0, 5.0, 6.0]).unwrap();
+        let r = ratio_of(&a, &b);
+        assert!((r.median - 2.4).abs() < 1e-12);
+        assert!((r.lo - 10.0 / 6.0).abs() < 1e-12 && (r.hi - 3.5).abs() < 1e-12);
+        assert!((r.coverage - 0.5).abs() < 1e-12, "75 % + 75 % − 1");
+        assert_eq!(r.n, 3);
+        let zero = Estimate::of(&[0.0, 1.0, 2.0]).unwrap();
+        assert!(ratio_of(&a, &zero).hi.is_infinite());
     }
 
     #[test]

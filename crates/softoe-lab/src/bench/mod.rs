@@ -710,6 +710,7 @@ fn run_small(b: &Bench<'_>, report: &mut Report) -> Result<()> {
             &b.plan.counts,
             load_for,
             rounds.min(5000),
+            &b.plan.rule,
             b.pb,
         )?;
         b.pb.set_message("scale: the engine's cost per request, spin off");

@@ -251,6 +251,7 @@ mod tests {
             load_fairness: 1.0,
             held_p50_us: 30.0 + conns as f64,
             held_p99_us: 60.0 + conns as f64,
+            held_p99: None,
             held_quiet_ms: 0.0,
             idle_engine_slices: 0,
             idle_engine_ms: 0.0,

@@ -61,8 +61,11 @@ pub struct ScaleRow {
     pub load_fairness: f64,
     /// One flow's round trip among `conns` idle connections (µs).
     pub held_p50_us: f64,
-    /// Its p99.
+    /// Its p99: the median over the held flow's runs.
     pub held_p99_us: f64,
+    /// The held flow's p99, one sample a run (its runs repeat among the
+    /// same idle connections until the interval narrows).
+    pub held_p99: Option<crate::stats::Figure>,
     /// How long the connections took to fall quiet after the load (ms):
     /// the held flow starts once the client host has neither sent nor
     /// received a TCP segment for 200 ms.
@@ -344,6 +347,7 @@ pub fn run(
     counts: &[usize],
     load_for: Duration,
     rounds: usize,
+    rule: &crate::stats::StopRule,
     pb: &indicatif::ProgressBar,
 ) -> Result<Vec<ScaleRow>> {
     use crate::bed::{ENGINE, PEER, RealBed};
@@ -382,12 +386,35 @@ pub fn run(
             std::thread::sleep(Duration::from_secs(1));
             let (ic1, _, is1) = thread_sched(bed.engine_tid)?;
             let (hc0, _, hs0) = thread_sched(bed.engine_tid)?;
-            let mut held = bed
-                .client
-                .run(move || crate::linux::ping_pong(addr, MSG, rounds))??;
+            let held_runs = crate::bench::repeat::interleaved(
+                rule,
+                1,
+                |_| {
+                    let mut held = bed
+                        .client
+                        .run(move || crate::linux::ping_pong(addr, MSG, rounds))??;
+                    held.sort();
+                    Ok((
+                        crate::linux::percentile_us(&held, 50.0),
+                        crate::linux::percentile_us(&held, 99.0),
+                        held.len(),
+                    ))
+                },
+                |v| {
+                    let runs = v.first().map_or(&[][..], Vec::as_slice);
+                    crate::stats::Estimate::of(&runs.iter().map(|r| r.1).collect::<Vec<_>>())
+                        .into_iter()
+                        .collect()
+                },
+            )?;
             let (hc1, _, hs1) = thread_sched(bed.engine_tid)?;
-            held.sort();
-            let per_round = |x: f64| x / held.len().max(1) as f64;
+            let held = held_runs.per_side.first().map_or(&[][..], Vec::as_slice);
+            let trips: usize = held.iter().map(|r| r.2).sum();
+            let per_round = |x: f64| x / trips.max(1) as f64;
+            let med = |f: fn(&(f64, f64, usize)) -> f64| {
+                crate::stats::median(&held.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0)
+            };
+            let held_p99 = crate::stats::Figure::of(&held.iter().map(|r| r.1).collect::<Vec<_>>());
             drop(clients);
             servers.wait_conns(|c| c == 0)?;
             let per_rpc = engine.as_secs_f64() * 1e9 / done.max(1) as f64;
@@ -397,8 +424,9 @@ pub fn run(
                 rps: done as f64 / load_for.as_secs_f64(),
                 load_p99_us: crate::linux::percentile_us(&rtts, 99.0),
                 load_fairness: fairness,
-                held_p50_us: crate::linux::percentile_us(&held, 50.0),
-                held_p99_us: crate::linux::percentile_us(&held, 99.0),
+                held_p50_us: med(|r| r.0),
+                held_p99_us: med(|r| r.1),
+                held_p99,
                 held_quiet_ms: quiet.as_secs_f64() * 1e3,
                 idle_engine_slices: if softoe { is1.saturating_sub(is0) } else { 0 },
                 idle_engine_ms: if softoe {

@@ -87,6 +87,26 @@ impl Target {
         }
     }
 
+    /// A target on a ratio whose interval is given (see
+    /// [`crate::stats::ratio_of`]).
+    pub(crate) fn bounded(
+        what: String,
+        e: Estimate,
+        goal_text: &'static str,
+        goal: Goal,
+    ) -> Target {
+        let v = stats::verdict(goal, &e);
+        Target {
+            what,
+            ratio: e.median,
+            unit: "x",
+            goal: goal_text,
+            met: v == Verdict::Met,
+            interval: Some(e),
+            verdict: Some(v),
+        }
+    }
+
     /// Met, missed or within noise.
     pub(crate) fn verdict(&self) -> Verdict {
         self.verdict.unwrap_or(if self.met {
