@@ -455,15 +455,7 @@ fn progress(hidden: bool, steps: u64) -> ProgressBar {
 fn row(workload: &str, unit: &str, softoe: Vec<f64>, linux: Vec<f64>, better: &'static str) -> Row {
     let med = |v: &[f64]| median(v).unwrap_or(0.0);
     let ratios = paired_ratios(&softoe, &linux);
-    let e = Estimate::of(&ratios).unwrap_or(Estimate {
-        n: 0,
-        median: 0.0,
-        lo: 0.0,
-        hi: 0.0,
-        coverage: 0.0,
-        min: 0.0,
-        max: 0.0,
-    });
+    let e = Estimate::of(&ratios).unwrap_or(Estimate::EMPTY);
     Row {
         workload: workload.to_string(),
         unit: unit.to_string(),

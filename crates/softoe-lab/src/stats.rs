@@ -76,6 +76,18 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// No samples: every figure zero, covering nothing (what a report
+    /// shows for a measurement that did not happen).
+    pub const EMPTY: Estimate = Estimate {
+        n: 0,
+        median: 0.0,
+        lo: 0.0,
+        hi: 0.0,
+        coverage: 0.0,
+        min: 0.0,
+        max: 0.0,
+    };
+
     /// The estimate of `xs`, or `None` for no samples (NaNs ignored).
     pub fn of(xs: &[f64]) -> Option<Estimate> {
         let v = sorted(xs);
@@ -328,6 +340,16 @@ pub struct Figure {
 }
 
 impl Figure {
+    /// The figure of `xs`, however many: [`Estimate::EMPTY`] for none.
+    pub fn of_all(xs: impl Iterator<Item = f64>) -> Figure {
+        let v: Vec<f64> = xs.collect();
+        Figure::of(&v).unwrap_or(Figure {
+            estimate: Estimate::EMPTY,
+            modes: None,
+            samples: v,
+        })
+    }
+
     /// The figure of `xs`, or `None` for no samples.
     pub fn of(xs: &[f64]) -> Option<Figure> {
         Some(Figure {

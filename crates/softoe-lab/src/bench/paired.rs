@@ -245,20 +245,7 @@ fn bulk_run(
 
 /// A figure of `xs` (never empty here: every row runs a round at least).
 pub(super) fn figure(xs: impl Iterator<Item = f64>) -> Figure {
-    let v: Vec<f64> = xs.collect();
-    Figure::of(&v).unwrap_or(Figure {
-        estimate: Estimate {
-            n: 0,
-            median: 0.0,
-            lo: 0.0,
-            hi: 0.0,
-            coverage: 0.0,
-            min: 0.0,
-            max: 0.0,
-        },
-        modes: None,
-        samples: v,
-    })
+    Figure::of_all(xs)
 }
 
 /// The rows of one bulk measurement, one per system.
