@@ -30,7 +30,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use softoe_sim::machine::{MachineConfig, PeerModel, WorkloadKind, predict};
 
-use crate::bench::emulate::{Measured, measure, plan, work_of};
+use crate::bench::emulate::{Measured, Repeated, measure, plan, work_of};
 use crate::bench::repeat::{Repeats, interleaved};
 use crate::conditions::{Conditions, RowBusy, watch};
 use crate::sim_machine::{MachineArgs, calibration_source, load_calibration, load_config};
@@ -437,29 +437,16 @@ pub fn validate_cmd(a: &ValidateArgs) -> Result<()> {
         conditions.add(busy.as_ref());
         let repeats = rounds.repeats();
         let runs = rounds.per_side.into_iter().next().unwrap_or_default();
-        let measured_runs_bps: Vec<f64> = runs.iter().map(|m| m.delivered.throughput_bps).collect();
-        let Some(measured_figure) = Figure::of(&measured_runs_bps) else {
-            bail!("{name}: no measurement");
-        };
+        // The run whose throughput is nearest the median stands for the
+        // configuration's other figures in `measured`.
+        let (fig, rep) = Repeated::of(runs, repeats).with_context(|| name.clone())?;
+        let measured_runs_bps = fig.throughput_bps.samples.clone();
+        let measured_figure = fig.throughput_bps;
         let measured_bps = measured_figure.estimate.median;
         let spread = measured_figure.estimate.rel_spread();
         let half_width = measured_figure.estimate.rel_half_width();
-        let p50s: Vec<f64> = runs
-            .iter()
-            .filter_map(|m| m.delivered.latency_p50_us)
-            .collect();
-        let host_cpus: Vec<f64> = runs.iter().map(|m| m.host_cpu).collect();
-        let host_cpu = crate::stats::median(&host_cpus).unwrap_or(0.0);
-        // The run whose throughput is nearest the median stands for the
-        // configuration's other figures in `measured`.
-        let Some(rep) = runs.into_iter().min_by(|x, y| {
-            (x.delivered.throughput_bps - measured_bps)
-                .abs()
-                .total_cmp(&(y.delivered.throughput_bps - measured_bps).abs())
-        }) else {
-            bail!("{name}: no measurement");
-        };
-        let measured_p50_us = crate::stats::median(&p50s);
+        let host_cpu = fig.host_cpu.estimate.median;
+        let measured_p50_us = fig.latency_p50_us.map(|f| f.estimate.median);
         let err = |pred: f64, meas: f64| (pred - meas) / meas.abs().max(1e-9);
         rows.push(Row {
             name,

@@ -556,17 +556,17 @@ struct Report<'a> {
 
 /// The repeated runs' figures.
 #[derive(Debug, Serialize)]
-struct Repeated {
-    repeats: Repeats,
-    throughput_bps: Figure,
-    host_cpu: Figure,
+pub(crate) struct Repeated {
+    pub repeats: Repeats,
+    pub throughput_bps: Figure,
+    pub host_cpu: Figure,
     #[serde(skip_serializing_if = "Option::is_none")]
-    latency_p50_us: Option<Figure>,
+    pub latency_p50_us: Option<Figure>,
 }
 
 impl Repeated {
     /// The figures of `runs`, and the run nearest the median throughput.
-    fn of(runs: Vec<Measured>, repeats: Repeats) -> Result<(Repeated, Measured)> {
+    pub(crate) fn of(runs: Vec<Measured>, repeats: Repeats) -> Result<(Repeated, Measured)> {
         let tput: Vec<f64> = runs.iter().map(|m| m.delivered.throughput_bps).collect();
         let cpu: Vec<f64> = runs.iter().map(|m| m.host_cpu).collect();
         let p50: Vec<f64> = runs
