@@ -485,3 +485,33 @@ fn ahead(e: &Estimate, higher_is_better: bool) -> &'static str {
         _ => "within noise",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_side_is_ahead_only_beyond_the_runs_range() {
+        // Goodput, higher is better: softoe 2× in every run.
+        let r = row("bulk", "Gb/s", vec![20.0; 5], vec![10.0; 5], "higher");
+        assert_eq!((r.ratio, r.ahead), (2.0, "softoe"));
+        // One run the other way round: the range holds 1, no one is ahead.
+        let r = row(
+            "bulk",
+            "Gb/s",
+            vec![20.0, 20.0, 20.0, 20.0, 5.0],
+            vec![10.0; 5],
+            "higher",
+        );
+        assert_eq!(r.ahead, "within noise");
+        assert_eq!((r.ratio_interval.lo, r.ratio_interval.hi), (0.5, 2.0));
+        // Latency, lower is better: softoe's round trips all longer.
+        let r = row("p50", "µs", vec![30.0; 5], vec![20.0; 5], "lower");
+        assert_eq!(r.ahead, "Linux");
+        // Alike in every run: a tie.
+        let r = row("p50", "µs", vec![20.0; 5], vec![20.0; 5], "lower");
+        assert_eq!(r.ahead, "within noise");
+        // The runs are kept in the order measured.
+        assert_eq!(r.softoe_runs.len(), 5);
+    }
+}
