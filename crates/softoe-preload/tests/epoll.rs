@@ -223,3 +223,55 @@ fn epoll_reports_sockets_in_the_order_they_became_ready() {
         );
     }
 }
+
+const EXCLUSIVE: &str = include_str!("programs/exclusive.py");
+
+/// Runs the `EPOLLEXCLUSIVE` program (on softoe, or on Linux) against its
+/// driver on Linux; its output.
+fn exclusive(bed: &Bed, softoe: bool, port: u16) -> String {
+    let args = |role: &str| {
+        vec![
+            "-c".to_string(),
+            EXCLUSIVE.to_string(),
+            role.to_string(),
+            LINUX_IP.to_string(),
+            port.to_string(),
+        ]
+    };
+    let mut d = on_linux(bed, "python3");
+    d.args(args("driver")).stdout(Stdio::null());
+    let _driver = Child(d.spawn().unwrap());
+    wait_listening(bed, port);
+    let mut w = if softoe {
+        on_softoe(bed, "python3")
+    } else {
+        on_linux(bed, "python3")
+    };
+    w.args(args("waiter"));
+    let o = run_for(w, 30, "the EPOLLEXCLUSIVE program");
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+/// `EPOLLEXCLUSIVE` on a softoe connection is taken as Linux takes it:
+/// on `EPOLL_CTL_ADD` only and only with the events it allows (`EINVAL`
+/// otherwise, before `EEXIST` or `ENOENT`), an exclusive registration is
+/// never modified, and of two sets waiting exclusively for the same
+/// connection at least one reports its data. The same program on Linux is
+/// the reference.
+#[test]
+fn epoll_exclusive_is_taken_as_linux_takes_it() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let linux = exclusive(&bed, false, 7451);
+    let softoe = exclusive(&bed, true, 7452);
+    assert!(linux.lines().any(|l| l == "woken"), "Linux: {linux}");
+    assert_eq!(softoe, linux, "softoe (left) and Linux (right) differ");
+}
