@@ -275,3 +275,61 @@ fn epoll_exclusive_is_taken_as_linux_takes_it() {
     assert!(linux.lines().any(|l| l == "woken"), "Linux: {linux}");
     assert_eq!(softoe, linux, "softoe (left) and Linux (right) differ");
 }
+
+const READY_SET: &str = include_str!("programs/ready_set.py");
+
+/// Runs the `poll`/`select` program (on softoe, or on Linux) with `k`
+/// connections against its driver on Linux; its output and the rounds it
+/// found wrong.
+fn ready_set(bed: &Bed, softoe: bool, port: u16, k: usize) -> (String, usize) {
+    const ROUNDS: usize = 12;
+    let args = |role: &str| {
+        vec![
+            "-c".to_string(),
+            READY_SET.to_string(),
+            role.to_string(),
+            LINUX_IP.to_string(),
+            port.to_string(),
+            k.to_string(),
+            ROUNDS.to_string(),
+        ]
+    };
+    let mut d = on_linux(bed, "python3");
+    d.args(args("driver")).stdout(Stdio::null());
+    let _driver = Child(d.spawn().unwrap());
+    wait_listening(bed, port);
+    let mut w = if softoe {
+        on_softoe(bed, "python3")
+    } else {
+        on_linux(bed, "python3")
+    };
+    w.args(args("waiter"));
+    let o = run_for(w, 60, "the poll/select program");
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}\n{err}");
+    let wrong = out
+        .lines()
+        .find_map(|l| l.strip_prefix("wrong "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no verdict: {out}\n{err}"));
+    (out, wrong)
+}
+
+/// `poll` and `select` report what is ready, every connection that was
+/// sent a byte (in an order unlike their descriptors') and the pipe beside
+/// them when written, in the order of the descriptors asked about, as on
+/// Linux: readiness order is epoll's alone. The same program on Linux, in
+/// the same test, is the reference.
+#[test]
+fn poll_and_select_report_what_is_ready_by_descriptor() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let (linux, lw) = ready_set(&bed, false, 7461, 6);
+    let (softoe, sw) = ready_set(&bed, true, 7462, 6);
+    assert_eq!((sw, lw), (0, 0), "wrong rounds (softoe, Linux)");
+    assert_eq!(softoe, linux, "softoe (left) and Linux (right) differ");
+}
