@@ -141,8 +141,26 @@ const READY_ORDER: &str = include_str!("programs/ready_order.py");
 /// apart, in an order that changes every round; the rounds in which epoll
 /// reported them in another order.
 fn ready_order(bed: &Bed, softoe: bool, port: u16, k: usize, mode: &str, max: usize) -> usize {
+    ready_order_mixed(bed, softoe, port, (k, 0), mode, max, "asleep")
+}
+
+/// [`ready_order`] with `k.1` kernel connections (on a Unix socket) beside
+/// the `k.0` softoe ones, the first wait of each round `start`
+/// ("asleep": before the first byte is sent; "busy": after every byte
+/// arrived).
+fn ready_order_mixed(
+    bed: &Bed,
+    softoe: bool,
+    port: u16,
+    k: (usize, usize),
+    mode: &str,
+    max: usize,
+    start: &str,
+) -> usize {
     const ROUNDS: usize = 20;
     let gap = "2";
+    let upath = tempdir("ready-order").join("kernel.sock");
+    let upath = upath.to_string_lossy().to_string();
     let args = |role: &str| {
         vec![
             "-c".to_string(),
@@ -150,13 +168,14 @@ fn ready_order(bed: &Bed, softoe: bool, port: u16, k: usize, mode: &str, max: us
             role.to_string(),
             LINUX_IP.to_string(),
             port.to_string(),
-            k.to_string(),
+            k.0.to_string(),
             ROUNDS.to_string(),
             gap.to_string(),
         ]
     };
+    let extra = [k.1.to_string(), upath.clone()];
     let mut d = on_linux(bed, "python3");
-    d.args(args("driver")).stdout(Stdio::null());
+    d.args(args("driver")).args(&extra).stdout(Stdio::null());
     let _driver = Child(d.spawn().unwrap());
     wait_listening(bed, port);
     let mut w = if softoe {
@@ -165,7 +184,9 @@ fn ready_order(bed: &Bed, softoe: bool, port: u16, k: usize, mode: &str, max: us
         on_linux(bed, "python3")
     };
     w.args(args("waiter"))
-        .args([mode.to_string(), max.to_string()]);
+        .args([mode.to_string(), max.to_string()])
+        .args(&extra)
+        .arg(start);
     let o = run_for(w, 60, "the ready-order waiter");
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -178,7 +199,7 @@ fn ready_order(bed: &Bed, softoe: bool, port: u16, k: usize, mode: &str, max: us
         .unwrap_or_else(|| panic!("no verdict: {out}\n{err}"));
     if wrong > 0 {
         eprintln!(
-            "{} {mode} maxevents {max}, {k} connections:\n{err}",
+            "{} {mode} maxevents {max}, {k:?} connections, {start}:\n{err}",
             if softoe { "softoe" } else { "Linux" }
         );
     }
@@ -332,4 +353,38 @@ fn poll_and_select_report_what_is_ready_by_descriptor() {
     let (softoe, sw) = ready_set(&bed, true, 7462, 6);
     assert_eq!((sw, lw), (0, 0), "wrong rounds (softoe, Linux)");
     assert_eq!(softoe, linux, "softoe (left) and Linux (right) differ");
+}
+
+/// How far softoe's order of sockets and kernel descriptors in the same
+/// set is from Linux's (not a test: the figures for the design notes;
+/// ordering them against each other is not done). Connections on softoe
+/// and on a Unix socket (the kernel's) become readable one after another;
+/// the rounds of 20 reported out of order, on Linux and on softoe.
+#[test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+fn epoll_order_of_sockets_and_kernel_descriptors_together() {
+    if !have("python3") {
+        return;
+    }
+    let bed = bed();
+    let cases = [
+        ((1, 1), "et", 8, "asleep"),
+        ((1, 1), "et", 8, "busy"),
+        ((1, 1), "lt", 8, "asleep"),
+        ((4, 4), "et", 8, "asleep"),
+        ((4, 4), "et", 8, "busy"),
+        ((4, 4), "et", 1, "busy"),
+        ((4, 4), "lt", 8, "asleep"),
+    ];
+    let mut port = 7470;
+    for (k, mode, max, start) in cases {
+        port += 1;
+        let linux = ready_order_mixed(&bed, false, port, k, mode, max, start);
+        port += 1;
+        let softoe = ready_order_mixed(&bed, true, port, k, mode, max, start);
+        println!(
+            "{k:?} connections (softoe, kernel), {mode}, maxevents {max}, {start}: \
+             wrong in {softoe} of 20 rounds on softoe, {linux} on Linux"
+        );
+    }
 }
