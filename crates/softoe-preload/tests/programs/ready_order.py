@@ -12,7 +12,8 @@
 #       lets every byte arrive before the first wait), lets the rest
 #       arrive, then takes events MAXEVENTS at a time until every
 #       connection was reported, and compares the order of first reports
-#       with the order the bytes were sent. Prints "wrong N of ROUNDS".
+#       with the order the bytes were sent. Prints each round's order of
+#       first reports, then "wrong N of ROUNDS".
 import os, select, socket, sys, time
 
 role, addr, port, k, rounds, gap = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
@@ -115,6 +116,7 @@ for r in range(rounds):
     sent = [None] * n
     for i, c in enumerate(conns):
         sent[c.recv(1)[0]] = i
+    print(f"round {r}: reported {seen}", flush=True)
     if seen != sent:
         wrong += 1
         print(f"round {r}: sent in order {sent}, reported {seen}", file=sys.stderr)

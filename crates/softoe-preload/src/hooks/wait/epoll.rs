@@ -311,9 +311,13 @@ impl Epolls {
 
     /// Indexes set `epfd`'s loose registrations whose socket is now a
     /// connection or listener of `c` (connected, listening or taken since),
-    /// each a candidate.
+    /// each a candidate: noted with [`NEWLY_INDEXED`] before the wait takes
+    /// the changed bits, so that one whose socket changed joins by its
+    /// stamp, as the others do, and the rest after them.
     fn key_loose(&mut self, epfd: c_int, c: &Client) {
-        let Epolls { sets, index, .. } = self;
+        let Epolls {
+            sets, index, fresh, ..
+        } = self;
         let Some(set) = sets.get_mut(&epfd) else {
             return;
         };
@@ -332,7 +336,7 @@ impl Epolls {
             set.loose.swap_remove(i);
             reg.key = Some(id);
             index.entry(id).or_default().push((epfd, fd));
-            set.enqueue(fd);
+            fresh.push((NEWLY_INDEXED, epfd, fd));
         }
     }
 
@@ -344,12 +348,16 @@ impl Epolls {
         // reports failure: look at them all.
         let mut scan_all = c.is_some() && live.is_none();
         if let Some(c) = live {
+            // Indexed first: a socket registered since the last wait that
+            // became ready since goes where its stamp puts it (by the
+            // loose list's order, it came out ahead of sockets that
+            // became ready before it).
+            self.key_loose(epfd, c);
             if !c.take_changed(|id, st| self.route(id, st)) {
                 // Another taker (none should exist): no bits to go by.
                 scan_all = true;
             }
             self.enqueue_fresh();
-            self.key_loose(epfd, c);
         }
         let Epolls { sets, index, .. } = self;
         let Some(set) = sets.get_mut(&epfd) else {
@@ -441,6 +449,11 @@ fn exclusive_refused(op: c_int, events: u32, existing: Option<u32>) -> bool {
         _ => false,
     }
 }
+
+/// The order key of a registration indexed in this wait ([`Epolls::key_loose`]):
+/// after every one whose socket's change was stamped (its own stamp, if it
+/// has one, puts it there first), and looked at whether or not it is ready.
+const NEWLY_INDEXED: u64 = u64::MAX - 1;
 
 /// Epoll sets that hold softoe sockets.
 fn epolls() -> &'static Mutex<Epolls> {
