@@ -16,6 +16,17 @@ use softoe_engine::testing::{Bed, LINUX_IP};
 
 const MANY_C: &str = include_str!("epoll/many.c");
 
+/// Held by the tests whose verdict rests on timing (the order bytes 2 ms
+/// apart arrive in) and by the heavy one (a thousand connections), so that
+/// they do not run beside each other: a waiter the scheduler holds back
+/// past the first byte sees them all at once, and that order is another.
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ALONE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// An echo server on Linux's side for many connections at once.
 const ECHO: &str = r#"
 import resource, selectors, socket, sys
@@ -107,6 +118,7 @@ fn epoll_reports_the_one_ready_socket_among_many() {
     if !have("python3") || !have("cc") {
         return;
     }
+    let _alone = alone();
     let bed = bed();
     let dir = tempdir("epoll-many");
     let exe = many_program(&dir);
@@ -127,6 +139,7 @@ fn epoll_wait_cost_with_many_idle_sockets() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
+    let _alone = alone();
     let bed = bed();
     let dir = tempdir("epoll-cost");
     let exe = many_program(&dir);
@@ -224,6 +237,7 @@ fn epoll_reports_sockets_in_the_order_they_became_ready() {
     if !have("python3") {
         return;
     }
+    let _alone = alone();
     let bed = bed();
     // Not eight level-triggered ones a wait at a time: Linux itself
     // reorders those now and then (an item re-queued at the end of its
@@ -371,6 +385,7 @@ fn epoll_order_of_sockets_and_kernel_descriptors_together() {
     if !have("python3") {
         return;
     }
+    let _alone = alone();
     let bed = bed();
     let cases = [
         ((1, 1), "et", 8, "asleep"),
@@ -411,6 +426,7 @@ fn epoll_orders_sockets_ready_before_the_first_wait() {
     if !have("python3") {
         return;
     }
+    let _alone = alone();
     let bed = bed();
     let mut port = 7440;
     for (k, mode, max) in [(8, "et", 8), (8, "et", 1), (2, "et", 1)] {
