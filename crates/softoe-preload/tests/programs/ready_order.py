@@ -1,26 +1,33 @@
 # Which of several connections does epoll report first? Linux's ready list
 # is first in, first out: sockets come out in the order they became ready.
-#   ready_order.py driver ADDR PORT K ROUNDS GAP_MS
-#       accepts K connections; for each round asked for (a byte on the
+#   ready_order.py driver ADDR PORT K ROUNDS GAP_MS [KK UPATH]
+#       accepts K connections (and KK on the Unix socket UPATH: the
+#       kernel's, beside softoe's); for each round asked for (a byte on the
 #       first), sends one byte on every connection, in an order that changes
 #       from round to round, GAP_MS apart; each byte is its position.
-#   ready_order.py waiter ADDR PORT K ROUNDS GAP_MS MODE MAXEVENTS
-#       connects K times, registers the connections (MODE lt or et) and an
-#       idle pipe in one epoll set; each round asks, waits for the first
-#       event, lets the rest arrive, then takes events MAXEVENTS at a time
-#       until every connection was reported, and compares the order of
-#       first reports with the order the bytes were sent. Prints
-#       "wrong N of ROUNDS".
+#   ready_order.py waiter ADDR PORT K ROUNDS GAP_MS MODE MAXEVENTS [KK UPATH START]
+#       connects K times (and KK times to UPATH), registers the connections
+#       (MODE lt or et) and an idle pipe in one epoll set; each round asks,
+#       waits for the first event (START "asleep", the default; "busy":
+#       lets every byte arrive before the first wait), lets the rest
+#       arrive, then takes events MAXEVENTS at a time until every
+#       connection was reported, and compares the order of first reports
+#       with the order the bytes were sent. Prints each round's order of
+#       first reports, then "wrong N of ROUNDS".
 import os, select, socket, sys, time
 
 role, addr, port, k, rounds, gap = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+rest = sys.argv[9:] if role == "waiter" else sys.argv[7:]
+kk, upath = (int(rest[0]), rest[1]) if len(rest) >= 2 else (0, None)
+start = rest[2] if len(rest) >= 3 else "asleep"
+n = k + kk
 
 
 def order(r):
     # A permutation of range(k) that differs from round to round.
-    idx = list(range(k))
+    idx = list(range(n))
     x = r * 2654435761 + 12345
-    for i in range(k - 1, 0, -1):
+    for i in range(n - 1, 0, -1):
         x = (x * 6364136223846793005 + 1442695040888963407) % (1 << 64)
         j = (x >> 33) % (i + 1)
         idx[i], idx[j] = idx[j], idx[i]
@@ -38,6 +45,15 @@ if role == "driver":
         c, _ = l.accept()
         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conns.append(c)
+    if kk:
+        u = socket.socket(socket.AF_UNIX)
+        if os.path.exists(upath):
+            os.unlink(upath)
+        u.bind(upath)
+        u.listen(kk)
+        for _ in range(kk):
+            c, _ = u.accept()
+            conns.append(c)
     for r in range(rounds):
         if conns[0].recv(1) != b"g":
             sys.exit("driver: the waiter went away")
@@ -54,6 +70,16 @@ for _ in range(k):
     c.setblocking(False)
     conns.append(c)
     time.sleep(0.01)
+for _ in range(kk):
+    c = socket.socket(socket.AF_UNIX)
+    for _ in range(500):
+        try:
+            c.connect(upath)
+            break
+        except (FileNotFoundError, ConnectionRefusedError):
+            time.sleep(0.01)
+    c.setblocking(False)
+    conns.append(c)
 ep = select.epoll()
 flags = select.EPOLLIN | (select.EPOLLET if mode == "et" else 0)
 by_fd = {}
@@ -69,7 +95,11 @@ for r in range(rounds):
     conns[0].setblocking(False)
     seen = []
     first = True
-    while len(seen) < k:
+    if start == "busy":
+        # Every byte has arrived by the first wait.
+        time.sleep((n * gap + 20) / 1000)
+        first = False
+    while len(seen) < n:
         evs = ep.poll(5.0, maxevents)
         if not evs:
             sys.exit(f"waiter: round {r}: only {seen} reported in 5 s")
@@ -81,11 +111,12 @@ for r in range(rounds):
                 seen.append(i)
         if first:
             # Every byte has arrived by now: one wait sees the rest.
-            time.sleep((k * gap + 20) / 1000)
+            time.sleep((n * gap + 20) / 1000)
             first = False
-    sent = [None] * k
+    sent = [None] * n
     for i, c in enumerate(conns):
         sent[c.recv(1)[0]] = i
+    print(f"round {r}: reported {seen}", flush=True)
     if seen != sent:
         wrong += 1
         print(f"round {r}: sent in order {sent}, reported {seen}", file=sys.stderr)

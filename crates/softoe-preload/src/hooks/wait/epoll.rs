@@ -311,9 +311,13 @@ impl Epolls {
 
     /// Indexes set `epfd`'s loose registrations whose socket is now a
     /// connection or listener of `c` (connected, listening or taken since),
-    /// each a candidate.
+    /// each a candidate: noted with [`NEWLY_INDEXED`] before the wait takes
+    /// the changed bits, so that one whose socket changed joins by its
+    /// stamp, as the others do, and the rest after them.
     fn key_loose(&mut self, epfd: c_int, c: &Client) {
-        let Epolls { sets, index, .. } = self;
+        let Epolls {
+            sets, index, fresh, ..
+        } = self;
         let Some(set) = sets.get_mut(&epfd) else {
             return;
         };
@@ -332,7 +336,7 @@ impl Epolls {
             set.loose.swap_remove(i);
             reg.key = Some(id);
             index.entry(id).or_default().push((epfd, fd));
-            set.enqueue(fd);
+            fresh.push((NEWLY_INDEXED, epfd, fd));
         }
     }
 
@@ -344,12 +348,16 @@ impl Epolls {
         // reports failure: look at them all.
         let mut scan_all = c.is_some() && live.is_none();
         if let Some(c) = live {
+            // Indexed first: a socket registered since the last wait that
+            // became ready since goes where its stamp puts it (by the
+            // loose list's order, it came out ahead of sockets that
+            // became ready before it).
+            self.key_loose(epfd, c);
             if !c.take_changed(|id, st| self.route(id, st)) {
                 // Another taker (none should exist): no bits to go by.
                 scan_all = true;
             }
             self.enqueue_fresh();
-            self.key_loose(epfd, c);
         }
         let Epolls { sets, index, .. } = self;
         let Some(set) = sets.get_mut(&epfd) else {
@@ -416,6 +424,37 @@ impl Epolls {
     }
 }
 
+/// The events an `EPOLLEXCLUSIVE` registration may carry besides itself
+/// (Linux's `EPOLLEXCLUSIVE_OK_BITS`).
+const EXCLUSIVE_OK: u32 = (libc::EPOLLIN
+    | libc::EPOLLOUT
+    | libc::EPOLLERR
+    | libc::EPOLLHUP
+    | libc::EPOLLWAKEUP
+    | libc::EPOLLET
+    | libc::EPOLLEXCLUSIVE) as u32;
+
+/// Whether `epoll_ctl` operation `op` with `events` is refused with
+/// `EINVAL` for `EPOLLEXCLUSIVE`, as Linux refuses it: the flag is
+/// accepted on `EPOLL_CTL_ADD` only, and only with the events it allows
+/// (not `EPOLLONESHOT`, `EPOLLRDHUP` or `EPOLLPRI`), checked before
+/// whether the registration exists; and an exclusive registration
+/// (`existing`, its events) cannot be modified at all. A wait wakes every
+/// thread waiting on the set, which Linux allows ("one or more").
+fn exclusive_refused(op: c_int, events: u32, existing: Option<u32>) -> bool {
+    let excl = libc::EPOLLEXCLUSIVE as u32;
+    match op {
+        libc::EPOLL_CTL_ADD => events & excl != 0 && events & !EXCLUSIVE_OK != 0,
+        libc::EPOLL_CTL_MOD => events & excl != 0 || existing.is_some_and(|e| e & excl != 0),
+        _ => false,
+    }
+}
+
+/// The order key of a registration indexed in this wait ([`Epolls::key_loose`]):
+/// after every one whose socket's change was stamped (its own stamp, if it
+/// has one, puts it there first), and looked at whether or not it is ready.
+const NEWLY_INDEXED: u64 = u64::MAX - 1;
+
 /// Epoll sets that hold softoe sockets.
 fn epolls() -> &'static Mutex<Epolls> {
     static E: OnceLock<Mutex<Epolls>> = OnceLock::new();
@@ -462,7 +501,12 @@ pub unsafe extern "C" fn epoll_ctl(
                 set_errno(libc::EFAULT);
                 return -1;
             };
-            let exists = set.regs.contains_key(&fd);
+            let existing = set.regs.get(&fd).map(|r| r.events);
+            let exists = existing.is_some();
+            if exclusive_refused(op, e.events, existing) {
+                set_errno(libc::EINVAL);
+                return -1;
+            }
             if op == libc::EPOLL_CTL_ADD && exists {
                 set_errno(libc::EEXIST);
                 return -1;
@@ -729,6 +773,48 @@ pub(crate) fn moved_to_kernel(fd: c_int) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `EPOLLEXCLUSIVE` as Linux takes it: on `EPOLL_CTL_ADD` with the
+    /// events it allows; never on `EPOLL_CTL_MOD`, and an exclusive
+    /// registration is not modified.
+    #[test]
+    fn exclusive_is_refused_where_linux_refuses_it() {
+        let x = libc::EPOLLEXCLUSIVE as u32;
+        let inp = libc::EPOLLIN as u32;
+        let add = libc::EPOLL_CTL_ADD;
+        let md = libc::EPOLL_CTL_MOD;
+        assert!(!exclusive_refused(add, inp | x, None));
+        assert!(!exclusive_refused(
+            add,
+            inp | x | libc::EPOLLET as u32,
+            None
+        ));
+        assert!(!exclusive_refused(
+            add,
+            inp | libc::EPOLLONESHOT as u32,
+            None
+        ));
+        assert!(exclusive_refused(
+            add,
+            inp | x | libc::EPOLLONESHOT as u32,
+            None
+        ));
+        assert!(exclusive_refused(
+            add,
+            inp | x | libc::EPOLLRDHUP as u32,
+            None
+        ));
+        assert!(exclusive_refused(add, x | libc::EPOLLPRI as u32, Some(inp)));
+        assert!(exclusive_refused(md, inp | x, None));
+        assert!(exclusive_refused(md, inp | x, Some(inp)));
+        assert!(exclusive_refused(md, inp, Some(inp | x)));
+        assert!(!exclusive_refused(
+            md,
+            inp | libc::EPOLLOUT as u32,
+            Some(inp)
+        ));
+        assert!(!exclusive_refused(libc::EPOLL_CTL_DEL, x, Some(inp | x)));
+    }
 
     /// A set that no longer holds a softoe socket still has its waits
     /// filtered once a wait put a doorbell in it: forwarded to the kernel
