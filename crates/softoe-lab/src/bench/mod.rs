@@ -704,7 +704,7 @@ fn run_long(b: &Bench<'_>, report: &mut Report) -> Result<()> {
         report.spin = spin::run(b.base, b.exe, &b.plan.spin, b.pb)?;
     }
     if b.plan.want("apps") {
-        report.apps = apps::run(b.base, b.exe, &b.plan.apps, b.pb)?;
+        report.apps = apps::run(b.base, b.exe, &b.plan.apps, &b.plan.rule, b.pb)?;
         report.apps_command = Some(format!(
             "softoe bench --only apps --apps-secs {} --apps-conns {}",
             b.plan.apps_secs, b.args.apps_conns
@@ -760,6 +760,7 @@ mod tests {
         let p = plan(&["--quick", "ablation"]).unwrap();
         assert!(p.want("ablation") && !p.want("bulk"));
         assert_eq!(p.runs(), 24);
+        assert_eq!(plan(&["--quick", "apps"]).unwrap().runs(), 4);
     }
 
     #[test]
