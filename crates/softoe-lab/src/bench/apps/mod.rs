@@ -553,35 +553,23 @@ fn nginx(bed: &RealBed, exe: &Path, o: &Options, rule: &StopRule, pb: &ProgressB
         let server = start_nginx(bed, exe, sys, &dir, &big, &small)?;
         Ok(Running { server, dir })
     });
-    let addr = |sys: System| SocketAddrV4::new(sys.ip(), HTTP_PORT);
-    let m = interleave(
-        rule,
-        pb,
-        "nginx keep-alive",
-        sides(&started),
-        |sys, r, warm| {
-            let (a, b) = (addr(sys), big.clone());
-            r.server.check(drive(bed, o, warm, move |_, w| {
-                http::keep_alive(a, "/big", &b, w)
-            }))
-        },
-    );
-    let mut out = rows(ka, "req/s", o.conns, Some(BIG), &m);
-    pb.inc(1);
-    let m = interleave(
-        rule,
-        pb,
-        "nginx new connections",
-        sides(&started),
-        |sys, r, warm| {
-            let (a, s) = (addr(sys), small.clone());
-            r.server.check(drive(bed, o, warm, move |_, w| {
-                http::fresh_connections(a, "/small", &s, w)
-            }))
-        },
-    );
-    out.extend(rows(fresh, "req/s", o.conns, None, &m));
-    pb.inc(1);
+    // Keep-alive GETs of the big file, then new-connection GETs of the
+    // small one, on the same two servers.
+    type Get = fn(SocketAddrV4, &str, &[u8], &Window) -> Result<u64>;
+    let loads = [
+        (ka, http::keep_alive as Get, "/big", &big, Some(BIG)),
+        (fresh, http::fresh_connections, "/small", &small, None),
+    ];
+    let mut out = Vec::new();
+    for (workload, get, path, body, bytes_per_op) in loads {
+        let m = interleave(rule, pb, workload, sides(&started), |sys, r, warm| {
+            let (a, body) = (SocketAddrV4::new(sys.ip(), HTTP_PORT), Arc::clone(body));
+            r.server
+                .check(drive(bed, o, warm, move |_, w| get(a, path, &body, w)))
+        });
+        out.extend(rows(workload, "req/s", o.conns, bytes_per_op, &m));
+        pb.inc(1);
+    }
     out
 }
 
