@@ -253,8 +253,8 @@ pub struct BenchArgs {
     /// (`SOFTOE_SPIN_US`, the ceiling of its learnt budget), µs.
     #[arg(long, value_delimiter = ',', default_values_t = [0u64, 10, 30, 60])]
     spin_app_us: Vec<u64>,
-    /// Seconds of load per row of the apps scenario (after a warm-up of a
-    /// quarter of it, at most 1 s; default 5, 2 with --quick).
+    /// Seconds of load per window of the apps scenario (softoe's and Linux's
+    /// interleaved, each side's first after a 2 s warm-up; default 5, 2 with --quick).
     #[arg(long)]
     apps_secs: Option<f64>,
     /// Client connections of the apps scenario (pgbench's clients too).
@@ -743,7 +743,7 @@ fn run_long(b: &Bench<'_>, report: &mut Report) -> Result<()> {
         report.spin = spin::run(b.base, b.exe, &b.plan.spin, b.pb)?;
     }
     if b.plan.want("apps") {
-        report.apps = apps::run(b.base, b.exe, &b.plan.apps, b.pb)?;
+        report.apps = apps::run(b.base, b.exe, &b.plan.apps, &b.plan.rule, b.pb)?;
         report.apps_command = Some(format!(
             "softoe bench --only apps --apps-secs {} --apps-conns {}",
             b.plan.apps_secs, b.args.apps_conns
@@ -799,6 +799,7 @@ mod tests {
         let p = plan(&["--quick", "ablation"]).unwrap();
         assert!(p.want("ablation") && !p.want("bulk"));
         assert_eq!(p.runs(), 8);
+        assert_eq!(plan(&["--quick", "apps"]).unwrap().runs(), 4);
     }
 
     #[test]

@@ -68,7 +68,7 @@ fn pm(f: &Figure) -> String {
 }
 
 /// A ratio to Linux with its interval: "1.12x [1.05–1.20]".
-fn ratio_with(f: Option<&Figure>) -> String {
+pub(super) fn ratio_with(f: Option<&Figure>) -> String {
     f.map_or(String::new(), |f| match f.modes {
         Some(_) => f.show(|x| format!("{x:.2}x")),
         None => format!(
