@@ -744,9 +744,16 @@ fn run_long(b: &Bench<'_>, report: &mut Report) -> Result<()> {
     }
     if b.plan.want("apps") {
         report.apps = apps::run(b.base, b.exe, &b.plan.apps, &b.plan.rule, b.pb)?;
+        let r = &b.plan.rule;
         report.apps_command = Some(format!(
-            "softoe bench --only apps --apps-secs {} --apps-conns {}",
-            b.plan.apps_secs, b.args.apps_conns
+            "softoe bench --only apps --apps-secs {} --apps-conns {} --min-rounds {} \
+             --max-rounds {} --width {} --row-secs {}",
+            b.plan.apps_secs,
+            b.args.apps_conns,
+            r.min_rounds,
+            r.max_rounds,
+            r.rel_width * 100.0,
+            r.max_time.as_secs_f64()
         ));
     }
     if b.plan.want("reclaim") {

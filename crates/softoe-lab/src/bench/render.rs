@@ -42,11 +42,11 @@ fn header(o: &mut String, r: &Report) {
             if r.quick { " --quick" } else { "" }
         );
         if let Some(rule) = &r.rule
-            && !(r.bulk.is_empty() && r.latency.is_empty())
+            && !(r.bulk.is_empty() && r.latency.is_empty() && r.apps.is_empty())
         {
             let _ = writeln!(
                 o,
-                "Bulk and ping-pong rows: softoe and Linux measured in turn, round after round\n\
+                "Bulk, ping-pong and apps rows: softoe and Linux measured in turn, round after round\n\
                  ({}–{} rounds, until every interval is within ±{:.0} % or {:.0} s); each figure\n\
                  the median ± its interval's half-width ({:.0} % from six rounds; the range of\n\
                  fewer), each ratio the median of the rounds' pairs [interval]; two modes\n\
