@@ -1210,6 +1210,28 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_core_takes_a_floating_thread_queued_elsewhere() {
+        // e (core 0) runs 10 ms from 0, q (core 1) 1 ms from 0. p, allowed
+        // both, wakes at 0.5 ms onto core 0 (both loaded alike: the lowest
+        // index) behind e's slice, and is taken by core 1 when q ends.
+        let mut m = machine(2);
+        let e = m.spawn(thread("e", Affinity::Pinned(0))).unwrap();
+        let q = m.spawn(thread("q", Affinity::Pinned(1))).unwrap();
+        let p = m.spawn(thread("p", Affinity::Set(vec![0, 1]))).unwrap();
+        m.offer(Instant::ZERO, e, Job::user(10 * MS)).unwrap();
+        m.offer(Instant::ZERO, q, Job::user(MS)).unwrap();
+        m.offer(Instant::from_micros(500), p, Job::user(US))
+            .unwrap();
+        let d = m.drain();
+        let pd = d.iter().find(|d| d.thread == p).unwrap();
+        assert_eq!((pd.core, pd.start), (1, Instant::from_millis(1)));
+        // e was never interrupted.
+        let ed = d.iter().find(|d| d.thread == e).unwrap();
+        assert_eq!(ed.finish, Instant::from_millis(10));
+        assert_eq!(m.stat().threads[0].preemptions, 0);
+    }
+
+    #[test]
     fn accounting_sums_to_busy_time_and_kernel_work_lands_in_its_thread() {
         let mut m = machine(2);
         let engine = m
@@ -1356,6 +1378,69 @@ mod tests {
             a.iter()
                 .all(|d| d.thread.index() == 1 || d.core == d.thread.index().min(1))
         );
+    }
+
+    proptest::proptest! {
+        /// Any workload: every job ends once, after it arrived, in its
+        /// thread's order, on a core its thread may use, and the threads'
+        /// CPU time is the cores' busy time.
+        #[test]
+        fn any_workload_keeps_the_books(
+            ops in proptest::collection::vec(
+                (0u64..50_000, 0usize..3, 0u64..40_000, 0u64..10_000, 0u64..5_000,
+                 proptest::option::of(0usize..3)),
+                1..150,
+            ),
+            quantum in 1u64..100_000,
+            speed in 0.1f64..4.0,
+            wake in 0u64..30_000,
+        ) {
+            let mut m = Cores::new(&CoresSpec {
+                speeds: vec![1.0, speed],
+                quantum: Duration::from_nanos(quantum),
+                wake_same_core: Duration::from_nanos(wake / 3),
+                wake_cross_core: Duration::from_nanos(wake),
+            })
+            .unwrap();
+            let affinities = [Affinity::Pinned(0), Affinity::Any, Affinity::Pinned(1)];
+            let ts: Vec<ThreadId> = affinities
+                .iter()
+                .map(|a| m.spawn(thread("t", a.clone())).unwrap())
+                .collect();
+            let mut t = Instant::ZERO;
+            let mut done = Vec::new();
+            let mut offered = Vec::new();
+            for (gap, who, u, sys, q, waker) in ops {
+                t += Duration::from_nanos(gap);
+                done.extend(m.advance(t));
+                let job = Job {
+                    user: Duration::from_nanos(u),
+                    system: Duration::from_nanos(sys),
+                    softirq: Duration::from_nanos(q),
+                    waker: waker.map(|w| ts[w]),
+                };
+                offered.push((m.offer(t, ts[who], job).unwrap(), who));
+            }
+            done.extend(m.drain());
+            proptest::prop_assert_eq!(done.len(), offered.len());
+            let mut last_finish = [Instant::ZERO; 3];
+            for (id, who) in &offered {
+                let d = done.iter().find(|d| d.job == *id).unwrap();
+                proptest::prop_assert_eq!(d.thread, ts[*who]);
+                proptest::prop_assert!(d.arrival <= d.start && d.start <= d.finish);
+                proptest::prop_assert!(d.finish >= last_finish[*who]);
+                last_finish[*who] = d.finish;
+                proptest::prop_assert!(*who == 1 || d.core == *who / 2);
+            }
+            let s = m.stat();
+            let busy: Duration = s.cores.iter().map(CoreStat::busy).sum();
+            let cpu: Duration = s.threads.iter().map(ThreadStat::cpu).sum();
+            proptest::prop_assert_eq!(busy, cpu);
+            for c in &s.cores {
+                proptest::prop_assert_eq!(c.busy() + c.idle, s.at - Instant::ZERO);
+            }
+            proptest::prop_assert_eq!(m.next_event(), None);
+        }
     }
 
     #[test]
