@@ -24,6 +24,14 @@
 //!   peer, runs the workload and reports a [`Prediction`];
 //! - [`estimate`]: LAWS computed from the same configuration and
 //!   calibration ([`LawsEstimate`], [`Laws::from_config`]);
+//! - [`cpu`]: the CPUs as scheduled resources ([`Cores`]): cores shared
+//!   by threads (the engine, programs, a Linux peer, softirq work) in time
+//!   slices, with wake-up latencies on the same core and across cores, and
+//!   CPU time charged as `/proc` charges it ([`ProcStat`]). It describes
+//!   the testbed (two cores, the engine on one, everything else on the
+//!   other) and the seeds' machines (an engine core and a host core of
+//!   their own) as configurations of one model; it is checked against
+//!   closed forms and not yet used by [`predict()`];
 //! - [`queue`]: the queued servers ([`Server`], [`Pool`]) and the cost of an
 //!   event ([`Cost`]), checked against queueing theory's closed forms;
 //! - [`analytic`]: the LAWS model of stream throughput ([`Laws`]) and the
@@ -52,6 +60,7 @@ pub mod analytic;
 pub mod apps;
 pub mod config;
 pub mod costs;
+pub mod cpu;
 pub mod estimate;
 pub mod host;
 pub mod predict;
@@ -65,6 +74,10 @@ pub use config::{
     MemorySpec, NicSpec, PeerModel, PeerSpec, WorkloadKind, WorkloadSpec,
 };
 pub use costs::{Calibration, CalibrationError, StageCost};
+pub use cpu::{
+    Affinity, CoreStat, Cores, CoresSpec, CpuError, Done, Job, JobId, ProcStat, ThreadId,
+    ThreadKind, ThreadSpec, ThreadStat,
+};
 pub use estimate::LawsEstimate;
 pub use host::{AppSpec, BusModel, Busy, MachineCounters, MachineNode, NodeError, NodeSpec};
 pub use predict::{
